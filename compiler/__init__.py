@@ -1,0 +1,34 @@
+"""aicc: an MLIR-style multi-level AI compiler, built on xDSL.
+
+    import compiler
+    from compiler import jit
+
+    @jit
+    def mlp(x, w1, b1, w2, b2):
+        return np.maximum(x @ w1 + b1, 0.0) @ w2 + b2
+
+    m = compiler.compile(fn, example_inputs)     # m(*inputs), m.ir("loops")
+"""
+
+from compiler.api import JitFunction, compile, jit
+from compiler.errors import CompileError, ShapeError, UnsupportedOpError
+from compiler.pipeline import CompiledModel
+
+__all__ = [
+    "CompileError",
+    "CompiledModel",
+    "JitFunction",
+    "ShapeError",
+    "UnsupportedOpError",
+    "compile",
+    "jit",
+    "ops",
+]
+
+
+def __getattr__(name: str):
+    if name == "ops":  # compiler.ops without importing it eagerly
+        import importlib
+
+        return importlib.import_module("compiler.ops")
+    raise AttributeError(f"module 'compiler' has no attribute {name!r}")

@@ -1,0 +1,101 @@
+"""The public entry points: `compiler.compile` and `compiler.jit`.
+
+They take a user's model, hand it to the frontend that knows its kind (imported lazily, so
+`import compiler` stays light and the compiler core never depends on a frontend), and compile
+the resulting aicc module with `compiler.pipeline`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import CompileError
+from compiler.pipeline import TARGETS, CompiledModel, CompileOptions, compile_module
+
+
+def _check_target(target: str) -> None:
+    if target not in TARGETS:
+        raise CompileError(f"unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
+
+
+def compile(
+    model: Any,
+    example_inputs: Sequence[Any] | None = None,
+    target: str = "cpu",
+    *,
+    threads: int | None = None,
+    fuse: bool = True,
+    print_ir_after_all: Callable | None = None,
+) -> CompiledModel | JitFunction:
+    """Compile `model` for `target`.
+
+    A Python function with `example_inputs` is traced and compiled now for those shapes; without
+    them it compiles on first call, once per distinct input shapes and dtypes (like `jit`).
+    """
+    _check_target(target)
+    options = CompileOptions(target, threads, fuse, print_ir_after_all)
+    if callable(model) and not _is_module_object(model):
+        if example_inputs is None:
+            return JitFunction(model, options)
+        return _compile_function(model, tuple(example_inputs), options)
+    raise CompileError(
+        f"cannot compile a {type(model).__name__}: expected a Python function "
+        "(PyTorch modules and ONNX models come with their frontends)"
+    )
+
+
+def _is_module_object(model: Any) -> bool:
+    return type(model).__module__.split(".")[0] in ("torch", "onnx")
+
+
+def _compile_function(fn: Callable, inputs: tuple, options: CompileOptions) -> CompiledModel:
+    from frontends.numpy_trace import trace
+
+    program = trace(fn, inputs, name=getattr(fn, "__name__", "main").strip("<>") or "main")
+    return compile_module(
+        program.module,
+        program.func_name,
+        output_is_tuple=program.output_is_tuple,
+        options=options,
+    )
+
+
+class JitFunction:
+    """A traced-on-call function: compiled once per distinct input shapes and dtypes."""
+
+    def __init__(self, fn: Callable, options: CompileOptions):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.options = options
+        self.cache: dict[tuple, CompiledModel] = {}
+
+    def compiled_for(self, *inputs) -> CompiledModel:
+        arrays = tuple(np.asarray(x) for x in inputs)
+        key = tuple((a.shape, a.dtype.str) for a in arrays)
+        if key not in self.cache:
+            self.cache[key] = _compile_function(self.fn, arrays, self.options)
+        return self.cache[key]
+
+    def __call__(self, *inputs):
+        return self.compiled_for(*inputs)(*inputs)
+
+    def ir(self, stage: str) -> str:
+        """The IR of the most recently compiled signature."""
+        if not self.cache:
+            raise CompileError(f"{self.fn.__name__} has not been compiled yet: call it first")
+        return next(reversed(self.cache.values())).ir(stage)
+
+
+def jit(fn: Callable | None = None, *, target: str = "cpu", threads: int | None = None, fuse: bool = True):
+    """`@jit` or `@jit(target="cpu")`: compile a NumPy-style function on first call per signature."""
+    _check_target(target)
+    options = CompileOptions(target, threads, fuse)
+
+    def wrap(f: Callable) -> JitFunction:
+        return JitFunction(f, options)
+
+    return wrap(fn) if fn is not None else wrap

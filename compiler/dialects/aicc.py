@@ -1,0 +1,721 @@
+"""The `aicc` dialect: aicc's graph-level tensor dialect.
+
+Ops take and return builtin ranked tensors with static shapes. Elementwise ops follow NumPy
+broadcasting (the result type is the broadcast of the operand shapes), so frontends never
+materialize broadcasts themselves. Every op infers its result type in its builder and checks it
+in its verifier; the `infer_*` helpers below are shared by both and by the frontends, which turn
+their ValueError into a CompileError that names the user's line.
+
+    %0 = aicc.add %x, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+    %1 = aicc.relu %0 : tensor<4x8xf32>
+    %2 = aicc.reduce_sum %1 {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    BoolAttr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    Float32Type,
+    Float64Type,
+    IntegerAttr,
+    IntegerType,
+    StringAttr,
+    TensorType,
+    i1,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    VarConstraint,
+    attr_def,
+    base,
+    irdl_op_definition,
+    operand_def,
+    opt_attr_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import ConstantLike, Pure
+from xdsl.utils.exceptions import VerifyException
+
+Shape = tuple[int, ...]
+
+# ---------------------------------------------------------------------------------------------
+# Shape and type inference, shared by builders, verifiers and frontends. Each raises ValueError
+# with a message that names the op and the shapes involved.
+# ---------------------------------------------------------------------------------------------
+
+
+def _fmt(shape: Sequence[int]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def broadcast_shapes(op: str, *shapes: Sequence[int]) -> Shape:
+    """NumPy broadcasting of several shapes."""
+    rank = max((len(s) for s in shapes), default=0)
+    out: list[int] = []
+    for i in range(rank):
+        dims = {s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            raise ValueError(
+                f"{op}: shapes {' and '.join(_fmt(s) for s in shapes)} cannot be broadcast together"
+            )
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def normalize_axes(op: str, axes: Sequence[int] | int | None, rank: int) -> tuple[int, ...]:
+    if axes is None:
+        return tuple(range(rank))
+    if isinstance(axes, int):
+        axes = (axes,)
+    out = []
+    for a in axes:
+        if not -rank <= a < max(rank, 1):
+            raise ValueError(f"{op}: axis {a} is out of range for a tensor of rank {rank}")
+        out.append(a % rank if rank else 0)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated axis in {tuple(axes)}")
+    return tuple(sorted(out))
+
+
+def reduce_shape(shape: Sequence[int], axes: Sequence[int], keepdims: bool) -> Shape:
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def matmul_shape(op: str, a: Sequence[int], b: Sequence[int]) -> Shape:
+    """Shapes of np.matmul for operands of rank >= 2 (frontends lift 1-D operands first)."""
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"{op}: operands must have rank >= 2, got {_fmt(a)} and {_fmt(b)}")
+    if a[-1] != b[-2]:
+        raise ValueError(
+            f"{op}: contraction dimensions differ: {_fmt(a)} @ {_fmt(b)} ({a[-1]} != {b[-2]})"
+        )
+    try:
+        batch = broadcast_shapes(op, a[:-2], b[:-2])
+    except ValueError:
+        raise ValueError(
+            f"{op}: batch dimensions of {_fmt(a)} and {_fmt(b)} cannot be broadcast together"
+        ) from None
+    return (*batch, a[-2], b[-1])
+
+
+def transpose_shape(op: str, shape: Sequence[int], perm: Sequence[int]) -> Shape:
+    if sorted(perm) != list(range(len(shape))):
+        raise ValueError(f"{op}: {tuple(perm)} is not a permutation of the axes of {_fmt(shape)}")
+    return tuple(shape[p] for p in perm)
+
+
+def reshape_shape(op: str, shape: Sequence[int], new: Sequence[int]) -> Shape:
+    new = list(new)
+    size = int(np.prod(shape, dtype=np.int64))
+    if new.count(-1) > 1:
+        raise ValueError(f"{op}: more than one -1 in {tuple(new)}")
+    if -1 in new:
+        rest = int(np.prod([d for d in new if d != -1], dtype=np.int64))
+        if rest == 0 or size % rest:
+            raise ValueError(f"{op}: cannot reshape {_fmt(shape)} into {tuple(new)}")
+        new[new.index(-1)] = size // rest
+    if any(d < 0 for d in new) or int(np.prod(new, dtype=np.int64)) != size:
+        raise ValueError(f"{op}: cannot reshape {_fmt(shape)} ({size} elements) into {_fmt(new)}")
+    return tuple(new)
+
+
+def broadcast_to_shape(op: str, shape: Sequence[int], target: Sequence[int]) -> Shape:
+    if broadcast_shapes(op, shape, target) != tuple(target):
+        raise ValueError(f"{op}: cannot broadcast {_fmt(shape)} to {_fmt(target)}")
+    return tuple(target)
+
+
+def shape_of(value: SSAValue | Attribute) -> Shape:
+    t = value.type if isinstance(value, SSAValue) else value
+    assert isinstance(t, TensorType)
+    return tuple(t.get_shape())
+
+
+def element_type_of(value: SSAValue) -> Attribute:
+    assert isinstance(value.type, TensorType)
+    return value.type.element_type
+
+
+def _check(fn, *args):
+    """Run a shape helper inside a verifier: ValueError becomes VerifyException."""
+    try:
+        return fn(*args)
+    except ValueError as e:
+        raise VerifyException(str(e)) from None
+
+
+def _require_float(op: IRDLOperation, *values: SSAValue) -> None:
+    for v in values:
+        if not isinstance(element_type_of(v), AnyFloat):
+            raise VerifyException(f"{op.name}: expected a floating-point tensor, got {v.type}")
+
+
+def _require_result(op: IRDLOperation, shape: Shape, elem: Attribute) -> None:
+    res = op.results[0].type
+    assert isinstance(res, TensorType)
+    if tuple(res.get_shape()) != tuple(shape) or res.element_type != elem:
+        raise VerifyException(
+            f"{op.name}: result type {res} does not match the inferred {TensorType(elem, shape)}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Ops
+# ---------------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class ConstantOp(IRDLOperation):
+    """A dense tensor constant: `%c = aicc.constant dense<1.0> : tensor<4xf32>`."""
+
+    name = "aicc.constant"
+    value = attr_def(DenseIntOrFPElementsAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), ConstantLike())
+
+    def __init__(self, value: DenseIntOrFPElementsAttr):
+        super().__init__(attributes={"value": value}, result_types=[value.type])
+
+    @staticmethod
+    def from_array(array: np.ndarray) -> ConstantOp:
+        return ConstantOp(dense_from_numpy(array))
+
+    def verify_(self) -> None:
+        if self.value.type != self.result.type:
+            raise VerifyException(
+                f"aicc.constant: value type {self.value.type} differs from result {self.result.type}"
+            )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_attribute(self.value)
+        printer.print_op_attributes(self.attributes, reserved_attr_names=("value",))
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ConstantOp:
+        value = parser.parse_attribute()
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            parser.raise_error("aicc.constant expects a dense elements attribute")
+        attrs = parser.parse_optional_attr_dict()
+        op = cls(value)
+        op.attributes |= attrs
+        return op
+
+
+_NP_TO_ELEM = {
+    np.dtype(np.float32): Float32Type(),
+    np.dtype(np.float64): Float64Type(),
+    np.dtype(np.bool_): i1,
+    np.dtype(np.int64): i64,
+    np.dtype(np.int32): IntegerType(32),
+}
+
+
+def mlir_element_type(dtype: np.dtype) -> Attribute:
+    try:
+        return _NP_TO_ELEM[np.dtype(dtype)]
+    except KeyError:
+        raise ValueError(f"unsupported dtype {np.dtype(dtype)}") from None
+
+
+def numpy_dtype(elem: Attribute) -> np.dtype:
+    for dt, e in _NP_TO_ELEM.items():
+        if e == elem:
+            return dt
+    raise ValueError(f"no NumPy dtype for {elem}")
+
+
+def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
+    from xdsl.dialects.builtin import BytesAttr
+
+    array = np.asarray(array, order="C")  # ascontiguousarray would make a 0-d array 1-d
+    ttype = TensorType(mlir_element_type(array.dtype), array.shape)
+    if array.dtype == np.bool_:
+        array = array.astype(np.int8)
+    return DenseIntOrFPElementsAttr(ttype, BytesAttr(array.tobytes()))
+
+
+def numpy_from_dense(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
+    t = attr.get_type()
+    dtype = numpy_dtype(t.element_type)
+    raw = np.frombuffer(attr.data.data, dtype=np.int8 if dtype == np.bool_ else dtype)
+    shape = tuple(t.get_shape())
+    if raw.size == 1 and int(np.prod(shape)) != 1:  # splat
+        raw = np.broadcast_to(raw, shape)
+    return raw.reshape(shape).astype(dtype)
+
+
+class UnaryOp(IRDLOperation):
+    """Elementwise op on one float tensor; the result has the operand's type."""
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    input = operand_def(T)
+    result = result_def(T)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input)"
+
+    def __init__(self, input: SSAValue, attributes: dict[str, Attribute] | None = None):
+        super().__init__(operands=[input], result_types=[input.type], attributes=attributes or {})
+
+    def verify_(self) -> None:
+        _require_float(self, self.input)
+
+
+@irdl_op_definition
+class NegOp(UnaryOp):
+    name = "aicc.neg"
+
+
+@irdl_op_definition
+class AbsOp(UnaryOp):
+    name = "aicc.abs"
+
+
+@irdl_op_definition
+class ExpOp(UnaryOp):
+    name = "aicc.exp"
+
+
+@irdl_op_definition
+class LogOp(UnaryOp):
+    name = "aicc.log"
+
+
+@irdl_op_definition
+class TanhOp(UnaryOp):
+    name = "aicc.tanh"
+
+
+@irdl_op_definition
+class ErfOp(UnaryOp):
+    name = "aicc.erf"
+
+
+@irdl_op_definition
+class SqrtOp(UnaryOp):
+    name = "aicc.sqrt"
+
+
+@irdl_op_definition
+class RsqrtOp(UnaryOp):
+    name = "aicc.rsqrt"
+
+
+@irdl_op_definition
+class ReluOp(UnaryOp):
+    name = "aicc.relu"
+
+
+@irdl_op_definition
+class SigmoidOp(UnaryOp):
+    name = "aicc.sigmoid"
+
+
+@irdl_op_definition
+class GeluOp(UnaryOp):
+    """GELU; `approximate = "tanh"` selects the tanh form, the default is the exact erf form."""
+
+    name = "aicc.gelu"
+    approximate = opt_attr_def(StringAttr)
+
+    def __init__(self, input: SSAValue, approximate: str = "none"):
+        super().__init__(
+            input, {"approximate": StringAttr(approximate)} if approximate != "none" else None
+        )
+
+    @property
+    def is_tanh(self) -> bool:
+        return self.approximate is not None and self.approximate.data == "tanh"
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.approximate is not None and self.approximate.data not in ("none", "tanh"):
+            raise VerifyException(
+                f"aicc.gelu: approximate must be \"none\" or \"tanh\", got {self.approximate}"
+            )
+
+
+class BinaryOp(IRDLOperation):
+    """Elementwise op on two float tensors with NumPy broadcasting."""
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue):
+        shape = broadcast_shapes(self.name, shape_of(lhs), shape_of(rhs))
+        super().__init__(
+            operands=[lhs, rhs], result_types=[TensorType(element_type_of(lhs), shape)]
+        )
+
+    def verify_(self) -> None:
+        _require_float(self, self.lhs, self.rhs)
+        if element_type_of(self.lhs) != element_type_of(self.rhs):
+            raise VerifyException(
+                f"{self.name}: operand element types differ: {self.lhs.type} and {self.rhs.type}"
+            )
+        shape = _check(broadcast_shapes, self.name, shape_of(self.lhs), shape_of(self.rhs))
+        _require_result(self, shape, element_type_of(self.lhs))
+
+
+@irdl_op_definition
+class AddOp(BinaryOp):
+    name = "aicc.add"
+
+
+@irdl_op_definition
+class SubOp(BinaryOp):
+    name = "aicc.sub"
+
+
+@irdl_op_definition
+class MulOp(BinaryOp):
+    name = "aicc.mul"
+
+
+@irdl_op_definition
+class DivOp(BinaryOp):
+    name = "aicc.div"
+
+
+@irdl_op_definition
+class MaximumOp(BinaryOp):
+    name = "aicc.maximum"
+
+
+@irdl_op_definition
+class MinimumOp(BinaryOp):
+    name = "aicc.minimum"
+
+
+@irdl_op_definition
+class PowOp(BinaryOp):
+    name = "aicc.pow"
+
+
+COMPARE_PREDICATES = ("gt", "ge", "lt", "le", "eq", "ne")
+
+
+@irdl_op_definition
+class CompareOp(IRDLOperation):
+    """`%m = aicc.compare "gt", %a, %b : tensor<4xf32>, tensor<f32> -> tensor<4xi1>`"""
+
+    name = "aicc.compare"
+    predicate = attr_def(StringAttr)
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$predicate `,` $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+    )
+
+    def __init__(self, predicate: str, lhs: SSAValue, rhs: SSAValue):
+        shape = broadcast_shapes(self.name, shape_of(lhs), shape_of(rhs))
+        super().__init__(
+            operands=[lhs, rhs],
+            result_types=[TensorType(i1, shape)],
+            attributes={"predicate": StringAttr(predicate)},
+        )
+
+    def verify_(self) -> None:
+        if self.predicate.data not in COMPARE_PREDICATES:
+            raise VerifyException(
+                f"aicc.compare: unknown predicate \"{self.predicate.data}\", "
+                f"expected one of {', '.join(COMPARE_PREDICATES)}"
+            )
+        if element_type_of(self.lhs) != element_type_of(self.rhs):
+            raise VerifyException(
+                f"aicc.compare: operand element types differ: {self.lhs.type} and {self.rhs.type}"
+            )
+        shape = _check(broadcast_shapes, self.name, shape_of(self.lhs), shape_of(self.rhs))
+        _require_result(self, shape, i1)
+
+
+@irdl_op_definition
+class SelectOp(IRDLOperation):
+    """np.where: `aicc.select %c, %a, %b : tensor<4xi1>, tensor<4xf32>, tensor<f32> -> tensor<4xf32>`"""
+
+    name = "aicc.select"
+    cond = operand_def(TensorType)
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$cond `,` $lhs `,` $rhs attr-dict `:` type($cond) `,` type($lhs) `,` type($rhs) "
+        "`->` type($result)"
+    )
+
+    def __init__(self, cond: SSAValue, lhs: SSAValue, rhs: SSAValue):
+        shape = broadcast_shapes(self.name, shape_of(cond), shape_of(lhs), shape_of(rhs))
+        super().__init__(
+            operands=[cond, lhs, rhs], result_types=[TensorType(element_type_of(lhs), shape)]
+        )
+
+    def verify_(self) -> None:
+        if element_type_of(self.cond) != i1:
+            raise VerifyException(f"aicc.select: condition must be a tensor of i1, got {self.cond.type}")
+        if element_type_of(self.lhs) != element_type_of(self.rhs):
+            raise VerifyException(
+                f"aicc.select: operand element types differ: {self.lhs.type} and {self.rhs.type}"
+            )
+        shape = _check(
+            broadcast_shapes, self.name, shape_of(self.cond), shape_of(self.lhs), shape_of(self.rhs)
+        )
+        _require_result(self, shape, element_type_of(self.lhs))
+
+
+@irdl_op_definition
+class CastOp(IRDLOperation):
+    """Elementwise conversion between element types (bool -> float is 0.0 / 1.0)."""
+
+    name = "aicc.cast"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, element_type: Attribute):
+        super().__init__(
+            operands=[input], result_types=[TensorType(element_type, shape_of(input))]
+        )
+
+    def verify_(self) -> None:
+        if shape_of(self.input) != shape_of(self.result):
+            raise VerifyException(
+                f"aicc.cast: shape changes from {self.input.type} to {self.result.type}"
+            )
+
+
+@irdl_op_definition
+class MatmulOp(IRDLOperation):
+    """np.matmul on operands of rank >= 2, batch dimensions broadcast."""
+
+    name = "aicc.matmul"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue):
+        shape = matmul_shape(self.name, shape_of(lhs), shape_of(rhs))
+        super().__init__(
+            operands=[lhs, rhs], result_types=[TensorType(element_type_of(lhs), shape)]
+        )
+
+    def verify_(self) -> None:
+        _require_float(self, self.lhs, self.rhs)
+        if element_type_of(self.lhs) != element_type_of(self.rhs):
+            raise VerifyException(
+                f"aicc.matmul: operand element types differ: {self.lhs.type} and {self.rhs.type}"
+            )
+        shape = _check(matmul_shape, self.name, shape_of(self.lhs), shape_of(self.rhs))
+        _require_result(self, shape, element_type_of(self.lhs))
+
+
+class ReduceOp(IRDLOperation):
+    """Reduction over `axes` (sorted, non-negative), keeping them as size 1 when `keepdims`."""
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    axes = attr_def(DenseArrayBase)
+    keepdims = attr_def(BoolAttr)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, axes: Sequence[int] | None, keepdims: bool = False):
+        shape = shape_of(input)
+        axes = normalize_axes(self.name, axes, len(shape))
+        super().__init__(
+            operands=[input],
+            result_types=[TensorType(element_type_of(input), reduce_shape(shape, axes, keepdims))],
+            attributes={
+                "axes": DenseArrayBase.from_list(i64, axes),
+                "keepdims": BoolAttr.from_bool(keepdims),
+            },
+        )
+
+    @property
+    def axes_tuple(self) -> tuple[int, ...]:
+        return tuple(self.axes.get_values())
+
+    @property
+    def keep(self) -> bool:
+        return bool(self.keepdims.value.data)
+
+    def verify_(self) -> None:
+        _require_float(self, self.input)
+        shape = shape_of(self.input)
+        axes = self.axes_tuple
+        if tuple(sorted(set(axes))) != axes or any(not 0 <= a < len(shape) for a in axes):
+            raise VerifyException(
+                f"{self.name}: axes {axes} must be sorted, unique and within rank {len(shape)}"
+            )
+        _require_result(self, reduce_shape(shape, axes, self.keep), element_type_of(self.input))
+
+
+@irdl_op_definition
+class ReduceSumOp(ReduceOp):
+    name = "aicc.reduce_sum"
+
+
+@irdl_op_definition
+class ReduceMeanOp(ReduceOp):
+    name = "aicc.reduce_mean"
+
+
+@irdl_op_definition
+class ReduceMaxOp(ReduceOp):
+    name = "aicc.reduce_max"
+
+
+@irdl_op_definition
+class ReduceMinOp(ReduceOp):
+    name = "aicc.reduce_min"
+
+
+@irdl_op_definition
+class SoftmaxOp(IRDLOperation):
+    """Softmax along one (non-negative) axis."""
+
+    name = "aicc.softmax"
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    input = operand_def(T)
+    result = result_def(T)
+    axis = attr_def(IntegerAttr)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input)"
+
+    def __init__(self, input: SSAValue, axis: int = -1):
+        (axis,) = normalize_axes(self.name, axis, len(shape_of(input)))
+        super().__init__(
+            operands=[input],
+            result_types=[input.type],
+            attributes={"axis": IntegerAttr(axis, i64)},
+        )
+
+    def verify_(self) -> None:
+        _require_float(self, self.input)
+        rank = len(shape_of(self.input))
+        if not 0 <= self.axis.value.data < max(rank, 1):
+            raise VerifyException(f"aicc.softmax: axis {self.axis.value.data} out of range for rank {rank}")
+
+
+@irdl_op_definition
+class TransposeOp(IRDLOperation):
+    """Result dim i is input dim permutation[i]."""
+
+    name = "aicc.transpose"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    permutation = attr_def(DenseArrayBase)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, permutation: Sequence[int]):
+        shape = transpose_shape(self.name, shape_of(input), permutation)
+        super().__init__(
+            operands=[input],
+            result_types=[TensorType(element_type_of(input), shape)],
+            attributes={"permutation": DenseArrayBase.from_list(i64, list(permutation))},
+        )
+
+    @property
+    def perm(self) -> tuple[int, ...]:
+        return tuple(self.permutation.get_values())
+
+    def verify_(self) -> None:
+        shape = _check(transpose_shape, self.name, shape_of(self.input), self.perm)
+        _require_result(self, shape, element_type_of(self.input))
+
+
+class _ShapeOp(IRDLOperation):
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    infer = staticmethod(reshape_shape)
+
+    def __init__(self, input: SSAValue, shape: Sequence[int]):
+        shape = self.infer(self.name, shape_of(input), shape)
+        super().__init__(
+            operands=[input], result_types=[TensorType(element_type_of(input), shape)]
+        )
+
+    def verify_(self) -> None:
+        shape = _check(self.infer, self.name, shape_of(self.input), shape_of(self.result))
+        _require_result(self, shape, element_type_of(self.input))
+
+
+@irdl_op_definition
+class ReshapeOp(_ShapeOp):
+    """Row-major reshape to the result type's shape (same element count)."""
+
+    name = "aicc.reshape"
+
+
+@irdl_op_definition
+class BroadcastToOp(_ShapeOp):
+    """np.broadcast_to the result type's shape."""
+
+    name = "aicc.broadcast_to"
+    infer = staticmethod(broadcast_to_shape)
+
+
+AICC = Dialect(
+    "aicc",
+    [
+        ConstantOp,
+        NegOp,
+        AbsOp,
+        ExpOp,
+        LogOp,
+        TanhOp,
+        ErfOp,
+        SqrtOp,
+        RsqrtOp,
+        ReluOp,
+        SigmoidOp,
+        GeluOp,
+        AddOp,
+        SubOp,
+        MulOp,
+        DivOp,
+        MaximumOp,
+        MinimumOp,
+        PowOp,
+        CompareOp,
+        SelectOp,
+        CastOp,
+        MatmulOp,
+        ReduceSumOp,
+        ReduceMeanOp,
+        ReduceMaxOp,
+        ReduceMinOp,
+        SoftmaxOp,
+        TransposeOp,
+        ReshapeOp,
+        BroadcastToOp,
+    ],
+    [],
+)

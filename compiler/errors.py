@@ -1,0 +1,27 @@
+"""The errors aicc raises for a user's input.
+
+Everything aicc raises because of what a user gave it derives from CompileError;
+anything else escaping is a bug in aicc.
+"""
+
+from __future__ import annotations
+
+
+class CompileError(Exception):
+    """A user's model or IR cannot be compiled. The message is one line, ready to print."""
+
+    def __init__(self, message: str, *, location: str | None = None):
+        self.location = location
+        super().__init__(f"{location}: {message}" if location else message)
+
+
+class UnsupportedOpError(CompileError):
+    """An operator (or Python construct) that no frontend or lowering supports."""
+
+    def __init__(self, op: str, message: str | None = None, *, location: str | None = None):
+        self.op = op
+        super().__init__(message or f"unsupported operation '{op}'", location=location)
+
+
+class ShapeError(CompileError):
+    """Operand shapes or dtypes an op does not accept."""

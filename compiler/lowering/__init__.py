@@ -1,0 +1,1 @@
+"""aicc's lowering passes, one file per pass; each is a registered xDSL ModulePass."""

@@ -1,0 +1,224 @@
+"""bufferize: linalg on tensors -> linalg on memrefs, with results as out-parameters.
+
+xDSL has no general bufferization; ours covers what the tensor-to-linalg lowering produces,
+where every function body is one straight-line block:
+
+  * function arguments become memrefs; each result becomes a trailing out-parameter memref,
+    so the caller (the runtime) allocates outputs and the function returns nothing;
+  * `tensor.empty` becomes `memref.alloc`; tensor constants become `memref.global` constants
+    read with `memref.get_global` (identical constants share one global);
+  * a destination-passing linalg op writes into the buffer of its `outs` operand; when that
+    tensor is read again later, the op writes into a fresh copy instead (no clobbering);
+  * `tensor.collapse_shape` / `tensor.expand_shape` become memref views of the same buffer;
+  * a returned value whose buffer is a fresh allocation is computed straight into the
+    out-parameter (the allocation disappears); anything else is copied into it;
+  * every remaining allocation is freed right after its last use (or that of a view of it).
+
+Any other op on tensors is an error, not silently kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, linalg, memref, tensor
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FunctionType,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    SymbolRefAttr,
+    TensorType,
+    UnitAttr,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from compiler.errors import UnsupportedOpError
+
+VIEW_OPS = (memref.CollapseShapeOp, memref.ExpandShapeOp)
+
+
+def memref_type(t: Attribute) -> Attribute:
+    if isinstance(t, TensorType):
+        return MemRefType(t.element_type, t.get_shape())
+    return t
+
+
+class _FunctionBufferizer:
+    def __init__(self, fn: func.FuncOp, globals_: _Globals):
+        self.fn = fn
+        self.globals = globals_
+        self.buffers: dict[SSAValue, SSAValue] = {}
+        self.replaced: list[Operation] = []  # tensor ops, erased once nothing reads them
+
+    def run(self) -> None:
+        fn = self.fn
+        block = fn.body.block
+        in_types = [memref_type(t) for t in fn.function_type.inputs]
+        out_types = [memref_type(t) for t in fn.function_type.outputs]
+        for arg in block.args:
+            if isinstance(arg.type, TensorType):
+                new = block.insert_arg(memref_type(arg.type), arg.index)
+                new.name_hint = arg.name_hint
+                self.buffers[arg] = new
+        # The original tensor args now follow the new memref args; drop them once unused.
+        out_params = [block.insert_arg(t, len(block.args)) for t in out_types]
+
+        for op in list(block.ops):
+            self._bufferize_op(op, out_params)
+        for op in reversed(self.replaced):
+            Rewriter.erase_op(op)
+
+        for arg in list(block.args):
+            if isinstance(arg.type, TensorType):
+                block.erase_arg(arg)
+        fn.function_type = FunctionType.from_lists(in_types + out_types, [])
+        _insert_deallocs(block)
+
+    # -- one op ----------------------------------------------------------------------------
+
+    def _buf(self, v: SSAValue) -> SSAValue:
+        return self.buffers.get(v, v)
+
+    def _bufferize_op(self, op: Operation, out_params: list[SSAValue]) -> None:
+        if isinstance(op, func.ReturnOp):
+            self._bufferize_return(op, out_params)
+            return
+        if not any(isinstance(t, TensorType) for t in (*op.operand_types, *op.result_types)):
+            return
+        if isinstance(op, arith.ConstantOp) and isinstance(op.value, DenseIntOrFPElementsAttr):
+            name = self.globals.get(op.value)
+            new = memref.GetGlobalOp(name, memref_type(op.result.type))
+            self._replace(op, new)
+            self.buffers[op.result] = new.memref
+        elif isinstance(op, tensor.EmptyOp):
+            new = memref.AllocOp.get(op.tensor.type.element_type, 64, op.tensor.type.get_shape())
+            self._replace(op, new)
+            self.buffers[op.tensor] = new.memref
+        elif isinstance(op, linalg.abstract_ops.LinalgStructuredOperation):
+            self._bufferize_linalg(op)
+        elif isinstance(op, tensor.CollapseShapeOp | tensor.ExpandShapeOp):
+            cls = memref.CollapseShapeOp if isinstance(op, tensor.CollapseShapeOp) else memref.ExpandShapeOp
+            props = dict(op.properties)
+            new = cls.create(
+                operands=[self._buf(op.operands[0])],
+                result_types=[memref_type(op.results[0].type)],
+                properties=props,
+            )
+            self._replace(op, new)
+            self.buffers[op.results[0]] = new.results[0]
+        else:
+            raise UnsupportedOpError(op.name, f"bufferize: no bufferization of '{op.name}' on tensors")
+
+    def _replace(self, old: Operation, new: Operation) -> None:
+        Rewriter.insert_op(new, InsertPoint.before(old))
+        self.replaced.append(old)
+
+    def _bufferize_linalg(self, op: linalg.abstract_ops.LinalgStructuredOperation) -> None:
+        inputs = [self._buf(v) for v in op.inputs]
+        outputs = []
+        for init in op.outputs:
+            buf = self._buf(init)
+            if _read_after(init, op):
+                copy_into = memref.AllocOp.get(buf.type.element_type, 64, buf.type.get_shape())
+                Rewriter.insert_op([copy_into, memref.CopyOp(buf, copy_into.memref)], InsertPoint.before(op))
+                buf = copy_into.memref
+            outputs.append(buf)
+        if isinstance(op, linalg.GenericOp):
+            new = linalg.GenericOp(
+                inputs, outputs, op.body.clone(), op.indexing_maps, op.iterator_types, (), op.doc
+            )
+        else:
+            new = type(op)(inputs, outputs, [])
+        new.attributes |= op.attributes
+        for res, buf in zip(op.results, outputs):
+            self.buffers[res] = buf
+        self._replace(op, new)
+
+    def _bufferize_return(self, op: func.ReturnOp, out_params: list[SSAValue]) -> None:
+        taken: set[SSAValue] = set()
+        for value, out in zip(op.arguments, out_params):
+            buf = self._buf(value)
+            owner = buf.owner
+            if isinstance(owner, memref.AllocOp) and buf not in taken:
+                # Compute straight into the caller's buffer.
+                taken.add(buf)
+                buf.replace_all_uses_with(out)
+                Rewriter.erase_op(owner)
+            else:
+                Rewriter.insert_op(memref.CopyOp(buf, out), InsertPoint.before(op))
+        Rewriter.replace_op(op, func.ReturnOp())
+
+
+def _read_after(value: SSAValue, op: Operation) -> bool:
+    """Is the tensor `value` used by an op after `op` (so writing its buffer in place clobbers it)?"""
+    block = op.parent_block()
+    assert block is not None
+    index = block.get_operation_index(op)
+    for use in value.uses:
+        user = block.find_ancestor_op_in_block(use.operation)
+        if user is not None and user is not op and block.get_operation_index(user) > index:
+            return True
+        if isinstance(user, func.ReturnOp):
+            return True
+    return False
+
+
+def _insert_deallocs(block: Block) -> None:
+    """Free each allocation after the last top-level op that uses it or a view of it."""
+    order = {op: i for i, op in enumerate(block.ops)}
+    for op in list(block.ops):
+        if not isinstance(op, memref.AllocOp):
+            continue
+        last = op
+        pending = [op.memref]
+        while pending:
+            value = pending.pop()
+            for use in value.uses:
+                user = block.find_ancestor_op_in_block(use.operation)
+                if user is None:
+                    continue
+                if isinstance(user, VIEW_OPS):
+                    pending.append(user.results[0])
+                if order[user] > order[last]:
+                    last = user
+        if isinstance(last, func.ReturnOp):
+            continue
+        Rewriter.insert_op(memref.DeallocOp.get(op.memref), InsertPoint.after(last))
+
+
+class _Globals:
+    """Module-level constant buffers, one per distinct value."""
+
+    def __init__(self, module: ModuleOp):
+        self.module = module
+        self.by_value: dict[tuple, str] = {}
+
+    def get(self, value: DenseIntOrFPElementsAttr) -> str:
+        key = (value.type, value.data.data)
+        if key not in self.by_value:
+            name = f"__constant_{len(self.by_value)}"
+            t = memref_type(value.type)
+            glob = memref.GlobalOp.get(
+                StringAttr(name), t, value, sym_visibility=StringAttr("private"), constant=UnitAttr()
+            )
+            self.module.body.block.insert_op_before(glob, self.module.body.block.first_op)
+            self.by_value[key] = name
+        return self.by_value[key]
+
+
+@dataclass(frozen=True)
+class Bufferize(ModulePass):
+    """Tensors to memrefs; results become out-parameters; temporaries are freed."""
+
+    name = "bufferize"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        globals_ = _Globals(op)
+        for fn in list(op.ops):
+            if isinstance(fn, func.FuncOp) and not fn.is_declaration:
+                _FunctionBufferizer(fn, globals_).run()

@@ -1,0 +1,184 @@
+"""fuse-elementwise: fold elementwise linalg.generic producers into their consumers.
+
+A producer is fused into a consumer generic (elementwise or reducing) when
+  * the producer is a linalg.generic on tensors with only parallel loops and one result,
+    whose output map is a permutation and whose body does not read its output,
+  * its result has exactly one use: this consumer's input,
+  * and, when the consumer reads it broadcast (a map that is not a permutation), the
+    producer body is cheap, so recomputing it per broadcast element costs less than a
+    round trip through memory.
+The consumer then reads the producer's inputs directly, through the composed map
+    producer_input_map ∘ inverse(producer_output_map) ∘ consumer_operand_map,
+and computes the producer's body inline. Repeated to a fixed point, a chain of elementwise
+ops with broadcasts becomes one generic. Identical (value, map) inputs are merged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import linalg, math as xmath
+from xdsl.dialects.builtin import AffineMapAttr, ModuleOp, TensorType
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir.affine import AffineMap
+from xdsl.passes import ModulePass
+from xdsl.transforms.dead_code_elimination import dce
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+# Ops whose recomputation per broadcast element is not worth saving a buffer for.
+EXPENSIVE = (xmath.ExpOp, xmath.LogOp, xmath.TanhOp, xmath.ErfOp, xmath.PowFOp, xmath.SqrtOp)
+MAX_RECOMPUTED_OPS = 4
+
+
+def _maps(op: linalg.GenericOp) -> list[AffineMap]:
+    return [m.data for m in op.indexing_maps]
+
+
+def _is_permutation(m: AffineMap) -> bool:
+    return m.num_dims == len(m.results) and m.is_projected_permutation()
+
+
+def _fusable_producer(producer: linalg.GenericOp) -> bool:
+    if len(producer.outputs) != 1 or len(producer.res) != 1:
+        return False
+    if not all(it.data == linalg.IteratorType.PARALLEL for it in producer.iterator_types):
+        return False
+    if not isinstance(producer.res[0].type, TensorType):
+        return False
+    if not _is_permutation(_maps(producer)[-1]):
+        return False
+    out_arg = producer.body.block.args[-1]
+    return not out_arg.uses
+
+
+def _cheap(producer: linalg.GenericOp) -> bool:
+    ops = list(producer.body.block.ops)[:-1]
+    return len(ops) <= MAX_RECOMPUTED_OPS and not any(isinstance(o, EXPENSIVE) for o in ops)
+
+
+def fuse(consumer: linalg.GenericOp, index: int, producer: linalg.GenericOp) -> linalg.GenericOp:
+    """The generic computing `consumer` with its input `index` computed inline by `producer`."""
+    c_maps, p_maps = _maps(consumer), _maps(producer)
+    inverse = p_maps[-1].inverse_permutation()
+    assert inverse is not None
+    to_producer_loops = inverse.compose(c_maps[index])
+
+    n_in = len(consumer.inputs)
+    # (value, map) of every input of the fused op; the producer's take the fused operand's place.
+    inputs: list[tuple[SSAValue, AffineMap]] = []
+    inputs += [(consumer.inputs[i], c_maps[i]) for i in range(index)]
+    inputs += [(v, m.compose(to_producer_loops)) for v, m in zip(producer.inputs, p_maps)]
+    inputs += [(consumer.inputs[i], c_maps[i]) for i in range(index + 1, n_in)]
+
+    unique: list[tuple[SSAValue, AffineMap]] = []
+    for pair in inputs:
+        if pair not in unique:
+            unique.append(pair)
+    outputs = list(consumer.outputs)
+    out_maps = c_maps[n_in:]
+
+    block = Block(
+        arg_types=[v.type.element_type for v, _ in unique]
+        + [v.type.element_type for v in outputs]
+    )
+    arg_of = {pair: block.args[i] for i, pair in enumerate(unique)}
+    c_args, p_args = consumer.body.block.args, producer.body.block.args
+
+    mapping: dict[SSAValue, SSAValue] = {}
+    for i, (v, m) in enumerate(zip(producer.inputs, p_maps)):
+        mapping[p_args[i]] = arg_of[(v, m.compose(to_producer_loops))]
+    *p_ops, p_yield = list(producer.body.block.ops)
+    for o in p_ops:
+        block.add_op(o.clone(value_mapper=mapping))
+    fused_value = mapping.get(p_yield.operands[0], p_yield.operands[0])
+
+    for i in range(n_in):
+        mapping[c_args[i]] = (
+            fused_value if i == index else arg_of[(consumer.inputs[i], c_maps[i])]
+        )
+    for j in range(len(outputs)):
+        mapping[c_args[n_in + j]] = block.args[len(unique) + j]
+    for o in consumer.body.block.ops:
+        block.add_op(o.clone(value_mapper=mapping))
+
+    return linalg.GenericOp(
+        [v for v, _ in unique],
+        outputs,
+        Region(block),
+        [AffineMapAttr(m) for _, m in unique] + [AffineMapAttr(m) for m in out_maps],
+        consumer.iterator_types,
+        consumer.res.types,
+        doc=consumer.doc,
+    )
+
+
+class MergeDuplicateInputs(RewritePattern):
+    """`ins(%a, %a)` read through the same map becomes `ins(%a)`, its block args merged."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
+        maps = _maps(op)
+        pairs = list(zip(op.inputs, maps))
+        if len(set(pairs)) == len(pairs):
+            return
+        unique = list(dict.fromkeys(pairs))
+        n_in = len(pairs)
+        block = Block(
+            arg_types=[v.type.element_type for v, _ in unique]
+            + [a.type for a in op.body.block.args[n_in:]]
+        )
+        old = op.body.block.args
+        mapping = {old[i]: block.args[unique.index(p)] for i, p in enumerate(pairs)}
+        for j, a in enumerate(old[n_in:]):
+            mapping[a] = block.args[len(unique) + j]
+        for o in op.body.block.ops:
+            block.add_op(o.clone(value_mapper=mapping))
+        rewriter.replace_op(
+            op,
+            linalg.GenericOp(
+                [v for v, _ in unique],
+                list(op.outputs),
+                Region(block),
+                [AffineMapAttr(m) for _, m in unique] + [AffineMapAttr(m) for m in maps[n_in:]],
+                op.iterator_types,
+                op.res.types,
+                doc=op.doc,
+            ),
+        )
+
+
+class FuseProducerIntoConsumer(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
+        maps = _maps(op)
+        for index, operand in enumerate(op.inputs):
+            producer = operand.owner
+            if not isinstance(producer, linalg.GenericOp) or not _fusable_producer(producer):
+                continue
+            if not operand.has_one_use():
+                continue
+            if not _is_permutation(maps[index]) and not _cheap(producer):
+                continue
+            rewriter.replace_op(op, fuse(op, index, producer))
+            rewriter.erase_op(producer)
+            return
+
+
+@dataclass(frozen=True)
+class FuseElementwise(ModulePass):
+    """Fuse chains of elementwise linalg.generic ops (with broadcasts) into single generics."""
+
+    name = "fuse-elementwise"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier([MergeDuplicateInputs(), FuseProducerIntoConsumer()])
+        ).rewrite_module(op)
+        dce(op)

@@ -1,0 +1,234 @@
+"""linalg-to-loops: linalg on memrefs -> scf.parallel / scf.for nests of memref.load/store.
+
+Named ops are generalized first (xDSL's linalg-generalize-named-ops pattern). For each
+generic the loop order is chosen for memory order: the innermost loop is the dim that walks
+the most bytes contiguously (the last index of the operands it addresses, weighted by
+operand size, outputs twice since they are read and written), the other parallel dims go
+outermost, reductions in between:
+
+    matmul (i, j, k) -> scf.parallel (i) { scf.for k { scf.for j { C[i,j] += A[i,k] B[k,j] } } }
+    row sum (i, r)   -> scf.parallel (i) { acc = scf.for r iter_args(acc) { acc + x[i,r] } }
+
+The leading band of parallel dims becomes one `scf.parallel` (threads on the CPU, the grid on a
+GPU); the rest are `scf.for`. An innermost reduction carries its accumulator in `iter_args`
+(a register), and its combiner is marked `fastmath<reassoc>` so LLVM may vectorize it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import arith, linalg, memref, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, TensorType
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+)
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+from xdsl.transforms.linalg_generalize_named_ops import GeneralizeNamedOpPattern
+
+from compiler.errors import CompileError
+
+REASSOCIABLE = (arith.AddfOp, arith.MulfOp, arith.MaximumfOp, arith.MinimumfOp)
+
+
+def loop_ranges(op: linalg.GenericOp) -> list[int]:
+    maps = [m.data for m in op.indexing_maps]
+    ranges: list[int | None] = [None] * maps[0].num_dims
+    for value, m in zip(op.operands, maps):
+        if not isinstance(value.type, MemRefType):
+            continue
+        shape = value.type.get_shape()
+        for pos, expr in enumerate(m.results):
+            if isinstance(expr, AffineDimExpr) and ranges[expr.position] is None:
+                ranges[expr.position] = shape[pos]
+    if any(r is None for r in ranges):
+        raise CompileError(f"linalg-to-loops: cannot infer the loop ranges of {op.name}")
+    return ranges  # type: ignore[return-value]
+
+
+def loop_order(op: linalg.GenericOp, ranges: Sequence[int]) -> list[int]:
+    maps = [m.data for m in op.indexing_maps]
+    n_in = len(op.inputs)
+    score = [0] * len(ranges)
+    for i, (value, m) in enumerate(zip(op.operands, maps)):
+        if not m.results or not isinstance(value.type, MemRefType):
+            continue
+        last = m.results[-1]
+        if isinstance(last, AffineDimExpr):
+            size = max(1, value.type.element_count())
+            score[last.position] += size * (2 if i >= n_in else 1)
+    iters = [it.data for it in op.iterator_types]
+    dims = list(range(len(ranges)))
+    inner = max(reversed(dims), key=lambda d: score[d]) if dims else None
+    rest = [d for d in dims if d != inner]
+    parallel = [d for d in rest if iters[d] == linalg.IteratorType.PARALLEL]
+    reduction = [d for d in rest if iters[d] != linalg.IteratorType.PARALLEL]
+    return parallel + reduction + ([inner] if inner is not None else [])
+
+
+class _IndexBuilder:
+    """Materializes affine expressions of the loop ivs as index arithmetic."""
+
+    def __init__(self, b: Builder, ivs: dict[int, SSAValue]):
+        self.b, self.ivs, self.consts = b, ivs, {}
+
+    def const(self, v: int) -> SSAValue:
+        if v not in self.consts:
+            op = arith.ConstantOp(IntegerAttr(v, IndexType()))
+            self.b.insert(op)
+            self.consts[v] = op.result
+        return self.consts[v]
+
+    def expr(self, e: AffineExpr) -> SSAValue:
+        if isinstance(e, AffineDimExpr):
+            return self.ivs[e.position]
+        if isinstance(e, AffineConstantExpr):
+            return self.const(e.value)
+        if isinstance(e, AffineBinaryOpExpr):
+            lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
+            cls = {
+                AffineBinaryOpKind.Add: arith.AddiOp,
+                AffineBinaryOpKind.Mul: arith.MuliOp,
+                AffineBinaryOpKind.FloorDiv: arith.FloorDivSIOp,
+                AffineBinaryOpKind.Mod: arith.RemSIOp,
+            }.get(e.kind)
+            if cls is not None:
+                op = cls(lhs, rhs)
+                self.b.insert(op)
+                return op.result
+        raise CompileError(f"linalg-to-loops: unsupported affine expression {e}")
+
+    def indices(self, m: AffineMap) -> list[SSAValue]:
+        return [self.expr(e) for e in m.results]
+
+
+def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
+    ranges = loop_ranges(op)
+    order = loop_order(op, ranges)
+    iters = [it.data for it in op.iterator_types]
+    maps = [m.data for m in op.indexing_maps]
+    n_in = len(op.inputs)
+    body = op.body.block
+
+    outer = Builder(InsertPoint.before(op))
+    zero, one = (outer.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result for v in (0, 1))
+
+    bounds = [outer.insert(arith.ConstantOp(IntegerAttr(r, IndexType()))).result for r in ranges]
+
+    band = []
+    for d in order:
+        if iters[d] != linalg.IteratorType.PARALLEL:
+            break
+        band.append(d)
+    seq = order[len(band):]
+    # An innermost reduction whose outputs do not depend on the inner dim accumulates in registers.
+    inner = seq[-1] if seq else None
+    reg_acc = (
+        inner is not None
+        and iters[inner] != linalg.IteratorType.PARALLEL
+        and all(inner not in m.used_dims() for m in maps[n_in:])
+        and all(out.type.element_count() > 0 for out in op.outputs)
+    )
+
+    ivs: dict[int, SSAValue] = {}
+    b = outer
+    if band:
+        block = Block(arg_types=[IndexType()] * len(band))
+        ub = [bounds[d] for d in band]
+        b.insert(scf.ParallelOp([zero] * len(band), ub, [one] * len(band), Region(block)))
+        ivs.update(zip(band, block.args))
+        b = Builder(InsertPoint.at_end(block))
+        Builder(InsertPoint.at_end(block)).insert(scf.ReduceOp())
+        b = Builder(InsertPoint.before(block.last_op))
+
+    def emit_body(b: Builder, ivs: dict[int, SSAValue], accs: Sequence[SSAValue] | None):
+        """Loads, the cloned scalar body, and stores (or the yielded accumulators)."""
+        idx = _IndexBuilder(b, ivs)
+        mapping: dict[SSAValue, SSAValue] = {}
+        for i, (value, m) in enumerate(zip(op.operands, maps)):
+            arg = body.args[i]
+            if i >= n_in and accs is not None:
+                mapping[arg] = accs[i - n_in]
+            elif not isinstance(value.type, MemRefType):  # a scalar operand (linalg.fill)
+                mapping[arg] = value
+            elif arg.uses:
+                mapping[arg] = b.insert(memref.LoadOp.get(value, idx.indices(m))).res
+        *ops, yield_op = list(body.ops)
+        for o in ops:
+            clone = o.clone(value_mapper=mapping)
+            if accs is not None and isinstance(clone, REASSOCIABLE) and any(
+                v in accs for v in clone.operands
+            ):
+                clone.fastmath = arith.FastMathFlagsAttr([arith.FastMathFlag.REASSOC])
+            b.insert(clone)
+        results = [mapping.get(v, v) for v in yield_op.operands]
+        if accs is not None:
+            return results
+        for value, m, res in zip(op.outputs, maps[n_in:], results):
+            b.insert(memref.StoreOp.get(res, value, idx.indices(m)))
+        return None
+
+    for d in seq[:-1] if reg_acc else seq:
+        block = Block(arg_types=[IndexType()])
+        for_op = scf.ForOp(zero, bounds[d], one, [], Region(block))
+        b.insert(for_op)
+        ivs[d] = block.args[0]
+        b = Builder(InsertPoint.at_end(block))
+        Builder(InsertPoint.at_end(block)).insert(scf.YieldOp())
+        b = Builder(InsertPoint.before(block.last_op))
+
+    if reg_acc:
+        out_idx = _IndexBuilder(b, ivs)
+        out_indices = [out_idx.indices(m) for m in maps[n_in:]]
+        inits = [
+            b.insert(memref.LoadOp.get(v, ix)).res for v, ix in zip(op.outputs, out_indices)
+        ]
+        block = Block(arg_types=[IndexType(), *(v.type for v in inits)])
+        for_op = scf.ForOp(zero, bounds[inner], one, inits, Region(block))
+        b.insert(for_op)
+        inner_b = Builder(InsertPoint.at_end(block))
+        results = emit_body(inner_b, {**ivs, inner: block.args[0]}, block.args[1:])
+        inner_b.insert(scf.YieldOp(*results))
+        for res, v, ix in zip(for_op.results, op.outputs, out_indices):
+            b.insert(memref.StoreOp.get(res, v, ix))
+    else:
+        emit_body(b, ivs, None)
+    rewriter.erase_op(op)
+
+
+class GenericToLoops(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
+        if any(isinstance(v.type, TensorType) for v in op.operands):
+            raise CompileError("linalg-to-loops: run bufferize first (linalg.generic on tensors)")
+        lower_generic(op, rewriter)
+
+
+@dataclass(frozen=True)
+class LinalgToLoops(ModulePass):
+    """Lower linalg ops on memrefs to scf.parallel / scf.for loop nests."""
+
+    name = "linalg-to-loops"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(GeneralizeNamedOpPattern(), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(GenericToLoops(), apply_recursively=False).rewrite_module(op)
+        for o in op.walk():
+            if isinstance(o, linalg.abstract_ops.LinalgStructuredOperation):
+                raise CompileError(f"linalg-to-loops: '{o.name}' was left unlowered")

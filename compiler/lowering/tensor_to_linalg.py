@@ -1,0 +1,413 @@
+"""tensor-to-linalg: the aicc dialect to linalg on tensors, in destination-passing style.
+
+Elementwise ops become one `linalg.generic` each, whose indexing maps carry NumPy broadcasting
+(a size-1 operand dim that broadcasts reads index 0); 2-D matmul becomes `linalg.fill` +
+`linalg.matmul`; everything else with no named op (batched matmul with broadcast batch dims,
+reductions, transpose, broadcast_to) becomes a `linalg.generic`. Composite ops (softmax,
+reduce_mean) are first rewritten into simpler aicc ops, which the same walk then lowers.
+Every output starts from a `tensor.empty` (or a `linalg.fill` of it for reductions).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import arith, linalg, math as xmath, tensor
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    ArrayAttr,
+    DenseArrayBase,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from compiler.dialects import aicc
+from compiler.errors import UnsupportedOpError
+from compiler.lowering.utils import (
+    PARALLEL,
+    REDUCTION,
+    broadcast_map,
+    build_generic,
+    scalar_constant,
+    tensor_elem,
+)
+
+Body = Callable[[Builder, Sequence[SSAValue], Attribute], SSAValue]
+
+
+def _c(b: Builder, v: float, t: Attribute) -> SSAValue:
+    return scalar_constant(b, v, t)
+
+
+def _ins(b: Builder, op: Operation) -> SSAValue:
+    b.insert(op)
+    return op.results[0]
+
+
+def _gelu(b: Builder, x: SSAValue, t: Attribute, tanh_form: bool) -> SSAValue:
+    half = _ins(b, arith.MulfOp(x, _c(b, 0.5, t)))
+    if tanh_form:  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        x3 = _ins(b, arith.MulfOp(_ins(b, arith.MulfOp(x, x)), x))
+        inner = _ins(b, arith.AddfOp(x, _ins(b, arith.MulfOp(x3, _c(b, 0.044715, t)))))
+        t_ = _ins(b, xmath.TanhOp(_ins(b, arith.MulfOp(inner, _c(b, math.sqrt(2 / math.pi), t)))))
+    else:  # 0.5 x (1 + erf(x / sqrt 2))
+        t_ = _ins(b, xmath.ErfOp(_ins(b, arith.MulfOp(x, _c(b, 1 / math.sqrt(2), t)))))
+    return _ins(b, arith.MulfOp(half, _ins(b, arith.AddfOp(t_, _c(b, 1.0, t)))))
+
+
+def _sigmoid(b: Builder, x: SSAValue, t: Attribute) -> SSAValue:
+    e = _ins(b, xmath.ExpOp(_ins(b, arith.NegfOp(x))))
+    return _ins(b, arith.DivfOp(_c(b, 1.0, t), _ins(b, arith.AddfOp(e, _c(b, 1.0, t)))))
+
+
+# The scalar body of each elementwise op, one line each: (builder, block args, element type).
+UNARY: dict[type[Operation], Body] = {
+    aicc.NegOp: lambda b, a, t: _ins(b, arith.NegfOp(a[0])),
+    aicc.AbsOp: lambda b, a, t: _ins(b, xmath.AbsFOp(a[0])),
+    aicc.ExpOp: lambda b, a, t: _ins(b, xmath.ExpOp(a[0])),
+    aicc.LogOp: lambda b, a, t: _ins(b, xmath.LogOp(a[0])),
+    aicc.TanhOp: lambda b, a, t: _ins(b, xmath.TanhOp(a[0])),
+    aicc.ErfOp: lambda b, a, t: _ins(b, xmath.ErfOp(a[0])),
+    aicc.SqrtOp: lambda b, a, t: _ins(b, xmath.SqrtOp(a[0])),
+    aicc.RsqrtOp: lambda b, a, t: _ins(b, xmath.RsqrtOp(a[0])),
+    aicc.ReluOp: lambda b, a, t: _ins(b, arith.MaximumfOp(a[0], _c(b, 0.0, t))),  # max(x, 0)
+    aicc.SigmoidOp: lambda b, a, t: _sigmoid(b, a[0], t),  # 1 / (1 + exp(-x))
+}
+
+BINARY: dict[type[Operation], Body] = {
+    aicc.AddOp: lambda b, a, t: _ins(b, arith.AddfOp(a[0], a[1])),
+    aicc.SubOp: lambda b, a, t: _ins(b, arith.SubfOp(a[0], a[1])),
+    aicc.MulOp: lambda b, a, t: _ins(b, arith.MulfOp(a[0], a[1])),
+    aicc.DivOp: lambda b, a, t: _ins(b, arith.DivfOp(a[0], a[1])),
+    aicc.MaximumOp: lambda b, a, t: _ins(b, arith.MaximumfOp(a[0], a[1])),  # NaN-propagating
+    aicc.MinimumOp: lambda b, a, t: _ins(b, arith.MinimumfOp(a[0], a[1])),
+    aicc.PowOp: lambda b, a, t: _ins(b, xmath.PowFOp(a[0], a[1])),
+}
+
+# NumPy semantics: every comparison with NaN is False except `!=` (unordered not-equal).
+CMPF_PREDICATE = {"gt": "ogt", "ge": "oge", "lt": "olt", "le": "ole", "eq": "oeq", "ne": "une"}
+
+
+def _empty(rewriter: PatternRewriter, t: TensorType) -> SSAValue:
+    op = tensor.EmptyOp([], t)
+    rewriter.insert_op(op)
+    return op.tensor
+
+
+def _elementwise(
+    rewriter: PatternRewriter, op: Operation, operands: Sequence[SSAValue], body: Body
+) -> None:
+    """Replace `op` by one parallel linalg.generic over its result shape."""
+    res_t = op.results[0].type
+    assert isinstance(res_t, TensorType)
+    shape = tuple(res_t.get_shape())
+    init = _empty(rewriter, res_t)
+    elem = res_t.element_type
+    maps = [broadcast_map(tuple(v.type.get_shape()), shape) for v in operands]
+    maps.append(AffineMap.identity(len(shape)))
+    generic = build_generic(
+        operands,
+        [init],
+        maps,
+        [PARALLEL] * len(shape),
+        lambda b, args: [body(b, args[: len(operands)], _operand_elem(operands, elem))],
+        [res_t],
+    )
+    rewriter.replace_op(op, generic)
+
+
+def _operand_elem(operands: Sequence[SSAValue], default: Attribute) -> Attribute:
+    """The element type the scalar body computes in: that of the float operands."""
+    for v in operands:
+        if isinstance(tensor_elem(v), AnyFloat):
+            return tensor_elem(v)
+    return default
+
+
+class LowerUnary(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc.UnaryOp, rewriter: PatternRewriter) -> None:
+        if isinstance(op, aicc.GeluOp):
+            tanh_form = op.is_tanh
+            _elementwise(rewriter, op, [op.input], lambda b, a, t: _gelu(b, a[0], t, tanh_form))
+        elif type(op) in UNARY:
+            _elementwise(rewriter, op, [op.input], UNARY[type(op)])
+
+
+class LowerBinary(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc.BinaryOp, rewriter: PatternRewriter) -> None:
+        _elementwise(rewriter, op, [op.lhs, op.rhs], BINARY[type(op)])
+
+
+class LowerCompare(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc.CompareOp, rewriter: PatternRewriter) -> None:
+        pred = op.predicate.data
+        if isinstance(tensor_elem(op.lhs), AnyFloat):
+            body: Body = lambda b, a, t: _ins(b, arith.CmpfOp(a[0], a[1], CMPF_PREDICATE[pred]))
+        else:
+            ipred = {"gt": "sgt", "ge": "sge", "lt": "slt", "le": "sle", "eq": "eq", "ne": "ne"}
+            body = lambda b, a, t: _ins(b, arith.CmpiOp(a[0], a[1], ipred[pred]))
+        _elementwise(rewriter, op, [op.lhs, op.rhs], body)
+
+
+class LowerSelect(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc.SelectOp, rewriter: PatternRewriter) -> None:
+        _elementwise(
+            rewriter,
+            op,
+            [op.cond, op.lhs, op.rhs],
+            lambda b, a, t: _ins(b, arith.SelectOp(a[0], a[1], a[2])),
+        )
+
+
+def _convert(b: Builder, x: SSAValue, src: Attribute, dst: Attribute) -> SSAValue:
+    if src == dst:
+        return x
+    if isinstance(src, IntegerType) and isinstance(dst, AnyFloat):
+        cls = arith.UIToFPOp if src.width.data == 1 else arith.SIToFPOp
+        return _ins(b, cls(x, dst))
+    if isinstance(src, AnyFloat) and isinstance(dst, IntegerType):
+        if dst.width.data == 1:  # float -> bool is x != 0
+            return _ins(b, arith.CmpfOp(x, _c(b, 0.0, src), "une"))
+        return _ins(b, arith.FPToSIOp(x, dst))
+    if isinstance(src, AnyFloat) and isinstance(dst, AnyFloat):
+        cls = arith.ExtFOp if src.bitwidth < dst.bitwidth else arith.TruncFOp
+        return _ins(b, cls(x, dst))
+    if isinstance(src, IntegerType) and isinstance(dst, IntegerType):
+        if dst.width.data == 1:
+            return _ins(b, arith.CmpiOp(x, _c(b, 0, src), "ne"))
+        if src.width.data < dst.width.data:
+            cls = arith.ExtUIOp if src.width.data == 1 else arith.ExtSIOp
+            return _ins(b, cls(x, dst))
+        return _ins(b, arith.TruncIOp(x, dst))
+    raise UnsupportedOpError("aicc.cast", f"aicc.cast: no conversion from {src} to {dst}")
+
+
+class LowerCast(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc.CastOp, rewriter: PatternRewriter) -> None:
+        src, dst = tensor_elem(op.input), tensor_elem(op.result)
+        _elementwise(rewriter, op, [op.input], lambda b, a, t: _convert(b, a[0], src, dst))
+
+
+class LowerBroadcastTo(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc.BroadcastToOp, rewriter: PatternRewriter) -> None:
+        _elementwise(rewriter, op, [op.input], lambda b, a, t: a[0])
+
+
+class LowerTranspose(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc.TransposeOp, rewriter: PatternRewriter) -> None:
+        perm = op.perm
+        rank = len(perm)
+        # Loop dims are the result's; input dim j is read at the loop dim i with perm[i] == j.
+        in_map = AffineMap(rank, 0, tuple(AffineDimExpr(perm.index(j)) for j in range(rank)))
+        init = _empty(rewriter, op.result.type)
+        generic = build_generic(
+            [op.input],
+            [init],
+            [in_map, AffineMap.identity(rank)],
+            [PARALLEL] * rank,
+            lambda b, a: [a[0]],
+            [op.result.type],
+        )
+        rewriter.replace_op(op, generic)
+
+
+def _fill(rewriter: PatternRewriter, t: TensorType, value: float) -> SSAValue:
+    init = _empty(rewriter, t)
+    b = Builder(InsertPoint.before(rewriter.current_operation))
+    cst = scalar_constant(b, value, t.element_type)
+    fill = linalg.FillOp([cst], [init], [t])
+    rewriter.insert_op(fill)
+    return fill.results[0]
+
+
+class LowerMatmul(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc.MatmulOp, rewriter: PatternRewriter) -> None:
+        res_t = op.result.type
+        acc = _fill(rewriter, res_t, 0.0)
+        a_shape, b_shape = aicc.shape_of(op.lhs), aicc.shape_of(op.rhs)
+        if len(a_shape) == 2 and len(b_shape) == 2:
+            rewriter.replace_op(op, linalg.MatmulOp([op.lhs, op.rhs], [acc], [res_t]))
+            return
+        # Batched, with broadcast batch dims: loops (batch..., m, n, k).
+        out_shape = tuple(res_t.get_shape())
+        nb = len(out_shape) - 2
+        m, n, k = (AffineDimExpr(nb + i) for i in range(3))
+
+        def operand_map(shape: Sequence[int], tail) -> AffineMap:
+            bmap = broadcast_map(shape[:-2], out_shape[:nb]).results
+            return AffineMap(nb + 3, 0, (*bmap, *tail))
+
+        maps = [
+            operand_map(a_shape, (m, k)),
+            operand_map(b_shape, (k, n)),
+            AffineMap(nb + 3, 0, (*(AffineDimExpr(i) for i in range(nb)), m, n)),
+        ]
+
+        def body(b: Builder, a: Sequence[SSAValue]) -> list[SSAValue]:
+            prod = _ins(b, arith.MulfOp(a[0], a[1]))
+            return [_ins(b, arith.AddfOp(a[2], prod))]
+
+        generic = build_generic(
+            [op.lhs, op.rhs], [acc], maps, [PARALLEL] * (nb + 2) + [REDUCTION], body, [res_t]
+        )
+        rewriter.replace_op(op, generic)
+
+
+# Reductions: (identity element, combiner).
+REDUCTIONS: dict[type[Operation], tuple[float, type[Operation]]] = {
+    aicc.ReduceSumOp: (0.0, arith.AddfOp),
+    aicc.ReduceMaxOp: (-math.inf, arith.MaximumfOp),
+    aicc.ReduceMinOp: (math.inf, arith.MinimumfOp),
+}
+
+
+class LowerReduce(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc.ReduceOp, rewriter: PatternRewriter) -> None:
+        axes, keep = op.axes_tuple, op.keep
+        if isinstance(op, aicc.ReduceMeanOp):  # mean = sum * (1/N)
+            s = aicc.ReduceSumOp(op.input, axes, keep)
+            shape = aicc.shape_of(op.input)
+            count = math.prod(shape[a] for a in axes)
+            scale = aicc.ConstantOp.from_array(
+                _np_scalar(1.0 / count if count else math.nan, tensor_elem(op.input))
+            )
+            rewriter.insert_op([s, scale])
+            rewriter.replace_op(op, aicc.MulOp(s.result, scale.result))
+            return
+        identity, combiner = REDUCTIONS[type(op)]
+        res_t = op.result.type
+        acc = _fill(rewriter, res_t, identity)
+        rank = len(aicc.shape_of(op.input))
+        out_exprs = [
+            (AffineConstantExpr(0) if i in axes else AffineDimExpr(i))
+            for i in range(rank)
+            if keep or i not in axes
+        ]
+        maps = [AffineMap.identity(rank), AffineMap(rank, 0, tuple(out_exprs))]
+        iters = [REDUCTION if i in axes else PARALLEL for i in range(rank)]
+        generic = build_generic(
+            [op.input], [acc], maps, iters, lambda b, a: [_ins(b, combiner(a[1], a[0]))], [res_t]
+        )
+        rewriter.replace_op(op, generic)
+
+
+def _np_scalar(value: float, elem: Attribute):
+    import numpy as np
+
+    return np.array(value, dtype=aicc.numpy_dtype(elem))
+
+
+class LowerSoftmax(RewritePattern):
+    """softmax(x) = exp(x - max(x)) / sum(exp(x - max(x))), along `axis`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc.SoftmaxOp, rewriter: PatternRewriter) -> None:
+        axis = op.axis.value.data
+        mx = aicc.ReduceMaxOp(op.input, [axis], keepdims=True)
+        shifted = aicc.SubOp(op.input, mx.result)
+        e = aicc.ExpOp(shifted.result)
+        s = aicc.ReduceSumOp(e.result, [axis], keepdims=True)
+        rewriter.insert_op([mx, shifted, e, s])
+        rewriter.replace_op(op, aicc.DivOp(e.result, s.result))
+
+
+def _reassociation(groups: Sequence[Sequence[int]]) -> ArrayAttr:
+    return ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in g]) for g in groups])
+
+
+class LowerReshape(RewritePattern):
+    """A row-major reshape: collapse to 1-D, then expand to the new shape (both free views)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc.ReshapeOp, rewriter: PatternRewriter) -> None:
+        src, dst = aicc.shape_of(op.input), aicc.shape_of(op.result)
+        elem = tensor_elem(op.input)
+        value = op.input
+        if src == dst:
+            rewriter.replace_op(op, [], [value])
+            return
+        if len(src) != 1:
+            flat = TensorType(elem, [math.prod(src)])
+            collapse = tensor.CollapseShapeOp.create(
+                operands=[value],
+                result_types=[flat],
+                properties={"reassociation": _reassociation([range(len(src))] if src else [])},
+            )
+            rewriter.insert_op(collapse)
+            value = collapse.results[0]
+        if len(dst) == 1:
+            rewriter.replace_op(op, [], [value])
+            return
+        expand = tensor.ExpandShapeOp(
+            value, [], _reassociation([range(len(dst))] if dst else []), dst, op.result.type
+        )
+        rewriter.replace_op(op, expand)
+
+
+class LowerConstant(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc.ConstantOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace_op(op, arith.ConstantOp(op.value))
+
+
+class RejectUnlowered(RewritePattern):
+    """Runs last: an aicc op that no pattern lowered is an error, never silently left behind."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if op.dialect_name() == "aicc":
+            raise UnsupportedOpError(op.name, f"no lowering of '{op.name}' to linalg")
+
+
+@dataclass(frozen=True)
+class TensorToLinalg(ModulePass):
+    """Lower the aicc dialect to linalg on tensors (destination-passing style)."""
+
+    name = "tensor-to-linalg"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier(
+                [
+                    LowerConstant(),
+                    LowerUnary(),
+                    LowerBinary(),
+                    LowerCompare(),
+                    LowerSelect(),
+                    LowerCast(),
+                    LowerBroadcastTo(),
+                    LowerTranspose(),
+                    LowerMatmul(),
+                    LowerReduce(),
+                    LowerSoftmax(),
+                    LowerReshape(),
+                ]
+            ),
+        ).rewrite_module(op)
+        PatternRewriteWalker(RejectUnlowered(), apply_recursively=False).rewrite_module(op)

@@ -1,0 +1,83 @@
+"""Small IR-building helpers shared by the lowering passes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from xdsl.builder import Builder
+from xdsl.dialects import arith, linalg
+from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    AnyFloat,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    TensorType,
+)
+from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.rewriter import InsertPoint
+
+PARALLEL = linalg.IteratorTypeAttr.parallel()
+REDUCTION = linalg.IteratorTypeAttr.reduction()
+
+
+def broadcast_map(operand_shape: Sequence[int], result_shape: Sequence[int]) -> AffineMap:
+    """The indexing map that reads an operand broadcast (NumPy rules) to `result_shape`.
+
+    Operand dims align to the right of the result; a size-1 dim that broadcasts reads index 0.
+    """
+    rank = len(result_shape)
+    offset = rank - len(operand_shape)
+    results: list[AffineExpr] = []
+    for j, d in enumerate(operand_shape):
+        if d == 1 and result_shape[offset + j] != 1:
+            results.append(AffineConstantExpr(0))
+        else:
+            results.append(AffineDimExpr(offset + j))
+    return AffineMap(rank, 0, tuple(results))
+
+
+def scalar_constant(builder: Builder, value: float | int, type: Attribute) -> SSAValue:
+    if isinstance(type, AnyFloat):
+        op = arith.ConstantOp(FloatAttr(float(value), type))
+    elif isinstance(type, IntegerType | IndexType):
+        op = arith.ConstantOp(IntegerAttr(int(value), type))
+    else:
+        raise TypeError(f"no scalar constant of type {type}")
+    builder.insert(op)
+    return op.result
+
+
+def build_generic(
+    inputs: Sequence[SSAValue],
+    outputs: Sequence[SSAValue],
+    maps: Sequence[AffineMap],
+    iterators: Sequence[linalg.IteratorTypeAttr],
+    body: Callable[[Builder, Sequence[SSAValue]], Sequence[SSAValue]],
+    result_types: Sequence[Attribute] = (),
+) -> linalg.GenericOp:
+    """A linalg.generic whose region is built by `body(builder, block_args) -> yielded values`."""
+    arg_types = [_elem(v.type) for v in (*inputs, *outputs)]
+    block = Block(arg_types=arg_types)
+    b = Builder(InsertPoint.at_end(block))
+    yielded = body(b, block.args)
+    b.insert(linalg.YieldOp(*yielded))
+    return linalg.GenericOp(
+        list(inputs),
+        list(outputs),
+        Region(block),
+        [AffineMapAttr(m) for m in maps],
+        list(iterators),
+        result_types,
+    )
+
+
+def _elem(t: Attribute) -> Attribute:
+    return t.element_type if hasattr(t, "element_type") else t
+
+
+def tensor_elem(value: SSAValue) -> Attribute:
+    assert isinstance(value.type, TensorType)
+    return value.type.element_type

@@ -1,0 +1,208 @@
+"""The pass pipelines per target, and compiling an aicc-dialect module to a callable.
+
+Stages (each printable with `CompiledModel.ir(stage)`):
+
+    tensor  the traced aicc dialect, after canonicalize / CSE / DCE
+    linalg  linalg on tensors, elementwise chains fused
+    memref  bufferized: linalg on memrefs, results as out-parameters
+    loops   scf.parallel / scf.for loop nests over memref.load / store
+    llvm    LLVM IR from our emitter (before LLVM's optimizer)
+    asm     host assembly after LLVM O3
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import arith, builtin, func, linalg, math, memref, scf, tensor
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.transforms.canonicalize import CanonicalizePass
+from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
+from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+from xdsl.utils.exceptions import VerifyException
+
+from compiler.dialects.aicc import AICC, numpy_dtype
+from compiler.errors import CompileError
+from compiler.lowering.bufferize import Bufferize
+from compiler.lowering.fuse_elementwise import FuseElementwise
+from compiler.lowering.linalg_to_loops import LinalgToLoops
+from compiler.lowering.tensor_to_linalg import TensorToLinalg
+
+TARGETS = ("cpu",)
+STAGES = ("tensor", "linalg", "memref", "loops", "llvm", "asm")
+
+
+def make_context() -> Context:
+    ctx = Context()
+    for d in (
+        builtin.Builtin,
+        func.Func,
+        arith.Arith,
+        math.Math,
+        tensor.Tensor,
+        linalg.Linalg,
+        memref.MemRef,
+        scf.Scf,
+        AICC,
+    ):
+        ctx.load_dialect(d)
+    return ctx
+
+
+def cleanup() -> list[ModulePass]:
+    return [CanonicalizePass(), CommonSubexpressionElimination(), DeadCodeElimination()]
+
+
+def stage_passes(target: str, fuse: bool = True) -> list[tuple[str, list[ModulePass]]]:
+    """The pipeline for `target`, as (stage whose IR it produces, passes) in order."""
+    if target not in TARGETS:
+        raise CompileError(f"unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
+    return [
+        ("tensor", cleanup()),
+        ("linalg", [TensorToLinalg(), *([FuseElementwise()] if fuse else []), *cleanup()]),
+        ("memref", [Bufferize()]),
+        ("loops", [LinalgToLoops(), CanonicalizePass(), CommonSubexpressionElimination()]),
+    ]
+
+
+@dataclass
+class PassTiming:
+    name: str
+    seconds: float
+
+
+@dataclass
+class CompileOptions:
+    target: str = "cpu"
+    threads: int | None = None
+    fuse: bool = True
+    print_ir_after_all: Callable[[str, ModuleOp], None] | None = None
+
+
+@dataclass
+class CompiledModel:
+    """A compiled aicc module: call it with NumPy arrays, read the IR of every stage."""
+
+    func_name: str
+    input_types: list[tuple[tuple[int, ...], np.dtype]]
+    output_types: list[tuple[tuple[int, ...], np.dtype]]
+    output_is_tuple: bool
+    stages: dict[str, str]
+    executable: object
+    timings: list[PassTiming] = field(default_factory=list)
+    _fn: Callable | None = None
+
+    def ir(self, stage: str) -> str:
+        if stage not in self.stages:
+            raise CompileError(f"unknown IR stage '{stage}' (expected one of: {', '.join(STAGES)})")
+        if stage == "asm" and not self.stages["asm"]:
+            self.stages["asm"] = self.executable.asm()
+        return self.stages[stage]
+
+    @property
+    def threads(self) -> int:
+        return self.executable.threads
+
+    @threads.setter
+    def threads(self, n: int) -> None:
+        self.executable.threads = n
+
+    def __call__(self, *inputs):
+        if len(inputs) != len(self.input_types):
+            raise CompileError(
+                f"{self.func_name} was compiled for {len(self.input_types)} inputs, got {len(inputs)}"
+            )
+        args = []
+        for i, (x, (shape, dtype)) in enumerate(zip(inputs, self.input_types)):
+            a = np.asarray(x)
+            if a.shape != shape or a.dtype != dtype:
+                raise CompileError(
+                    f"{self.func_name}: input {i} was compiled as {shape} {dtype}, "
+                    f"got {a.shape} {a.dtype}"
+                )
+            args.append(np.ascontiguousarray(a))
+        outs = [np.empty(shape, dtype) for shape, dtype in self.output_types]
+        if self._fn is None:
+            self._fn = self.executable.get(self.func_name, len(args) + len(outs))
+        self._fn(*args, *outs)
+        if self.output_is_tuple:
+            return tuple(outs)
+        return outs[0]
+
+
+def run_passes(
+    module: ModuleOp, options: CompileOptions
+) -> tuple[dict[str, str], list[PassTiming]]:
+    ctx = make_context()
+    stages: dict[str, str] = {}
+    timings: list[PassTiming] = []
+    for stage, passes in stage_passes(options.target, options.fuse):
+        for p in passes:
+            t0 = time.perf_counter()
+            p.apply(ctx, module)
+            timings.append(PassTiming(p.name, time.perf_counter() - t0))
+            if options.print_ir_after_all:
+                options.print_ir_after_all(p.name, module)
+        try:
+            module.verify()
+        except VerifyException as e:  # a pass produced invalid IR: a bug in aicc
+            raise RuntimeError(f"IR after the {stage} stage does not verify: {e}") from e
+        stages[stage] = str(module)
+    return stages, timings
+
+
+def compile_module(
+    module: ModuleOp,
+    func_name: str,
+    *,
+    output_is_tuple: bool = False,
+    options: CompileOptions | None = None,
+) -> CompiledModel:
+    """Compile an aicc-dialect module (one func `func_name` on tensors) for `options.target`."""
+    options = options or CompileOptions()
+    fn = next(
+        (o for o in module.ops if isinstance(o, func.FuncOp) and o.sym_name.data == func_name),
+        None,
+    )
+    if fn is None:
+        raise CompileError(f"no function @{func_name} in the module")
+    ftype = fn.function_type
+    input_types = [_shape_dtype(t) for t in ftype.inputs]
+    output_types = [_shape_dtype(t) for t in ftype.outputs]
+
+    stages, timings = run_passes(module, options)
+
+    from compiler.codegen.llvm import emit_llvm
+    from compiler.runtime.cpu import CPUExecutable
+
+    t0 = time.perf_counter()
+    llvm_ir = emit_llvm(module)
+    timings.append(PassTiming("emit-llvm", time.perf_counter() - t0))
+    t0 = time.perf_counter()
+    exe = CPUExecutable(llvm_ir, threads=options.threads)
+    timings.append(PassTiming("llvm-O3-and-jit", time.perf_counter() - t0))
+    stages["llvm"] = llvm_ir
+    stages["asm"] = ""  # produced on demand: printing assembly costs a second codegen
+    return CompiledModel(
+        func_name, input_types, output_types, output_is_tuple, stages, exe, timings
+    )
+
+
+def _shape_dtype(t) -> tuple[tuple[int, ...], np.dtype]:
+    return tuple(t.get_shape()), numpy_dtype(t.element_type)
+
+
+__all__ = [
+    "CompileOptions",
+    "CompiledModel",
+    "STAGES",
+    "TARGETS",
+    "compile_module",
+    "make_context",
+    "stage_passes",
+]

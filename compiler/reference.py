@@ -1,0 +1,129 @@
+"""A NumPy interpreter of the aicc dialect: the semantic ground truth.
+
+Every compiled pipeline is tested against `run_reference`, and the constant folder evaluates
+ops through `evaluate_op`. Float results are float32 (the element type of the op's result);
+transcendental NN ops (gelu, erf, sigmoid, softmax, rsqrt) are computed in float64 by
+compiler.ops and rounded once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Operation, SSAValue
+
+from compiler import ops as nn
+from compiler.dialects import aicc
+from compiler.errors import CompileError, UnsupportedOpError
+
+__all__ = ["run_reference", "evaluate_op", "REFERENCE_KERNELS"]
+
+Kernel = Callable[[Operation, list[np.ndarray]], np.ndarray]
+
+
+def _reduce(fn: Callable[..., np.ndarray]) -> Kernel:
+    def kernel(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+        assert isinstance(op, aicc.ReduceOp)
+        return fn(args[0], axis=op.axes_tuple, keepdims=op.keep)
+
+    return kernel
+
+
+_COMPARE = {
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "eq": np.equal,
+    "ne": np.not_equal,
+}
+
+
+def _result_shape(op: Operation) -> tuple[int, ...]:
+    return aicc.shape_of(op.results[0])
+
+
+REFERENCE_KERNELS: dict[type[Operation], Kernel] = {
+    aicc.ConstantOp: lambda op, a: aicc.numpy_from_dense(op.value),
+    aicc.NegOp: lambda op, a: np.negative(a[0]),
+    aicc.AbsOp: lambda op, a: np.abs(a[0]),
+    aicc.ExpOp: lambda op, a: np.exp(a[0]),
+    aicc.LogOp: lambda op, a: np.log(a[0]),
+    aicc.TanhOp: lambda op, a: np.tanh(a[0]),
+    aicc.SqrtOp: lambda op, a: np.sqrt(a[0]),
+    aicc.ErfOp: lambda op, a: nn.erf(a[0]),
+    aicc.RsqrtOp: lambda op, a: nn.rsqrt(a[0]),
+    aicc.ReluOp: lambda op, a: nn.relu(a[0]),
+    aicc.SigmoidOp: lambda op, a: nn.sigmoid(a[0]),
+    aicc.GeluOp: lambda op, a: nn.gelu(a[0], approximate="tanh" if op.is_tanh else "none"),
+    aicc.AddOp: lambda op, a: np.add(a[0], a[1]),
+    aicc.SubOp: lambda op, a: np.subtract(a[0], a[1]),
+    aicc.MulOp: lambda op, a: np.multiply(a[0], a[1]),
+    aicc.DivOp: lambda op, a: np.divide(a[0], a[1]),
+    aicc.MaximumOp: lambda op, a: np.maximum(a[0], a[1]),
+    aicc.MinimumOp: lambda op, a: np.minimum(a[0], a[1]),
+    aicc.PowOp: lambda op, a: np.power(a[0], a[1]),
+    aicc.CompareOp: lambda op, a: _COMPARE[op.predicate.data](a[0], a[1]),
+    aicc.SelectOp: lambda op, a: np.where(a[0], a[1], a[2]),
+    aicc.CastOp: lambda op, a: a[0],  # the dtype conversion happens for every op below
+    aicc.MatmulOp: lambda op, a: np.matmul(a[0], a[1]),
+    aicc.ReduceSumOp: _reduce(np.sum),
+    aicc.ReduceMeanOp: _reduce(np.mean),
+    aicc.ReduceMaxOp: _reduce(np.max),
+    aicc.ReduceMinOp: _reduce(np.min),
+    aicc.SoftmaxOp: lambda op, a: nn.softmax(a[0], axis=op.axis.value.data),
+    aicc.TransposeOp: lambda op, a: np.transpose(a[0], op.perm),
+    aicc.ReshapeOp: lambda op, a: np.reshape(a[0], _result_shape(op)),
+    aicc.BroadcastToOp: lambda op, a: np.broadcast_to(a[0], _result_shape(op)),
+}
+
+
+def evaluate_op(op: Operation, operands: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The results of one aicc op on concrete operand values."""
+    kernel = REFERENCE_KERNELS.get(type(op))
+    if kernel is None:
+        raise UnsupportedOpError(op.name, f"the reference interpreter does not know '{op.name}'")
+    with np.errstate(all="ignore"):  # inf/nan are values here, not mistakes
+        value = kernel(op, [np.asarray(v) for v in operands])
+    rtype = op.results[0].type
+    assert isinstance(rtype, TensorType)
+    value = np.asarray(value, dtype=aicc.numpy_dtype(rtype.element_type))
+    assert value.shape == tuple(rtype.get_shape()), (op.name, value.shape, rtype)
+    return [value]
+
+
+def _find_func(module: ModuleOp, func_name: str) -> func.FuncOp:
+    for op in module.walk():
+        if isinstance(op, func.FuncOp) and op.sym_name.data == func_name:
+            return op
+    raise CompileError(f"no function @{func_name} in the module")
+
+
+def run_reference(
+    module: ModuleOp, inputs: Sequence[np.ndarray], func_name: str = "main"
+) -> list[np.ndarray]:
+    """Evaluate `func_name` of `module` on `inputs` with NumPy; one array per result."""
+    f = _find_func(module, func_name)
+    block = f.body.blocks.first
+    assert block is not None
+    if len(inputs) != len(block.args):
+        raise CompileError(f"@{func_name} takes {len(block.args)} inputs, got {len(inputs)}")
+    env: dict[SSAValue, np.ndarray] = {}
+    for i, (arg, x) in enumerate(zip(block.args, inputs)):
+        t = arg.type
+        assert isinstance(t, TensorType)
+        x = np.asarray(x, dtype=aicc.numpy_dtype(t.element_type))
+        if x.shape != tuple(t.get_shape()):
+            raise CompileError(
+                f"@{func_name}: input {i} has shape {x.shape}, expected {tuple(t.get_shape())}"
+            )
+        env[arg] = x
+    for op in block.ops:
+        if isinstance(op, func.ReturnOp):
+            return [np.array(env[v], order="C", copy=True) for v in op.operands]
+        for res, value in zip(op.results, evaluate_op(op, [env[v] for v in op.operands])):
+            env[res] = value
+    raise CompileError(f"@{func_name} has no func.return")

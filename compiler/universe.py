@@ -1,0 +1,28 @@
+"""aicc's dialects and passes for xDSL's plugin discovery (`xdsl-opt` and `aicc-opt` see them)."""
+
+from xdsl.universe import Universe
+
+
+def _aicc_dialect():
+    from compiler.dialects.aicc import AICC
+
+    return AICC
+
+
+def _pass(module: str, cls: str):
+    def load():
+        import importlib
+
+        return getattr(importlib.import_module(f"compiler.lowering.{module}"), cls)
+
+    return load
+
+
+AICC_PASSES = {
+    "tensor-to-linalg": _pass("tensor_to_linalg", "TensorToLinalg"),
+    "fuse-elementwise": _pass("fuse_elementwise", "FuseElementwise"),
+    "bufferize": _pass("bufferize", "Bufferize"),
+    "linalg-to-loops": _pass("linalg_to_loops", "LinalgToLoops"),
+}
+
+AICC_UNIVERSE = Universe(all_dialects={"aicc": _aicc_dialect}, all_passes=AICC_PASSES)

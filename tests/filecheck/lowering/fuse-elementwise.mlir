@@ -1,0 +1,79 @@
+// RUN: aicc-opt %s -p fuse-elementwise --split-input-file | filecheck %s
+
+// x * w + b with broadcast w and b: the mul producer is folded into the add consumer; the
+// consumer now reads x, w and b directly, w and b through the broadcast map (d1).
+// CHECK-LABEL: func.func @mul_add
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<4x8xf32>
+// CHECK-NEXT:    %{{.*}} = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%x, %w, %b : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) outs(%[[E]] : tensor<4x8xf32>) {
+// CHECK-NEXT:    ^bb0(%[[X:.*]]: f32, %[[W:.*]]: f32, %[[B:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT:      %[[M:.*]] = arith.mulf %[[X]], %[[W]] : f32
+// CHECK-NEXT:      %[[A:.*]] = arith.addf %[[M]], %[[B]] : f32
+// CHECK-NEXT:      linalg.yield %[[A]] : f32
+// CHECK-NOT:     linalg.generic
+func.func @mul_add(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %e0 = tensor.empty() : tensor<4x8xf32>
+  %0 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%x, %w : tensor<4x8xf32>, tensor<8xf32>) outs(%e0 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %m = arith.mulf %a, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %e1 = tensor.empty() : tensor<4x8xf32>
+  %1 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%0, %b : tensor<4x8xf32>, tensor<8xf32>) outs(%e1 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %s = arith.addf %a, %c : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  func.return %1 : tensor<4x8xf32>
+}
+
+// -----
+// A transposing consumer composes maps: y = exp(x)^T reads x at (d1, d0).
+// CHECK-LABEL: func.func @exp_transpose
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0, d1)>]{{.*}} ins(%x : tensor<3x5xf32>)
+// CHECK:           math.exp
+// CHECK-NOT:     linalg.generic
+func.func @exp_transpose(%x: tensor<3x5xf32>) -> tensor<5x3xf32> {
+  %e0 = tensor.empty() : tensor<3x5xf32>
+  %0 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<3x5xf32>) outs(%e0 : tensor<3x5xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = math.exp %a : f32
+    linalg.yield %m : f32
+  } -> tensor<3x5xf32>
+  %e1 = tensor.empty() : tensor<5x3xf32>
+  %1 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%0 : tensor<3x5xf32>) outs(%e1 : tensor<5x3xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  } -> tensor<5x3xf32>
+  func.return %1 : tensor<5x3xf32>
+}
+
+// -----
+// exp(x) has two users (the sum and the divide): it is not fused, so it is computed once.
+// CHECK-LABEL: func.func @shared_producer
+// CHECK:         math.exp
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]
+// CHECK-NOT:       math.exp
+// CHECK:         arith.divf
+func.func @shared_producer(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %e0 = tensor.empty() : tensor<4x8xf32>
+  %0 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<4x8xf32>) outs(%e0 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = math.exp %a : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %z = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<4x1xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e1 : tensor<4x1xf32>) -> tensor<4x1xf32>
+  %1 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, 0)>], iterator_types = ["parallel", "reduction"]} ins(%0 : tensor<4x8xf32>) outs(%f : tensor<4x1xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %o, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<4x1xf32>
+  %e2 = tensor.empty() : tensor<4x8xf32>
+  %2 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, 0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%0, %1 : tensor<4x8xf32>, tensor<4x1xf32>) outs(%e2 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %d = arith.divf %a, %c : f32
+    linalg.yield %d : f32
+  } -> tensor<4x8xf32>
+  func.return %2 : tensor<4x8xf32>
+}

@@ -1,0 +1,77 @@
+// RUN: aicc-opt %s -p linalg-to-loops --split-input-file | filecheck %s
+
+// Elementwise with a broadcast operand: one 2-D scf.parallel, loads at the mapped indices.
+// CHECK-LABEL: func.func @elementwise
+// CHECK:         "scf.parallel"
+// CHECK-NEXT:    ^bb0(%[[I:.*]]: index, %[[J:.*]]: index):
+// CHECK-NEXT:      %[[A:.*]] = memref.load %{{.*}}[%[[I]], %[[J]]] : memref<4x8xf32>
+// CHECK-NEXT:      %[[B:.*]] = memref.load %{{.*}}[%[[J]]] : memref<8xf32>
+// CHECK-NEXT:      %[[S:.*]] = arith.addf %[[A]], %[[B]] : f32
+// CHECK-NEXT:      memref.store %[[S]], %{{.*}}[%[[I]], %[[J]]] : memref<4x8xf32>
+// CHECK-NEXT:      scf.reduce
+func.func @elementwise(%x: memref<4x8xf32>, %b: memref<8xf32>, %o: memref<4x8xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%x, %b : memref<4x8xf32>, memref<8xf32>) outs(%o : memref<4x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %out: f32):
+    %s = arith.addf %a, %c : f32
+    linalg.yield %s : f32
+  }
+  func.return
+}
+
+// -----
+// Matmul: i parallel outermost, then k, then j innermost (contiguous in B and C).
+// CHECK-LABEL: func.func @matmul
+// CHECK-DAG:     %[[C3:.*]] = arith.constant 3 : index
+// CHECK-DAG:     %[[C5:.*]] = arith.constant 5 : index
+// CHECK-DAG:     %[[C4:.*]] = arith.constant 4 : index
+// CHECK:         "scf.parallel"(%{{.*}}, %[[C3]], %{{.*}})
+// CHECK-NEXT:    ^bb0(%[[I:.*]]: index):
+// CHECK-NEXT:      scf.for %[[K:.*]] = %{{.*}} to %[[C4]] step %{{.*}} {
+// CHECK-NEXT:        scf.for %[[J:.*]] = %{{.*}} to %[[C5]] step %{{.*}} {
+// CHECK-NEXT:          memref.load %{{.*}}[%[[I]], %[[K]]] : memref<3x4xf32>
+// CHECK-NEXT:          memref.load %{{.*}}[%[[K]], %[[J]]] : memref<4x5xf32>
+// CHECK-NEXT:          memref.load %{{.*}}[%[[I]], %[[J]]] : memref<3x5xf32>
+// CHECK-NEXT:          arith.mulf
+// CHECK-NEXT:          arith.addf
+// CHECK-NEXT:          memref.store %{{.*}}, %{{.*}}[%[[I]], %[[J]]] : memref<3x5xf32>
+func.func @matmul(%a: memref<3x4xf32>, %b: memref<4x5xf32>, %c: memref<3x5xf32>) {
+  linalg.matmul ins(%a, %b : memref<3x4xf32>, memref<4x5xf32>) outs(%c : memref<3x5xf32>)
+  func.return
+}
+
+// -----
+// Row sum: the reduction is innermost and accumulates in a register (iter_args), its add
+// marked reassociable so LLVM may vectorize it; one load before and one store after.
+// CHECK-LABEL: func.func @row_sum
+// CHECK:         "scf.parallel"
+// CHECK-NEXT:    ^bb0(%[[I:.*]]: index):
+// CHECK-NEXT:      %[[INIT:.*]] = memref.load %{{.*}}[%[[I]]] : memref<4xf32>
+// CHECK-NEXT:      %[[R:.*]] = scf.for %[[K:.*]] = {{.*}} iter_args(%[[ACC:.*]] = %[[INIT]]) -> (f32) {
+// CHECK-NEXT:        %[[V:.*]] = memref.load %{{.*}}[%[[I]], %[[K]]] : memref<4x129xf32>
+// CHECK-NEXT:        %[[S:.*]] = arith.addf %[[ACC]], %[[V]] fastmath<reassoc> : f32
+// CHECK-NEXT:        scf.yield %[[S]] : f32
+// CHECK-NEXT:      }
+// CHECK-NEXT:      memref.store %[[R]], %{{.*}}[%[[I]]] : memref<4xf32>
+func.func @row_sum(%x: memref<4x129xf32>, %o: memref<4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]} ins(%x : memref<4x129xf32>) outs(%o : memref<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  }
+  func.return
+}
+
+// -----
+// Column sum: the parallel dim j is contiguous, so it goes innermost, under the reduction.
+// CHECK-LABEL: func.func @column_sum
+// CHECK:         scf.for %[[R:.*]] =
+// CHECK-NEXT:      scf.for %[[J:.*]] =
+// CHECK-NEXT:        memref.load %{{.*}}[%[[R]], %[[J]]] : memref<100x64xf32>
+func.func @column_sum(%x: memref<100x64xf32>, %o: memref<64xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>], iterator_types = ["reduction", "parallel"]} ins(%x : memref<100x64xf32>) outs(%o : memref<64xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  }
+  func.return
+}

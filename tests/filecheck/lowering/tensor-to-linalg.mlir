@@ -1,0 +1,127 @@
+// RUN: aicc-opt %s -p tensor-to-linalg --split-input-file | filecheck %s
+
+// Broadcasting lives in the indexing maps: %b (8) is read at d1, the scalar at ().
+// CHECK-LABEL: func.func @add_broadcast
+// CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<8xf32>)
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<4x8xf32>
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%[[X]], %[[B]] : tensor<4x8xf32>, tensor<8xf32>) outs(%[[E]] : tensor<4x8xf32>)
+// CHECK:           arith.addf
+// CHECK-NOT:     aicc.
+func.func @add_broadcast(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %0 = aicc.add %x, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  func.return %0 : tensor<4x8xf32>
+}
+
+// -----
+// A size-1 dim that broadcasts reads index 0.
+// CHECK-LABEL: func.func @size_one_dims
+// CHECK:         affine_map<(d0, d1) -> (d0, 0)>, affine_map<(d0, d1) -> (0, d1)>
+func.func @size_one_dims(%a: tensor<4x1xf32>, %b: tensor<1x5xf32>) -> tensor<4x5xf32> {
+  %0 = aicc.mul %a, %b : tensor<4x1xf32>, tensor<1x5xf32> -> tensor<4x5xf32>
+  func.return %0 : tensor<4x5xf32>
+}
+
+// -----
+// CHECK-LABEL: func.func @matmul_2d
+// CHECK:         %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK:         %[[F:.*]] = linalg.fill ins(%[[Z]] : f32) outs(%{{.*}} : tensor<3x5xf32>) -> tensor<3x5xf32>
+// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<3x4xf32>, tensor<4x5xf32>) outs(%[[F]] : tensor<3x5xf32>)
+func.func @matmul_2d(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>) -> tensor<3x5xf32> {
+  %0 = aicc.matmul %a, %b : tensor<3x4xf32>, tensor<4x5xf32> -> tensor<3x5xf32>
+  func.return %0 : tensor<3x5xf32>
+}
+
+// -----
+// Batched matmul with a broadcast batch dim: loops (b, m, n, k), the 2-D rhs shared by all batches.
+// CHECK-LABEL: func.func @matmul_batched
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d3, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// CHECK:           arith.mulf
+// CHECK:           arith.addf
+func.func @matmul_batched(%a: tensor<2x3x4xf32>, %b: tensor<4x5xf32>) -> tensor<2x3x5xf32> {
+  %0 = aicc.matmul %a, %b : tensor<2x3x4xf32>, tensor<4x5xf32> -> tensor<2x3x5xf32>
+  func.return %0 : tensor<2x3x5xf32>
+}
+
+// -----
+// A max reduction starts from -inf; keepdims reads the output at index 0.
+// CHECK-LABEL: func.func @reduce_max_keepdims
+// CHECK:         arith.constant 0xff800000 : f32
+// CHECK:         linalg.fill
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, 0)>], iterator_types = ["parallel", "reduction"]}
+// CHECK:           arith.maximumf
+func.func @reduce_max_keepdims(%x: tensor<4x8xf32>) -> tensor<4x1xf32> {
+  %0 = aicc.reduce_max %x {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  func.return %0 : tensor<4x1xf32>
+}
+
+// -----
+// mean = sum * (1/N): a reduction, then an elementwise scale by 1/(2*8).
+// CHECK-LABEL: func.func @reduce_mean
+// CHECK:         iterator_types = ["reduction", "parallel", "reduction"]
+// CHECK:         arith.constant dense<6.250000e-02> : tensor<f32>
+// CHECK:         arith.mulf
+func.func @reduce_mean(%x: tensor<2x3x8xf32>) -> tensor<3xf32> {
+  %0 = aicc.reduce_mean %x {axes = array<i64: 0, 2>, keepdims = false} : tensor<2x3x8xf32> -> tensor<3xf32>
+  func.return %0 : tensor<3xf32>
+}
+
+// -----
+// softmax decomposes into max, sub, exp, sum, div along its axis.
+// CHECK-LABEL: func.func @softmax
+// CHECK:         arith.maximumf
+// CHECK:         arith.subf
+// CHECK:         math.exp
+// CHECK:         arith.addf
+// CHECK:         arith.divf
+// CHECK-NOT:     aicc.
+func.func @softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = aicc.softmax %x {axis = 1 : i64} : tensor<4x8xf32>
+  func.return %0 : tensor<4x8xf32>
+}
+
+// -----
+// CHECK-LABEL: func.func @transpose
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d1, d2, d0)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>]
+func.func @transpose(%x: tensor<2x3x4xf32>) -> tensor<4x2x3xf32> {
+  %0 = aicc.transpose %x {permutation = array<i64: 2, 0, 1>} : tensor<2x3x4xf32> -> tensor<4x2x3xf32>
+  func.return %0 : tensor<4x2x3xf32>
+}
+
+// -----
+// A reshape is a collapse to 1-D and an expand: views, no copy.
+// CHECK-LABEL: func.func @reshape
+// CHECK:         %[[C:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0 : i64, 1 : i64]] : tensor<4x6xf32> into tensor<24xf32>
+// CHECK:         tensor.expand_shape %[[C]] {{\[\[}}0 : i64, 1 : i64, 2 : i64]] output_shape [2, 3, 4] : tensor<24xf32> into tensor<2x3x4xf32>
+func.func @reshape(%x: tensor<4x6xf32>) -> tensor<2x3x4xf32> {
+  %0 = aicc.reshape %x : tensor<4x6xf32> -> tensor<2x3x4xf32>
+  func.return %0 : tensor<2x3x4xf32>
+}
+
+// -----
+// Comparisons follow NumPy on NaN: ordered, except != (unordered).
+// CHECK-LABEL: func.func @compare_select
+// CHECK:         arith.cmpf ogt
+// CHECK:         tensor<4xi1>
+// CHECK:         arith.cmpf une
+// CHECK:         arith.select
+func.func @compare_select(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+  %m = aicc.compare "gt", %a, %b : tensor<4xf32>, tensor<4xf32> -> tensor<4xi1>
+  %n = aicc.compare "ne", %a, %b : tensor<4xf32>, tensor<4xf32> -> tensor<4xi1>
+  %s = aicc.select %m, %a, %b : tensor<4xi1>, tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  %t = aicc.select %n, %s, %b : tensor<4xi1>, tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  func.return %t : tensor<4xf32>
+}
+
+// -----
+// gelu (erf form), sigmoid and relu are scalar bodies of arith and math ops.
+// CHECK-LABEL: func.func @activations
+// CHECK:         math.erf
+// CHECK:         math.exp
+// CHECK:         arith.divf
+// CHECK:         arith.maximumf
+func.func @activations(%x: tensor<16xf32>) -> tensor<16xf32> {
+  %0 = aicc.gelu %x : tensor<16xf32>
+  %1 = aicc.sigmoid %0 : tensor<16xf32>
+  %2 = aicc.relu %1 : tensor<16xf32>
+  func.return %2 : tensor<16xf32>
+}

@@ -1,0 +1,1 @@
+"""aicc's command lines: `aicc` and `aicc-opt` (thin: argument parsing, then the library)."""

@@ -1,0 +1,51 @@
+"""aicc-opt: xdsl-opt with aicc's dialects and passes registered.
+
+    aicc-opt FILE.mlir -p "tensor-to-linalg,fuse-elementwise,bufferize"
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from compiler.universe import AICC_PASSES, AICC_UNIVERSE
+
+
+class AiccOptMain(xDSLOptMain):
+    def register_all_dialects(self):
+        super().register_all_dialects()
+        # Without an installed entry point (running from a source tree) add ours by hand.
+        for name, load in AICC_UNIVERSE.all_dialects.items():
+            if name not in self.ctx.registered_dialect_names:
+                self.ctx.register_dialect(name, load)
+
+    def register_all_passes(self):
+        super().register_all_passes()
+        for name, load in AICC_PASSES.items():
+            self.available_passes.setdefault(name, load)
+
+    def register_all_targets(self):
+        super().register_all_targets()
+        from compiler.codegen.targets import register_targets
+
+        register_targets(self.available_targets)
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+
+    from compiler.errors import CompileError
+
+    try:
+        AiccOptMain(description="aicc's modular optimizer driver", args=args).run()
+    except (ParseError, VerifyException, DiagnosticException, CompileError) as e:
+        # The message already carries the location (file:line:col and the offending text).
+        print(f"aicc-opt: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
