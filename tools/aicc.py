@@ -1,0 +1,213 @@
+"""aicc: compile a model, run it on its example inputs, and check it against eager NumPy.
+
+    aicc examples/mlp.py --target cpu
+    aicc examples/mlp.py --emit loops
+    aicc examples/mlp.py -o out/ --time-passes
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+STAGES = ("tensor", "linalg", "memref", "loops", "llvm", "asm")
+
+# An output matches eager NumPy when |out - ref| <= ATOL + RTOL * |ref| everywhere (float32 work,
+# summation order differs from NumPy's).
+RTOL, ATOL = 1e-4, 1e-5
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not usage + message
+        print(f"aicc: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="aicc",
+        description="Compile a model with aicc, run it on its example inputs and compare the "
+        "result and the time with running it eagerly in NumPy.",
+        epilog="MODEL.py defines `model` (a NumPy-style function) and `example_inputs` (a tuple "
+        "of arrays, or a function returning one).",
+    )
+    p.add_argument("model", metavar="MODEL", help="a .py file defining `model` and `example_inputs`")
+    p.add_argument("--target", default="cpu", choices=["cpu"], help="code generation target (default: cpu)")
+    p.add_argument(
+        "--emit",
+        choices=STAGES,
+        metavar="STAGE",
+        help=f"print the IR of one stage and stop; STAGE is one of: {', '.join(STAGES)}",
+    )
+    p.add_argument("--print-ir-after-all", action="store_true", help="print the IR after every pass (to stderr)")
+    p.add_argument("--time-passes", action="store_true", help="print the time spent in each pass")
+    p.add_argument("-o", "--output-dir", metavar="DIR", help="write every stage's IR, the .ll, the .s and the object file to DIR")
+    p.add_argument("--threads", type=int, metavar="N", help="threads for parallel loops (default: $AICC_NUM_THREADS or all cores)")
+    p.add_argument("--no-fuse", action="store_true", help="compile without elementwise fusion")
+    p.add_argument("--repeat", type=int, default=20, metavar="N", help="timed runs of each side (default: 20)")
+    return p
+
+
+def load_model(path: str):
+    """Run the user's file and return (model, example_inputs); errors name the file."""
+    from compiler.errors import CompileError
+
+    file = Path(path)
+    if not file.exists():
+        raise CompileError(f"no such file: {path}")
+    if file.suffix != ".py":
+        raise CompileError(f"{path}: expected a .py file defining `model` and `example_inputs`")
+    namespace: dict = {"__name__": "__aicc_model__", "__file__": str(file)}
+    try:
+        code = compile(file.read_text(), str(file), "exec")
+        exec(code, namespace)
+    except SyntaxError as e:
+        raise CompileError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+    except Exception as e:
+        raise CompileError(f"{_user_frame(e, file)}: {type(e).__name__}: {e}") from None
+    if "model" not in namespace:
+        raise CompileError(f"{path} defines no `model`")
+    if "example_inputs" not in namespace:
+        raise CompileError(f"{path} defines no `example_inputs`")
+    inputs = namespace["example_inputs"]
+    if callable(inputs):
+        inputs = inputs()
+    if not isinstance(inputs, tuple | list):
+        inputs = (inputs,)
+    return namespace["model"], tuple(inputs)
+
+
+def _user_frame(e: BaseException, file: Path) -> str:
+    """'file:line' of the deepest frame of the traceback that lies in the user's file."""
+    where = str(file)
+    for frame in traceback.extract_tb(e.__traceback__):
+        if Path(frame.filename).resolve() == file.resolve():
+            where = f"{file}:{frame.lineno}"
+    return where
+
+
+def _median_seconds(fn, repeat: int) -> float:
+    fn()  # warm up
+    times = []
+    for _ in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def write_outputs(m, directory: str) -> list[Path]:
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stage in ("tensor", "linalg", "memref", "loops"):
+        written.append(out / f"{stage}.mlir")
+        written[-1].write_text(m.ir(stage))
+    files = {
+        "model.ll": m.ir("llvm"),
+        "model.opt.ll": m.executable.optimized_ir,
+        "model.s": m.ir("asm"),
+    }
+    for name, text in files.items():
+        written.append(out / name)
+        written[-1].write_text(text)
+    written.append(out / "model.o")
+    written[-1].write_bytes(m.executable.object_code())
+    return written
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    import compiler
+    from compiler.errors import CompileError
+
+    model, inputs = load_model(args.model)
+
+    def print_after(pass_name, module):
+        print(f"// -----// IR after {pass_name} //----- //\n{module}\n", file=sys.stderr)
+
+    t0 = time.perf_counter()
+    m = compiler.compile(
+        model,
+        inputs,
+        target=args.target,
+        threads=args.threads,
+        fuse=not args.no_fuse,
+        print_ir_after_all=print_after if args.print_ir_after_all else None,
+    )
+    compile_s = time.perf_counter() - t0
+
+    if args.time_passes:
+        total = sum(t.seconds for t in m.timings)
+        print("pass timings:")
+        for t in m.timings:
+            print(f"  {t.seconds * 1e3:9.2f} ms  {100 * t.seconds / total:5.1f}%  {t.name}")
+        print(f"  {total * 1e3:9.2f} ms  total")
+
+    if args.emit:
+        print(m.ir(args.emit))
+        return 0
+    if args.output_dir:
+        for path in write_outputs(m, args.output_dir):
+            print(f"wrote {path}")
+
+    out = m(*inputs)
+    try:
+        ref = model(*inputs)
+    except Exception as e:
+        raise CompileError(f"running `model` eagerly in NumPy failed: {type(e).__name__}: {e}") from None
+    outs = out if isinstance(out, tuple) else (out,)
+    refs = ref if isinstance(ref, tuple | list) else (ref,)
+
+    print(f"aicc {args.model} --target {args.target}: compiled in {compile_s * 1e3:.0f} ms, "
+          f"{m.threads} thread(s)")
+    ok = True
+    for i, (o, r) in enumerate(zip(outs, refs)):
+        r = np.asarray(r, dtype=np.float64)
+        diff = np.abs(o.astype(np.float64) - r)
+        max_abs = float(diff.max()) if diff.size else 0.0
+        max_rel = float((diff / np.maximum(np.abs(r), 1e-30)).max()) if diff.size else 0.0
+        good = bool(np.all(diff <= ATOL + RTOL * np.abs(r)) and o.shape == r.shape)
+        ok &= good
+        print(f"  output {i}: shape {o.shape}  max abs err {max_abs:.3g}  max rel err {max_rel:.3g}  "
+              f"{'OK' if good else 'MISMATCH'}")
+
+    t_aicc = _median_seconds(lambda: m(*inputs), args.repeat)
+    t_numpy = _median_seconds(lambda: model(*inputs), args.repeat)
+    print(f"  aicc  {t_aicc * 1e3:10.3f} ms (median of {args.repeat})")
+    print(f"  numpy {t_numpy * 1e3:10.3f} ms (median of {args.repeat})  -> aicc is {t_numpy / t_aicc:.2f}x")
+    if not ok:
+        print(f"aicc: error: compiled output differs from NumPy beyond rtol={RTOL}, atol={ATOL}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.threads is not None:
+        os.environ["AICC_NUM_THREADS"] = str(args.threads)
+    from compiler.errors import CompileError
+
+    try:
+        return run(args)
+    except CompileError as e:
+        print(f"aicc: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # anything else is a bug in aicc: say so in one line, keep details on request
+        if os.environ.get("AICC_DEBUG"):
+            traceback.print_exc()
+        print(f"aicc: internal error: {type(e).__name__}: {e} (set AICC_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 70
+
+
+if __name__ == "__main__":
+    sys.exit(main())
