@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -77,10 +78,27 @@ def load_model(path: str):
         raise CompileError(f"{path} defines no `example_inputs`")
     inputs = namespace["example_inputs"]
     if callable(inputs):
-        inputs = inputs()
+        with _blame_user_code(file):
+            inputs = inputs()
     if not isinstance(inputs, tuple | list):
         inputs = (inputs,)
     return namespace["model"], tuple(inputs)
+
+
+@contextlib.contextmanager
+def _blame_user_code(file: Path):
+    """An exception raised in the user's own file is the user's error: report it with file:line."""
+    from compiler.errors import CompileError
+
+    try:
+        yield
+    except CompileError:
+        raise
+    except Exception as e:
+        where = _user_frame(e, file)
+        if where == str(file):  # not raised from the user's code: an aicc bug, let it through
+            raise
+        raise CompileError(f"{where}: {type(e).__name__}: {e}") from None
 
 
 def _user_frame(e: BaseException, file: Path) -> str:
@@ -134,14 +152,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"// -----// IR after {pass_name} //----- //\n{module}\n", file=sys.stderr)
 
     t0 = time.perf_counter()
-    m = compiler.compile(
-        model,
-        inputs,
-        target=args.target,
-        threads=args.threads,
-        fuse=not args.no_fuse,
-        print_ir_after_all=print_after if args.print_ir_after_all else None,
-    )
+    with _blame_user_code(Path(args.model)):
+        m = compiler.compile(
+            model,
+            inputs,
+            target=args.target,
+            threads=args.threads,
+            fuse=not args.no_fuse,
+            print_ir_after_all=print_after if args.print_ir_after_all else None,
+        )
     compile_s = time.perf_counter() - t0
 
     if args.time_passes:

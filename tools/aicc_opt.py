@@ -40,7 +40,11 @@ def main(args: Sequence[str] | None = None) -> int:
 
     try:
         AiccOptMain(description="aicc's modular optimizer driver", args=args).run()
-    except (ParseError, VerifyException, DiagnosticException, CompileError) as e:
+    except FileNotFoundError as e:
+        print(f"aicc-opt: error: no such file: {e.filename}", file=sys.stderr)
+        return 1
+    except (ParseError, VerifyException, DiagnosticException, CompileError, ValueError) as e:
+        # ValueError: xDSL's report of an unknown pass or a malformed pipeline option.
         # The message already carries the location (file:line:col and the offending text).
         print(f"aicc-opt: error: {e}", file=sys.stderr)
         return 1

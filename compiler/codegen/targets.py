@@ -1,4 +1,8 @@
-"""aicc-opt output targets: `aicc-opt FILE.mlir -p ... -t llvm` prints the LLVM IR of loop IR."""
+"""aicc-opt output targets: `aicc-opt FILE.mlir -t llvm` prints LLVM IR of loop IR.
+
+aicc-opt replaces xDSL's own `llvm` target (which goes through xDSL's llvm dialect) with
+aicc's emitter; `aicc-llvm` names the same target for xdsl-opt users.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,12 @@ from typing import IO
 from xdsl.dialects.builtin import ModuleOp
 
 
-def _print_llvm(module: ModuleOp, output: IO[str]) -> None:
+def print_llvm(module: ModuleOp, output: IO[str]) -> None:
     from compiler.codegen.llvm import emit_llvm
 
     output.write(emit_llvm(module))
 
 
 def register_targets(targets: dict) -> None:
-    targets.setdefault("llvm", lambda: _print_llvm)
+    targets["llvm"] = print_llvm
+    targets["aicc-llvm"] = print_llvm

@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, linalg, memref, tensor
+from xdsl.dialects import arith, func, memref, tensor
+from xdsl.dialects.linalg import abstract_ops, ops as linalg
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     FunctionType,
@@ -99,7 +100,7 @@ class _FunctionBufferizer:
             new = memref.AllocOp.get(op.tensor.type.element_type, 64, op.tensor.type.get_shape())
             self._replace(op, new)
             self.buffers[op.tensor] = new.memref
-        elif isinstance(op, linalg.abstract_ops.LinalgStructuredOperation):
+        elif isinstance(op, abstract_ops.LinalgStructuredOperation):
             self._bufferize_linalg(op)
         elif isinstance(op, tensor.CollapseShapeOp | tensor.ExpandShapeOp):
             cls = memref.CollapseShapeOp if isinstance(op, tensor.CollapseShapeOp) else memref.ExpandShapeOp
@@ -118,7 +119,7 @@ class _FunctionBufferizer:
         Rewriter.insert_op(new, InsertPoint.before(old))
         self.replaced.append(old)
 
-    def _bufferize_linalg(self, op: linalg.abstract_ops.LinalgStructuredOperation) -> None:
+    def _bufferize_linalg(self, op: abstract_ops.LinalgStructuredOperation) -> None:
         inputs = [self._buf(v) for v in op.inputs]
         outputs = []
         for init in op.outputs:
@@ -140,13 +141,14 @@ class _FunctionBufferizer:
         self._replace(op, new)
 
     def _bufferize_return(self, op: func.ReturnOp, out_params: list[SSAValue]) -> None:
-        taken: set[SSAValue] = set()
+        written_to: dict[SSAValue, SSAValue] = {}  # allocation -> the out-parameter replacing it
         for value, out in zip(op.arguments, out_params):
             buf = self._buf(value)
+            buf = written_to.get(buf, buf)
             owner = buf.owner
-            if isinstance(owner, memref.AllocOp) and buf not in taken:
+            if isinstance(owner, memref.AllocOp):
                 # Compute straight into the caller's buffer.
-                taken.add(buf)
+                written_to[buf] = out
                 buf.replace_all_uses_with(out)
                 Rewriter.erase_op(owner)
             else:

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import linalg, math as xmath
+from xdsl.dialects import math as xmath
+from xdsl.dialects.linalg import attrs, ops as linalg
 from xdsl.dialects.builtin import AffineMapAttr, ModuleOp, TensorType
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import AffineMap
@@ -48,7 +49,7 @@ def _is_permutation(m: AffineMap) -> bool:
 def _fusable_producer(producer: linalg.GenericOp) -> bool:
     if len(producer.outputs) != 1 or len(producer.res) != 1:
         return False
-    if not all(it.data == linalg.IteratorType.PARALLEL for it in producer.iterator_types):
+    if not all(it.data == attrs.IteratorType.PARALLEL for it in producer.iterator_types):
         return False
     if not isinstance(producer.res[0].type, TensorType):
         return False
@@ -140,7 +141,7 @@ class MergeDuplicateInputs(RewritePattern):
             mapping[a] = block.args[len(unique) + j]
         for o in op.body.block.ops:
             block.add_op(o.clone(value_mapper=mapping))
-        rewriter.replace_op(
+        rewriter.replace(
             op,
             linalg.GenericOp(
                 [v for v, _ in unique],
@@ -166,8 +167,8 @@ class FuseProducerIntoConsumer(RewritePattern):
                 continue
             if not _is_permutation(maps[index]) and not _cheap(producer):
                 continue
-            rewriter.replace_op(op, fuse(op, index, producer))
-            rewriter.erase_op(producer)
+            rewriter.replace(op, fuse(op, index, producer))
+            rewriter.erase(producer)
             return
 
 

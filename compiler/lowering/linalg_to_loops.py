@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, linalg, memref, scf
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.linalg import abstract_ops, attrs, ops as linalg
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import (
@@ -77,8 +78,8 @@ def loop_order(op: linalg.GenericOp, ranges: Sequence[int]) -> list[int]:
     dims = list(range(len(ranges)))
     inner = max(reversed(dims), key=lambda d: score[d]) if dims else None
     rest = [d for d in dims if d != inner]
-    parallel = [d for d in rest if iters[d] == linalg.IteratorType.PARALLEL]
-    reduction = [d for d in rest if iters[d] != linalg.IteratorType.PARALLEL]
+    parallel = [d for d in rest if iters[d] == attrs.IteratorType.PARALLEL]
+    reduction = [d for d in rest if iters[d] != attrs.IteratorType.PARALLEL]
     return parallel + reduction + ([inner] if inner is not None else [])
 
 
@@ -133,7 +134,7 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
 
     band = []
     for d in order:
-        if iters[d] != linalg.IteratorType.PARALLEL:
+        if iters[d] != attrs.IteratorType.PARALLEL:
             break
         band.append(d)
     seq = order[len(band):]
@@ -141,7 +142,7 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
     inner = seq[-1] if seq else None
     reg_acc = (
         inner is not None
-        and iters[inner] != linalg.IteratorType.PARALLEL
+        and iters[inner] != attrs.IteratorType.PARALLEL
         and all(inner not in m.used_dims() for m in maps[n_in:])
         and all(out.type.element_count() > 0 for out in op.outputs)
     )
@@ -209,7 +210,7 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
             b.insert(memref.StoreOp.get(res, v, ix))
     else:
         emit_body(b, ivs, None)
-    rewriter.erase_op(op)
+    rewriter.erase(op)
 
 
 class GenericToLoops(RewritePattern):
@@ -230,5 +231,5 @@ class LinalgToLoops(ModulePass):
         PatternRewriteWalker(GeneralizeNamedOpPattern(), apply_recursively=False).rewrite_module(op)
         PatternRewriteWalker(GenericToLoops(), apply_recursively=False).rewrite_module(op)
         for o in op.walk():
-            if isinstance(o, linalg.abstract_ops.LinalgStructuredOperation):
+            if isinstance(o, abstract_ops.LinalgStructuredOperation):
                 raise CompileError(f"linalg-to-loops: '{o.name}' was left unlowered")

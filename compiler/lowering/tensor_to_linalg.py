@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, linalg, math as xmath, tensor
+from xdsl.dialects import arith, math as xmath, tensor
+from xdsl.dialects.linalg import abstract_ops, ops as linalg
 from xdsl.dialects.builtin import (
     AnyFloat,
     ArrayAttr,
@@ -108,7 +109,7 @@ CMPF_PREDICATE = {"gt": "ogt", "ge": "oge", "lt": "olt", "le": "ole", "eq": "oeq
 
 def _empty(rewriter: PatternRewriter, t: TensorType) -> SSAValue:
     op = tensor.EmptyOp([], t)
-    rewriter.insert_op(op)
+    rewriter.insert(op)
     return op.tensor
 
 
@@ -131,7 +132,7 @@ def _elementwise(
         lambda b, args: [body(b, args[: len(operands)], _operand_elem(operands, elem))],
         [res_t],
     )
-    rewriter.replace_op(op, generic)
+    rewriter.replace(op, generic)
 
 
 def _operand_elem(operands: Sequence[SSAValue], default: Attribute) -> Attribute:
@@ -233,15 +234,14 @@ class LowerTranspose(RewritePattern):
             lambda b, a: [a[0]],
             [op.result.type],
         )
-        rewriter.replace_op(op, generic)
+        rewriter.replace(op, generic)
 
 
-def _fill(rewriter: PatternRewriter, t: TensorType, value: float) -> SSAValue:
+def _fill(rewriter: PatternRewriter, op: Operation, t: TensorType, value: float) -> SSAValue:
     init = _empty(rewriter, t)
-    b = Builder(InsertPoint.before(rewriter.current_operation))
-    cst = scalar_constant(b, value, t.element_type)
+    cst = scalar_constant(Builder(InsertPoint.before(op)), value, t.element_type)
     fill = linalg.FillOp([cst], [init], [t])
-    rewriter.insert_op(fill)
+    rewriter.insert(fill)
     return fill.results[0]
 
 
@@ -249,10 +249,10 @@ class LowerMatmul(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc.MatmulOp, rewriter: PatternRewriter) -> None:
         res_t = op.result.type
-        acc = _fill(rewriter, res_t, 0.0)
+        acc = _fill(rewriter, op, res_t, 0.0)
         a_shape, b_shape = aicc.shape_of(op.lhs), aicc.shape_of(op.rhs)
         if len(a_shape) == 2 and len(b_shape) == 2:
-            rewriter.replace_op(op, linalg.MatmulOp([op.lhs, op.rhs], [acc], [res_t]))
+            rewriter.replace(op, linalg.MatmulOp([op.lhs, op.rhs], [acc], [res_t]))
             return
         # Batched, with broadcast batch dims: loops (batch..., m, n, k).
         out_shape = tuple(res_t.get_shape())
@@ -276,7 +276,7 @@ class LowerMatmul(RewritePattern):
         generic = build_generic(
             [op.lhs, op.rhs], [acc], maps, [PARALLEL] * (nb + 2) + [REDUCTION], body, [res_t]
         )
-        rewriter.replace_op(op, generic)
+        rewriter.replace(op, generic)
 
 
 # Reductions: (identity element, combiner).
@@ -298,12 +298,12 @@ class LowerReduce(RewritePattern):
             scale = aicc.ConstantOp.from_array(
                 _np_scalar(1.0 / count if count else math.nan, tensor_elem(op.input))
             )
-            rewriter.insert_op([s, scale])
-            rewriter.replace_op(op, aicc.MulOp(s.result, scale.result))
+            rewriter.insert([s, scale])
+            rewriter.replace(op, aicc.MulOp(s.result, scale.result))
             return
         identity, combiner = REDUCTIONS[type(op)]
         res_t = op.result.type
-        acc = _fill(rewriter, res_t, identity)
+        acc = _fill(rewriter, op, res_t, identity)
         rank = len(aicc.shape_of(op.input))
         out_exprs = [
             (AffineConstantExpr(0) if i in axes else AffineDimExpr(i))
@@ -315,7 +315,7 @@ class LowerReduce(RewritePattern):
         generic = build_generic(
             [op.input], [acc], maps, iters, lambda b, a: [_ins(b, combiner(a[1], a[0]))], [res_t]
         )
-        rewriter.replace_op(op, generic)
+        rewriter.replace(op, generic)
 
 
 def _np_scalar(value: float, elem: Attribute):
@@ -334,8 +334,8 @@ class LowerSoftmax(RewritePattern):
         shifted = aicc.SubOp(op.input, mx.result)
         e = aicc.ExpOp(shifted.result)
         s = aicc.ReduceSumOp(e.result, [axis], keepdims=True)
-        rewriter.insert_op([mx, shifted, e, s])
-        rewriter.replace_op(op, aicc.DivOp(e.result, s.result))
+        rewriter.insert([mx, shifted, e, s])
+        rewriter.replace(op, aicc.DivOp(e.result, s.result))
 
 
 def _reassociation(groups: Sequence[Sequence[int]]) -> ArrayAttr:
@@ -348,33 +348,36 @@ class LowerReshape(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc.ReshapeOp, rewriter: PatternRewriter) -> None:
         src, dst = aicc.shape_of(op.input), aicc.shape_of(op.result)
-        elem = tensor_elem(op.input)
         value = op.input
         if src == dst:
-            rewriter.replace_op(op, [], [value])
+            rewriter.replace(op, [], [value])
             return
-        if len(src) != 1:
-            flat = TensorType(elem, [math.prod(src)])
+        if not src:  # one element to shape (1, ..., 1): a broadcast (xDSL rejects expand from rank 0)
+            rewriter.replace(op, aicc.BroadcastToOp(value, dst))
+            return
+        # Via rank 1, except to rank 0, which collapses with no groups at all.
+        mid = dst if not dst else (math.prod(src),)
+        if mid != src:
             collapse = tensor.CollapseShapeOp.create(
                 operands=[value],
-                result_types=[flat],
-                properties={"reassociation": _reassociation([range(len(src))] if src else [])},
+                result_types=[TensorType(tensor_elem(op.input), mid)],
+                properties={"reassociation": _reassociation([range(len(src))] if mid else [])},
             )
-            rewriter.insert_op(collapse)
+            rewriter.insert(collapse)
             value = collapse.results[0]
-        if len(dst) == 1:
-            rewriter.replace_op(op, [], [value])
+        if mid == dst:
+            rewriter.replace(op, [], [value])
             return
         expand = tensor.ExpandShapeOp(
-            value, [], _reassociation([range(len(dst))] if dst else []), dst, op.result.type
+            value, [], _reassociation([range(len(dst))]), dst, op.result.type
         )
-        rewriter.replace_op(op, expand)
+        rewriter.replace(op, expand)
 
 
 class LowerConstant(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc.ConstantOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace_op(op, arith.ConstantOp(op.value))
+        rewriter.replace(op, arith.ConstantOp(op.value))
 
 
 class RejectUnlowered(RewritePattern):

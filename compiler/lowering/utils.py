@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith, linalg
+from xdsl.dialects import arith
+from xdsl.dialects.linalg import attrs, ops as linalg
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     AnyFloat,
@@ -19,8 +20,8 @@ from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 from xdsl.rewriter import InsertPoint
 
-PARALLEL = linalg.IteratorTypeAttr.parallel()
-REDUCTION = linalg.IteratorTypeAttr.reduction()
+PARALLEL = attrs.IteratorTypeAttr.parallel()
+REDUCTION = attrs.IteratorTypeAttr.reduction()
 
 
 def broadcast_map(operand_shape: Sequence[int], result_shape: Sequence[int]) -> AffineMap:
@@ -54,7 +55,7 @@ def build_generic(
     inputs: Sequence[SSAValue],
     outputs: Sequence[SSAValue],
     maps: Sequence[AffineMap],
-    iterators: Sequence[linalg.IteratorTypeAttr],
+    iterators: Sequence[attrs.IteratorTypeAttr],
     body: Callable[[Builder, Sequence[SSAValue]], Sequence[SSAValue]],
     result_types: Sequence[Attribute] = (),
 ) -> linalg.GenericOp:

@@ -1,0 +1,32 @@
+// RUN: aicc-opt %s -t llvm | filecheck %s
+// Loop IR to LLVM IR: bare noalias pointers, inbounds GEPs on linearized static indices, and
+// math.exp as inline polynomial code (no libm call), so LLVM can vectorize the loop.
+
+// CHECK-LABEL: define void @"scale"(ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}})
+// CHECK:         %[[ROW:.*]] = mul nsw i64 %{{.*}}, 129
+// CHECK:         %[[LIN:.*]] = add nsw i64 %[[ROW]], %{{.*}}
+// CHECK:         getelementptr inbounds float, ptr %{{.*}}, i64 %[[LIN]]
+// CHECK:         call float @"llvm.rint.f32"
+// CHECK:         call float @"llvm.fmuladd.f32"
+// CHECK:         call float @"llvm.ldexp.f32.i32"
+// CHECK:         store float
+// CHECK:         icmp slt i64 %{{.*}}, 129
+// CHECK:         icmp slt i64 %{{.*}}, 4
+// CHECK-NOT:   @expf
+
+func.func @scale(%x: memref<4x129xf32>, %o: memref<4x129xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c129 = arith.constant 129 : index
+  %two = arith.constant 2.0 : f32
+  "scf.parallel"(%c0, %c0, %c4, %c129, %c1, %c1) <{operandSegmentSizes = array<i32: 2, 2, 2, 0>}> ({
+  ^bb0(%i: index, %j: index):
+    %v = memref.load %x[%i, %j] : memref<4x129xf32>
+    %e = math.exp %v : f32
+    %m = arith.mulf %e, %two : f32
+    memref.store %m, %o[%i, %j] : memref<4x129xf32>
+    scf.reduce
+  }) : (index, index, index, index, index, index) -> ()
+  func.return
+}
