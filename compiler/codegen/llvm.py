@@ -1,0 +1,977 @@
+"""Loop IR (func/scf/memref/arith/math on static memrefs) to LLVM IR through llvmlite.ir.
+
+Every memref is a bare base pointer: shapes are static and layouts row-major, so an access
+is one ``getelementptr inbounds`` on the element type at the linearized index. Loops become
+phi-based counted loops in rotated form (guard, body, latch test at the bottom), the shape
+LLVM's loop vectorizer expects. Large top-level ``scf.parallel`` loops are outlined into
+``@<fn>.par<k>(ptr ctx, i64 lo, i64 hi)`` chunk functions run by the runtime's
+``aicc_parallel_for``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from math import prod
+
+from llvmlite import ir
+from xdsl.dialects import builtin
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+
+from compiler.codegen import mathlib
+from compiler.errors import CompileError, UnsupportedOpError
+
+# A top-level scf.parallel is run on threads when trip-count product x body op count
+# (inner loops multiplied out) reaches this.
+PARALLEL_MIN_WORK = 1 << 15
+# Trip count assumed for a loop whose bounds are not constants, when estimating work.
+_UNKNOWN_TRIP = 64
+ALLOC_ALIGN = 64
+PARALLEL_FOR_SYMBOL = "aicc_parallel_for"
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+_CMPF = {  # predicate index (xdsl CMPF_COMPARISON_OPERATIONS order) -> (ordered?, llvmlite op)
+    1: (True, "=="), 2: (True, ">"), 3: (True, ">="), 4: (True, "<"), 5: (True, "<="),
+    6: (True, "!="), 7: (True, "ord"), 8: (False, "=="), 9: (False, ">"), 10: (False, ">="),
+    11: (False, "<"), 12: (False, "<="), 13: (False, "!="), 14: (False, "uno"),
+}
+_CMPI = {  # predicate index (CMPI_COMPARISON_OPERATIONS order) -> (signed?, llvmlite op)
+    0: (True, "=="), 1: (True, "!="), 2: (True, "<"), 3: (True, "<="), 4: (True, ">"),
+    5: (True, ">="), 6: (False, "<"), 7: (False, "<="), 8: (False, ">"), 9: (False, ">="),
+}
+
+
+# ------------------------------------------------------------------------------ types
+
+
+def scalar_type(t) -> ir.Type:
+    """The LLVM type of an SSA value of xDSL type ``t`` (memrefs are pointers)."""
+    if isinstance(t, builtin.MemRefType):
+        return PTR
+    if isinstance(t, builtin.IndexType):
+        return I64
+    if isinstance(t, builtin.IntegerType):
+        return ir.IntType(t.width.data)
+    if isinstance(t, builtin.Float32Type):
+        return ir.FloatType()
+    if isinstance(t, builtin.Float64Type):
+        return ir.DoubleType()
+    if isinstance(t, builtin.Float16Type):
+        return ir.HalfType()
+    if isinstance(t, builtin.VectorType):
+        if len(t.get_shape()) != 1:
+            raise CompileError(f"only 1-D vectors are supported, got {t}")
+        return ir.VectorType(scalar_type(t.element_type), t.get_shape()[0])
+    raise CompileError(f"type {t} has no LLVM lowering")
+
+
+def memory_type(t) -> ir.Type:
+    """The in-memory LLVM type of a memref element (i1 is stored as one byte)."""
+    ty = scalar_type(t)
+    return I8 if ty == I1 else ty
+
+
+def _byte_size(ty: ir.Type) -> int:
+    if isinstance(ty, ir.IntType):
+        return max(1, ty.width // 8)
+    if isinstance(ty, ir.FloatType):
+        return 4
+    if isinstance(ty, ir.DoubleType):
+        return 8
+    if isinstance(ty, ir.HalfType):
+        return 2
+    if isinstance(ty, ir.PointerType):
+        return 8
+    if isinstance(ty, ir.VectorType):
+        return ty.count * _byte_size(ty.element)
+    raise CompileError(f"no size for LLVM type {ty}")
+
+
+def _memref(t) -> builtin.MemRefType:
+    if not isinstance(t, builtin.MemRefType):
+        raise CompileError(f"expected a memref, got {t}")
+    shape = t.get_shape()
+    if any(d < 0 for d in shape):
+        raise CompileError(f"memref {t} has a dynamic shape; loop IR must be static")
+    layout = t.layout
+    if not isinstance(layout, builtin.NoneAttr):
+        ok = False
+        if isinstance(layout, builtin.StridedLayoutAttr):
+            strides = [s.data if hasattr(s, "data") else s for s in layout.strides.data]
+            offset = layout.offset.data if hasattr(layout.offset, "data") else layout.offset
+            ok = list(strides) == _row_major_strides(shape) and offset in (0, None)
+        elif isinstance(layout, builtin.AffineMapAttr):
+            ok = layout.data.is_identity() if hasattr(layout.data, "is_identity") else False
+        if not ok:
+            raise CompileError(f"memref {t} has a non-contiguous layout")
+    return t
+
+
+def _row_major_strides(shape: Sequence[int]) -> list[int]:
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return strides[::-1]
+
+
+def _const(ty: ir.Type, value) -> ir.Constant:
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [_const(ty.element, value)] * ty.count)
+    if isinstance(ty, ir.IntType):
+        value = int(value) & ((1 << ty.width) - 1)
+        if ty.width == 1:
+            return ir.Constant(ty, bool(value))
+        if value >= 1 << (ty.width - 1):
+            value -= 1 << ty.width
+    return ir.Constant(ty, value)
+
+
+def _const_int(v: SSAValue) -> int | None:
+    """The value of an integer/index constant SSA value, else None."""
+    if isinstance(v, OpResult) and v.op.name == "arith.constant":
+        attr = v.op.properties.get("value")
+        if isinstance(attr, builtin.IntegerAttr):
+            return attr.value.data
+    return None
+
+
+def _fastmath(op: Operation) -> tuple[str, ...]:
+    attr = op.properties.get("fastmath") or op.attributes.get("fastmath")
+    if attr is None:
+        return ()
+    flags = getattr(attr, "flags", None) or getattr(attr, "data", None) or ()
+    names = sorted(getattr(f, "value", str(f)) for f in flags)
+    if len(names) >= 7:
+        return ("fast",)
+    return tuple(n for n in names if n in mathlib_fastmath_names)
+
+
+mathlib_fastmath_names = frozenset(
+    ["nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc"])
+
+
+# ------------------------------------------------------------------- work estimation
+
+
+def _trip(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int:
+    lo, hi, st = _const_int(lb), _const_int(ub), _const_int(step)
+    if lo is None or hi is None or st is None or st <= 0:
+        return _UNKNOWN_TRIP
+    return max(0, -(-(hi - lo) // st))
+
+
+def _block_cost(block: Block) -> int:
+    return sum(_op_cost(op) for op in block.ops)
+
+
+def _op_cost(op: Operation) -> int:
+    if op.name == "scf.for":
+        return 1 + _trip(op.lb, op.ub, op.step) * _block_cost(op.body.block)
+    if op.name == "scf.parallel":
+        trips = prod(_trip(l, u, s) for l, u, s in zip(op.lowerBound, op.upperBound, op.step))
+        return 1 + trips * _block_cost(op.body.block)
+    if op.regions:
+        return 1 + max((sum(_block_cost(b) for b in r.blocks) for r in op.regions), default=0)
+    return 1
+
+
+def parallel_work(op: Operation) -> int:
+    """Estimated dynamic op count of an scf.parallel."""
+    return _op_cost(op)
+
+
+# ---------------------------------------------------------------------------- emitter
+
+
+class LLVMEmitter:
+    """Emits an llvmlite module for a loop-IR ``builtin.module``."""
+
+    def __init__(self, *, parallel_min_work: int = PARALLEL_MIN_WORK,
+                 prefer_vector_width: int | None = 512):
+        self.parallel_min_work = parallel_min_work
+        self.prefer_vector_width = prefer_vector_width
+        self.module: ir.Module | None = None
+        self.functions: dict[str, ir.Function] = {}
+        self.globals: dict[str, ir.GlobalVariable] = {}
+        self._runtime: dict[str, ir.Function] = {}
+
+    # -- module level
+
+    def emit(self, module: builtin.ModuleOp) -> ir.Module:
+        self.module = ir.Module(name="aicc")
+        self.functions, self.globals, self._runtime = {}, {}, {}
+        funcs = []
+        for op in module.ops:
+            if op.name == "memref.global":
+                self._emit_global(op)
+            elif op.name == "func.func":
+                funcs.append(op)
+            else:
+                raise UnsupportedOpError(op.name, f"no LLVM lowering for '{op.name}'")
+        for f in funcs:
+            self._declare_function(f)
+        for f in funcs:
+            if f.body.blocks:
+                _FunctionEmitter(self, self.functions[f.sym_name.data]).emit_func(f)
+        return self.module
+
+    def _emit_global(self, op: Operation) -> None:
+        name = op.sym_name.data
+        mt = _memref(op.type)
+        ety = memory_type(mt.element_type)
+        esize = _byte_size(ety)
+        nbytes = prod(mt.get_shape()) * esize
+        init = op.initial_value
+        aty = ir.ArrayType(I8, max(nbytes, 1))
+        g = ir.GlobalVariable(self.module, aty, name=name)
+        if isinstance(init, builtin.DenseIntOrFPElementsAttr):
+            data = bytes(init.data.data)
+            if len(data) != nbytes:
+                if len(data) == esize and nbytes % esize == 0:
+                    data = data * (nbytes // esize)  # splat stored as one element
+                else:
+                    raise CompileError(
+                        f"memref.global @{name}: initializer has {len(data)} bytes, "
+                        f"type {mt} needs {nbytes}")
+            if ety == I8 and isinstance(mt.element_type, builtin.IntegerType) \
+                    and mt.element_type.width.data == 1:
+                data = bytes(1 if b else 0 for b in data)
+            g.initializer = ir.Constant(aty, bytearray(data or b"\0"))
+        else:
+            g.initializer = ir.Constant(aty, None)
+        vis = op.sym_visibility.data if op.sym_visibility is not None else "public"
+        g.linkage = "internal" if vis == "private" else ""
+        g.global_constant = op.constant is not None
+        g.align = ALLOC_ALIGN
+        g.type = PTR  # opaque: llvmlite would otherwise type-check stores against [N x i8]
+        self.globals[name] = g
+
+    def _declare_function(self, f: Operation) -> None:
+        name = f.sym_name.data
+        ftype = f.function_type
+        args = [scalar_type(t) for t in ftype.inputs.data]
+        outs = list(ftype.outputs.data)
+        if len(outs) > 1:
+            raise CompileError(f"func.func @{name}: more than one result is not supported")
+        ret = scalar_type(outs[0]) if outs else VOID
+        fn = ir.Function(self.module, ir.FunctionType(ret, args), name=name)
+        for a, t in zip(fn.args, ftype.inputs.data):
+            if isinstance(t, builtin.MemRefType):
+                a.add_attribute("noalias")
+                a.add_attribute("captures(none)")
+        if f.body.blocks:
+            fn.attributes.add("nounwind")
+            self._vector_attrs(fn)
+        self.functions[name] = fn
+
+    def _vector_attrs(self, fn: ir.Function) -> None:
+        if self.prefer_vector_width:
+            # llvmlite only knows enum attributes; string attributes print verbatim.
+            set.add(fn.attributes, f'"prefer-vector-width"="{self.prefer_vector_width}"')
+
+    def runtime_fn(self, name: str) -> ir.Function:
+        fn = self._runtime.get(name)
+        if fn is None:
+            sig = {
+                "aligned_alloc": ir.FunctionType(PTR, [I64, I64]),
+                "free": ir.FunctionType(VOID, [PTR]),
+                PARALLEL_FOR_SYMBOL: ir.FunctionType(VOID, [PTR, PTR, I64]),
+                "llvm.memcpy.p0.p0.i64": ir.FunctionType(VOID, [PTR, PTR, I64, I1]),
+            }[name]
+            fn = ir.Function(self.module, sig, name=name)
+            self._runtime[name] = fn
+        return fn
+
+
+class _FunctionEmitter:
+    """Emits the body of one LLVM function from xDSL blocks."""
+
+    def __init__(self, emitter: LLVMEmitter, fn: ir.Function,
+                 values: dict[SSAValue, ir.Value] | None = None):
+        self.em = emitter
+        self.fn = fn
+        self.values: dict[SSAValue, ir.Value] = dict(values or {})
+        self.entry = fn.append_basic_block("entry")
+        self.alloca_builder = ir.IRBuilder(self.entry)
+        start = fn.append_basic_block("start")
+        self.b = ir.IRBuilder(start)
+        self._start = start
+        self._npar = 0
+
+    def finish(self) -> None:
+        self.alloca_builder.position_at_end(self.entry)
+        self.alloca_builder.branch(self._start)
+
+    # -- values
+
+    def get(self, v: SSAValue) -> ir.Value:
+        try:
+            return self.values[v]
+        except KeyError:
+            raise CompileError(f"value {v} used before it is defined") from None
+
+    def set(self, v: SSAValue, llv: ir.Value) -> None:
+        self.values[v] = llv
+
+    # -- func
+
+    def emit_func(self, f: Operation) -> None:
+        block = f.body.block
+        for arg, llarg in zip(block.args, self.fn.args):
+            self.set(arg, llarg)
+        for op in block.ops:
+            self.emit_op(op)
+        if self.b.block.terminator is None:
+            if isinstance(self.fn.function_type.return_type, ir.VoidType):
+                self.b.ret_void()
+            else:
+                raise CompileError(f"func.func @{self.fn.name} does not end in func.return")
+        self.finish()
+
+    def emit_block(self, block: Block) -> list[ir.Value]:
+        """Emit a region's block; returns the values its scf.yield/scf.reduce passes on."""
+        yielded: list[ir.Value] = []
+        for op in block.ops:
+            if op.name in ("scf.yield", "scf.reduce"):
+                if op.name == "scf.reduce" and op.operands:
+                    raise UnsupportedOpError(
+                        "scf.reduce", "reductions on scf.parallel are not supported; "
+                        "express them with scf.for iter_args")
+                yielded = [self.get(v) for v in op.operands]
+            else:
+                self.emit_op(op)
+        return yielded
+
+    def emit_op(self, op: Operation) -> None:
+        handler = _HANDLERS.get(op.name)
+        if handler is None:
+            raise UnsupportedOpError(op.name, f"no LLVM lowering for '{op.name}'")
+        handler(self, op)
+
+    # -- helpers
+
+    def address(self, memref: SSAValue, indices: Sequence[SSAValue]) -> ir.Value:
+        mt = _memref(memref.type)
+        base = self.get(memref)
+        ety = memory_type(mt.element_type)
+        if not indices:
+            return base
+        strides = _row_major_strides(mt.get_shape())
+        lin = None
+        for idx, stride in zip(indices, strides):
+            i = self.get(idx)
+            if i.type != I64:
+                i = self.b.sext(i, I64) if i.type.width < 64 else self.b.trunc(i, I64)
+            term = i if stride == 1 else self.b.mul(i, _const(I64, stride), flags=["nsw"])
+            lin = term if lin is None else self.b.add(lin, term, flags=["nsw"])
+        return self.b.gep(base, [lin], inbounds=True, source_etype=ety)
+
+    def loop(self, lb: ir.Value, ub: ir.Value, step: ir.Value, inits: list[ir.Value],
+             body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
+             known_nonempty: bool = False) -> list[ir.Value]:
+        """Rotated counted loop ``for (iv = lb; iv < ub; iv += step)`` with loop-carried
+        values; ``body(iv, carried)`` emits the body and returns the next carried values."""
+        b = self.b
+        pre = b.block
+        body_bb = self.fn.append_basic_block("loop")
+        exit_bb = self.fn.append_basic_block("loop.exit")
+        if known_nonempty:
+            b.branch(body_bb)
+        else:
+            b.cbranch(b.icmp_signed("<", lb, ub), body_bb, exit_bb)
+        b.position_at_end(body_bb)
+        iv = b.phi(lb.type, name="iv")
+        iv.add_incoming(lb, pre)
+        carried = []
+        for v in inits:
+            p = b.phi(v.type)
+            p.add_incoming(v, pre)
+            carried.append(p)
+        nexts = body(iv, list(carried))
+        latch = b.block
+        nxt = b.add(iv, step, flags=["nsw"])
+        b.cbranch(b.icmp_signed("<", nxt, ub), body_bb, exit_bb)
+        iv.add_incoming(nxt, latch)
+        for p, v in zip(carried, nexts):
+            p.add_incoming(v, latch)
+        b.position_at_end(exit_bb)
+        if known_nonempty:
+            return list(nexts)
+        results = []
+        for init, v in zip(inits, nexts):
+            p = b.phi(init.type)
+            p.add_incoming(init, pre)
+            p.add_incoming(v, latch)
+            results.append(p)
+        return results
+
+    def intr(self, base: str, *args, fastmath=()):
+        return mathlib.call_intrinsic(self.b, base, *args, fastmath=fastmath)
+
+    def libcall(self, name: str, ret: ir.Type, *args):
+        module = self.em.module
+        fn = module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(module, ir.FunctionType(ret, [a.type for a in args]), name=name)
+        return self.b.call(fn, list(args))
+
+
+# ------------------------------------------------------------------------ op handlers
+
+_HANDLERS: dict[str, Callable[[_FunctionEmitter, Operation], None]] = {}
+
+
+def _handles(*names: str):
+    def deco(fn):
+        for n in names:
+            _HANDLERS[n] = fn
+        return fn
+    return deco
+
+
+# func
+
+
+@_handles("func.return")
+def _return(e: _FunctionEmitter, op: Operation) -> None:
+    if op.operands:
+        e.b.ret(e.get(op.operands[0]))
+    else:
+        e.b.ret_void()
+
+
+@_handles("func.call")
+def _call(e: _FunctionEmitter, op: Operation) -> None:
+    name = op.callee.root_reference.data
+    fn = e.em.functions.get(name)
+    if fn is None:
+        raise CompileError(f"func.call to unknown function @{name}")
+    r = e.b.call(fn, [e.get(v) for v in op.arguments])
+    if op.results:
+        e.set(op.results[0], r)
+
+
+# arith
+
+
+@_handles("arith.constant")
+def _constant(e: _FunctionEmitter, op: Operation) -> None:
+    attr = op.properties["value"]
+    ty = scalar_type(op.results[0].type)
+    if isinstance(attr, builtin.IntegerAttr):
+        e.set(op.results[0], _const(ty, attr.value.data))
+    elif isinstance(attr, builtin.FloatAttr):
+        e.set(op.results[0], _const(ty, attr.value.data))
+    elif isinstance(attr, builtin.DenseIntOrFPElementsAttr) and isinstance(ty, ir.VectorType):
+        vals = attr.get_values()
+        e.set(op.results[0], ir.Constant(ty, [_const(ty.element, v) for v in vals]))
+    else:
+        raise UnsupportedOpError(op.name, f"arith.constant of {attr} has no LLVM lowering")
+
+
+def _binop(method: str, fast: bool = False):
+    def handler(e: _FunctionEmitter, op: Operation) -> None:
+        lhs, rhs = e.get(op.operands[0]), e.get(op.operands[1])
+        kw = {"flags": _fastmath(op)} if fast else {}
+        e.set(op.results[0], getattr(e.b, method)(lhs, rhs, **kw))
+    return handler
+
+
+for _n, _m in {"addf": "fadd", "subf": "fsub", "mulf": "fmul", "divf": "fdiv",
+               "remf": "frem"}.items():
+    _HANDLERS[f"arith.{_n}"] = _binop(_m, fast=True)
+for _n, _m in {"addi": "add", "subi": "sub", "muli": "mul", "divsi": "sdiv", "divui": "udiv",
+               "remsi": "srem", "remui": "urem", "andi": "and_", "ori": "or_",
+               "xori": "xor", "shli": "shl", "shrsi": "ashr", "shrui": "lshr"}.items():
+    _HANDLERS[f"arith.{_n}"] = _binop(_m)
+
+
+def _intrinsic_binop(base: str, fast: bool = False):
+    def handler(e: _FunctionEmitter, op: Operation) -> None:
+        fm = _fastmath(op) if fast else ()
+        e.set(op.results[0], e.intr(base, e.get(op.operands[0]), e.get(op.operands[1]),
+                                    fastmath=fm))
+    return handler
+
+
+for _n, _m in {"maximumf": "maximum", "minimumf": "minimum", "maxnumf": "maxnum",
+               "minnumf": "minnum"}.items():
+    _HANDLERS[f"arith.{_n}"] = _intrinsic_binop(_m, fast=True)
+for _n, _m in {"maxsi": "smax", "minsi": "smin", "maxui": "umax", "minui": "umin"}.items():
+    _HANDLERS[f"arith.{_n}"] = _intrinsic_binop(_m)
+
+
+@_handles("arith.negf")
+def _negf(e: _FunctionEmitter, op: Operation) -> None:
+    e.set(op.results[0], e.b.fneg(e.get(op.operands[0]), flags=_fastmath(op)))
+
+
+@_handles("arith.floordivsi", "arith.ceildivsi")
+def _floor_ceil_divsi(e: _FunctionEmitter, op: Operation) -> None:
+    b = e.b
+    a, d = e.get(op.operands[0]), e.get(op.operands[1])
+    q, r = b.sdiv(a, d), b.srem(a, d)
+    zero = _const(a.type, 0)
+    inexact = b.icmp_signed("!=", r, zero)
+    same_sign = b.icmp_signed("==", b.icmp_signed("<", r, zero), b.icmp_signed("<", d, zero))
+    if op.name == "arith.floordivsi":
+        adjust = b.and_(inexact, b.not_(same_sign))
+        res = b.sub(q, b.zext(adjust, a.type))
+    else:
+        adjust = b.and_(inexact, same_sign)
+        res = b.add(q, b.zext(adjust, a.type))
+    e.set(op.results[0], res)
+
+
+@_handles("arith.ceildivui")
+def _ceildivui(e: _FunctionEmitter, op: Operation) -> None:
+    b = e.b
+    a, d = e.get(op.operands[0]), e.get(op.operands[1])
+    inexact = b.icmp_unsigned("!=", b.urem(a, d), _const(a.type, 0))
+    e.set(op.results[0], b.add(b.udiv(a, d), b.zext(inexact, a.type)))
+
+
+@_handles("arith.cmpf")
+def _cmpf(e: _FunctionEmitter, op: Operation) -> None:
+    pred = op.predicate.value.data
+    lhs, rhs = e.get(op.operands[0]), e.get(op.operands[1])
+    rty = scalar_type(op.results[0].type)
+    if pred == 0:
+        e.set(op.results[0], _const(rty, 0))
+    elif pred == 15:
+        e.set(op.results[0], _const(rty, 1))
+    else:
+        ordered, cmp = _CMPF[pred]
+        fn = e.b.fcmp_ordered if ordered else e.b.fcmp_unordered
+        e.set(op.results[0], fn(cmp, lhs, rhs, flags=_fastmath(op)))
+
+
+@_handles("arith.cmpi")
+def _cmpi(e: _FunctionEmitter, op: Operation) -> None:
+    signed, cmp = _CMPI[op.predicate.value.data]
+    fn = e.b.icmp_signed if signed else e.b.icmp_unsigned
+    e.set(op.results[0], fn(cmp, e.get(op.operands[0]), e.get(op.operands[1])))
+
+
+@_handles("arith.select")
+def _select(e: _FunctionEmitter, op: Operation) -> None:
+    c, t, f = (e.get(v) for v in op.operands)
+    e.set(op.results[0], e.b.select(c, t, f))
+
+
+def _int_width(ty: ir.Type) -> int:
+    return (ty.element if isinstance(ty, ir.VectorType) else ty).width
+
+
+def _resize_int(e: _FunctionEmitter, v: ir.Value, to: ir.Type, signed: bool) -> ir.Value:
+    fw, tw = _int_width(v.type), _int_width(to)
+    if fw == tw:
+        return v
+    if fw > tw:
+        return e.b.trunc(v, to)
+    return e.b.sext(v, to) if signed else e.b.zext(v, to)
+
+
+@_handles("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui",
+          "arith.trunci")
+def _int_cast(e: _FunctionEmitter, op: Operation) -> None:
+    to = scalar_type(op.results[0].type)
+    signed = op.name in ("arith.index_cast", "arith.extsi")
+    e.set(op.results[0], _resize_int(e, e.get(op.operands[0]), to, signed))
+
+
+_CASTS = {"arith.sitofp": "sitofp", "arith.uitofp": "uitofp", "arith.fptosi": "fptosi",
+          "arith.fptoui": "fptoui", "arith.extf": "fpext", "arith.truncf": "fptrunc",
+          "arith.bitcast": "bitcast"}
+
+
+@_handles(*_CASTS)
+def _cast(e: _FunctionEmitter, op: Operation) -> None:
+    to = scalar_type(op.results[0].type)
+    e.set(op.results[0], getattr(e.b, _CASTS[op.name])(e.get(op.operands[0]), to))
+
+
+# math
+
+
+def _unary_intrinsic(base: str):
+    def handler(e: _FunctionEmitter, op: Operation) -> None:
+        e.set(op.results[0], e.intr(base, e.get(op.operands[0]), fastmath=_fastmath(op)))
+    return handler
+
+
+for _n, _m in {"sqrt": "sqrt", "absf": "fabs", "floor": "floor", "ceil": "ceil",
+               "round": "round", "roundeven": "roundeven", "trunc": "trunc", "sin": "sin",
+               "cos": "cos", "exp2": "exp2", "log2": "log2", "log10": "log10"}.items():
+    _HANDLERS[f"math.{_n}"] = _unary_intrinsic(_m)
+_HANDLERS["math.powf"] = _intrinsic_binop("pow", fast=True)
+_HANDLERS["math.copysign"] = _intrinsic_binop("copysign", fast=True)
+
+_MATHLIB = {"math.exp": mathlib.emit_exp, "math.log": mathlib.emit_log,
+            "math.tanh": mathlib.emit_tanh, "math.erf": mathlib.emit_erf}
+
+
+@_handles(*_MATHLIB)
+def _mathlib(e: _FunctionEmitter, op: Operation) -> None:
+    e.set(op.results[0], _MATHLIB[op.name](e.b, e.get(op.operands[0])))
+
+
+@_handles("math.rsqrt")
+def _rsqrt(e: _FunctionEmitter, op: Operation) -> None:
+    x = e.get(op.operands[0])
+    fm = _fastmath(op)
+    e.set(op.results[0], e.b.fdiv(_const(x.type, 1.0), e.intr("sqrt", x, fastmath=fm),
+                                  flags=fm))
+
+
+@_handles("math.fma")
+def _fma(e: _FunctionEmitter, op: Operation) -> None:
+    e.set(op.results[0], e.intr("fma", *(e.get(v) for v in op.operands),
+                                fastmath=_fastmath(op)))
+
+
+@_handles("math.absi")
+def _absi(e: _FunctionEmitter, op: Operation) -> None:
+    x = e.get(op.operands[0])
+    fn = ir.Function(e.em.module, ir.FunctionType(x.type, [x.type, I1]),
+                     name=f"llvm.abs.{mathlib._suffix(x.type)}") \
+        if f"llvm.abs.{mathlib._suffix(x.type)}" not in e.em.module.globals \
+        else e.em.module.globals[f"llvm.abs.{mathlib._suffix(x.type)}"]
+    e.set(op.results[0], e.b.call(fn, [x, _const(I1, 0)]))
+
+
+_LIBM = {"math.tan": "tan", "math.atan": "atan", "math.expm1": "expm1",
+         "math.log1p": "log1p", "math.sinh": "sinh", "math.cosh": "cosh", "math.asin": "asin",
+         "math.acos": "acos", "math.atan2": "atan2"}
+
+
+@_handles(*_LIBM)
+def _libm(e: _FunctionEmitter, op: Operation) -> None:
+    args = [e.get(v) for v in op.operands]
+    ty = args[0].type
+    if isinstance(ty, ir.VectorType):
+        raise UnsupportedOpError(op.name, f"no LLVM lowering for '{op.name}' on vectors")
+    name = _LIBM[op.name] + ("f" if isinstance(ty, ir.FloatType) else "")
+    e.set(op.results[0], e.libcall(name, ty, *args))
+
+
+# memref
+
+
+@_handles("memref.load")
+def _load(e: _FunctionEmitter, op: Operation) -> None:
+    mt = _memref(op.memref.type)
+    ety = memory_type(mt.element_type)
+    v = e.b.load(e.address(op.memref, op.indices), typ=ety, align=_byte_size(ety))
+    if scalar_type(mt.element_type) == I1:
+        v = e.b.trunc(v, I1)
+    e.set(op.results[0], v)
+
+
+@_handles("memref.store")
+def _store(e: _FunctionEmitter, op: Operation) -> None:
+    mt = _memref(op.memref.type)
+    ety = memory_type(mt.element_type)
+    v = e.get(op.value)
+    if v.type == I1:
+        v = e.b.zext(v, I8)
+    e.b.store(v, e.address(op.memref, op.indices), align=_byte_size(ety))
+
+
+def _nbytes(t) -> int:
+    mt = _memref(t)
+    return prod(mt.get_shape()) * _byte_size(memory_type(mt.element_type))
+
+
+@_handles("memref.alloc")
+def _alloc(e: _FunctionEmitter, op: Operation) -> None:
+    if op.dynamic_sizes:
+        raise CompileError("memref.alloc with dynamic sizes in loop IR")
+    size = max(ALLOC_ALIGN, -(-_nbytes(op.memref.type) // ALLOC_ALIGN) * ALLOC_ALIGN)
+    p = e.b.call(e.em.runtime_fn("aligned_alloc"),
+                 [_const(I64, ALLOC_ALIGN), _const(I64, size)])
+    e.set(op.results[0], p)
+
+
+@_handles("memref.alloca")
+def _alloca(e: _FunctionEmitter, op: Operation) -> None:
+    if op.dynamic_sizes:
+        raise CompileError("memref.alloca with dynamic sizes in loop IR")
+    mt = _memref(op.memref.type)
+    ety = memory_type(mt.element_type)
+    # Hoisted to the entry block: inside a loop a plain alloca would grow the stack.
+    a = e.alloca_builder.alloca(ir.ArrayType(ety, max(1, prod(mt.get_shape()))))
+    a.align = ALLOC_ALIGN
+    a.type = PTR
+    e.set(op.results[0], a)
+
+
+@_handles("memref.dealloc")
+def _dealloc(e: _FunctionEmitter, op: Operation) -> None:
+    e.b.call(e.em.runtime_fn("free"), [e.get(op.operands[0])])
+
+
+@_handles("memref.get_global")
+def _get_global(e: _FunctionEmitter, op: Operation) -> None:
+    name = op.name_.root_reference.data if hasattr(op, "name_") else \
+        op.properties["name"].root_reference.data
+    g = e.em.globals.get(name)
+    if g is None:
+        raise CompileError(f"memref.get_global of unknown global @{name}")
+    e.set(op.results[0], g)
+
+
+@_handles("memref.collapse_shape", "memref.expand_shape", "memref.cast")
+def _reshape(e: _FunctionEmitter, op: Operation) -> None:
+    _memref(op.results[0].type)
+    e.set(op.results[0], e.get(op.operands[0]))
+
+
+@_handles("memref.copy")
+def _copy(e: _FunctionEmitter, op: Operation) -> None:
+    src, dst = op.source, op.destination
+    n = _nbytes(src.type)
+    if n != _nbytes(dst.type):
+        raise CompileError(f"memref.copy between {src.type} and {dst.type}")
+    if n:
+        e.b.call(e.em.runtime_fn("llvm.memcpy.p0.p0.i64"),
+                 [e.get(dst), e.get(src), _const(I64, n), _const(I1, 0)])
+
+
+# scf
+
+
+@_handles("scf.for")
+def _for(e: _FunctionEmitter, op: Operation) -> None:
+    block = op.body.block
+    iv_arg, carried_args = block.args[0], block.args[1:]
+    lo, hi, st = _const_int(op.lb), _const_int(op.ub), _const_int(op.step)
+
+    def body(iv, carried):
+        e.set(iv_arg, iv)
+        for a, v in zip(carried_args, carried):
+            e.set(a, v)
+        return e.emit_block(block)
+
+    results = e.loop(e.get(op.lb), e.get(op.ub), e.get(op.step),
+                     [e.get(v) for v in op.iter_args], body,
+                     known_nonempty=lo is not None and hi is not None and lo < hi)
+    for r, v in zip(op.results, results):
+        e.set(r, v)
+
+
+@_handles("scf.if")
+def _if(e: _FunctionEmitter, op: Operation) -> None:
+    b = e.b
+    then_bb = e.fn.append_basic_block("if.then")
+    else_bb = e.fn.append_basic_block("if.else")
+    merge_bb = e.fn.append_basic_block("if.end")
+    b.cbranch(e.get(op.cond), then_bb, else_bb)
+    incoming = []
+    for bb, region in ((then_bb, op.true_region), (else_bb, op.false_region)):
+        b.position_at_end(bb)
+        vals = e.emit_block(region.block) if region.blocks else []
+        incoming.append((vals, b.block))
+        b.branch(merge_bb)
+    b.position_at_end(merge_bb)
+    for i, r in enumerate(op.results):
+        p = b.phi(scalar_type(r.type))
+        for vals, bb in incoming:
+            p.add_incoming(vals[i], bb)
+        e.set(r, p)
+
+
+@_handles("scf.parallel")
+def _parallel(e: _FunctionEmitter, op: Operation) -> None:
+    if op.initVals or op.results:
+        raise UnsupportedOpError(
+            "scf.parallel", "reductions on scf.parallel are not supported; "
+            "express them with scf.for iter_args")
+    nested = _enclosing_parallel(op) is not None
+    trip0 = _trip(op.lowerBound[0], op.upperBound[0], op.step[0])
+    if (not nested and not getattr(e, "serial_only", False) and trip0 > 1
+            and parallel_work(op) >= e.em.parallel_min_work):
+        _outline_parallel(e, op)
+    else:
+        _serial_parallel(e, op, 0)
+
+
+def _enclosing_parallel(op: Operation) -> Operation | None:
+    p = op.parent_op()
+    while p is not None:
+        if p.name == "scf.parallel":
+            return p
+        p = p.parent_op()
+    return None
+
+
+def _serial_parallel(e: _FunctionEmitter, op: Operation, first_dim: int) -> None:
+    block = op.body.block
+    ndim = len(op.lowerBound)
+
+    def nest(d: int) -> list[ir.Value]:
+        if d == ndim:
+            e.emit_block(block)
+            return []
+        lo, hi = _const_int(op.lowerBound[d]), _const_int(op.upperBound[d])
+
+        def body(iv, _):
+            e.set(block.args[d], iv)
+            nest(d + 1)
+            return []
+
+        e.loop(e.get(op.lowerBound[d]), e.get(op.upperBound[d]), e.get(op.step[d]), [],
+               body, known_nonempty=lo is not None and hi is not None and lo < hi)
+        return []
+
+    nest(first_dim)
+
+
+def _is_inside(v: SSAValue, op: Operation) -> bool:
+    if isinstance(v, BlockArgument):
+        owner = v.block.parent_op()
+    else:
+        owner = v.op
+    while owner is not None:
+        if owner is op:
+            return True
+        owner = owner.parent_op()
+    return False
+
+
+_REMATERIALIZE = ("arith.constant", "memref.get_global")
+
+
+def _outline_parallel(e: _FunctionEmitter, op: Operation) -> None:
+    em = e.em
+    name = f"{e.fn.name}.par{e._npar}"
+    e._npar += 1
+    # Values from outside the loop, in first-use order; the loop's own bounds included.
+    outside: list[SSAValue] = []
+    seen: set[SSAValue] = set()
+
+    def note(v: SSAValue):
+        if v not in seen and not _is_inside(v, op):
+            seen.add(v)
+            outside.append(v)
+
+    for v in op.operands:
+        note(v)
+    for inner in op.walk():
+        if inner is op:
+            continue
+        for v in inner.operands:
+            note(v)
+
+    remat = [v for v in outside if isinstance(v, OpResult) and v.op.name in _REMATERIALIZE]
+    # One parameter per distinct LLVM value (a reshaped memref is the same pointer).
+    params: list[ir.Value] = []
+    param_of: dict[SSAValue, int] = {}
+    for v in outside:
+        if v in remat:
+            continue
+        llv = e.get(v)
+        for i, p in enumerate(params):
+            if p is llv:
+                param_of[v] = i
+                break
+        else:
+            param_of[v] = len(params)
+            params.append(llv)
+
+    # The body function: typed parameters, noalias where the pointer is a distinct object.
+    body_fn = ir.Function(em.module, ir.FunctionType(VOID, [p.type for p in params] + [I64, I64]),
+                          name=name + ".body")
+    body_fn.linkage = "internal"
+    body_fn.attributes.add("alwaysinline")
+    body_fn.attributes.add("nounwind")
+    em._vector_attrs(body_fn)
+    for arg, p in zip(body_fn.args, params):
+        if isinstance(p.type, ir.PointerType) and _distinct_object(p):
+            arg.add_attribute("noalias")
+            arg.add_attribute("captures(none)")
+    sub = _FunctionEmitter(em, body_fn)
+    sub.serial_only = True
+    for v, i in param_of.items():
+        sub.set(v, body_fn.args[i])
+    for v in remat:
+        sub.emit_op(v.op)
+    lo_arg, hi_arg = body_fn.args[-2], body_fn.args[-1]
+    block = op.body.block
+    lb0, st0 = sub.get(op.lowerBound[0]), sub.get(op.step[0])
+    one = _const(I64, 1)
+    st_const = _const_int(op.step[0])
+    lb_const = _const_int(op.lowerBound[0])
+
+    def chunk_body(k, _):
+        iv = k
+        if st_const != 1:
+            iv = sub.b.mul(iv, st0, flags=["nsw"])
+        if lb_const != 0:
+            iv = sub.b.add(iv, lb0, flags=["nsw"])
+        sub.set(block.args[0], iv)
+        if len(op.lowerBound) > 1:
+            _serial_parallel(sub, op, 1)
+        else:
+            sub.emit_block(block)
+        return []
+
+    sub.loop(lo_arg, hi_arg, one, [], chunk_body)
+    sub.b.ret_void()
+    sub.finish()
+
+    # The chunk function the runtime calls: unpack ctx slots, call the body.
+    chunk = ir.Function(em.module, ir.FunctionType(VOID, [PTR, I64, I64]), name=name)
+    chunk.attributes.add("nounwind")
+    em._vector_attrs(chunk)
+    cb = ir.IRBuilder(chunk.append_basic_block("entry"))
+    ctx, lo, hi = chunk.args
+    args = []
+    for i, p in enumerate(params):
+        slot = cb.gep(ctx, [_const(I64, i)], inbounds=True, source_etype=I64)
+        args.append(cb.load(slot, typ=p.type, align=8))
+    cb.call(body_fn, args + [lo, hi])
+    cb.ret_void()
+
+    # Caller: fill the ctx slots on the stack, hand the chunk function to the runtime.
+    b = e.b
+    if params:
+        ctx_mem = e.alloca_builder.alloca(ir.ArrayType(I64, len(params)))
+        ctx_mem.align = 8
+        ctx_mem.type = PTR
+        for i, p in enumerate(params):
+            slot = b.gep(ctx_mem, [_const(I64, i)], inbounds=True, source_etype=I64)
+            b.store(p, slot, align=8)
+    else:
+        ctx_mem = ir.Constant(PTR, None)
+    lbv, ubv, stv = e.get(op.lowerBound[0]), e.get(op.upperBound[0]), e.get(op.step[0])
+    span = b.sub(ubv, lbv)
+    if st_const != 1:
+        span = b.sdiv(b.add(span, b.sub(stv, one)), stv)
+    n = e.intr("smax", span, _const(I64, 0))
+    b.call(em.runtime_fn(PARALLEL_FOR_SYMBOL), [chunk, ctx_mem, n])
+
+
+def _distinct_object(p: ir.Value) -> bool:
+    """True when ``p`` points at its own object: a noalias argument, a fresh allocation, a
+    stack buffer or a global."""
+    if isinstance(p, ir.Argument):
+        return "noalias" in p.attributes
+    if isinstance(p, ir.GlobalVariable):
+        return True
+    if isinstance(p, ir.instructions.AllocaInstr):
+        return True
+    if isinstance(p, ir.instructions.CallInstr):
+        return getattr(p.callee, "name", None) == "aligned_alloc"
+    return False
+
+
+def emit_llvm(module: builtin.ModuleOp) -> str:
+    """Unoptimized LLVM IR text for a loop-IR module."""
+    return str(LLVMEmitter().emit(module))

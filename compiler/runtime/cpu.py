@@ -1,0 +1,421 @@
+"""Host CPU runtime: O3 + MCJIT for emitted LLVM IR, ctypes entry points, and the thread
+pool behind ``aicc_parallel_for``.
+
+``aicc_parallel_for(fn, ctx, n)`` (registered with ``llvm.add_symbol``) splits [0, n) into
+one contiguous chunk per thread; the calling thread runs the first chunk itself and a
+persistent pool of worker threads runs the rest (see the thread pool section below).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections.abc import Callable
+from functools import lru_cache
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from compiler.codegen.llvm import PARALLEL_FOR_SYMBOL
+
+_init_lock = threading.Lock()
+_initialized = False
+
+
+def _init_llvm() -> None:
+    global _initialized
+    with _init_lock:
+        if _initialized:
+            return
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        global _pool
+        _pool = _NativePool()
+        llvm.add_symbol(PARALLEL_FOR_SYMBOL, _pool.parallel_for)
+        _initialized = True
+
+
+@lru_cache(maxsize=None)
+def host_target_machine() -> llvm.TargetMachine:
+    """The host CPU's target machine (name and features of this CPU), opt level 3.
+
+    Shared: never hand it to an execution engine (the engine takes ownership and frees it);
+    ``_new_host_target_machine`` makes one for that."""
+    return _new_host_target_machine()
+
+
+def _new_host_target_machine() -> llvm.TargetMachine:
+    _init_llvm()
+    return _new_host_target_machine_raw()
+
+
+def _new_host_target_machine_raw() -> llvm.TargetMachine:
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(),
+        features=llvm.get_host_cpu_features().flatten(),
+        opt=3,
+        reloc="default",
+        codemodel="jitdefault",
+    )
+
+
+def default_threads() -> int:
+    env = os.environ.get("AICC_NUM_THREADS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            pass
+    return os.cpu_count() or 1
+
+
+# ----------------------------------------------------------------------- thread pool
+#
+# The pool is itself JIT-compiled LLVM IR (no C compiler needed). Each worker is a daemon
+# Python thread that calls ``aicc_pool_worker(id)`` through ctypes once: ctypes drops the
+# GIL and the call never returns, so dispatching work involves no Python at all. Workers spin
+# on a generation counter for a while after each job (back-to-back loops start in about a
+# microsecond), then sleep on a futex. A Python-callback pool costs ~90 us per loop here
+# because every hand-off goes through the GIL and an OS wake-up.
+
+_SPIN_ITERATIONS = 1 << 14  # ~pause instructions a worker spins before sleeping
+_FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
+_SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
+
+
+def _pool_ir() -> str:
+    """LLVM IR of the pool: ``aicc_pool_worker(id)`` and ``aicc_parallel_for``.
+
+    A job is published as one 64-bit word ``gen << 32 | claimed << 16 | nchunks``. Threads
+    claim chunk ``claimed`` by compare-and-swap of the word, so every (job, chunk) runs exactly
+    once even when a worker wakes up late with a stale view; the job's fn/ctx/n stay fixed
+    until all of its chunks are done (``pending`` reaches 0), which needs every claimed chunk
+    to finish. The caller claims chunks too, so sleeping workers never delay a loop.
+    """
+    import platform
+    import sys
+
+    from llvmlite import ir
+
+    i32, i64, ptr, void = ir.IntType(32), ir.IntType(64), ir.PointerType(), ir.VoidType()
+    chunk_ty = ir.FunctionType(void, [ptr, i64, i64])
+    m = ir.Module(name="aicc_pool")
+
+    def glob(name, ty, init):
+        g = ir.GlobalVariable(m, ty, name=name)
+        g.initializer = ir.Constant(ty, init)
+        g.align = 64  # one cache line each: no false sharing between spinners and writers
+        g.type = ptr  # print as opaque `ptr`, not llvmlite's typed-pointer spelling
+        return g
+
+    word = glob("aicc_pool_word", i64, 0)
+    wake_gen = glob("aicc_pool_wake", i32, 0)
+    pending = glob("aicc_pool_pending", i64, 0)
+    busy = glob("aicc_pool_busy", i32, 0)
+    sleepers = glob("aicc_pool_sleepers", i32, 0)
+    job_fn = glob("aicc_pool_fn", ptr, None)
+    job_ctx = glob("aicc_pool_ctx", ptr, None)
+    job_n = glob("aicc_pool_n", i64, 0)
+    req = glob("aicc_pool_threads", i64, 1)
+    nworkers = glob("aicc_pool_nworkers", i64, 0)
+
+    machine = platform.machine().lower()
+    futex = sys.platform.startswith("linux") and machine in _SYS_FUTEX
+    if futex:
+        syscall = ir.Function(m, ir.FunctionType(i64, [i64], var_arg=True), name="syscall")
+    else:
+        sched_yield = ir.Function(m, ir.FunctionType(i32, []), name="sched_yield")
+    x86 = machine in ("x86_64", "amd64", "i686", "x86")
+    if x86:
+        pause_fn = ir.Function(m, ir.FunctionType(void, []), name="llvm.x86.sse2.pause")
+
+    def c64(v):
+        return ir.Constant(i64, v)
+
+    def c32(v):
+        return ir.Constant(i32, v)
+
+    def pause(b):
+        if x86:
+            b.call(pause_fn, [])
+
+    def futex_wait(b, seen):
+        if futex:
+            b.call(syscall, [c64(_SYS_FUTEX[machine]), wake_gen, c64(_FUTEX_WAIT_PRIVATE),
+                             b.zext(seen, i64), ir.Constant(ptr, None)])
+        else:
+            b.call(sched_yield, [])
+
+    def futex_wake(b):
+        if futex:
+            b.call(syscall, [c64(_SYS_FUTEX[machine]), wake_gen, c64(_FUTEX_WAKE_PRIVATE),
+                             c64(0x7FFFFFFF)])
+
+    def gen_of(b, w):
+        return b.lshr(w, c64(32))
+
+    def run_chunk(b, c, nt, slot):
+        """Run chunk c of nt of the current job, then count it done."""
+        b.store(b.load(job_fn, typ=ptr), slot)
+        fn = b.load(slot, typ=ir.PointerType(chunk_ty))  # typed: llvmlite needs the signature
+        ctx = b.load(job_ctx, typ=ptr)
+        n = b.load(job_n, typ=i64)
+        lo = b.sdiv(b.mul(n, c), nt)
+        hi = b.sdiv(b.mul(n, b.add(c, c64(1))), nt)
+        b.call(fn, [ctx, lo, hi])
+        b.atomic_rmw("sub", pending, c64(1), "seq_cst")
+
+    def claim_loop(fn_, b, w_slot, fn_slot, on_none, seen_slot=None):
+        """Blocks that try to claim a chunk from the word in w_slot."""
+        claim = fn_.append_basic_block("claim")
+        try_cas = fn_.append_basic_block("try_cas")
+        run = fn_.append_basic_block("run")
+        retry = fn_.append_basic_block("retry")
+        b.branch(claim)
+        b.position_at_end(claim)
+        w = b.load(w_slot, typ=i64)
+        if seen_slot is not None:
+            b.store(gen_of(b, w), seen_slot)
+        claimed = b.and_(b.lshr(w, c64(16)), c64(0xFFFF))
+        nt = b.and_(w, c64(0xFFFF))
+        b.cbranch(b.icmp_unsigned("<", claimed, nt), try_cas, on_none)
+        b.position_at_end(try_cas)
+        res = b.cmpxchg(word, w, b.add(w, c64(1 << 16)), "seq_cst", "seq_cst")
+        b.cbranch(b.extract_value(res, 1), run, retry)
+        b.position_at_end(retry)
+        b.store(b.extract_value(res, 0), w_slot)
+        b.branch(claim)
+        b.position_at_end(run)
+        run_chunk(b, claimed, nt, fn_slot)
+        b.store(b.load_atomic(word, "acquire", 8, typ=i64), w_slot)
+        b.branch(claim)
+        return claim
+
+    # void aicc_pool_worker(i64 id): never returns.
+    w = ir.Function(m, ir.FunctionType(void, [i64]), name="aicc_pool_worker")
+    entry, loop, spin, spin_next, sleep, sleep_wait, to_claim = (
+        w.append_basic_block(n) for n in ("entry", "loop", "spin", "spin_next", "sleep",
+                                          "sleep_wait", "to_claim"))
+    b = ir.IRBuilder(entry)
+    seen_slot, w_slot, fn_slot = b.alloca(i64), b.alloca(i64), b.alloca(ptr)
+    seen_slot.type = w_slot.type = fn_slot.type = ptr
+    b.store(gen_of(b, b.load_atomic(word, "acquire", 8, typ=i64)), seen_slot)
+    b.branch(loop)
+    b.position_at_end(loop)
+    b.branch(spin)
+    b.position_at_end(spin)
+    k = b.phi(i64)
+    k.add_incoming(c64(0), loop)
+    cur = b.load_atomic(word, "acquire", 8, typ=i64)
+    b.store(cur, w_slot)
+    changed = b.icmp_unsigned("!=", gen_of(b, cur), b.load(seen_slot, typ=i64))
+    b.cbranch(changed, to_claim, spin_next)
+    b.position_at_end(spin_next)
+    pause(b)
+    k1 = b.add(k, c64(1))
+    k.add_incoming(k1, spin_next)
+    b.cbranch(b.icmp_unsigned("<", k1, c64(_SPIN_ITERATIONS)), spin, sleep)
+    b.position_at_end(sleep)
+    f = b.load_atomic(wake_gen, "seq_cst", 4, typ=i32)
+    b.atomic_rmw("add", sleepers, c32(1), "seq_cst")
+    cur = b.load_atomic(word, "seq_cst", 8, typ=i64)
+    b.store(cur, w_slot)
+    changed = b.icmp_unsigned("!=", gen_of(b, cur), b.load(seen_slot, typ=i64))
+    woke = w.append_basic_block("woke")
+    b.cbranch(changed, woke, sleep_wait)
+    b.position_at_end(sleep_wait)
+    futex_wait(b, f)
+    b.atomic_rmw("sub", sleepers, c32(1), "seq_cst")
+    b.branch(loop)
+    b.position_at_end(woke)
+    b.atomic_rmw("sub", sleepers, c32(1), "seq_cst")
+    b.branch(to_claim)
+    b.position_at_end(to_claim)
+    claim_loop(w, b, w_slot, fn_slot, loop, seen_slot)
+
+    # void aicc_parallel_for(ptr fn, ptr ctx, i64 n): runs fn(ctx, lo, hi) over [0, n).
+    f = ir.Function(m, ir.FunctionType(void, [ptr, ptr, i64]), name="aicc_parallel_for")
+    fn, ctx, n = f.args
+    blk = {name: f.append_basic_block(name) for name in (
+        "entry", "serial", "try", "dispatch", "publish", "wait", "wait_next", "done", "ret")}
+    b = ir.IRBuilder(blk["entry"])
+    w_slot, slot = b.alloca(i64), b.alloca(ptr)  # allocas stay in the entry block
+    w_slot.type = slot.type = ptr
+    want = b.load(req, typ=i64)
+    have = b.add(b.load_atomic(nworkers, "acquire", 8, typ=i64), c64(1))
+    nt = b.select(b.icmp_signed("<", want, have), want, have)
+    nt = b.select(b.icmp_signed("<", nt, n), nt, n)
+    nt = b.select(b.icmp_signed("<", nt, c64(0xFFFF)), nt, c64(0xFFFF))
+    b.cbranch(b.icmp_signed("<=", n, c64(0)), blk["ret"], blk["try"])
+    b.position_at_end(blk["try"])
+    b.cbranch(b.icmp_signed(">", nt, c64(1)), blk["dispatch"], blk["serial"])
+    b.position_at_end(blk["serial"])
+    b.store(fn, slot)
+    b.call(b.load(slot, typ=ir.PointerType(chunk_ty)), [ctx, c64(0), n])
+    b.branch(blk["ret"])
+    b.position_at_end(blk["dispatch"])
+    # Another caller (another Python thread, or a parallel loop inside a chunk) owns the
+    # pool: run serially rather than wait.
+    got = b.extract_value(b.cmpxchg(busy, c32(0), c32(1), "acquire", "monotonic"), 1)
+    b.cbranch(got, blk["publish"], blk["serial"])
+    b.position_at_end(blk["publish"])
+    b.store(fn, job_fn)
+    b.store(ctx, job_ctx)
+    b.store(n, job_n)
+    b.atomic_rmw("xchg", pending, nt, "seq_cst")
+    old = b.load_atomic(word, "acquire", 8, typ=i64)
+    new = b.or_(b.shl(b.add(gen_of(b, old), c64(1)), c64(32)), nt)
+    b.atomic_rmw("xchg", word, new, "seq_cst")
+    b.atomic_rmw("add", wake_gen, c32(1), "seq_cst")
+    asleep = b.load_atomic(sleepers, "seq_cst", 4, typ=i32)
+    with b.if_then(b.icmp_unsigned("!=", asleep, c32(0))):
+        futex_wake(b)
+    b.store(new, w_slot)
+    # The caller claims chunks like any worker (chunk 0 first), then waits for the rest.
+    claim_loop(f, b, w_slot, slot, blk["wait"])
+    b.position_at_end(blk["wait"])
+    left = b.load_atomic(pending, "acquire", 8, typ=i64)
+    b.cbranch(b.icmp_signed("==", left, c64(0)), blk["done"], blk["wait_next"])
+    b.position_at_end(blk["wait_next"])
+    pause(b)
+    b.branch(blk["wait"])
+    b.position_at_end(blk["done"])
+    b.atomic_rmw("xchg", busy, c32(0), "release")
+    b.branch(blk["ret"])
+    b.position_at_end(blk["ret"])
+    b.ret_void()
+    return str(m)
+
+
+class _NativePool:
+    def __init__(self):
+        mod = llvm.parse_assembly(_pool_ir())
+        mod.verify()
+        tm = _new_host_target_machine_raw()
+        mod.triple = tm.triple
+        mod.data_layout = str(tm.target_data)
+        optimize(mod, tm)
+        self._engine = llvm.create_mcjit_compiler(mod, tm)
+        self._engine.finalize_object()
+        addr = self._engine.get_global_value_address
+        self.parallel_for = self._engine.get_function_address(PARALLEL_FOR_SYMBOL)
+        self._threads = ctypes.c_int64.from_address(addr("aicc_pool_threads"))
+        self._nworkers = ctypes.c_int64.from_address(addr("aicc_pool_nworkers"))
+        self._worker = ctypes.CFUNCTYPE(None, ctypes.c_int64)(
+            self._engine.get_function_address("aicc_pool_worker"))
+        self._lock = threading.Lock()
+        self._started = 0
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
+        # A forked child has none of the parent's worker threads; start over.
+        self._lock = threading.Lock()
+        self._started = 0
+        self._nworkers.value = 0
+
+    def ensure_workers(self, count: int) -> None:
+        if count <= self._started:
+            return
+        with self._lock:
+            while self._started < count:
+                self._started += 1
+                threading.Thread(target=self._worker, args=(self._started,), daemon=True,
+                                 name=f"aicc-cpu-{self._started}").start()
+            self._nworkers.value = self._started  # aligned 8-byte store: atomic on x86/arm64
+
+    def set_threads(self, threads: int) -> None:
+        self.ensure_workers(threads - 1)
+        self._threads.value = threads
+
+
+_pool: _NativePool | None = None
+
+
+# ----------------------------------------------------------------------- executable
+
+
+def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
+    """The new pass manager's O3 pipeline with loop and SLP vectorization."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pto.loop_interleaving = True
+    pb = llvm.create_pass_builder(tm, pto)
+    mpm = pb.getModulePassManager()
+    mpm.run(module, pb)
+
+
+class CPUExecutable:
+    """LLVM IR text compiled for the host CPU and loaded into the process with MCJIT."""
+
+    def __init__(self, llvm_ir: str, *, threads: int | None = None):
+        tm = host_target_machine()
+        try:
+            mod = llvm.parse_assembly(llvm_ir)
+            mod.verify()
+        except RuntimeError as exc:
+            raise RuntimeError(f"aicc emitted invalid LLVM IR: {exc}") from exc
+        mod.triple = tm.triple
+        mod.data_layout = str(tm.target_data)
+        optimize(mod, tm)
+        mod.verify()
+        self.optimized_ir: str = str(mod)
+        self._tm = tm
+        # The engine owns (and frees) both the module and its target machine.
+        self._engine = llvm.create_mcjit_compiler(mod, _new_host_target_machine())
+        self._engine.finalize_object()
+        self._engine.run_static_constructors()
+        self._functions: dict[tuple[str, int], Callable[..., None]] = {}
+        self.threads: int = threads if threads is not None else default_threads()
+
+    def asm(self) -> str:
+        return self._tm.emit_assembly(llvm.parse_assembly(self.optimized_ir))
+
+    def object_code(self) -> bytes:
+        return self._tm.emit_object(llvm.parse_assembly(self.optimized_ir))
+
+    def address(self, name: str) -> int:
+        addr = self._engine.get_function_address(name)
+        if not addr:
+            raise KeyError(f"no function @{name} in the compiled module")
+        return addr
+
+    def get(self, name: str, nargs: int) -> Callable[..., None]:
+        """A callable taking ``nargs`` C-contiguous NumPy arrays (or raw int addresses)."""
+        key = (name, nargs)
+        fn = self._functions.get(key)
+        if fn is not None:
+            return fn
+        cfn = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nargs))(self.address(name))
+
+        def call(*arrays) -> None:
+            if len(arrays) != nargs:
+                raise TypeError(f"@{name} takes {nargs} buffers, got {len(arrays)}")
+            ptrs = [_data_pointer(a) for a in arrays]
+            _pool.set_threads(max(1, int(self.threads)))
+            cfn(*ptrs)
+
+        call.__name__ = name
+        call._cfunc = cfn  # keep the ctypes object alive with the callable
+        call._owner = self  # and the engine that holds the code
+        self._functions[key] = call
+        return call
+
+
+def _data_pointer(a) -> int:
+    if isinstance(a, np.ndarray):
+        if not a.flags.c_contiguous:
+            raise ValueError("aicc buffers must be C-contiguous NumPy arrays")
+        return a.ctypes.data
+    if isinstance(a, int):
+        return a
+    if isinstance(a, np.generic):
+        raise TypeError("pass scalars as 0-d NumPy arrays (np.array(x)), not NumPy scalars")
+    iface = getattr(a, "__array_interface__", None)
+    if iface is not None:
+        return iface["data"][0]
+    raise TypeError(f"cannot pass {type(a).__name__} as a buffer")
