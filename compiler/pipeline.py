@@ -12,6 +12,7 @@ Stages (each printable with `CompiledModel.ir(stage)`):
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from compiler.errors import CompileError
 from compiler.lowering.bufferize import Bufferize
 from compiler.lowering.fuse_elementwise import FuseElementwise
 from compiler.lowering.linalg_to_loops import LinalgToLoops
+from compiler.lowering.plan_memory import WORKSPACE_ATTR, PlanMemory
 from compiler.lowering.tensor_to_linalg import TensorToLinalg
 
 TARGETS = ("cpu",)
@@ -65,7 +67,7 @@ def stage_passes(target: str, fuse: bool = True) -> list[tuple[str, list[ModuleP
     return [
         ("tensor", cleanup()),
         ("linalg", [TensorToLinalg(), *([FuseElementwise()] if fuse else []), *cleanup()]),
-        ("memref", [Bufferize()]),
+        ("memref", [Bufferize(), PlanMemory(workspace_arg=True)]),
         ("loops", [LinalgToLoops(), CanonicalizePass(), CommonSubexpressionElimination()]),
     ]
 
@@ -95,7 +97,17 @@ class CompiledModel:
     stages: dict[str, str]
     executable: object
     timings: list[PassTiming] = field(default_factory=list)
+    workspace_bytes: int = 0  # plan-memory's arena, allocated once per calling thread
     _fn: Callable | None = None
+    _local: threading.local = field(default_factory=threading.local)
+
+    def _workspace(self) -> np.ndarray:
+        ws = getattr(self._local, "workspace", None)
+        if ws is None:  # 64-byte aligned, one per thread so concurrent calls never share it
+            raw = np.empty(self.workspace_bytes + 64, np.uint8)
+            start = -raw.ctypes.data % 64
+            ws = self._local.workspace = raw[start : start + self.workspace_bytes]
+        return ws
 
     def ir(self, stage: str) -> str:
         if stage not in self.stages:
@@ -127,9 +139,10 @@ class CompiledModel:
                 )
             args.append(np.ascontiguousarray(a))
         outs = [np.empty(shape, dtype) for shape, dtype in self.output_types]
+        extra = [self._workspace()] if self.workspace_bytes else []
         if self._fn is None:
-            self._fn = self.executable.get(self.func_name, len(args) + len(outs))
-        self._fn(*args, *outs)
+            self._fn = self.executable.get(self.func_name, len(args) + len(outs) + len(extra))
+        self._fn(*args, *outs, *extra)
         if self.output_is_tuple:
             return tuple(outs)
         return outs[0]
@@ -176,6 +189,7 @@ def compile_module(
     output_types = [_shape_dtype(t) for t in ftype.outputs]
 
     stages, timings = run_passes(module, options)
+    workspace = fn.attributes.get(WORKSPACE_ATTR)
 
     from compiler.codegen.llvm import emit_llvm
     from compiler.runtime.cpu import CPUExecutable
@@ -189,7 +203,14 @@ def compile_module(
     stages["llvm"] = llvm_ir
     stages["asm"] = ""  # produced on demand: printing assembly costs a second codegen
     return CompiledModel(
-        func_name, input_types, output_types, output_is_tuple, stages, exe, timings
+        func_name,
+        input_types,
+        output_types,
+        output_is_tuple,
+        stages,
+        exe,
+        timings,
+        workspace_bytes=workspace.value.data if workspace is not None else 0,
     )
 
 

@@ -22,6 +22,7 @@ AICC_PASSES = {
     "tensor-to-linalg": _pass("tensor_to_linalg", "TensorToLinalg"),
     "fuse-elementwise": _pass("fuse_elementwise", "FuseElementwise"),
     "bufferize": _pass("bufferize", "Bufferize"),
+    "plan-memory": _pass("plan_memory", "PlanMemory"),
     "linalg-to-loops": _pass("linalg_to_loops", "LinalgToLoops"),
 }
 

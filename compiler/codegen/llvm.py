@@ -733,6 +733,15 @@ def _reshape(e: _FunctionEmitter, op: Operation) -> None:
     e.set(op.results[0], e.get(op.operands[0]))
 
 
+@_handles("memref.view")
+def _view(e: _FunctionEmitter, op: Operation) -> None:
+    """A typed view at a byte offset into an i8 buffer (plan-memory's arena)."""
+    if op.sizes:
+        raise CompileError("memref.view with dynamic sizes in loop IR")
+    p = e.b.gep(e.get(op.source), [e.get(op.byte_shift)], inbounds=True, source_etype=I8)
+    e.set(op.results[0], p)
+
+
 @_handles("memref.copy")
 def _copy(e: _FunctionEmitter, op: Operation) -> None:
     src, dst = op.source, op.destination

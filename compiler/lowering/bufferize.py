@@ -5,7 +5,7 @@ where every function body is one straight-line block:
 
   * function arguments become memrefs; each result becomes a trailing out-parameter memref,
     so the caller (the runtime) allocates outputs and the function returns nothing;
-  * `tensor.empty` becomes `memref.alloc`; tensor constants become `memref.global` constants
+  * each op writing into a `tensor.empty` gets a fresh `memref.alloc`; tensor constants become `memref.global` constants
     read with `memref.get_global` (identical constants share one global);
   * a destination-passing linalg op writes into the buffer of its `outs` operand; when that
     tensor is read again later, the op writes into a fresh copy instead (no clobbering);
@@ -97,9 +97,9 @@ class _FunctionBufferizer:
             self._replace(op, new)
             self.buffers[op.result] = new.memref
         elif isinstance(op, tensor.EmptyOp):
-            new = memref.AllocOp.get(op.tensor.type.element_type, 64, op.tensor.type.get_shape())
-            self._replace(op, new)
-            self.buffers[op.tensor] = new.memref
+            # No contents to keep: every op writing into it gets a fresh buffer (see _init_buffer),
+            # also when CSE has merged several identical tensor.empty ops into one.
+            self.replaced.append(op)
         elif isinstance(op, abstract_ops.LinalgStructuredOperation):
             self._bufferize_linalg(op)
         elif isinstance(op, tensor.CollapseShapeOp | tensor.ExpandShapeOp):
@@ -119,10 +119,24 @@ class _FunctionBufferizer:
         Rewriter.insert_op(new, InsertPoint.before(old))
         self.replaced.append(old)
 
+    def _fresh(self, t: TensorType, before: Operation) -> SSAValue:
+        alloc = memref.AllocOp.get(t.element_type, 64, t.get_shape())
+        Rewriter.insert_op(alloc, InsertPoint.before(before))
+        return alloc.memref
+
+    def _buf_or_fresh(self, v: SSAValue, user: Operation) -> SSAValue:
+        """An empty tensor read as a value (not a destination) still needs some buffer."""
+        if isinstance(v.owner, tensor.EmptyOp):
+            return self._fresh(v.type, user)
+        return self._buf(v)
+
     def _bufferize_linalg(self, op: abstract_ops.LinalgStructuredOperation) -> None:
-        inputs = [self._buf(v) for v in op.inputs]
+        inputs = [self._buf_or_fresh(v, op) for v in op.inputs]
         outputs = []
         for init in op.outputs:
+            if isinstance(init.owner, tensor.EmptyOp):
+                outputs.append(self._fresh(init.type, op))
+                continue
             buf = self._buf(init)
             if _read_after(init, op):
                 copy_into = memref.AllocOp.get(buf.type.element_type, 64, buf.type.get_shape())
@@ -143,7 +157,7 @@ class _FunctionBufferizer:
     def _bufferize_return(self, op: func.ReturnOp, out_params: list[SSAValue]) -> None:
         written_to: dict[SSAValue, SSAValue] = {}  # allocation -> the out-parameter replacing it
         for value, out in zip(op.arguments, out_params):
-            buf = self._buf(value)
+            buf = self._buf_or_fresh(value, op)
             buf = written_to.get(buf, buf)
             owner = buf.owner
             if isinstance(owner, memref.AllocOp):
