@@ -3,31 +3,21 @@
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-try:
-    import compiler  # noqa: F401
-except ImportError:  # running pytest without the package installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from xdsl.context import Context
-from xdsl.dialects import arith, builtin, func, math as xmath, memref, scf
+from xdsl.dialects import builtin
 from xdsl.parser import Parser
 
 from compiler.codegen.llvm import LLVMEmitter, emit_llvm
 from compiler.errors import CompileError, UnsupportedOpError
+from compiler.pipeline import make_context
 from compiler.runtime.cpu import CPUExecutable
 
 
 def parse(text: str) -> builtin.ModuleOp:
-    ctx = Context()
-    for d in (builtin.Builtin, func.Func, arith.Arith, xmath.Math, memref.MemRef, scf.Scf):
-        ctx.load_dialect(d)
-    return Parser(ctx, text).parse_module()
+    return Parser(make_context(), text).parse_module()
 
 
 def build(text: str, threads: int | None = 1) -> CPUExecutable:

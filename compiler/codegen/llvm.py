@@ -760,7 +760,7 @@ def _copy(e: _FunctionEmitter, op: Operation) -> None:
 def _for(e: _FunctionEmitter, op: Operation) -> None:
     block = op.body.block
     iv_arg, carried_args = block.args[0], block.args[1:]
-    lo, hi, st = _const_int(op.lb), _const_int(op.ub), _const_int(op.step)
+    lo, hi = _const_int(op.lb), _const_int(op.ub)
 
     def body(iv, carried):
         e.set(iv_arg, iv)

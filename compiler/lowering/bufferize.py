@@ -30,7 +30,6 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     StringAttr,
-    SymbolRefAttr,
     TensorType,
     UnitAttr,
 )

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, math as xmath, tensor
-from xdsl.dialects.linalg import abstract_ops, ops as linalg
+from xdsl.dialects.linalg import ops as linalg
 from xdsl.dialects.builtin import (
     AnyFloat,
     ArrayAttr,
-    DenseArrayBase,
     IntegerAttr,
     IntegerType,
     ModuleOp,
