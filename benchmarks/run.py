@@ -143,9 +143,13 @@ def main() -> int:
     p.add_argument("--only", help="comma-separated substrings of benchmark names")
     p.add_argument("--threads", help="comma-separated thread counts (default: 1 and all cores)")
     p.add_argument("--budget", type=float, default=1.0, help="seconds of timing per measurement")
-    p.add_argument("--target", default="cpu", choices=["cpu"])
+    p.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.target == "cuda":  # GPU benchmarks live apart: aicc vs torch on the device
+        from cuda_bench import main as cuda_main  # not "cuda": that would shadow cuda-bindings
+
+        return cuda_main(args)
     only = args.only.split(",") if args.only else None
 
     if args.child is not None:

@@ -28,6 +28,7 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 from xdsl.utils.exceptions import VerifyException
 
 from compiler.dialects.aicc import AICC, numpy_dtype
+from compiler.dialects.gpu_map import GPUMap
 from compiler.errors import CompileError
 from compiler.lowering.bufferize import Bufferize
 from compiler.lowering.fuse_elementwise import FuseElementwise
@@ -35,8 +36,10 @@ from compiler.lowering.linalg_to_loops import LinalgToLoops
 from compiler.lowering.plan_memory import WORKSPACE_ATTR, PlanMemory
 from compiler.lowering.tensor_to_linalg import TensorToLinalg
 
-TARGETS = ("cpu",)
-STAGES = ("tensor", "linalg", "memref", "loops", "llvm", "asm")
+TARGETS = ("cpu", "cuda")
+STAGES = ("tensor", "linalg", "memref", "loops", "llvm", "asm", "gpu", "cuda")
+# the stages each target produces (gpu: loops wrapped in gpu_map.kernel; cuda: CUDA C)
+TARGET_STAGES = {"cpu": STAGES[:6], "cuda": ("tensor", "linalg", "memref", "loops", "gpu", "cuda")}
 
 
 def make_context() -> Context:
@@ -51,6 +54,7 @@ def make_context() -> Context:
         memref.MemRef,
         scf.Scf,
         AICC,
+        GPUMap,
     ):
         ctx.load_dialect(d)
     return ctx
@@ -64,12 +68,17 @@ def stage_passes(target: str, fuse: bool = True) -> list[tuple[str, list[ModuleP
     """The pipeline for `target`, as (stage whose IR it produces, passes) in order."""
     if target not in TARGETS:
         raise CompileError(f"unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
-    return [
+    stages = [
         ("tensor", cleanup()),
         ("linalg", [TensorToLinalg(), *([FuseElementwise()] if fuse else []), *cleanup()]),
         ("memref", [Bufferize(), PlanMemory(workspace_arg=True)]),
         ("loops", [LinalgToLoops(), CanonicalizePass(), CommonSubexpressionElimination()]),
     ]
+    if target == "cuda":
+        from compiler.lowering.map_to_gpu import MapToGpu
+
+        stages.append(("gpu", [MapToGpu()]))
+    return stages
 
 
 @dataclass
@@ -112,7 +121,7 @@ class CompiledModel:
     def ir(self, stage: str) -> str:
         if stage not in self.stages:
             raise CompileError(f"unknown IR stage '{stage}' (expected one of: {', '.join(STAGES)})")
-        if stage == "asm" and not self.stages["asm"]:
+        if stage == "asm" and not self.stages["asm"] and hasattr(self.executable, "asm"):
             self.stages["asm"] = self.executable.asm()
         return self.stages[stage]
 
@@ -190,6 +199,12 @@ def compile_module(
 
     stages, timings = run_passes(module, options)
     workspace = fn.attributes.get(WORKSPACE_ATTR)
+    if options.target == "cuda":
+        from compiler.runtime.cuda import compile_cuda
+
+        exe = compile_cuda(module, stages, timings, len(input_types), len(output_types))
+        return CompiledModel(func_name, input_types, output_types, output_is_tuple, stages, exe,
+                             timings, workspace_bytes=workspace.value.data if workspace else 0)
 
     from compiler.codegen.llvm import emit_llvm
     from compiler.runtime.cpu import CPUExecutable

@@ -24,6 +24,15 @@ AICC_PASSES = {
     "bufferize": _pass("bufferize", "Bufferize"),
     "plan-memory": _pass("plan_memory", "PlanMemory"),
     "linalg-to-loops": _pass("linalg_to_loops", "LinalgToLoops"),
+    "map-to-gpu": _pass("map_to_gpu", "MapToGpu"),
 }
 
-AICC_UNIVERSE = Universe(all_dialects={"aicc": _aicc_dialect}, all_passes=AICC_PASSES)
+def _gpu_map_dialect():
+    from compiler.dialects.gpu_map import GPUMap
+
+    return GPUMap
+
+
+AICC_UNIVERSE = Universe(
+    all_dialects={"aicc": _aicc_dialect, "gpu_map": _gpu_map_dialect}, all_passes=AICC_PASSES
+)

@@ -1,0 +1,100 @@
+"""Driver of the CUDA emulation harness: compile aicc's generated CUDA C with the host g++
+against cuda_emu.h, and run a compiled model's host plan on it with host memory as "device"
+memory (the same PlanRunner that drives a real GPU)."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+_BUILD = Path(tempfile.gettempdir()) / "aicc-cuda-emu"
+_libs: dict[str, ctypes.CDLL] = {}
+
+
+def emulation_source(program) -> str:
+    launchers = [
+        f'extern "C" void aicc_emu_{k.name}(unsigned gx, unsigned gy, unsigned gz, unsigned bx, '
+        f"unsigned by, unsigned bz, void** args) {{\n"
+        f"  aicc_emu_launch({k.name}, dim3(gx, gy, gz), dim3(bx, by, bz), args);\n}}"
+        for k in program.kernels
+    ]
+    return "\n".join(['#include "cuda_emu.h"', program.source, *launchers, ""])
+
+
+def build(program) -> ctypes.CDLL:
+    src = emulation_source(program)
+    key = hashlib.sha256((src + (HERE / "cuda_emu.h").read_text()).encode()).hexdigest()[:24]
+    if key in _libs:
+        return _libs[key]
+    _BUILD.mkdir(parents=True, exist_ok=True)
+    so = _BUILD / f"{key}.so"
+    if not so.exists():
+        cu = _BUILD / f"{key}.cpp"
+        cu.write_text(src)
+        tmp = _BUILD / f"{key}.{id(src)}.so"
+        r = subprocess.run(
+            ["g++", "-std=c++17", "-O1", "-pthread", "-shared", "-fPIC", f"-I{HERE}",
+             "-o", str(tmp), str(cu)], capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(f"g++ failed on {cu}:\n{r.stderr[-4000:]}")
+        tmp.replace(so)
+    _libs[key] = ctypes.CDLL(str(so))
+    return _libs[key]
+
+
+class EmuDevice:
+    """Host memory standing in for device memory; launches call the emulated kernels."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        self.lib = lib
+        self.mem: dict[int, np.ndarray] = {}
+
+    def alloc(self, n: int) -> int:
+        a = np.full(max(n, 1) + 64, 0xCD, np.uint8)  # poisoned, like uninitialized memory
+        ptr = a.ctypes.data + (-a.ctypes.data % 64)
+        self.mem[ptr] = a
+        return ptr
+
+    def free(self, ptr: int) -> None:
+        del self.mem[ptr]
+
+    def htod(self, ptr: int, a: np.ndarray) -> None:
+        ctypes.memmove(ptr, a.ctypes.data, a.nbytes)
+
+    def dtoh(self, a: np.ndarray, ptr: int) -> None:
+        ctypes.memmove(a.ctypes.data, ptr, a.nbytes)
+
+    def dtod(self, dst: int, src: int, n: int) -> None:
+        ctypes.memmove(dst, src, n)
+
+    def launch(self, name: str, grid, block, ptrs) -> None:
+        vals = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
+        args = (ctypes.c_void_p * max(1, len(ptrs)))(
+            *[ctypes.addressof(vals) + 8 * i for i in range(len(ptrs))])
+        g = (*grid, 1, 1)[:3]
+        b = (*block, 1, 1)[:3]
+        getattr(self.lib, f"aicc_emu_{name}")(*map(ctypes.c_uint, (*g, *b)), args)
+
+    def sync(self) -> None:
+        pass
+
+
+def run_emulated(m, *inputs):
+    """Run CompiledModel `m` (target cuda) on the emulated device; returns its outputs."""
+    from compiler.runtime.cuda import PlanRunner
+
+    exe = m.executable
+    lib = build(exe.program)
+    runner = PlanRunner(exe.program.plans[m.func_name], EmuDevice(lib), exe.n_inputs,
+                        exe.n_outputs)
+    args = [np.ascontiguousarray(x) for x in inputs]
+    outs = [np.empty(shape, dtype) for shape, dtype in m.output_types]
+    extra = [np.empty(m.workspace_bytes, np.uint8)] if m.workspace_bytes else []
+    runner(*args, *outs, *extra)
+    return tuple(outs) if m.output_is_tuple else outs[0]
