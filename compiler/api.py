@@ -8,12 +8,14 @@ the resulting aicc module with `compiler.pipeline`.
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from compiler.errors import CompileError
+from compiler.errors import CompileError, UnsupportedOpError
 from compiler.pipeline import TARGETS, CompiledModel, CompileOptions, compile_module
 
 
@@ -30,22 +32,66 @@ def compile(
     threads: int | None = None,
     fuse: bool = True,
     print_ir_after_all: Callable | None = None,
+    input_shapes: dict[str, Sequence[int]] | None = None,
 ) -> CompiledModel | JitFunction:
     """Compile `model` for `target`.
 
     A Python function with `example_inputs` is traced and compiled now for those shapes; without
     them it compiles on first call, once per distinct input shapes and dtypes (like `jit`).
+    An ONNX model (a ModelProto or a path ending in .onnx) takes the sizes of symbolic input
+    dims from `input_shapes` ({input name: shape}) or from the shapes of `example_inputs`;
+    a torch.nn.Module is exported with torch.export on `example_inputs`.
     """
     _check_target(target)
     options = CompileOptions(target, threads, fuse, print_ir_after_all)
+    if _is_onnx(model):
+        from frontends.onnx_import import import_onnx
+
+        program = import_onnx(model, input_shapes, example_inputs)
+        return _compile_program(program, options)
+    if _is_torch_module(model):
+        try:
+            from frontends.torch_import import import_torch
+        except ImportError:
+            raise UnsupportedOpError(
+                "torch.nn.Module", "the PyTorch frontend is not available yet; export the "
+                "module to ONNX (torch.onnx.export) and compile the .onnx file"
+            ) from None
+        if example_inputs is None:
+            raise CompileError("compiling a torch.nn.Module needs example_inputs")
+        return _compile_program(import_torch(model, tuple(example_inputs)), options)
     if callable(model) and not _is_module_object(model):
         if example_inputs is None:
             return JitFunction(model, options)
         return _compile_function(model, tuple(example_inputs), options)
     raise CompileError(
-        f"cannot compile a {type(model).__name__}: expected a Python function "
-        "(PyTorch modules and ONNX models come with their frontends)"
+        f"cannot compile a {type(model).__name__}: expected a Python function, a "
+        "torch.nn.Module, an onnx.ModelProto or the path of a .onnx file"
     )
+
+
+def _is_onnx(model: Any) -> bool:
+    if isinstance(model, (str, os.PathLike)):
+        return os.fspath(model).lower().endswith(".onnx")
+    return type(model).__module__.split(".")[0] == "onnx" and type(model).__name__ == "ModelProto"
+
+
+def _is_torch_module(model: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(model, torch.nn.Module)
+
+
+def _compile_program(program: Any, options: CompileOptions) -> CompiledModel:
+    """Compile a frontend's program (anything with .module / .func_name / .output_is_tuple)."""
+    m = compile_module(
+        program.module,
+        program.func_name,
+        output_is_tuple=program.output_is_tuple,
+        options=options,
+    )
+    m.input_names = getattr(program, "input_names", None)
+    m.output_names = getattr(program, "output_names", None)
+    return m
 
 
 def _is_module_object(model: Any) -> bool:

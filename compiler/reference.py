@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from compiler import ops as nn
-from compiler.dialects import aicc
+from compiler.dialects import aicc, aicc_nn
 from compiler.errors import CompileError, UnsupportedOpError
 
 __all__ = ["run_reference", "evaluate_op", "REFERENCE_KERNELS"]
@@ -79,6 +79,67 @@ REFERENCE_KERNELS: dict[type[Operation], Kernel] = {
     aicc.ReshapeOp: lambda op, a: np.reshape(a[0], _result_shape(op)),
     aicc.BroadcastToOp: lambda op, a: np.broadcast_to(a[0], _result_shape(op)),
 }
+
+
+def _ints(attr) -> tuple[int, ...]:
+    return tuple(int(v) for v in attr.get_values())
+
+
+def _pad(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    widths = list(zip(_ints(op.low), _ints(op.high)))
+    return np.pad(a[0], widths, constant_values=op.value.value.data)
+
+
+def _windows(x: np.ndarray, kernel, strides, dilations, out_hw) -> np.ndarray:
+    """(N, C, OH, OW, KH, KW) view of the windows of an NCHW array."""
+    n, c = x.shape[:2]
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, strides, dilations, out_hw
+    rows = (np.arange(oh) * sh)[:, None] + (np.arange(kh) * dh)[None, :]  # (OH, KH)
+    cols = (np.arange(ow) * sw)[:, None] + (np.arange(kw) * dw)[None, :]  # (OW, KW)
+    return x[:, :, rows[:, None, :, None], cols[None, :, None, :]]  # (N, C, OH, OW, KH, KW)
+
+
+def _conv2d(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    x, w = a
+    n, c = x.shape[:2]
+    oc, icg, kh, kw = w.shape
+    g = op.groups.value.data
+    oh, ow = _result_shape(op)[2:]
+    win = _windows(x, (kh, kw), _ints(op.strides), _ints(op.dilations), (oh, ow))
+    win = win.reshape(n, g, icg, oh, ow, kh, kw).astype(np.float64)
+    wg = w.reshape(g, oc // g, icg, kh, kw).astype(np.float64)
+    return np.einsum("ngchwij,gocij->ngohw", win, wg).reshape(n, oc, oh, ow)
+
+
+def _pool2d(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    oh, ow = _result_shape(op)[2:]
+    win = _windows(a[0], _ints(op.kernel), _ints(op.strides), _ints(op.dilations), (oh, ow))
+    return win.max(axis=(4, 5)) if op.kind.data == "max" else win.sum(axis=(4, 5), dtype=np.float64)
+
+
+def _slice(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    idx = tuple(
+        s + np.arange(n) * st for s, st, n in zip(_ints(op.starts), _ints(op.steps), _result_shape(op))
+    )
+    return a[0][np.ix_(*idx)] if idx else a[0]
+
+
+def _gather(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    data, idx = a
+    axis = op.axis.value.data
+    size = data.shape[axis]
+    idx = np.where(idx < 0, idx + size, idx)
+    return np.take(data, idx, axis=axis)
+
+
+REFERENCE_KERNELS.update({
+    aicc_nn.PadOp: _pad,
+    aicc_nn.Conv2dOp: _conv2d,
+    aicc_nn.Pool2dOp: _pool2d,
+    aicc_nn.ConcatOp: lambda op, a: np.concatenate(a, axis=op.axis.value.data),
+    aicc_nn.SliceOp: _slice,
+    aicc_nn.GatherOp: _gather,
+})
 
 
 def evaluate_op(op: Operation, operands: Sequence[np.ndarray]) -> list[np.ndarray]:

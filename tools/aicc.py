@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-STAGES = ("tensor", "linalg", "memref", "loops", "llvm", "asm")
+STAGES = ("tensor", "linalg", "memref", "loops", "llvm", "asm", "gpu", "cuda")
 
 # An output matches eager NumPy when |out - ref| <= ATOL + RTOL * |ref| everywhere (float32 work,
 # summation order differs from NumPy's).
@@ -38,8 +38,17 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="MODEL.py defines `model` (a NumPy-style function) and `example_inputs` (a tuple "
         "of arrays, or a function returning one).",
     )
-    p.add_argument("model", metavar="MODEL", help="a .py file defining `model` and `example_inputs`")
-    p.add_argument("--target", default="cpu", choices=["cpu"], help="code generation target (default: cpu)")
+    p.add_argument("model", metavar="MODEL", help="a .py file defining `model` and `example_inputs`, or a .onnx model")
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="NAME=SHAPE",
+        help="static shape of an ONNX input with symbolic dims, e.g. x=1x3x224x224 (repeatable)",
+    )
+    p.add_argument("--target", default="cpu", choices=["cpu", "cuda"], help="code generation target (default: cpu)")
+    p.add_argument("--arch", metavar="SM", help="cuda: GPU architecture to compile for, e.g. sm_80 (default: the GPU's, else sm_90)")
+    p.add_argument("--run", action="store_true", help="cuda: fail (exit 1) when there is no GPU to run on, instead of only compiling")
     p.add_argument(
         "--emit",
         choices=STAGES,
@@ -123,6 +132,10 @@ def _median_seconds(fn, repeat: int) -> float:
 def write_outputs(m, directory: str) -> list[Path]:
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
+    if hasattr(m.executable, "cubin"):  # cuda target
+        from compiler.runtime.cuda import write_outputs as write_cuda
+
+        return write_cuda(m, out)
     written = []
     for stage in ("tensor", "linalg", "memref", "loops"):
         written.append(out / f"{stage}.mlir")
@@ -146,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
     import compiler
     from compiler.errors import CompileError
 
+    if args.model.lower().endswith(".onnx"):
+        return run_onnx(args)
     model, inputs = load_model(args.model)
 
     def print_after(pass_name, module):
@@ -176,6 +191,12 @@ def run(args: argparse.Namespace) -> int:
     if args.output_dir:
         for path in write_outputs(m, args.output_dir):
             print(f"wrote {path}")
+    if args.target == "cuda":
+        from compiler.runtime.cuda import report_without_gpu
+
+        status = report_without_gpu(m, args.run)
+        if status is not None:
+            return status
 
     out = m(*inputs)
     try:
@@ -208,10 +229,75 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_onnx(args: argparse.Namespace) -> int:
+    """Compile an ONNX model on random inputs of its input shapes; check it against onnxruntime
+    (or, without it, aicc's reference interpreter of the imported graph)."""
+    import numpy as np
+
+    import compiler
+    from compiler.pipeline import CompileOptions
+    from frontends.onnx_import import import_onnx, make_inputs, parse_input_shapes
+
+    t0 = time.perf_counter()
+    program = import_onnx(args.model, parse_input_shapes(args.input_shape))
+    tensor_level = program.module.clone()
+    inputs = make_inputs(program.input_types)
+
+    def print_after(pass_name, module):
+        print(f"// -----// IR after {pass_name} //----- //\n{module}\n", file=sys.stderr)
+
+    options = CompileOptions(args.target, args.threads, not args.no_fuse,
+                             print_after if args.print_ir_after_all else None)
+    m = compiler.api._compile_program(program, options)
+    compile_s = time.perf_counter() - t0
+    if args.emit:
+        print(m.ir(args.emit))
+        return 0
+    if args.output_dir:
+        for path in write_outputs(m, args.output_dir):
+            print(f"wrote {path}")
+    out = m(*inputs)
+    outs = out if isinstance(out, tuple) else (out,)
+    try:
+        import onnxruntime as ort
+
+        sess = ort.InferenceSession(args.model, providers=["CPUExecutionProvider"])
+        feeds = dict(zip(program.input_names, inputs))
+        refs = sess.run(None, feeds)
+        ref_name = "onnxruntime"
+        t_ref = _median_seconds(lambda: sess.run(None, feeds), args.repeat)
+    except Exception:  # no onnxruntime, or one that cannot load this model (IR version, ops)
+        from compiler.reference import run_reference
+
+        refs = run_reference(tensor_level, inputs, program.func_name)
+        ref_name, t_ref = "reference", None
+    print(f"aicc {args.model} --target {args.target}: compiled in {compile_s * 1e3:.0f} ms, "
+          f"{m.threads} thread(s)")
+    ok = True
+    for name, o, r in zip(program.output_names, outs, refs):
+        r = np.asarray(r)
+        diff = np.abs(o.astype(np.float64) - r.astype(np.float64))
+        max_abs = float(diff.max()) if diff.size else 0.0
+        good = o.shape == r.shape and bool(np.all(diff <= 1e-4 + 1e-3 * np.abs(r)))
+        ok &= good
+        print(f"  output {name}: shape {o.shape}  max abs err {max_abs:.3g} vs {ref_name}  "
+              f"{'OK' if good else 'MISMATCH'}")
+    t_aicc = _median_seconds(lambda: m(*inputs), args.repeat)
+    print(f"  aicc  {t_aicc * 1e3:10.3f} ms (median of {args.repeat})")
+    if t_ref is not None:
+        print(f"  {ref_name} {t_ref * 1e3:10.3f} ms (median of {args.repeat})")
+    if not ok:
+        print(f"aicc: error: compiled output differs from {ref_name}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.threads is not None:
         os.environ["AICC_NUM_THREADS"] = str(args.threads)
+    if getattr(args, "arch", None):
+        os.environ["AICC_CUDA_ARCH"] = args.arch
     from compiler.errors import CompileError
 
     try:

@@ -682,6 +682,8 @@ class BroadcastToOp(_ShapeOp):
     infer = staticmethod(broadcast_to_shape)
 
 
+from compiler.dialects.aicc_nn import NN_OPS  # noqa: E402  (they build on the helpers above)
+
 AICC = Dialect(
     "aicc",
     [
@@ -716,6 +718,7 @@ AICC = Dialect(
         TransposeOp,
         ReshapeOp,
         BroadcastToOp,
+        *NN_OPS,
     ],
     [],
 )

@@ -22,7 +22,7 @@ from xdsl.dialects import math as xmath
 from xdsl.dialects.linalg import attrs, ops as linalg
 from xdsl.dialects.builtin import AffineMapAttr, ModuleOp, TensorType
 from xdsl.ir import Block, Region, SSAValue
-from xdsl.ir.affine import AffineMap
+from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.transforms.dead_code_elimination import dce
 from xdsl.pattern_rewriter import (
@@ -57,6 +57,15 @@ def _fusable_producer(producer: linalg.GenericOp) -> bool:
         return False
     out_arg = producer.body.block.args[-1]
     return not out_arg.uses
+
+
+def _ranges_defined(op: linalg.GenericOp) -> bool:
+    """Does every loop read some operand dim plainly (d_i), so its range is known?
+
+    Fusing a strided or offset producer (a slice) into a consumer that writes at an offset (a
+    concat) can leave a loop that only appears inside expressions like d3 * 2 + 4."""
+    plain = {e.position for m in _maps(op) for e in m.results if isinstance(e, AffineDimExpr)}
+    return plain >= set(range(_maps(op)[0].num_dims))
 
 
 def _cheap(producer: linalg.GenericOp) -> bool:
@@ -167,7 +176,11 @@ class FuseProducerIntoConsumer(RewritePattern):
                 continue
             if not _is_permutation(maps[index]) and not _cheap(producer):
                 continue
-            rewriter.replace(op, fuse(op, index, producer))
+            fused = fuse(op, index, producer)
+            if not _ranges_defined(fused):
+                fused.erase()  # the detached candidate still holds uses of its operands
+                continue
+            rewriter.replace(op, fused)
             rewriter.erase(producer)
             return
 

@@ -41,6 +41,7 @@ from xdsl.rewriter import InsertPoint
 
 from compiler.dialects import aicc
 from compiler.errors import UnsupportedOpError
+from compiler.lowering.nn_to_linalg import NN_PATTERNS
 from compiler.lowering.utils import (
     PARALLEL,
     REDUCTION,
@@ -409,6 +410,7 @@ class TensorToLinalg(ModulePass):
                     LowerReduce(),
                     LowerSoftmax(),
                     LowerReshape(),
+                    *NN_PATTERNS,
                 ]
             ),
         ).rewrite_module(op)

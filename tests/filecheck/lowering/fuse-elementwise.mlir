@@ -77,3 +77,23 @@ func.func @shared_producer(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   } -> tensor<4x8xf32>
   func.return %2 : tensor<4x8xf32>
 }
+
+// -----
+// A strided producer (a slice) is not fused into a consumer that writes at an offset (a
+// concat): the fused op would read d1 only as d1 * 2 and write it as d1 + 4, so no operand
+// would define the range of d1.
+// CHECK-LABEL: func.func @slice_into_offset_write
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, (d1 * 2))>, affine_map<(d0, d1) -> (d0, d1)>]
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, (d1 + 4))>]
+func.func @slice_into_offset_write(%x: tensor<4x16xf32>, %dst: tensor<4x12xf32>) -> tensor<4x12xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1 * 2)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<4x16xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  } -> tensor<4x8xf32>
+  %c = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1 + 4)>], iterator_types = ["parallel", "parallel"]} ins(%s : tensor<4x8xf32>) outs(%dst : tensor<4x12xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  } -> tensor<4x12xf32>
+  func.return %c : tensor<4x12xf32>
+}

@@ -1,0 +1,298 @@
+"""Neural-network ops of the `aicc` dialect that need their own lowering (they are registered
+in the same `aicc` Dialect, see compiler/dialects/aicc.py).
+
+    %p = aicc.pad %x {low = array<i64: 0, 0, 1, 1>, high = array<i64: 0, 0, 1, 1>, value = 0.0 : f64} : tensor<1x3x8x8xf32> -> tensor<1x3x10x10xf32>
+    %y = aicc.conv2d %p, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x3x10x10xf32>, tensor<16x3x3x3xf32> -> tensor<1x16x8x8xf32>
+    %m = aicc.pool2d %y {kind = "max", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>} : tensor<1x16x8x8xf32> -> tensor<1x16x4x4xf32>
+    %c = aicc.concat %a, %b {axis = 1 : i64} : (tensor<1x2xf32>, tensor<1x3xf32>) -> tensor<1x5xf32>
+    %s = aicc.slice %x {starts = array<i64: 0, 7>, steps = array<i64: 1, -2>} : tensor<4x8xf32> -> tensor<4x4xf32>
+    %g = aicc.gather %table, %ids {axis = 0 : i64} : tensor<10x4xf32>, tensor<3xi64> -> tensor<3x4xf32>
+
+Convolution and pooling take NCHW inputs that are already padded (frontends insert aicc.pad),
+so their lowerings never test bounds. Shape inference is in the `*_shape` helpers, shared by
+the builders, the verifiers and the frontends, like in aicc.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    StringAttr,
+    TensorType,
+    f64,
+    i64,
+)
+from xdsl.ir import SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    attr_def,
+    irdl_op_definition,
+    operand_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+from compiler.dialects.aicc import (
+    Shape,
+    _check,
+    _fmt,
+    _require_float,
+    _require_result,
+    element_type_of,
+    shape_of,
+)
+
+
+def _ints(attr: DenseArrayBase) -> tuple[int, ...]:
+    return tuple(int(v) for v in attr.get_values())
+
+
+def _arr(values: Sequence[int]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, [int(v) for v in values])
+
+
+# -- shape helpers -------------------------------------------------------------------------------
+
+
+def pad_shape(op: str, shape: Sequence[int], low: Sequence[int], high: Sequence[int]) -> Shape:
+    if len(low) != len(shape) or len(high) != len(shape):
+        raise ValueError(f"{op}: {len(shape)} pads expected on each side for {_fmt(shape)}")
+    if any(p < 0 for p in (*low, *high)):
+        raise ValueError(f"{op}: negative padding {tuple(low)} / {tuple(high)}")
+    return tuple(d + lo + hi for d, lo, hi in zip(shape, low, high))
+
+
+def window_out(op: str, size: int, k: int, stride: int, dilation: int) -> int:
+    span = dilation * (k - 1) + 1
+    if size < span:
+        raise ValueError(f"{op}: window of {span} elements does not fit in a dim of size {size}")
+    return (size - span) // stride + 1
+
+
+def conv2d_shape(op: str, x: Sequence[int], w: Sequence[int], strides, dilations, groups: int) -> Shape:
+    if len(x) != 4 or len(w) != 4:
+        raise ValueError(f"{op}: expected NCHW input and OIHW weight, got {_fmt(x)} and {_fmt(w)}")
+    if groups < 1 or x[1] % groups or w[0] % groups or x[1] // groups != w[1]:
+        raise ValueError(
+            f"{op}: input channels {x[1]}, weight {_fmt(w)} and groups {groups} do not agree"
+        )
+    oh = window_out(op, x[2], w[2], strides[0], dilations[0])
+    ow = window_out(op, x[3], w[3], strides[1], dilations[1])
+    return (x[0], w[0], oh, ow)
+
+
+def pool2d_shape(op: str, x: Sequence[int], kernel, strides, dilations) -> Shape:
+    if len(x) != 4:
+        raise ValueError(f"{op}: expected an NCHW input, got {_fmt(x)}")
+    return (x[0], x[1], *(window_out(op, x[2 + i], kernel[i], strides[i], dilations[i]) for i in range(2)))
+
+
+def concat_shape(op: str, shapes: Sequence[Sequence[int]], axis: int) -> Shape:
+    if not shapes:
+        raise ValueError(f"{op}: no operands")
+    rank = len(shapes[0])
+    if not 0 <= axis < rank:
+        raise ValueError(f"{op}: axis {axis} out of range for rank {rank}")
+    for s in shapes:
+        if len(s) != rank or any(a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != axis):
+            raise ValueError(f"{op}: shapes {', '.join(_fmt(s) for s in shapes)} differ off axis {axis}")
+    out = list(shapes[0])
+    out[axis] = sum(s[axis] for s in shapes)
+    return tuple(out)
+
+
+def slice_check(op: str, shape: Sequence[int], starts, steps, out: Sequence[int]) -> Shape:
+    if not len(shape) == len(starts) == len(steps) == len(out):
+        raise ValueError(f"{op}: starts/steps/result rank differ from {_fmt(shape)}")
+    for d, s, st, n in zip(shape, starts, steps, out):
+        if st == 0 or n < 0 or (n > 0 and not (0 <= s < d and 0 <= s + (n - 1) * st < d)):
+            raise ValueError(f"{op}: slice start {s} step {st} count {n} is outside a dim of size {d}")
+    return tuple(out)
+
+
+def gather_shape(op: str, data: Sequence[int], indices: Sequence[int], axis: int) -> Shape:
+    if not 0 <= axis < len(data):
+        raise ValueError(f"{op}: axis {axis} out of range for {_fmt(data)}")
+    return (*data[:axis], *indices, *data[axis + 1:])
+
+
+# -- ops -----------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class PadOp(IRDLOperation):
+    """Constant padding: `low[i]` / `high[i]` elements of `value` before / after dim i."""
+
+    name = "aicc.pad"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    low = attr_def(DenseArrayBase)
+    high = attr_def(DenseArrayBase)
+    value = attr_def(FloatAttr)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, low: Sequence[int], high: Sequence[int], value: float = 0.0):
+        shape = pad_shape(self.name, shape_of(input), low, high)
+        super().__init__(
+            operands=[input],
+            result_types=[TensorType(element_type_of(input), shape)],
+            attributes={"low": _arr(low), "high": _arr(high), "value": FloatAttr(float(value), f64)},
+        )
+
+    def verify_(self) -> None:
+        shape = _check(pad_shape, self.name, shape_of(self.input), _ints(self.low), _ints(self.high))
+        _require_result(self, shape, element_type_of(self.input))
+
+
+@irdl_op_definition
+class Conv2dOp(IRDLOperation):
+    """2-D convolution (cross-correlation), NCHW input, (OC, IC/groups, KH, KW) weight, no padding."""
+
+    name = "aicc.conv2d"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    result = result_def(TensorType)
+    strides = attr_def(DenseArrayBase)
+    dilations = attr_def(DenseArrayBase)
+    groups = attr_def(IntegerAttr)
+    traits = traits_def(Pure())
+    assembly_format = "$input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)"
+
+    def __init__(self, input: SSAValue, weight: SSAValue, strides=(1, 1), dilations=(1, 1), groups: int = 1):
+        shape = conv2d_shape(self.name, shape_of(input), shape_of(weight), strides, dilations, groups)
+        super().__init__(
+            operands=[input, weight],
+            result_types=[TensorType(element_type_of(input), shape)],
+            attributes={"strides": _arr(strides), "dilations": _arr(dilations), "groups": IntegerAttr(groups, i64)},
+        )
+
+    def verify_(self) -> None:
+        _require_float(self, self.input, self.weight)
+        shape = _check(conv2d_shape, self.name, shape_of(self.input), shape_of(self.weight),
+                       _ints(self.strides), _ints(self.dilations), self.groups.value.data)
+        _require_result(self, shape, element_type_of(self.input))
+
+
+POOL_KINDS = ("max", "sum")
+
+
+@irdl_op_definition
+class Pool2dOp(IRDLOperation):
+    """Max or sum over 2-D windows of an NCHW input (average = sum / count, in the frontend)."""
+
+    name = "aicc.pool2d"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    kind = attr_def(StringAttr)
+    kernel = attr_def(DenseArrayBase)
+    strides = attr_def(DenseArrayBase)
+    dilations = attr_def(DenseArrayBase)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, kind: str, kernel, strides=(1, 1), dilations=(1, 1)):
+        shape = pool2d_shape(self.name, shape_of(input), kernel, strides, dilations)
+        super().__init__(
+            operands=[input],
+            result_types=[TensorType(element_type_of(input), shape)],
+            attributes={"kind": StringAttr(kind), "kernel": _arr(kernel), "strides": _arr(strides),
+                        "dilations": _arr(dilations)},
+        )
+
+    def verify_(self) -> None:
+        _require_float(self, self.input)
+        if self.kind.data not in POOL_KINDS:
+            raise VerifyException(f"aicc.pool2d: kind must be one of {POOL_KINDS}, got \"{self.kind.data}\"")
+        shape = _check(pool2d_shape, self.name, shape_of(self.input), _ints(self.kernel),
+                       _ints(self.strides), _ints(self.dilations))
+        _require_result(self, shape, element_type_of(self.input))
+
+
+@irdl_op_definition
+class ConcatOp(IRDLOperation):
+    name = "aicc.concat"
+    inputs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = attr_def(IntegerAttr)
+    traits = traits_def(Pure())
+    assembly_format = "$inputs attr-dict `:` `(` type($inputs) `)` `->` type($result)"
+
+    def __init__(self, inputs: Sequence[SSAValue], axis: int):
+        shape = concat_shape(self.name, [shape_of(v) for v in inputs], axis)
+        super().__init__(
+            operands=[list(inputs)],
+            result_types=[TensorType(element_type_of(inputs[0]), shape)],
+            attributes={"axis": IntegerAttr(axis, i64)},
+        )
+
+    def verify_(self) -> None:
+        elems = {element_type_of(v) for v in self.inputs}
+        if len(elems) != 1:
+            raise VerifyException("aicc.concat: operand element types differ")
+        shape = _check(concat_shape, self.name, [shape_of(v) for v in self.inputs], self.axis.value.data)
+        _require_result(self, shape, element_type_of(self.inputs[0]))
+
+
+@irdl_op_definition
+class SliceOp(IRDLOperation):
+    """Strided slice: result[i...] = input[starts + i * steps] (steps may be negative)."""
+
+    name = "aicc.slice"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    starts = attr_def(DenseArrayBase)
+    steps = attr_def(DenseArrayBase)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, starts: Sequence[int], steps: Sequence[int], shape: Sequence[int]):
+        shape = slice_check(self.name, shape_of(input), starts, steps, shape)
+        super().__init__(
+            operands=[input],
+            result_types=[TensorType(element_type_of(input), shape)],
+            attributes={"starts": _arr(starts), "steps": _arr(steps)},
+        )
+
+    def verify_(self) -> None:
+        shape = _check(slice_check, self.name, shape_of(self.input), _ints(self.starts),
+                       _ints(self.steps), shape_of(self.result))
+        _require_result(self, shape, element_type_of(self.input))
+
+
+@irdl_op_definition
+class GatherOp(IRDLOperation):
+    """np.take(data, indices, axis); negative indices count from the end, as in ONNX."""
+
+    name = "aicc.gather"
+    data = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = attr_def(IntegerAttr)
+    traits = traits_def(Pure())
+    assembly_format = "$data `,` $indices attr-dict `:` type($data) `,` type($indices) `->` type($result)"
+
+    def __init__(self, data: SSAValue, indices: SSAValue, axis: int):
+        shape = gather_shape(self.name, shape_of(data), shape_of(indices), axis)
+        super().__init__(
+            operands=[data, indices],
+            result_types=[TensorType(element_type_of(data), shape)],
+            attributes={"axis": IntegerAttr(axis, i64)},
+        )
+
+    def verify_(self) -> None:
+        if not isinstance(element_type_of(self.indices), IntegerType):
+            raise VerifyException(f"aicc.gather: indices must be integers, got {self.indices.type}")
+        shape = _check(gather_shape, self.name, shape_of(self.data), shape_of(self.indices), self.axis.value.data)
+        _require_result(self, shape, element_type_of(self.data))
+
+
+NN_OPS = [PadOp, Conv2dOp, Pool2dOp, ConcatOp, SliceOp, GatherOp]

@@ -1,0 +1,1073 @@
+"""Import an ONNX model into the aicc tensor dialect.
+
+    prog = import_onnx("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
+    print(prog.module)
+
+The graph is walked once in topological order (ONNX requires it). Every value is either a
+NumPy array (an initializer, a Constant node, or anything computed only from those, such as the
+shape arithmetic of exported models: Shape -> Gather -> Concat -> Reshape) or an SSA value of
+the function being built. Ops whose operands are all arrays are evaluated right away by the
+reference interpreter, so shape subgraphs and weight transposes fold away before any IR exists.
+
+Each ONNX op maps to aicc ops by a handler `_op_<OpType>`; most are decompositions into the
+existing tensor ops (Gemm = matmul * alpha + beta * C, LayerNormalization = reduce_mean,
+sub, rsqrt, ...), the rest use the NN ops of `compiler.dialects.aicc_nn` (conv2d, pools,
+concat, slice, gather, pad). Before any IR is built the whole graph is checked, and all
+unsupported op types are reported in one UnsupportedOpError. An attribute value or dtype a
+handler does not support is an UnsupportedOpError naming the node, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.builder import Builder
+from xdsl.dialects import func
+from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp, TensorType, i1
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from compiler.dialects import aicc
+from compiler.errors import CompileError, ShapeError, UnsupportedOpError
+
+__all__ = ["ImportedProgram", "import_onnx", "load_onnx", "make_inputs", "SUPPORTED_OPS"]
+
+MIN_OPSET, MAX_OPSET = 13, 28
+Value = "np.ndarray | SSAValue"
+
+# ONNX TensorProto element types aicc can hold (others are rejected at import).
+_ONNX_DTYPES = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}
+
+
+@dataclass
+class ImportedProgram:
+    module: ModuleOp
+    func_name: str
+    input_names: list[str]
+    input_types: list[tuple[tuple[int, ...], np.dtype]]
+    output_names: list[str]
+    output_is_tuple: bool
+    model_name: str = "model"
+    locations: dict[Operation, str] = field(default_factory=dict)
+
+
+def load_onnx(model: Any):
+    """A ModelProto from a path or a ModelProto (onnx imported lazily)."""
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise CompileError("importing ONNX models needs the `onnx` package: pip install 'aicc[onnx]'") from None
+    if isinstance(model, onnx.ModelProto):
+        return model
+    path = Path(os.fspath(model))
+    if not path.exists():
+        raise CompileError(f"no such file: {path}")
+    try:
+        return onnx.load(str(path))
+    except Exception as e:
+        raise CompileError(f"{path}: not a readable ONNX model ({type(e).__name__}: {e})") from None
+
+
+def _tensor_to_numpy(t) -> np.ndarray:
+    from onnx import numpy_helper
+
+    if t.data_type not in _ONNX_DTYPES:
+        raise UnsupportedOpError(
+            "dtype", f"ONNX tensor '{t.name}' has element type {_dtype_name(t.data_type)}, "
+            "which aicc does not support (float32, float64, int32, int64, bool)"
+        )
+    return np.asarray(numpy_helper.to_array(t)).astype(_ONNX_DTYPES[t.data_type])
+
+
+def _dtype_name(code: int) -> str:
+    try:
+        from onnx import TensorProto
+
+        return TensorProto.DataType.Name(code).lower()
+    except Exception:
+        return str(code)
+
+
+def _attrs(node) -> dict[str, Any]:
+    from onnx import helper
+
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        if a.type == a.TENSOR:
+            v = _tensor_to_numpy(v)
+        elif isinstance(v, bytes):
+            v = v.decode()
+        elif isinstance(v, list) and v and isinstance(v[0], bytes):
+            v = [x.decode() for x in v]
+        out[a.name] = v
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The graph builder: emits aicc ops, folding those whose operands are all known arrays.
+# ---------------------------------------------------------------------------------------------
+
+
+def _constant_op(array: np.ndarray) -> aicc.ConstantOp:
+    array = np.asarray(array)
+    elem = aicc.mlir_element_type(array.dtype)
+    data = array.astype(np.int8) if array.dtype == np.bool_ else np.ascontiguousarray(array)
+    return aicc.ConstantOp(
+        DenseIntOrFPElementsAttr(TensorType(elem, array.shape), BytesAttr(data.tobytes()))
+    )
+
+
+class GraphBuilder:
+    """Builds one func.func of aicc ops; shared by the ONNX and PyTorch importers."""
+
+    def __init__(self, block: Block):
+        self.block = block
+        self.builder = Builder(InsertPoint.at_end(block))
+        self.consts: dict[tuple, SSAValue] = {}
+        self.where = ""  # the node being imported, for error messages
+
+    # -- values -------------------------------------------------------------------------------
+    @staticmethod
+    def is_const(v) -> bool:
+        return isinstance(v, np.ndarray)
+
+    @staticmethod
+    def shape(v) -> tuple[int, ...]:
+        return tuple(v.shape) if isinstance(v, np.ndarray) else aicc.shape_of(v)
+
+    @staticmethod
+    def dtype(v) -> np.dtype:
+        if isinstance(v, np.ndarray):
+            return v.dtype
+        return aicc.numpy_dtype(aicc.element_type_of(v))
+
+    def ssa(self, v) -> SSAValue:
+        if isinstance(v, SSAValue):
+            return v
+        a = np.asarray(v)
+        if a.dtype not in (np.float32, np.float64, np.int64, np.int32, np.bool_):
+            a = a.astype(np.float32)
+        key = (a.dtype.str, a.shape, a.tobytes()) if a.size <= 64 else (id(v),)
+        if key not in self.consts:
+            op = _constant_op(a)
+            self.builder.insert(op)
+            self.consts[key] = op.result
+            if len(key) == 1:  # keep the array alive so its id is not reused
+                self._keep = getattr(self, "_keep", []) + [v]
+        return self.consts[key]
+
+    def emit(self, make: Callable[..., Operation], *vals, fold: bool = True):
+        """Build `make(*ssa_operands)`; evaluate it now when every operand is a known array."""
+        from compiler.reference import evaluate_op
+
+        if fold and vals and all(isinstance(v, np.ndarray) for v in vals):
+            tmp = [_constant_op(np.asarray(v)) for v in vals]
+            try:
+                op = make(*(t.result for t in tmp))
+            except ValueError as e:
+                raise ShapeError(f"{self.where}: {e}") from None
+            (res,) = evaluate_op(op, [np.asarray(v) for v in vals])
+            op.drop_all_references()
+            return res
+        try:
+            op = make(*(self.ssa(v) for v in vals))
+        except ValueError as e:
+            raise ShapeError(f"{self.where}: {e}") from None
+        self.builder.insert(op)
+        return op.results[0] if len(op.results) == 1 else list(op.results)
+
+    def require_float(self, op: str, *vals) -> None:
+        for v in vals:
+            if not isinstance(v, np.ndarray) and self.dtype(v).kind != "f":
+                raise UnsupportedOpError(
+                    op, f"{self.where}: {op} on {self.dtype(v)} tensors is not supported "
+                    "(aicc computes arithmetic in floating point)"
+                )
+
+    def cast_like(self, v, like):
+        dt = self.dtype(like)
+        if self.dtype(v) == dt:
+            return v
+        if isinstance(v, np.ndarray):
+            return v.astype(dt)
+        return self.cast(v, dt)
+
+    def cast(self, v, dtype):
+        dtype = np.dtype(dtype)
+        if self.dtype(v) == dtype:
+            return v
+        if isinstance(v, np.ndarray):
+            return v.astype(dtype)
+        return self.emit(lambda x: aicc.CastOp(x, aicc.mlir_element_type(dtype)), v)
+
+    # -- elementwise ---------------------------------------------------------------------------
+    def binary(self, cls, a, b, op_name: str = ""):
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+            fn = {aicc.AddOp: np.add, aicc.SubOp: np.subtract, aicc.MulOp: np.multiply,
+                  aicc.MaximumOp: np.maximum, aicc.MinimumOp: np.minimum}.get(cls)
+            if fn is not None and a.dtype == b.dtype:
+                return fn(a, b)
+            if cls is aicc.DivOp and a.dtype.kind in "iu" and b.dtype.kind in "iu":
+                return np.trunc(a / b).astype(a.dtype)
+        self.require_float(op_name or cls.name, a, b)
+        # A Python-side scalar operand takes the dtype of the tensor operand.
+        if isinstance(b, np.ndarray) and not isinstance(a, np.ndarray):
+            b = b.astype(self.dtype(a))
+        elif isinstance(a, np.ndarray) and not isinstance(b, np.ndarray):
+            a = a.astype(self.dtype(b))
+        return self.emit(cls, a, b)
+
+    def add(self, a, b):
+        return self.binary(aicc.AddOp, a, b)
+
+    def sub(self, a, b):
+        return self.binary(aicc.SubOp, a, b)
+
+    def mul(self, a, b):
+        return self.binary(aicc.MulOp, a, b)
+
+    def div(self, a, b):
+        return self.binary(aicc.DivOp, a, b)
+
+    def scalar(self, value: float, like) -> np.ndarray:
+        return np.array(value, dtype=self.dtype(like))
+
+    def unary(self, cls, x, op_name: str = ""):
+        self.require_float(op_name or cls.name, x)
+        return self.emit(cls, x)
+
+    def compare(self, pred: str, a, b):
+        if self.dtype(a) != self.dtype(b):
+            if isinstance(b, np.ndarray):
+                b = b.astype(self.dtype(a))
+            elif isinstance(a, np.ndarray):
+                a = a.astype(self.dtype(b))
+        return self.emit(lambda x, y: aicc.CompareOp(pred, x, y), a, b)
+
+    def select(self, c, a, b):
+        if self.dtype(a) != self.dtype(b):
+            if isinstance(b, np.ndarray):
+                b = b.astype(self.dtype(a))
+            elif isinstance(a, np.ndarray):
+                a = a.astype(self.dtype(b))
+        return self.emit(aicc.SelectOp, self.cast(c, np.bool_), a, b)
+
+    # -- shapes --------------------------------------------------------------------------------
+    def reshape(self, x, shape: Sequence[int]):
+        shape = tuple(int(d) for d in shape)
+        if self.shape(x) == shape:
+            return x
+        if isinstance(x, np.ndarray):
+            return x.reshape(shape)
+        return self.emit(lambda v: aicc.ReshapeOp(v, shape), x)
+
+    def transpose(self, x, perm: Sequence[int]):
+        perm = tuple(int(p) for p in perm)
+        if perm == tuple(range(len(perm))):
+            return x
+        if isinstance(x, np.ndarray):
+            return np.ascontiguousarray(np.transpose(x, perm))
+        return self.emit(lambda v: aicc.TransposeOp(v, perm), x)
+
+    def broadcast_to(self, x, shape: Sequence[int]):
+        shape = tuple(int(d) for d in shape)
+        if self.shape(x) == shape:
+            return x
+        if isinstance(x, np.ndarray):
+            return np.ascontiguousarray(np.broadcast_to(x, shape))
+        return self.emit(lambda v: aicc.BroadcastToOp(v, shape), x)
+
+    def reduce(self, cls, x, axes: Sequence[int] | None, keepdims: bool):
+        self.require_float(cls.name, x)
+        axes = aicc.normalize_axes(cls.name, axes, len(self.shape(x)))
+        if not axes:
+            return x
+        return self.emit(lambda v: cls(v, axes, keepdims), x)
+
+    def matmul(self, a, b):
+        self.require_float("MatMul", a, b)
+        sa, sb = self.shape(a), self.shape(b)
+        if len(sa) == 1:
+            a = self.reshape(a, (1, sa[0]))
+        if len(sb) == 1:
+            b = self.reshape(b, (sb[0], 1))
+        y = self.emit(aicc.MatmulOp, a, b)
+        out = list(self.shape(y))
+        if len(sb) == 1:
+            out.pop(-1)
+        if len(sa) == 1:
+            out.pop(-2 if len(sb) != 1 else -1)
+        return self.reshape(y, out)
+
+    def finish(self, outputs: Sequence, name: str = "main") -> func.FuncOp:
+        ssa = [self.ssa(v) for v in outputs]
+        self.builder.insert(func.ReturnOp(*ssa))
+        return ssa
+
+
+# ---------------------------------------------------------------------------------------------
+# ONNX op handlers. Each takes (importer, node, inputs, attrs) and returns the output values.
+# ---------------------------------------------------------------------------------------------
+
+Handler = Callable[["OnnxImporter", Any, list, dict], list]
+HANDLERS: dict[str, Handler] = {}
+
+
+def handles(*names: str):
+    def reg(fn: Handler) -> Handler:
+        for n in names:
+            HANDLERS[n] = fn
+        return fn
+
+    return reg
+
+
+def _unsupported(imp: "OnnxImporter", node, what: str) -> UnsupportedOpError:
+    return UnsupportedOpError(node.op_type, f"ONNX {node.op_type} node '{node.name}': {what} is not supported")
+
+
+def _const(imp, node, v, what: str) -> np.ndarray:
+    if not isinstance(v, np.ndarray):
+        raise _unsupported(imp, node, f"a non-constant {what}")
+    return v
+
+
+_BINARY = {"Add": aicc.AddOp, "Sub": aicc.SubOp, "Mul": aicc.MulOp, "Div": aicc.DivOp}
+
+
+@handles("Add", "Sub", "Mul", "Div")
+def _op_arith(imp, node, ins, at):
+    return [imp.g.binary(_BINARY[node.op_type], ins[0], ins[1], node.op_type)]
+
+
+@handles("Pow")
+def _op_pow(imp, node, ins, at):
+    g = imp.g
+    x, y = ins
+    g.require_float("Pow", x)
+    y = g.cast_like(y, x) if isinstance(y, np.ndarray) or g.dtype(y).kind == "f" else None
+    if y is None:
+        raise _unsupported(imp, node, "an integer tensor exponent")
+    if isinstance(y, np.ndarray) and y.shape == () and float(y) == 2.0:
+        return [g.mul(x, x)]
+    return [g.emit(aicc.PowOp, x, y)]
+
+
+@handles("Max", "Min", "Sum", "Mean")
+def _op_variadic(imp, node, ins, at):
+    g = imp.g
+    cls = {"Max": aicc.MaximumOp, "Min": aicc.MinimumOp, "Sum": aicc.AddOp, "Mean": aicc.AddOp}[node.op_type]
+    acc = ins[0]
+    for v in ins[1:]:
+        acc = g.binary(cls, acc, v, node.op_type)
+    if len(ins) == 1 and not isinstance(acc, np.ndarray):
+        g.require_float(node.op_type, acc)
+    if node.op_type == "Mean":
+        acc = g.div(acc, g.scalar(len(ins), acc))
+    return [acc]
+
+
+_UNARY = {
+    "Neg": aicc.NegOp, "Abs": aicc.AbsOp, "Exp": aicc.ExpOp, "Log": aicc.LogOp,
+    "Tanh": aicc.TanhOp, "Sqrt": aicc.SqrtOp, "Relu": aicc.ReluOp, "Sigmoid": aicc.SigmoidOp,
+    "Erf": aicc.ErfOp,
+}
+
+
+@handles(*_UNARY)
+def _op_unary(imp, node, ins, at):
+    return [imp.g.unary(_UNARY[node.op_type], ins[0], node.op_type)]
+
+
+@handles("Reciprocal")
+def _op_reciprocal(imp, node, ins, at):
+    g = imp.g
+    g.require_float("Reciprocal", ins[0])
+    return [g.div(g.scalar(1.0, ins[0]), ins[0])]
+
+
+@handles("Gelu")
+def _op_gelu(imp, node, ins, at):
+    approx = at.get("approximate", "none")
+    if approx not in ("none", "tanh"):
+        raise _unsupported(imp, node, f"approximate='{approx}'")
+    imp.g.require_float("Gelu", ins[0])
+    return [imp.g.emit(lambda v: aicc.GeluOp(v, approx), ins[0])]
+
+
+def _softplus(g, x):  # log(1 + exp(x)), as the ONNX reference computes it
+    return g.unary(aicc.LogOp, g.add(g.unary(aicc.ExpOp, x), g.scalar(1.0, x)))
+
+
+def _where_pos(g, x, pos, neg, strict: bool = True):
+    c = g.compare("gt" if strict else "ge", x, g.scalar(0.0, x))
+    return g.select(c, pos, neg)
+
+
+@handles("LeakyRelu")
+def _op_leaky(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    return [_where_pos(g, x, x, g.mul(x, g.scalar(at.get("alpha", 0.01), x)))]
+
+
+@handles("Elu")
+def _op_elu(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    em1 = g.sub(g.unary(aicc.ExpOp, x), g.scalar(1.0, x))
+    return [_where_pos(g, x, x, g.mul(em1, g.scalar(at.get("alpha", 1.0), x)))]
+
+
+@handles("Celu")
+def _op_celu(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    a = g.scalar(at.get("alpha", 1.0), x)
+    em1 = g.sub(g.unary(aicc.ExpOp, g.div(x, a)), g.scalar(1.0, x))
+    neg = g.emit(aicc.MinimumOp, g.mul(a, em1), g.scalar(0.0, x))
+    return [g.add(g.emit(aicc.MaximumOp, x, g.scalar(0.0, x)), neg)]
+
+
+@handles("Selu")
+def _op_selu(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    alpha = at.get("alpha", 1.67326319217681884765625)
+    gamma = at.get("gamma", 1.05070102214813232421875)
+    neg = g.mul(g.sub(g.unary(aicc.ExpOp, x), g.scalar(1.0, x)), g.scalar(alpha, x))
+    return [g.mul(_where_pos(g, x, x, neg), g.scalar(gamma, x))]
+
+
+@handles("ThresholdedRelu")
+def _op_thresholded_relu(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    c = g.compare("gt", x, g.scalar(at.get("alpha", 1.0), x))
+    return [g.select(c, x, g.scalar(0.0, x))]
+
+
+def _hard_sigmoid(g, x, alpha, beta):
+    y = g.add(g.mul(x, g.scalar(alpha, x)), g.scalar(beta, x))
+    y = g.emit(aicc.MinimumOp, y, g.scalar(1.0, x))
+    return g.emit(aicc.MaximumOp, y, g.scalar(0.0, x))
+
+
+@handles("HardSigmoid")
+def _op_hard_sigmoid(imp, node, ins, at):
+    imp.g.require_float(node.op_type, ins[0])
+    return [_hard_sigmoid(imp.g, ins[0], at.get("alpha", 0.2), at.get("beta", 0.5))]
+
+
+@handles("HardSwish")
+def _op_hard_swish(imp, node, ins, at):
+    imp.g.require_float(node.op_type, ins[0])
+    return [imp.g.mul(ins[0], _hard_sigmoid(imp.g, ins[0], 1 / 6, 0.5))]
+
+
+@handles("Softplus")
+def _op_softplus(imp, node, ins, at):
+    imp.g.require_float(node.op_type, ins[0])
+    return [_softplus(imp.g, ins[0])]
+
+
+@handles("Softsign")
+def _op_softsign(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    return [g.div(x, g.add(g.unary(aicc.AbsOp, x), g.scalar(1.0, x)))]
+
+
+@handles("Mish")
+def _op_mish(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    return [g.mul(x, g.unary(aicc.TanhOp, _softplus(g, x)))]
+
+
+@handles("Swish")
+def _op_swish(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    alpha = at.get("alpha", 1.0)
+    return [g.mul(x, g.unary(aicc.SigmoidOp, g.mul(x, g.scalar(alpha, x)) if alpha != 1.0 else x))]
+
+
+@handles("PRelu")
+def _op_prelu(imp, node, ins, at):
+    g, x, slope = imp.g, ins[0], ins[1]
+    g.require_float(node.op_type, x, slope)
+    c = g.compare("lt", x, g.scalar(0.0, x))
+    return [g.select(c, g.mul(x, slope), x)] if g.shape(g.mul(x, slope)) == g.shape(x) else _raise(
+        _unsupported(imp, node, "a slope that broadcasts beyond the input's shape"))
+
+
+def _raise(e):
+    raise e
+
+
+@handles("Shrink")
+def _op_shrink(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    lambd, bias = at.get("lambd", 0.5), at.get("bias", 0.0)
+    lo = g.select(g.compare("lt", x, g.scalar(-lambd, x)), g.add(x, g.scalar(bias, x)), g.scalar(0.0, x))
+    return [g.select(g.compare("gt", x, g.scalar(lambd, x)), g.sub(x, g.scalar(bias, x)), lo)]
+
+
+@handles("Sign")
+def _op_sign(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    z = g.scalar(0.0, x)
+    neg = g.select(g.compare("lt", x, z), g.scalar(-1.0, x), z)
+    return [g.select(g.compare("gt", x, z), g.scalar(1.0, x), neg)]
+
+
+@handles("Clip")
+def _op_clip(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    lo = ins[1] if len(ins) > 1 and ins[1] is not None else None
+    hi = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    if isinstance(x, np.ndarray) and all(v is None or isinstance(v, np.ndarray) for v in (lo, hi)):
+        return [np.clip(x, lo, hi) if lo is not None or hi is not None else x]
+    g.require_float(node.op_type, x)
+    if lo is not None:
+        x = g.emit(aicc.MaximumOp, x, g.cast_like(lo, x))
+    if hi is not None:
+        x = g.emit(aicc.MinimumOp, x, g.cast_like(hi, x))
+    return [x]
+
+
+@handles("Identity")
+def _op_identity(imp, node, ins, at):
+    return [ins[0]]
+
+
+@handles("Dropout")
+def _op_dropout(imp, node, ins, at):
+    training = ins[2] if len(ins) > 2 else None
+    if training is not None and (not isinstance(training, np.ndarray) or bool(training)):
+        raise _unsupported(imp, node, "training mode")
+    outs = [ins[0]]
+    if len(node.output) > 1 and node.output[1]:
+        outs.append(np.ones(imp.g.shape(ins[0]), dtype=np.bool_))
+    return outs
+
+
+@handles("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual")
+def _op_compare(imp, node, ins, at):
+    pred = {"Equal": "eq", "Greater": "gt", "Less": "lt", "GreaterOrEqual": "ge", "LessOrEqual": "le"}
+    return [imp.g.compare(pred[node.op_type], ins[0], ins[1])]
+
+
+@handles("Not")
+def _op_not(imp, node, ins, at):
+    return [imp.g.compare("eq", ins[0], np.array(False))]
+
+
+@handles("And", "Or", "Xor")
+def _op_logic(imp, node, ins, at):
+    g, a, b = imp.g, ins[0], ins[1]
+    if node.op_type == "And":
+        return [g.select(a, b, np.array(False))]
+    if node.op_type == "Or":
+        return [g.select(a, np.array(True), b)]
+    return [g.compare("ne", a, b)]
+
+
+@handles("Where")
+def _op_where(imp, node, ins, at):
+    return [imp.g.select(ins[0], ins[1], ins[2])]
+
+
+@handles("MatMul")
+def _op_matmul(imp, node, ins, at):
+    return [imp.g.matmul(ins[0], ins[1])]
+
+
+@handles("Gemm")
+def _op_gemm(imp, node, ins, at):
+    g = imp.g
+    a, b = ins[0], ins[1]
+    c = ins[2] if len(ins) > 2 else None
+    g.require_float("Gemm", a, b)
+    if at.get("transA", 0):
+        a = g.transpose(a, (1, 0))
+    if at.get("transB", 0):
+        b = g.transpose(b, (1, 0))
+    alpha, beta = at.get("alpha", 1.0), at.get("beta", 1.0)
+    if alpha != 1.0:  # scale the smaller operand, folded when it is a weight
+        if isinstance(b, np.ndarray):
+            b = b * np.float32(alpha)
+        else:
+            a = g.mul(a, g.scalar(alpha, a))
+    y = g.emit(aicc.MatmulOp, a, b)
+    if c is not None and beta != 0.0:
+        if beta != 1.0:
+            c = g.mul(c, g.scalar(beta, c))
+        y = g.add(y, c)
+    return [y]
+
+
+@handles("Softmax", "LogSoftmax")
+def _op_softmax(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    rank = len(g.shape(x))
+    axis = at.get("axis", -1) % max(rank, 1)
+    if rank == 0:
+        raise _unsupported(imp, node, "a rank-0 input")
+    if node.op_type == "Softmax":
+        return [g.emit(lambda v: aicc.SoftmaxOp(v, axis), x)]
+    m = g.reduce(aicc.ReduceMaxOp, x, [axis], True)
+    s = g.sub(x, m)
+    lse = g.unary(aicc.LogOp, g.reduce(aicc.ReduceSumOp, g.unary(aicc.ExpOp, s), [axis], True))
+    return [g.sub(s, lse)]
+
+
+def _reduce_axes(imp, node, ins, at) -> tuple[list[int] | None, bool]:
+    """(axes or None for all, keepdims); axes come from the attribute or (newer opsets) input 1."""
+    axes = at.get("axes")
+    if len(ins) > 1 and ins[1] is not None:
+        axes = [int(a) for a in _const(imp, node, ins[1], "axes input").reshape(-1)]
+    keep = bool(at.get("keepdims", 1))
+    if axes is not None and len(axes) == 0:
+        axes = None
+    if axes is None and at.get("noop_with_empty_axes", 0):
+        return [], keep
+    return axes, keep
+
+
+@handles("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2",
+         "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ReduceProd")
+def _op_reduce(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    axes, keep = _reduce_axes(imp, node, ins, at)
+    if axes == []:
+        return [x]
+    op = node.op_type
+    if isinstance(x, np.ndarray):
+        ax = None if axes is None else tuple(axes)
+        fn = {"ReduceSum": np.sum, "ReduceMean": np.mean, "ReduceMax": np.max, "ReduceMin": np.min,
+              "ReduceProd": np.prod}.get(op)
+        if fn is not None and x.size:
+            return [np.asarray(fn(x, axis=ax, keepdims=keep)).astype(x.dtype)]
+    g.require_float(op, x)
+    shape = g.shape(x)
+    norm = aicc.normalize_axes(op, axes, len(shape))
+    if any(shape[a] == 0 for a in norm) or 0 in shape:
+        raise _unsupported(imp, node, "a reduction over an empty tensor")
+    if op == "ReduceProd":
+        raise _unsupported(imp, node, "ReduceProd of a non-constant tensor")
+    simple = {"ReduceSum": aicc.ReduceSumOp, "ReduceMean": aicc.ReduceMeanOp,
+              "ReduceMax": aicc.ReduceMaxOp, "ReduceMin": aicc.ReduceMinOp}
+    if op in simple:
+        return [g.reduce(simple[op], x, axes, keep)]
+    if op == "ReduceL1":
+        return [g.reduce(aicc.ReduceSumOp, g.unary(aicc.AbsOp, x), axes, keep)]
+    if op in ("ReduceL2", "ReduceSumSquare"):
+        s = g.reduce(aicc.ReduceSumOp, g.mul(x, x), axes, keep)
+        return [g.unary(aicc.SqrtOp, s) if op == "ReduceL2" else s]
+    if op == "ReduceLogSum":
+        return [g.unary(aicc.LogOp, g.reduce(aicc.ReduceSumOp, x, axes, keep))]
+    # ReduceLogSumExp, shifted by the max for range: m + log(sum(exp(x - m)))
+    m = g.reduce(aicc.ReduceMaxOp, x, axes, True)
+    s = g.reduce(aicc.ReduceSumOp, g.unary(aicc.ExpOp, g.sub(x, m)), axes, keep)
+    m_out = m if keep else g.reshape(m, g.shape(s))
+    return [g.add(g.unary(aicc.LogOp, s), m_out)]
+
+
+@handles("GlobalAveragePool", "GlobalMaxPool")
+def _op_global_pool(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    cls = aicc.ReduceMeanOp if node.op_type == "GlobalAveragePool" else aicc.ReduceMaxOp
+    return [g.reduce(cls, x, list(range(2, len(g.shape(x)))), True)]
+
+
+@handles("BatchNormalization")
+def _op_batchnorm(imp, node, ins, at):
+    g = imp.g
+    x, scale, bias, mean, var = ins[:5]
+    if at.get("training_mode", 0) or len([o for o in node.output if o]) > 1:
+        raise _unsupported(imp, node, "training mode")
+    g.require_float(node.op_type, x)
+    eps = at.get("epsilon", 1e-5)
+    rank = len(g.shape(x))
+    p = [g.reshape(g.cast_like(v, x), (g.shape(v)[0],) + (1,) * (rank - 2)) for v in (scale, bias, mean, var)]
+    scale, bias, mean, var = p
+    inv = g.div(scale, g.unary(aicc.SqrtOp, g.add(var, g.scalar(eps, x))))  # folded for weights
+    shift = g.sub(bias, g.mul(mean, inv))
+    return [g.add(g.mul(x, inv), shift)]
+
+
+def _normalize(g, x, axes, eps):
+    mean = g.reduce(aicc.ReduceMeanOp, x, axes, True)
+    d = g.sub(x, mean)
+    var = g.reduce(aicc.ReduceMeanOp, g.mul(d, d), axes, True)
+    inv = g.unary(aicc.RsqrtOp, g.add(var, g.scalar(eps, x)))
+    return g.mul(d, inv), mean, inv
+
+
+@handles("LayerNormalization")
+def _op_layernorm(imp, node, ins, at):
+    g, x, scale = imp.g, ins[0], ins[1]
+    bias = ins[2] if len(ins) > 2 else None
+    g.require_float(node.op_type, x)
+    if at.get("stash_type", 1) != 1:
+        raise _unsupported(imp, node, "stash_type other than float32")
+    rank = len(g.shape(x))
+    axis = at.get("axis", -1) % rank
+    y, mean, inv = _normalize(g, x, list(range(axis, rank)), at.get("epsilon", 1e-5))
+    y = g.mul(y, g.cast_like(scale, x))
+    if bias is not None:
+        y = g.add(y, g.cast_like(bias, x))
+    return [y, mean, inv][: len(node.output)]
+
+
+@handles("InstanceNormalization")
+def _op_instancenorm(imp, node, ins, at):
+    g, x, scale, bias = imp.g, ins[0], ins[1], ins[2]
+    g.require_float(node.op_type, x)
+    rank = len(g.shape(x))
+    y, _, _ = _normalize(g, x, list(range(2, rank)), at.get("epsilon", 1e-5))
+    c = (g.shape(scale)[0],) + (1,) * (rank - 2)
+    return [g.add(g.mul(y, g.reshape(scale, c)), g.reshape(bias, c))]
+
+
+@handles("GroupNormalization")
+def _op_groupnorm(imp, node, ins, at):
+    g, x, scale, bias = imp.g, ins[0], ins[1], ins[2]
+    g.require_float(node.op_type, x)
+    if at.get("stash_type", 1) != 1:
+        raise _unsupported(imp, node, "stash_type other than float32")
+    shape = g.shape(x)
+    n, c = shape[0], shape[1]
+    groups = at["num_groups"]
+    xg = g.reshape(x, (n, groups, c // groups * math.prod(shape[2:])))
+    y, _, _ = _normalize(g, xg, [2], at.get("epsilon", 1e-5))
+    y = g.reshape(y, shape)
+    cs = (c,) + (1,) * (len(shape) - 2)
+    return [g.add(g.mul(y, g.reshape(scale, cs)), g.reshape(bias, cs))]
+
+
+# -- shape ops ----------------------------------------------------------------------------------
+
+
+@handles("Transpose")
+def _op_transpose(imp, node, ins, at):
+    rank = len(imp.g.shape(ins[0]))
+    perm = at.get("perm", list(range(rank))[::-1])
+    return [imp.g.transpose(ins[0], perm)]
+
+
+@handles("Reshape")
+def _op_reshape(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    target = [int(d) for d in _const(imp, node, ins[1], "shape input").reshape(-1)]
+    shape = g.shape(x)
+    if not at.get("allowzero", 0):
+        target = [shape[i] if d == 0 else d for i, d in enumerate(target)]
+    try:
+        new = aicc.reshape_shape("Reshape", shape, target)
+    except ValueError as e:
+        raise ShapeError(f"{g.where}: {e}") from None
+    return [g.reshape(x, new)]
+
+
+@handles("Flatten")
+def _op_flatten(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    shape = g.shape(x)
+    axis = at.get("axis", 1)
+    axis = axis + len(shape) if axis < 0 else axis
+    return [g.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))]
+
+
+@handles("Squeeze")
+def _op_squeeze(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    shape = g.shape(x)
+    axes = at.get("axes")
+    if len(ins) > 1 and ins[1] is not None:
+        axes = [int(a) for a in _const(imp, node, ins[1], "axes input").reshape(-1)]
+    axes = [i for i, d in enumerate(shape) if d == 1] if axes is None else [a % len(shape) for a in axes]
+    return [g.reshape(x, [d for i, d in enumerate(shape) if i not in axes])]
+
+
+@handles("Unsqueeze")
+def _op_unsqueeze(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    axes = at.get("axes")
+    if len(ins) > 1:
+        axes = [int(a) for a in _const(imp, node, ins[1], "axes input").reshape(-1)]
+    out = list(g.shape(x))
+    rank = len(out) + len(axes)
+    for a in sorted(a % rank for a in axes):
+        out.insert(a, 1)
+    return [g.reshape(x, out)]
+
+
+@handles("Expand")
+def _op_expand(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    target = [int(d) for d in _const(imp, node, ins[1], "shape input").reshape(-1)]
+    try:
+        out = aicc.broadcast_shapes("Expand", g.shape(x), target)
+    except ValueError as e:
+        raise ShapeError(f"{g.where}: {e}") from None
+    return [g.broadcast_to(x, out)]
+
+
+@handles("Shape")
+def _op_shape(imp, node, ins, at):
+    shape = np.array(imp.g.shape(ins[0]), dtype=np.int64)
+    start, end = at.get("start", 0), at.get("end")
+    return [shape[start:end]]
+
+
+@handles("Size")
+def _op_size(imp, node, ins, at):
+    return [np.array(math.prod(imp.g.shape(ins[0])), dtype=np.int64)]
+
+
+@handles("Constant")
+def _op_constant(imp, node, ins, at):
+    if "value" in at:
+        return [at["value"]]
+    for key, dt in (("value_float", np.float32), ("value_floats", np.float32),
+                    ("value_int", np.int64), ("value_ints", np.int64)):
+        if key in at:
+            return [np.array(at[key], dtype=dt)]
+    raise _unsupported(imp, node, f"attribute {next(iter(at), '?')}")
+
+
+@handles("ConstantOfShape")
+def _op_constant_of_shape(imp, node, ins, at):
+    shape = [int(d) for d in _const(imp, node, ins[0], "shape input").reshape(-1)]
+    value = at.get("value", np.zeros(1, np.float32)).reshape(-1)[0]
+    return [np.full(shape, value, dtype=np.asarray(value).dtype)]
+
+
+@handles("Range")
+def _op_range(imp, node, ins, at):
+    s, l_, d = (_const(imp, node, v, "Range input") for v in ins)
+    return [np.arange(s, l_, d).astype(s.dtype)]
+
+
+@handles("Cast", "CastLike")
+def _op_cast(imp, node, ins, at):
+    g = imp.g
+    if node.op_type == "CastLike":
+        dt = g.dtype(ins[1])
+    else:
+        to = at["to"]
+        if to not in _ONNX_DTYPES:
+            raise _unsupported(imp, node, f"a cast to {_dtype_name(to)}")
+        dt = np.dtype(_ONNX_DTYPES[to])
+    return [g.cast(ins[0], dt)]
+
+
+# Ops the NN dialect adds (conv, pools, concat, slice, gather, pad, ...) register themselves
+# from frontends/onnx_nn.py when it exists.
+try:
+    from frontends import onnx_nn  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+
+SUPPORTED_OPS = HANDLERS
+
+
+# ---------------------------------------------------------------------------------------------
+# The importer
+# ---------------------------------------------------------------------------------------------
+
+
+class OnnxImporter:
+    def __init__(self, model, input_shapes: dict[str, Sequence[int]] | None = None):
+        self.model = model
+        self.input_shapes = {k: tuple(v) for k, v in (input_shapes or {}).items()}
+        self.opset = 0
+
+    def check(self) -> None:
+        model = self.model
+        for o in model.opset_import:
+            if o.domain in ("", "ai.onnx"):
+                self.opset = o.version
+        if self.opset and not MIN_OPSET <= self.opset <= MAX_OPSET:
+            raise UnsupportedOpError(
+                f"opset {self.opset}",
+                f"ONNX opset {self.opset} is not supported (aicc imports opsets {MIN_OPSET}-{MAX_OPSET}); "
+                "convert the model with onnx.version_converter",
+            )
+        counts: Counter[str] = Counter()
+        first: dict[str, str] = {}
+        for i, node in enumerate(model.graph.node):
+            key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+            if node.domain not in ("", "ai.onnx") or node.op_type not in HANDLERS:
+                counts[key] += 1
+                first.setdefault(key, node.name or f"#{i}")
+        if counts:
+            parts = [f"{op} ({n} node{'s' if n > 1 else ''}, first '{first[op]}')" for op, n in counts.items()]
+            e = UnsupportedOpError(
+                next(iter(counts)),
+                f"{len(counts)} unsupported ONNX operator type{'s' if len(counts) > 1 else ''}: "
+                + ", ".join(parts),
+            )
+            e.ops = dict(counts)
+            raise e
+
+    def _input_type(self, vi) -> tuple[tuple[int, ...], np.dtype]:
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            raise UnsupportedOpError("input", f"ONNX input '{vi.name}' is not a tensor")
+        if tt.elem_type not in _ONNX_DTYPES:
+            raise UnsupportedOpError(
+                "dtype", f"ONNX input '{vi.name}' has element type {_dtype_name(tt.elem_type)}, "
+                "which aicc does not support (float32, float64, int32, int64, bool)"
+            )
+        dtype = np.dtype(_ONNX_DTYPES[tt.elem_type])
+        if vi.name in self.input_shapes:
+            shape = self.input_shapes[vi.name]
+            if tt.HasField("shape") and len(tt.shape.dim) != len(shape):
+                raise CompileError(
+                    f"--input-shape {vi.name}={'x'.join(map(str, shape))} has rank {len(shape)}, "
+                    f"but the model's input '{vi.name}' has rank {len(tt.shape.dim)}"
+                )
+            return tuple(int(d) for d in shape), dtype
+        if not tt.HasField("shape"):
+            raise CompileError(
+                f"ONNX input '{vi.name}' has no shape; give one with --input-shape {vi.name}=D0xD1x..."
+            )
+        shape = []
+        for d in tt.shape.dim:
+            if d.HasField("dim_value") and d.dim_value >= 0:
+                shape.append(int(d.dim_value))
+            else:
+                sym = d.dim_param or "?"
+                dims = "x".join(str(x.dim_value) if x.HasField("dim_value") else "N" for x in tt.shape.dim)
+                raise CompileError(
+                    f"ONNX input '{vi.name}' has a symbolic dimension '{sym}'; give a static shape "
+                    f"with --input-shape {vi.name}={dims} (or example inputs)"
+                )
+        return tuple(shape), dtype
+
+    def run(self) -> ImportedProgram:
+        self.check()
+        graph = self.model.graph
+        init_names = {t.name for t in graph.initializer}
+        env: dict[str, Any] = {}
+        for t in graph.initializer:
+            env[t.name] = _tensor_to_numpy(t)
+        inputs = [vi for vi in graph.input if vi.name not in init_names]
+        types = [self._input_type(vi) for vi in inputs]
+        arg_types = [TensorType(aicc.mlir_element_type(dt), shape) for shape, dt in types]
+        block = Block(arg_types=arg_types)
+        g = GraphBuilder(block)
+        self.g = g
+        for vi, arg in zip(inputs, block.args):
+            env[vi.name] = arg
+        for i, node in enumerate(graph.node):
+            name = node.name or f"#{i}"
+            g.where = f"ONNX {node.op_type} node '{name}'"
+            ins = []
+            for n in node.input:
+                if n == "":
+                    ins.append(None)
+                elif n not in env:
+                    raise CompileError(f"{g.where}: input '{n}' is not defined before the node")
+                else:
+                    ins.append(env[n])
+            while ins and ins[-1] is None:
+                ins.pop()
+            at = _attrs(node)
+            for a in node.attribute:
+                if a.ref_attr_name:
+                    raise UnsupportedOpError(node.op_type, f"{g.where}: attribute references")
+            try:
+                outs = HANDLERS[node.op_type](self, node, ins, at)
+            except (KeyError, IndexError, TypeError) as e:  # a malformed node, not an aicc bug
+                raise CompileError(f"{g.where}: malformed node ({type(e).__name__}: {e})") from None
+            except ValueError as e:
+                raise ShapeError(f"{g.where}: {e}") from None
+            for n, v in zip(node.output, outs):
+                if isinstance(v, np.generic):  # NumPy scalars from folding
+                    v = np.asarray(v)
+                if n:
+                    env[n] = v
+        outputs = []
+        for vi in graph.output:
+            if vi.name not in env:
+                raise CompileError(f"ONNX graph output '{vi.name}' is never computed")
+            outputs.append(env[vi.name])
+        ret = g.finish(outputs)
+        fop = func.FuncOp("main", (arg_types, [v.type for v in ret]), Region(block))
+        module = ModuleOp([fop])
+        module.verify()
+        return ImportedProgram(
+            module=module,
+            func_name="main",
+            input_names=[vi.name for vi in inputs],
+            input_types=types,
+            output_names=[vi.name for vi in graph.output],
+            output_is_tuple=len(graph.output) != 1,
+            model_name=graph.name or "model",
+        )
+
+
+def import_onnx(
+    model: Any,
+    input_shapes: dict[str, Sequence[int]] | None = None,
+    example_inputs: Sequence[Any] | None = None,
+) -> ImportedProgram:
+    """Import `model` (a path or an onnx.ModelProto). Symbolic dims take their size from
+    `input_shapes` (by input name) or from the shapes of `example_inputs` (in input order)."""
+    proto = load_onnx(model)
+    shapes = dict(input_shapes or {})
+    if example_inputs is not None:
+        init = {t.name for t in proto.graph.initializer}
+        names = [vi.name for vi in proto.graph.input if vi.name not in init]
+        if len(example_inputs) != len(names):
+            raise CompileError(f"the ONNX model takes {len(names)} inputs ({', '.join(names)}), "
+                               f"got {len(example_inputs)} example inputs")
+        for n, x in zip(names, example_inputs):
+            shapes.setdefault(n, np.shape(x))
+    return OnnxImporter(proto, shapes).run()
+
+
+def make_inputs(types: Sequence[tuple[tuple[int, ...], np.dtype]], seed: int = 0) -> tuple:
+    """Random inputs for the given (shape, dtype)s: float in [-1, 1), small ints, random bools."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape, dt in types:
+        dt = np.dtype(dt)
+        if dt.kind == "f":
+            out.append(rng.uniform(-1, 1, size=shape).astype(dt))
+        elif dt.kind == "b":
+            out.append(rng.integers(0, 2, size=shape).astype(np.bool_))
+        else:
+            out.append(rng.integers(0, 4, size=shape).astype(dt))
+    return tuple(out)
+
+
+def parse_input_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """`name=1x3x224x224` strings (the CLI's --input-shape) as a dict."""
+    out = {}
+    for s in specs:
+        name, sep, dims = s.rpartition("=")
+        try:
+            shape = tuple(int(d) for d in dims.lower().split("x")) if dims else ()
+        except ValueError:
+            shape = None
+        if not sep or not name or shape is None or any(d < 0 for d in shape):
+            raise CompileError(f"--input-shape expects NAME=D0xD1x..., got '{s}'")
+        out[name] = shape
+    return out

@@ -1,0 +1,291 @@
+"""ONNX handlers for the ops that use the NN ops of compiler/dialects/aicc_nn.py.
+
+Imported by frontends/onnx_import.py, whose HANDLERS table they extend. Padding of Conv and the
+pools becomes an explicit aicc.pad (with -inf for MaxPool), so the window ops never test bounds;
+AveragePool is a sum pool times a constant table of 1 / (elements counted per window), which
+covers count_include_pad and ceil_mode alike. 1-D convolutions and pools run as 2-D ones on a
+height-1 view.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compiler.dialects import aicc_nn
+from frontends.onnx_import import _const, _unsupported, handles
+
+
+def _pads_for(imp, node, at, in_hw, k_eff, strides):
+    """(begin, end) padding per spatial dim from pads / auto_pad."""
+    n = len(in_hw)
+    auto = at.get("auto_pad", "NOTSET")
+    if auto in ("NOTSET", ""):
+        pads = list(at.get("pads", [0] * 2 * n))
+        return pads[:n], pads[n:]
+    if auto == "VALID":
+        return [0] * n, [0] * n
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for size, k, s in zip(in_hw, k_eff, strides):
+            total = max((math.ceil(size / s) - 1) * s + k - size, 0)
+            small = total // 2
+            begin.append(small if auto == "SAME_UPPER" else total - small)
+            end.append(total - begin[-1])
+        return begin, end
+    raise _unsupported(imp, node, f"auto_pad='{auto}'")
+
+
+def _to_2d(imp, node, x):
+    """An NCW input as NC1W (1-D ops run as 2-D); rank other than 3 or 4 is unsupported."""
+    rank = len(imp.g.shape(x))
+    if rank == 4:
+        return x, False
+    if rank == 3:
+        s = imp.g.shape(x)
+        return imp.g.reshape(x, (s[0], s[1], 1, s[2])), True
+    raise _unsupported(imp, node, f"a rank-{rank} input (aicc has 1-D and 2-D {node.op_type})")
+
+
+def _lift(values, one_d, fill):
+    return [fill, *values] if one_d else list(values)
+
+
+def _pad(g, x, begin, end, value):
+    if not any(begin) and not any(end):
+        return x
+    low = [0, 0, *begin]
+    high = [0, 0, *end]
+    return g.emit(lambda v: aicc_nn.PadOp(v, low, high, value), x)
+
+
+@handles("Conv")
+def _op_conv(imp, node, ins, at):
+    g = imp.g
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    g.require_float("Conv", x, w)
+    x, one_d = _to_2d(imp, node, x)
+    if one_d:
+        ws = g.shape(w)
+        w = g.reshape(w, (ws[0], ws[1], 1, ws[2]))
+    k = g.shape(w)[2:]
+    strides = _lift(at.get("strides", [1] * (2 - one_d)), one_d, 1)
+    dil = _lift(at.get("dilations", [1] * (2 - one_d)), one_d, 1)
+    in_hw = g.shape(x)[2:]
+    k_eff = [(kk - 1) * d + 1 for kk, d in zip(k, dil)]
+    begin, end = _pads_for(imp, node, {**at, **({"pads": [0, *at["pads"][:1], 0, *at["pads"][1:]]} if one_d and "pads" in at else {})},
+                           in_hw, k_eff, strides)
+    if any(p < 0 for p in begin + end):
+        raise _unsupported(imp, node, "negative pads")
+    x = _pad(g, x, begin, end, 0.0)
+    groups = at.get("group", 1)
+    y = g.emit(lambda a, c: aicc_nn.Conv2dOp(a, c, strides, dil, groups), x, w)
+    if b is not None:
+        y = g.add(y, g.reshape(g.cast_like(b, y), (g.shape(b)[0], 1, 1)))
+    if one_d:
+        s = g.shape(y)
+        y = g.reshape(y, (s[0], s[1], s[3]))
+    return [y]
+
+
+def _pool_geometry(imp, node, at, in_hw, one_d):
+    kernel = _lift(at["kernel_shape"], one_d, 1)
+    strides = _lift(at.get("strides", [1] * len(at["kernel_shape"])), one_d, 1)
+    dil = _lift(at.get("dilations", [1] * len(at["kernel_shape"])), one_d, 1)
+    pads_at = dict(at)
+    if one_d and "pads" in at:
+        pads_at["pads"] = [0, at["pads"][0], 0, at["pads"][1]]
+    k_eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
+    begin, end = _pads_for(imp, node, pads_at, in_hw, k_eff, strides)
+    ceil = bool(at.get("ceil_mode", 0))
+    out, extra = [], []
+    for size, ke, s, pb, pe in zip(in_hw, k_eff, strides, begin, end):
+        span = size + pb + pe - ke
+        if span < 0:
+            raise _unsupported(imp, node, "a window larger than the padded input")
+        o = (-(-span // s) if ceil else span // s) + 1
+        if ceil and (o - 1) * s >= size + pb:  # the last window must start inside the input
+            o -= 1
+        out.append(o)
+        extra.append(max(0, (o - 1) * s + ke - (size + pb + pe)))
+    return kernel, strides, dil, begin, end, out, extra
+
+
+@handles("MaxPool", "AveragePool")
+def _op_pool(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    if len([o for o in node.output if o]) > 1:
+        raise _unsupported(imp, node, "the Indices output")
+    if at.get("storage_order", 0):
+        raise _unsupported(imp, node, "storage_order=1")
+    x, one_d = _to_2d(imp, node, x)
+    in_hw = g.shape(x)[2:]
+    kernel, strides, dil, begin, end, out, extra = _pool_geometry(imp, node, at, in_hw, one_d)
+    is_max = node.op_type == "MaxPool"
+    padded = _pad(g, x, begin, [e + x_ for e, x_ in zip(end, extra)], -math.inf if is_max else 0.0)
+    y = g.emit(lambda v: aicc_nn.Pool2dOp(v, "max" if is_max else "sum", kernel, strides, dil), padded)
+    if not is_max:
+        include = bool(at.get("count_include_pad", 0))
+        counts = []
+        for size, k, s, d, pb, pe, o in zip(in_hw, kernel, strides, dil, begin, end, out):
+            pos = np.arange(o)[:, None] * s + np.arange(k)[None, :] * d - pb  # input coordinate
+            lo, hi = (-pb, size + pe) if include else (0, size)
+            counts.append(((pos >= lo) & (pos < hi)).sum(axis=1))
+        table = (1.0 / np.outer(counts[0], counts[1])).astype(g.dtype(y))
+        y = g.mul(y, table)
+    if one_d:
+        s = g.shape(y)
+        y = g.reshape(y, (s[0], s[1], s[3]))
+    return [y]
+
+
+@handles("Pad")
+def _op_pad(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    mode = at.get("mode", "constant")
+    if mode != "constant":
+        raise _unsupported(imp, node, f"mode='{mode}'")
+    rank = len(g.shape(x))
+    pads = [int(p) for p in _const(imp, node, ins[1], "pads input").reshape(-1)]
+    value = ins[2] if len(ins) > 2 and ins[2] is not None else np.array(0, g.dtype(x))
+    value = float(np.asarray(_const(imp, node, value, "constant_value input")).reshape(-1)[0]) if np.size(value) else 0.0
+    axes = list(range(rank))
+    if len(ins) > 3 and ins[3] is not None:
+        axes = [int(a) % rank for a in _const(imp, node, ins[3], "axes input").reshape(-1)]
+    low, high = [0] * rank, [0] * rank
+    for i, a in enumerate(axes):
+        low[a], high[a] = pads[i], pads[len(axes) + i]
+    if isinstance(x, np.ndarray):
+        neg = [slice(-lo if lo < 0 else None, (x.shape[i] + hi) if hi < 0 else None) for i, (lo, hi) in enumerate(zip(low, high))]
+        return [np.pad(x[tuple(neg)], [(max(lo, 0), max(hi, 0)) for lo, hi in zip(low, high)], constant_values=value)]
+    if any(p < 0 for p in low + high):  # negative pads crop
+        shape = g.shape(x)
+        x = _slice(g, x, [max(-lo, 0) for lo in low], [1] * rank,
+                   [d - max(-lo, 0) - max(-hi, 0) for d, lo, hi in zip(shape, low, high)])
+        low, high = [max(p, 0) for p in low], [max(p, 0) for p in high]
+    if g.dtype(x).kind != "f" and value != int(value):
+        raise _unsupported(imp, node, "a fractional pad value for an integer tensor")
+    if not any(low) and not any(high):
+        return [x]
+    g.require_float("Pad", x)
+    return [g.emit(lambda v: aicc_nn.PadOp(v, low, high, value), x)]
+
+
+@handles("Concat")
+def _op_concat(imp, node, ins, at):
+    g = imp.g
+    vals = [v for v in ins if v is not None]
+    rank = len(g.shape(vals[0]))
+    axis = at["axis"] % rank
+    if all(isinstance(v, np.ndarray) for v in vals):
+        return [np.concatenate(vals, axis=axis)]
+    dt = next(g.dtype(v) for v in vals if not isinstance(v, np.ndarray))
+    vals = [g.cast(v, dt) if isinstance(v, np.ndarray) else v for v in vals]
+    vals = [v for v in vals if g.shape(v)[axis]] or vals[:1]
+    if len(vals) == 1:
+        return [vals[0]]
+    return [g.emit(lambda *vs: aicc_nn.ConcatOp(list(vs), axis), *vals)]
+
+
+def _slice(g, x, starts, steps, counts):
+    if isinstance(x, np.ndarray):
+        idx = tuple(s + np.arange(n) * st for s, st, n in zip(starts, steps, counts))
+        return x[np.ix_(*idx)] if idx else x
+    if list(counts) == list(g.shape(x)) and all(s == 0 for s in starts) and all(st == 1 for st in steps):
+        return x
+    return g.emit(lambda v: aicc_nn.SliceOp(v, starts, steps, counts), x)
+
+
+@handles("Slice")
+def _op_slice(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    shape = g.shape(x)
+    rank = len(shape)
+    starts = [int(v) for v in _const(imp, node, ins[1], "starts input").reshape(-1)]
+    ends = [int(v) for v in _const(imp, node, ins[2], "ends input").reshape(-1)]
+    axes = list(range(len(starts)))
+    if len(ins) > 3 and ins[3] is not None:
+        axes = [int(a) % rank for a in _const(imp, node, ins[3], "axes input").reshape(-1)]
+    steps = [1] * len(starts)
+    if len(ins) > 4 and ins[4] is not None:
+        steps = [int(s) for s in _const(imp, node, ins[4], "steps input").reshape(-1)]
+    st_all, step_all, cnt_all = [0] * rank, [1] * rank, list(shape)
+    for a, s, e, st in zip(axes, starts, ends, steps):
+        r = range(*slice(s, e, st).indices(shape[a]))
+        st_all[a], step_all[a], cnt_all[a] = (r.start if len(r) else 0), st, len(r)
+    if 0 in cnt_all and not isinstance(x, np.ndarray):
+        raise _unsupported(imp, node, "an empty result")
+    return [_slice(g, x, st_all, step_all, cnt_all)]
+
+
+@handles("Gather")
+def _op_gather(imp, node, ins, at):
+    g, data, idx = imp.g, ins[0], ins[1]
+    rank = len(g.shape(data))
+    axis = at.get("axis", 0) % rank
+    size = g.shape(data)[axis]
+    if isinstance(idx, np.ndarray):
+        if np.any((idx < -size) | (idx >= size)):
+            raise _unsupported(imp, node, "out-of-range indices")
+        idx = np.where(idx < 0, idx + size, idx).astype(idx.dtype)
+        if isinstance(data, np.ndarray):
+            return [np.take(data, idx, axis=axis)]
+        if idx.size == 1:  # a single index: a slice, reshaped
+            out_shape = aicc_nn.gather_shape("Gather", g.shape(data), idx.shape, axis)
+            starts = [0] * rank
+            starts[axis] = int(idx.reshape(-1)[0])
+            counts = list(g.shape(data))
+            counts[axis] = 1
+            return [g.reshape(_slice(g, data, starts, [1] * rank, counts), out_shape)]
+    if 0 in g.shape(idx) or 0 in g.shape(data):
+        raise _unsupported(imp, node, "an empty tensor")
+    return [g.emit(lambda d, i: aicc_nn.GatherOp(d, i, axis), data, idx)]
+
+
+@handles("Split")
+def _op_split(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    shape = g.shape(x)
+    axis = at.get("axis", 0) % len(shape)
+    n_out = len(node.output)
+    if len(ins) > 1 and ins[1] is not None:
+        sizes = [int(s) for s in _const(imp, node, ins[1], "split input").reshape(-1)]
+    elif "split" in at:
+        sizes = list(at["split"])
+    else:
+        n = at.get("num_outputs", n_out)
+        chunk = -(-shape[axis] // n)
+        sizes = [min(chunk, shape[axis] - i * chunk) for i in range(n)]
+    if sum(sizes) != shape[axis] or any(s <= 0 for s in sizes):
+        raise _unsupported(imp, node, f"split sizes {sizes} of a dim of size {shape[axis]}")
+    outs, offset = [], 0
+    for s in sizes:
+        starts = [0] * len(shape)
+        starts[axis] = offset
+        counts = list(shape)
+        counts[axis] = s
+        outs.append(_slice(g, x, starts, [1] * len(shape), counts))
+        offset += s
+    return outs
+
+
+@handles("Tile")
+def _op_tile(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    reps = [int(r) for r in _const(imp, node, ins[1], "repeats input").reshape(-1)]
+    if isinstance(x, np.ndarray):
+        return [np.tile(x, reps)]
+    shape = g.shape(x)
+    if 0 in reps:
+        raise _unsupported(imp, node, "a zero repeat")
+    # x viewed as (1, d0, 1, d1, ...) broadcast to (r0, d0, r1, d1, ...), merged pairwise.
+    inter = [v for d in shape for v in (1, d)]
+    target = [v for r, d in zip(reps, shape) for v in (r, d)]
+    y = g.broadcast_to(g.reshape(x, inter), target)
+    return [g.reshape(y, [r * d for r, d in zip(reps, shape)])]
+
+
+

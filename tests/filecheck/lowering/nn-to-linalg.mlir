@@ -1,0 +1,66 @@
+// RUN: aicc-opt %s -p tensor-to-linalg --split-input-file | filecheck %s
+// The NN ops (compiler/lowering/nn_to_linalg.py): windows and offsets in the indexing maps.
+
+// Padding fills the result, then copies the input in at an offset.
+// CHECK-LABEL: func.func @pad
+// CHECK:         %[[F:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<1x1x6x7xf32>)
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> ((d0 + 0), (d1 + 0), (d2 + 1), (d3 + 2))>]
+// CHECK-SAME:    outs(%[[F]] : tensor<1x1x6x7xf32>)
+func.func @pad(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x6x7xf32> {
+  %0 = aicc.pad %x {low = array<i64: 0, 0, 1, 2>, high = array<i64: 0, 0, 1, 1>, value = 0.0 : f64} : tensor<1x1x4x4xf32> -> tensor<1x1x6x7xf32>
+  func.return %0 : tensor<1x1x6x7xf32>
+}
+
+// -----
+// Strided, dilated, grouped convolution: loops (n, g, oc, oh, ow, ic, kh, kw).
+// CHECK-LABEL: func.func @conv2d_grouped
+// CHECK:         tensor.expand_shape {{.*}} into tensor<1x2x2x5x5xf32>
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d5, ((d3 * 2) + (d6 * 2)), ((d4 * 2) + (d7 * 2)))>, affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d1, d2, d5, d6, d7)>, affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+// CHECK:           arith.mulf
+// CHECK:           arith.addf
+// CHECK-NOT:     aicc.
+func.func @conv2d_grouped(%x: tensor<1x4x5x5xf32>, %w: tensor<6x2x2x2xf32>) -> tensor<1x6x2x2xf32> {
+  %0 = aicc.conv2d %x, %w {strides = array<i64: 2, 2>, dilations = array<i64: 2, 2>, groups = 2 : i64} : tensor<1x4x5x5xf32>, tensor<6x2x2x2xf32> -> tensor<1x6x2x2xf32>
+  func.return %0 : tensor<1x6x2x2xf32>
+}
+
+// -----
+// CHECK-LABEL: func.func @max_pool
+// CHECK:         linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<1x2x2x2xf32>)
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, ((d2 * 2) + d4), ((d3 * 2) + d5))>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d4, d5)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>]
+// CHECK:           arith.maximumf
+func.func @max_pool(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
+  %0 = aicc.pool2d %x {kind = "max", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
+  func.return %0 : tensor<1x2x2x2xf32>
+}
+
+// -----
+// One copy per operand into the same destination, offset along the axis.
+// CHECK-LABEL: func.func @concat
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<2x5xf32>
+// CHECK:         %[[A:.*]] = linalg.generic {{.*}} affine_map<(d0, d1) -> (d0, (d1 + 0))>{{.*}} outs(%[[E]] : tensor<2x5xf32>)
+// CHECK:         linalg.generic {{.*}} affine_map<(d0, d1) -> (d0, (d1 + 2))>{{.*}} outs(%[[A]] : tensor<2x5xf32>)
+func.func @concat(%a: tensor<2x2xf32>, %b: tensor<2x3xf32>) -> tensor<2x5xf32> {
+  %0 = aicc.concat %a, %b {axis = 1 : i64} : (tensor<2x2xf32>, tensor<2x3xf32>) -> tensor<2x5xf32>
+  func.return %0 : tensor<2x5xf32>
+}
+
+// -----
+// CHECK-LABEL: func.func @slice_negative_step
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1) -> ((d0 + 1), ((d1 * -2) + 7))>, affine_map<(d0, d1) -> (d0, d1)>]
+func.func @slice_negative_step(%x: tensor<4x8xf32>) -> tensor<2x4xf32> {
+  %0 = aicc.slice %x {starts = array<i64: 1, 7>, steps = array<i64: 1, -2>} : tensor<4x8xf32> -> tensor<2x4xf32>
+  func.return %0 : tensor<2x4xf32>
+}
+
+// -----
+// Gather reduces over the table's rows, selecting the row whose index matches (or index + 10).
+// CHECK-LABEL: func.func @gather
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0)>, affine_map<(d0, d1, d2) -> (d2)>, affine_map<(d0, d1, d2) -> (d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK:           arith.cmpi eq
+// CHECK:           arith.ori
+// CHECK:           arith.select
+func.func @gather(%t: tensor<10x4xf32>, %ids: tensor<3xi64>) -> tensor<3x4xf32> {
+  %0 = aicc.gather %t, %ids {axis = 0 : i64} : tensor<10x4xf32>, tensor<3xi64> -> tensor<3x4xf32>
+  func.return %0 : tensor<3x4xf32>
+}
