@@ -34,12 +34,14 @@ from xdsl.ir.affine import (
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from compiler.dialects import aicc, aicc_nn
-from compiler.lowering.utils import PARALLEL, REDUCTION, build_generic
-
-
-def _ins(b: Builder, op) -> SSAValue:
-    b.insert(op)
-    return op.results[0]
+from compiler.lowering.utils import (
+    PARALLEL,
+    REDUCTION,
+    build_generic,
+    empty_tensor,
+    filled_tensor,
+    insert_result,
+)
 
 
 def _reshape(rewriter: PatternRewriter, v: SSAValue, shape) -> SSAValue:
@@ -48,18 +50,6 @@ def _reshape(rewriter: PatternRewriter, v: SSAValue, shape) -> SSAValue:
     op = aicc.ReshapeOp(v, shape)
     rewriter.insert(op)
     return op.result
-
-
-def _filled(rewriter: PatternRewriter, op, t: TensorType, value: float) -> SSAValue:
-    from compiler.lowering.tensor_to_linalg import _fill
-
-    return _fill(rewriter, op, t, value)
-
-
-def _empty(rewriter: PatternRewriter, t: TensorType) -> SSAValue:
-    from compiler.lowering.tensor_to_linalg import _empty as empty
-
-    return empty(rewriter, t)
 
 
 def _d(i: int) -> AffineDimExpr:
@@ -77,7 +67,7 @@ class LowerPad(RewritePattern):
     def match_and_rewrite(self, op: aicc_nn.PadOp, rewriter: PatternRewriter) -> None:
         low = aicc_nn._ints(op.low)
         rank = len(low)
-        acc = _filled(rewriter, op, op.result.type, op.value.value.data)
+        acc = filled_tensor(rewriter, op, op.result.type, op.value.value.data)
         out_map = AffineMap(rank, 0, tuple(_off(_d(i), lo) for i, lo in enumerate(low)))
         generic = build_generic(
             [op.input], [acc], [AffineMap.identity(rank), out_map], [PARALLEL] * rank,
@@ -98,7 +88,7 @@ class LowerConv2d(RewritePattern):
         x = _reshape(rewriter, op.input, (n, g, icg, h, w))
         wt = _reshape(rewriter, op.weight, (g, oc // g, icg, kh, kw))
         out_t = TensorType(elem, (n, g, oc // g, oh, ow))
-        acc = _filled(rewriter, op, out_t, 0.0)
+        acc = filled_tensor(rewriter, op, out_t, 0.0)
         # loops: 0 n, 1 g, 2 oc, 3 oh, 4 ow, 5 ic, 6 kh, 7 kw
         maps = [
             AffineMap(8, 0, (_d(0), _d(1), _d(5), _d(3) * sh + _d(6) * dh, _d(4) * sw + _d(7) * dw)),
@@ -107,7 +97,7 @@ class LowerConv2d(RewritePattern):
         ]
 
         def body(b: Builder, a):
-            return [_ins(b, arith.AddfOp(a[2], _ins(b, arith.MulfOp(a[0], a[1]))))]
+            return [insert_result(b, arith.AddfOp(a[2], insert_result(b, arith.MulfOp(a[0], a[1]))))]
 
         generic = build_generic([x, wt], [acc], maps, [PARALLEL] * 5 + [REDUCTION] * 3, body, [out_t])
         rewriter.insert(generic)
@@ -119,7 +109,7 @@ class LowerPool2d(RewritePattern):
     def match_and_rewrite(self, op: aicc_nn.Pool2dOp, rewriter: PatternRewriter) -> None:
         (kh, kw), (sh, sw), (dh, dw) = (aicc_nn._ints(a) for a in (op.kernel, op.strides, op.dilations))
         is_max = op.kind.data == "max"
-        acc = _filled(rewriter, op, op.result.type, -math.inf if is_max else 0.0)
+        acc = filled_tensor(rewriter, op, op.result.type, -math.inf if is_max else 0.0)
         # A (KH, KW) operand gives the kernel loops their ranges; its values are unused.
         window = aicc.ConstantOp.from_array(np.zeros((kh, kw), dtype=np.float32))
         rewriter.insert(window)
@@ -132,7 +122,7 @@ class LowerPool2d(RewritePattern):
         combiner = arith.MaximumfOp if is_max else arith.AddfOp
         generic = build_generic(
             [op.input, window.result], [acc], maps, [PARALLEL] * 4 + [REDUCTION] * 2,
-            lambda b, a: [_ins(b, combiner(a[2], a[0]))], [op.result.type],
+            lambda b, a: [insert_result(b, combiner(a[2], a[0]))], [op.result.type],
         )
         rewriter.replace(op, generic)
 
@@ -143,7 +133,7 @@ class LowerConcat(RewritePattern):
         axis = op.axis.value.data
         res_t = op.result.type
         rank = len(aicc.shape_of(op.result))
-        acc = _empty(rewriter, res_t)
+        acc = empty_tensor(rewriter, res_t)
         offset = 0
         for v in op.inputs:
             size = aicc.shape_of(v)[axis]
@@ -168,7 +158,7 @@ class LowerSlice(RewritePattern):
         exprs = []
         for i, (s, st) in enumerate(zip(starts, steps)):
             exprs.append(_off(_d(i) * st if st != 1 else _d(i), s))
-        init = _empty(rewriter, op.result.type)
+        init = empty_tensor(rewriter, op.result.type)
 
         generic = build_generic(
             [op.input], [init], [AffineMap(rank, 0, tuple(exprs)), AffineMap.identity(rank)],
@@ -197,12 +187,12 @@ class LowerGather(RewritePattern):
         idx_map = AffineMap(n_loops, 0, tuple(_d(axis + j) for j in range(len(ishape))) or ())
         k_map = AffineMap(n_loops, 0, (k,))
         out_map = AffineMap(n_loops, 0, tuple(_d(i) for i in range(rank_out)))
-        acc = _filled(rewriter, op, op.result.type, 0.0)
+        acc = filled_tensor(rewriter, op, op.result.type, 0.0)
 
         def body(b: Builder, a):
             data, idx, kk, kneg, out = a
-            hit = _ins(b, arith.OrIOp(_ins(b, arith.CmpiOp(idx, kk, "eq")), _ins(b, arith.CmpiOp(idx, kneg, "eq"))))
-            return [_ins(b, arith.SelectOp(hit, data, out))]
+            hit = insert_result(b, arith.OrIOp(insert_result(b, arith.CmpiOp(idx, kk, "eq")), insert_result(b, arith.CmpiOp(idx, kneg, "eq"))))
+            return [insert_result(b, arith.SelectOp(hit, data, out))]
 
         generic = build_generic(
             [op.data, op.indices, iota.result, iota_neg.result], [acc],

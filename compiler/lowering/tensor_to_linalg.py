@@ -37,7 +37,6 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint
 
 from compiler.dialects import aicc
 from compiler.errors import UnsupportedOpError
@@ -47,6 +46,9 @@ from compiler.lowering.utils import (
     REDUCTION,
     broadcast_map,
     build_generic,
+    empty_tensor,
+    filled_tensor,
+    insert_result,
     scalar_constant,
     tensor_elem,
 )
@@ -58,59 +60,48 @@ def _c(b: Builder, v: float, t: Attribute) -> SSAValue:
     return scalar_constant(b, v, t)
 
 
-def _ins(b: Builder, op: Operation) -> SSAValue:
-    b.insert(op)
-    return op.results[0]
-
-
 def _gelu(b: Builder, x: SSAValue, t: Attribute, tanh_form: bool) -> SSAValue:
-    half = _ins(b, arith.MulfOp(x, _c(b, 0.5, t)))
+    half = insert_result(b, arith.MulfOp(x, _c(b, 0.5, t)))
     if tanh_form:  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-        x3 = _ins(b, arith.MulfOp(_ins(b, arith.MulfOp(x, x)), x))
-        inner = _ins(b, arith.AddfOp(x, _ins(b, arith.MulfOp(x3, _c(b, 0.044715, t)))))
-        t_ = _ins(b, xmath.TanhOp(_ins(b, arith.MulfOp(inner, _c(b, math.sqrt(2 / math.pi), t)))))
+        x3 = insert_result(b, arith.MulfOp(insert_result(b, arith.MulfOp(x, x)), x))
+        inner = insert_result(b, arith.AddfOp(x, insert_result(b, arith.MulfOp(x3, _c(b, 0.044715, t)))))
+        t_ = insert_result(b, xmath.TanhOp(insert_result(b, arith.MulfOp(inner, _c(b, math.sqrt(2 / math.pi), t)))))
     else:  # 0.5 x (1 + erf(x / sqrt 2))
-        t_ = _ins(b, xmath.ErfOp(_ins(b, arith.MulfOp(x, _c(b, 1 / math.sqrt(2), t)))))
-    return _ins(b, arith.MulfOp(half, _ins(b, arith.AddfOp(t_, _c(b, 1.0, t)))))
+        t_ = insert_result(b, xmath.ErfOp(insert_result(b, arith.MulfOp(x, _c(b, 1 / math.sqrt(2), t)))))
+    return insert_result(b, arith.MulfOp(half, insert_result(b, arith.AddfOp(t_, _c(b, 1.0, t)))))
 
 
 def _sigmoid(b: Builder, x: SSAValue, t: Attribute) -> SSAValue:
-    e = _ins(b, xmath.ExpOp(_ins(b, arith.NegfOp(x))))
-    return _ins(b, arith.DivfOp(_c(b, 1.0, t), _ins(b, arith.AddfOp(e, _c(b, 1.0, t)))))
+    e = insert_result(b, xmath.ExpOp(insert_result(b, arith.NegfOp(x))))
+    return insert_result(b, arith.DivfOp(_c(b, 1.0, t), insert_result(b, arith.AddfOp(e, _c(b, 1.0, t)))))
 
 
 # The scalar body of each elementwise op, one line each: (builder, block args, element type).
 UNARY: dict[type[Operation], Body] = {
-    aicc.NegOp: lambda b, a, t: _ins(b, arith.NegfOp(a[0])),
-    aicc.AbsOp: lambda b, a, t: _ins(b, xmath.AbsFOp(a[0])),
-    aicc.ExpOp: lambda b, a, t: _ins(b, xmath.ExpOp(a[0])),
-    aicc.LogOp: lambda b, a, t: _ins(b, xmath.LogOp(a[0])),
-    aicc.TanhOp: lambda b, a, t: _ins(b, xmath.TanhOp(a[0])),
-    aicc.ErfOp: lambda b, a, t: _ins(b, xmath.ErfOp(a[0])),
-    aicc.SqrtOp: lambda b, a, t: _ins(b, xmath.SqrtOp(a[0])),
-    aicc.RsqrtOp: lambda b, a, t: _ins(b, xmath.RsqrtOp(a[0])),
-    aicc.ReluOp: lambda b, a, t: _ins(b, arith.MaximumfOp(a[0], _c(b, 0.0, t))),  # max(x, 0)
+    aicc.NegOp: lambda b, a, t: insert_result(b, arith.NegfOp(a[0])),
+    aicc.AbsOp: lambda b, a, t: insert_result(b, xmath.AbsFOp(a[0])),
+    aicc.ExpOp: lambda b, a, t: insert_result(b, xmath.ExpOp(a[0])),
+    aicc.LogOp: lambda b, a, t: insert_result(b, xmath.LogOp(a[0])),
+    aicc.TanhOp: lambda b, a, t: insert_result(b, xmath.TanhOp(a[0])),
+    aicc.ErfOp: lambda b, a, t: insert_result(b, xmath.ErfOp(a[0])),
+    aicc.SqrtOp: lambda b, a, t: insert_result(b, xmath.SqrtOp(a[0])),
+    aicc.RsqrtOp: lambda b, a, t: insert_result(b, xmath.RsqrtOp(a[0])),
+    aicc.ReluOp: lambda b, a, t: insert_result(b, arith.MaximumfOp(a[0], _c(b, 0.0, t))),  # max(x, 0)
     aicc.SigmoidOp: lambda b, a, t: _sigmoid(b, a[0], t),  # 1 / (1 + exp(-x))
 }
 
 BINARY: dict[type[Operation], Body] = {
-    aicc.AddOp: lambda b, a, t: _ins(b, arith.AddfOp(a[0], a[1])),
-    aicc.SubOp: lambda b, a, t: _ins(b, arith.SubfOp(a[0], a[1])),
-    aicc.MulOp: lambda b, a, t: _ins(b, arith.MulfOp(a[0], a[1])),
-    aicc.DivOp: lambda b, a, t: _ins(b, arith.DivfOp(a[0], a[1])),
-    aicc.MaximumOp: lambda b, a, t: _ins(b, arith.MaximumfOp(a[0], a[1])),  # NaN-propagating
-    aicc.MinimumOp: lambda b, a, t: _ins(b, arith.MinimumfOp(a[0], a[1])),
-    aicc.PowOp: lambda b, a, t: _ins(b, xmath.PowFOp(a[0], a[1])),
+    aicc.AddOp: lambda b, a, t: insert_result(b, arith.AddfOp(a[0], a[1])),
+    aicc.SubOp: lambda b, a, t: insert_result(b, arith.SubfOp(a[0], a[1])),
+    aicc.MulOp: lambda b, a, t: insert_result(b, arith.MulfOp(a[0], a[1])),
+    aicc.DivOp: lambda b, a, t: insert_result(b, arith.DivfOp(a[0], a[1])),
+    aicc.MaximumOp: lambda b, a, t: insert_result(b, arith.MaximumfOp(a[0], a[1])),  # NaN-propagating
+    aicc.MinimumOp: lambda b, a, t: insert_result(b, arith.MinimumfOp(a[0], a[1])),
+    aicc.PowOp: lambda b, a, t: insert_result(b, xmath.PowFOp(a[0], a[1])),
 }
 
 # NumPy semantics: every comparison with NaN is False except `!=` (unordered not-equal).
 CMPF_PREDICATE = {"gt": "ogt", "ge": "oge", "lt": "olt", "le": "ole", "eq": "oeq", "ne": "une"}
-
-
-def _empty(rewriter: PatternRewriter, t: TensorType) -> SSAValue:
-    op = tensor.EmptyOp([], t)
-    rewriter.insert(op)
-    return op.tensor
 
 
 def _elementwise(
@@ -120,7 +111,7 @@ def _elementwise(
     res_t = op.results[0].type
     assert isinstance(res_t, TensorType)
     shape = tuple(res_t.get_shape())
-    init = _empty(rewriter, res_t)
+    init = empty_tensor(rewriter, res_t)
     elem = res_t.element_type
     maps = [broadcast_map(tuple(v.type.get_shape()), shape) for v in operands]
     maps.append(AffineMap.identity(len(shape)))
@@ -164,10 +155,10 @@ class LowerCompare(RewritePattern):
     def match_and_rewrite(self, op: aicc.CompareOp, rewriter: PatternRewriter) -> None:
         pred = op.predicate.data
         if isinstance(tensor_elem(op.lhs), AnyFloat):
-            body: Body = lambda b, a, t: _ins(b, arith.CmpfOp(a[0], a[1], CMPF_PREDICATE[pred]))
+            body: Body = lambda b, a, t: insert_result(b, arith.CmpfOp(a[0], a[1], CMPF_PREDICATE[pred]))
         else:
             ipred = {"gt": "sgt", "ge": "sge", "lt": "slt", "le": "sle", "eq": "eq", "ne": "ne"}
-            body = lambda b, a, t: _ins(b, arith.CmpiOp(a[0], a[1], ipred[pred]))
+            body = lambda b, a, t: insert_result(b, arith.CmpiOp(a[0], a[1], ipred[pred]))
         _elementwise(rewriter, op, [op.lhs, op.rhs], body)
 
 
@@ -178,7 +169,7 @@ class LowerSelect(RewritePattern):
             rewriter,
             op,
             [op.cond, op.lhs, op.rhs],
-            lambda b, a, t: _ins(b, arith.SelectOp(a[0], a[1], a[2])),
+            lambda b, a, t: insert_result(b, arith.SelectOp(a[0], a[1], a[2])),
         )
 
 
@@ -187,21 +178,21 @@ def _convert(b: Builder, x: SSAValue, src: Attribute, dst: Attribute) -> SSAValu
         return x
     if isinstance(src, IntegerType) and isinstance(dst, AnyFloat):
         cls = arith.UIToFPOp if src.width.data == 1 else arith.SIToFPOp
-        return _ins(b, cls(x, dst))
+        return insert_result(b, cls(x, dst))
     if isinstance(src, AnyFloat) and isinstance(dst, IntegerType):
         if dst.width.data == 1:  # float -> bool is x != 0
-            return _ins(b, arith.CmpfOp(x, _c(b, 0.0, src), "une"))
-        return _ins(b, arith.FPToSIOp(x, dst))
+            return insert_result(b, arith.CmpfOp(x, _c(b, 0.0, src), "une"))
+        return insert_result(b, arith.FPToSIOp(x, dst))
     if isinstance(src, AnyFloat) and isinstance(dst, AnyFloat):
         cls = arith.ExtFOp if src.bitwidth < dst.bitwidth else arith.TruncFOp
-        return _ins(b, cls(x, dst))
+        return insert_result(b, cls(x, dst))
     if isinstance(src, IntegerType) and isinstance(dst, IntegerType):
         if dst.width.data == 1:
-            return _ins(b, arith.CmpiOp(x, _c(b, 0, src), "ne"))
+            return insert_result(b, arith.CmpiOp(x, _c(b, 0, src), "ne"))
         if src.width.data < dst.width.data:
             cls = arith.ExtUIOp if src.width.data == 1 else arith.ExtSIOp
-            return _ins(b, cls(x, dst))
-        return _ins(b, arith.TruncIOp(x, dst))
+            return insert_result(b, cls(x, dst))
+        return insert_result(b, arith.TruncIOp(x, dst))
     raise UnsupportedOpError("aicc.cast", f"aicc.cast: no conversion from {src} to {dst}")
 
 
@@ -225,7 +216,7 @@ class LowerTranspose(RewritePattern):
         rank = len(perm)
         # Loop dims are the result's; input dim j is read at the loop dim i with perm[i] == j.
         in_map = AffineMap(rank, 0, tuple(AffineDimExpr(perm.index(j)) for j in range(rank)))
-        init = _empty(rewriter, op.result.type)
+        init = empty_tensor(rewriter, op.result.type)
         generic = build_generic(
             [op.input],
             [init],
@@ -237,19 +228,11 @@ class LowerTranspose(RewritePattern):
         rewriter.replace(op, generic)
 
 
-def _fill(rewriter: PatternRewriter, op: Operation, t: TensorType, value: float) -> SSAValue:
-    init = _empty(rewriter, t)
-    cst = scalar_constant(Builder(InsertPoint.before(op)), value, t.element_type)
-    fill = linalg.FillOp([cst], [init], [t])
-    rewriter.insert(fill)
-    return fill.results[0]
-
-
 class LowerMatmul(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc.MatmulOp, rewriter: PatternRewriter) -> None:
         res_t = op.result.type
-        acc = _fill(rewriter, op, res_t, 0.0)
+        acc = filled_tensor(rewriter, op, res_t, 0.0)
         a_shape, b_shape = aicc.shape_of(op.lhs), aicc.shape_of(op.rhs)
         if len(a_shape) == 2 and len(b_shape) == 2:
             rewriter.replace(op, linalg.MatmulOp([op.lhs, op.rhs], [acc], [res_t]))
@@ -270,8 +253,8 @@ class LowerMatmul(RewritePattern):
         ]
 
         def body(b: Builder, a: Sequence[SSAValue]) -> list[SSAValue]:
-            prod = _ins(b, arith.MulfOp(a[0], a[1]))
-            return [_ins(b, arith.AddfOp(a[2], prod))]
+            prod = insert_result(b, arith.MulfOp(a[0], a[1]))
+            return [insert_result(b, arith.AddfOp(a[2], prod))]
 
         generic = build_generic(
             [op.lhs, op.rhs], [acc], maps, [PARALLEL] * (nb + 2) + [REDUCTION], body, [res_t]
@@ -303,7 +286,7 @@ class LowerReduce(RewritePattern):
             return
         identity, combiner = REDUCTIONS[type(op)]
         res_t = op.result.type
-        acc = _fill(rewriter, op, res_t, identity)
+        acc = filled_tensor(rewriter, op, res_t, identity)
         rank = len(aicc.shape_of(op.input))
         out_exprs = [
             (AffineConstantExpr(0) if i in axes else AffineDimExpr(i))
@@ -313,7 +296,7 @@ class LowerReduce(RewritePattern):
         maps = [AffineMap.identity(rank), AffineMap(rank, 0, tuple(out_exprs))]
         iters = [REDUCTION if i in axes else PARALLEL for i in range(rank)]
         generic = build_generic(
-            [op.input], [acc], maps, iters, lambda b, a: [_ins(b, combiner(a[1], a[0]))], [res_t]
+            [op.input], [acc], maps, iters, lambda b, a: [insert_result(b, combiner(a[1], a[0]))], [res_t]
         )
         rewriter.replace(op, generic)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith
+from xdsl.dialects import arith, tensor
 from xdsl.dialects.linalg import attrs, ops as linalg
 from xdsl.dialects.builtin import (
     AffineMapAttr,
@@ -16,8 +16,9 @@ from xdsl.dialects.builtin import (
     IntegerType,
     TensorType,
 )
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
 PARALLEL = attrs.IteratorTypeAttr.parallel()
@@ -49,6 +50,23 @@ def scalar_constant(builder: Builder, value: float | int, type: Attribute) -> SS
         raise TypeError(f"no scalar constant of type {type}")
     builder.insert(op)
     return op.result
+
+
+def insert_result(b: Builder, op: Operation) -> SSAValue:
+    """Insert `op` and return its (single) result."""
+    b.insert(op)
+    return op.results[0]
+
+
+def empty_tensor(rewriter: PatternRewriter, t: TensorType) -> SSAValue:
+    return insert_result(rewriter, tensor.EmptyOp([], t))
+
+
+def filled_tensor(rewriter: PatternRewriter, op: Operation, t: TensorType, value: float) -> SSAValue:
+    """A destination of type `t` filled with `value`: tensor.empty + linalg.fill, before `op`."""
+    init = empty_tensor(rewriter, t)
+    cst = scalar_constant(Builder(InsertPoint.before(op)), value, t.element_type)
+    return insert_result(rewriter, linalg.FillOp([cst], [init], [t]))
 
 
 def build_generic(
