@@ -33,6 +33,7 @@ def compile(
     fuse: bool = True,
     print_ir_after_all: Callable | None = None,
     input_shapes: dict[str, Sequence[int]] | None = None,
+    schedule: str | dict | None = None,
 ) -> CompiledModel | JitFunction:
     """Compile `model` for `target`.
 
@@ -41,9 +42,13 @@ def compile(
     An ONNX model (a ModelProto or a path ending in .onnx) takes the sizes of symbolic input
     dims from `input_shapes` ({input name: shape}) or from the shapes of `example_inputs`;
     a torch.nn.Module is exported with torch.export on `example_inputs`.
+
+    `schedule` overrides fields of the CPU matmul schedules that choose-schedule picks
+    (printed as `aicc.schedule` in `ir("linalg")`): `{"mr": 6, "kc": 128}` for every matmul,
+    `{0: {...}, 1: {...}}` per matmul in program order, or the text form `"mr=6,kc=128"`.
     """
     _check_target(target)
-    options = CompileOptions(target, threads, fuse, print_ir_after_all)
+    options = CompileOptions(target, threads, fuse, print_ir_after_all, schedule)
     if _is_onnx(model):
         from frontends.onnx_import import import_onnx
 

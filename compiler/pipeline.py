@@ -28,6 +28,7 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 from xdsl.utils.exceptions import VerifyException
 
 from compiler.dialects.aicc import AICC, numpy_dtype
+from compiler.dialects.aicc_cpu import AICCCPU
 from compiler.dialects.gpu_map import GPUMap
 from compiler.errors import CompileError
 from compiler.lowering.bufferize import Bufferize
@@ -54,6 +55,7 @@ def make_context() -> Context:
         memref.MemRef,
         scf.Scf,
         AICC,
+        AICCCPU,
         GPUMap,
     ):
         ctx.load_dialect(d)
@@ -64,14 +66,36 @@ def cleanup() -> list[ModulePass]:
     return [CanonicalizePass(), CommonSubexpressionElimination(), DeadCodeElimination()]
 
 
-def stage_passes(target: str, fuse: bool = True) -> list[tuple[str, list[ModulePass]]]:
-    """The pipeline for `target`, as (stage whose IR it produces, passes) in order."""
+def stage_passes(target: str, fuse: bool = True, schedule: str | dict | None = None,
+                 threads: int | None = None) -> list[tuple[str, list[ModulePass]]]:
+    """The pipeline for `target`, as (stage whose IR it produces, passes) in order.
+
+    On the CPU, choose-schedule attaches a schedule to each matmul (`schedule` overrides its
+    fields, see compiler/lowering/schedule.py) and tile-matmul turns it into packing, cache
+    blocks and micro-kernels before plan-memory places the packed buffers. The CUDA target
+    maps the untiled matmul loops itself."""
     if target not in TARGETS:
         raise CompileError(f"unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
+    cpu_linalg: list[ModulePass] = []
+    cpu_memref: list[ModulePass] = []
+    if target == "cpu":
+        from compiler.lowering.choose_schedule import ChooseSchedule
+        from compiler.lowering.schedule import format_overrides
+        from compiler.lowering.tile_matmul import TileMatmul
+        from compiler.runtime.cpu import host_cache_bytes, host_vector_bits
+
+        l1, l2 = host_cache_bytes()
+        cpu_linalg = [ChooseSchedule(vector_bits=host_vector_bits(), threads=threads or 0,
+                                     l1_bytes=l1, l2_bytes=l2,
+                                     overrides=format_overrides(schedule))]
+        cpu_memref = [TileMatmul()]
+    elif schedule:
+        raise CompileError(f"schedule= applies to the cpu target, not '{target}'")
     stages = [
         ("tensor", cleanup()),
-        ("linalg", [TensorToLinalg(), *([FuseElementwise()] if fuse else []), *cleanup()]),
-        ("memref", [Bufferize(), PlanMemory(workspace_arg=True)]),
+        ("linalg", [TensorToLinalg(), *([FuseElementwise()] if fuse else []), *cleanup(),
+                    *cpu_linalg]),
+        ("memref", [Bufferize(), *cpu_memref, PlanMemory(workspace_arg=True)]),
         ("loops", [LinalgToLoops(), CanonicalizePass(), CommonSubexpressionElimination()]),
     ]
     if target == "cuda":
@@ -93,6 +117,7 @@ class CompileOptions:
     threads: int | None = None
     fuse: bool = True
     print_ir_after_all: Callable[[str, ModuleOp], None] | None = None
+    schedule: str | dict | None = None  # matmul schedule overrides (cpu)
 
 
 @dataclass
@@ -163,7 +188,8 @@ def run_passes(
     ctx = make_context()
     stages: dict[str, str] = {}
     timings: list[PassTiming] = []
-    for stage, passes in stage_passes(options.target, options.fuse):
+    for stage, passes in stage_passes(options.target, options.fuse, options.schedule,
+                                      options.threads):
         for p in passes:
             t0 = time.perf_counter()
             p.apply(ctx, module)

@@ -24,6 +24,8 @@ AICC_PASSES = {
     "bufferize": _pass("bufferize", "Bufferize"),
     "plan-memory": _pass("plan_memory", "PlanMemory"),
     "linalg-to-loops": _pass("linalg_to_loops", "LinalgToLoops"),
+    "choose-schedule": _pass("choose_schedule", "ChooseSchedule"),
+    "tile-matmul": _pass("tile_matmul", "TileMatmul"),
     "map-to-gpu": _pass("map_to_gpu", "MapToGpu"),
 }
 
@@ -33,6 +35,14 @@ def _gpu_map_dialect():
     return GPUMap
 
 
+def _aicc_cpu_dialect():
+    from compiler.dialects.aicc_cpu import AICCCPU
+
+    return AICCCPU
+
+
 AICC_UNIVERSE = Universe(
-    all_dialects={"aicc": _aicc_dialect, "gpu_map": _gpu_map_dialect}, all_passes=AICC_PASSES
+    all_dialects={"aicc": _aicc_dialect, "gpu_map": _gpu_map_dialect,
+                  "aicc_cpu": _aicc_cpu_dialect},
+    all_passes=AICC_PASSES,
 )

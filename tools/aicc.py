@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output-dir", metavar="DIR", help="write every stage's IR, the .ll, the .s and the object file to DIR")
     p.add_argument("--threads", type=int, metavar="N", help="threads for parallel loops (default: $AICC_NUM_THREADS or all cores)")
     p.add_argument("--no-fuse", action="store_true", help="compile without elementwise fusion")
+    p.add_argument(
+        "--schedule",
+        metavar="SPEC",
+        help="cpu: override matmul schedule fields, e.g. 'mr=6,nr=32,kc=256' for every matmul or "
+        "'0:mc=96;1:kc=128' per matmul (see `aicc.schedule` in --emit linalg)",
+    )
     p.add_argument("--repeat", type=int, default=20, metavar="N", help="timed runs of each side (default: 20)")
     return p
 
@@ -174,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
             target=args.target,
             threads=args.threads,
             fuse=not args.no_fuse,
+            schedule=args.schedule,
             print_ir_after_all=print_after if args.print_ir_after_all else None,
         )
     compile_s = time.perf_counter() - t0
@@ -247,7 +254,7 @@ def run_onnx(args: argparse.Namespace) -> int:
         print(f"// -----// IR after {pass_name} //----- //\n{module}\n", file=sys.stderr)
 
     options = CompileOptions(args.target, args.threads, not args.no_fuse,
-                             print_after if args.print_ir_after_all else None)
+                             print_after if args.print_ir_after_all else None, args.schedule)
     m = compiler.api._compile_program(program, options)
     compile_s = time.perf_counter() - t0
     if args.emit:

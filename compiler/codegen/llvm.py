@@ -171,6 +171,10 @@ def _block_cost(block: Block) -> int:
 
 
 def _op_cost(op: Operation) -> int:
+    if op.name == "aicc_cpu.microkernel":  # mr x nr/vw FMAs per k step
+        kc = _const_int(op.kc)
+        return op.int_prop("mr") * (op.int_prop("nr") // op.int_prop("vw")) * (
+            _UNKNOWN_TRIP if kc is None else kc)
     if op.name == "scf.for":
         return 1 + _trip(op.lb, op.ub, op.step) * _block_cost(op.body.block)
     if op.name == "scf.parallel":
@@ -984,3 +988,10 @@ def _distinct_object(p: ir.Value) -> bool:
 def emit_llvm(module: builtin.ModuleOp) -> str:
     """Unoptimized LLVM IR text for a loop-IR module."""
     return str(LLVMEmitter().emit(module))
+
+
+@_handles("aicc_cpu.microkernel")
+def _microkernel(e: _FunctionEmitter, op: Operation) -> None:
+    from compiler.codegen.microkernel import emit_microkernel
+
+    emit_microkernel(e, op)

@@ -61,6 +61,43 @@ def _new_host_target_machine_raw() -> llvm.TargetMachine:
     )
 
 
+@lru_cache(maxsize=None)
+def host_vector_bits() -> int:
+    """The widest float vectors the host CPU runs natively: 512 (AVX-512), 256 (AVX), else 128."""
+    features = llvm.get_host_cpu_features()
+    if features.get("avx512f"):
+        return 512
+    if features.get("avx"):
+        return 256
+    return 128
+
+
+@lru_cache(maxsize=None)
+def host_cache_bytes() -> tuple[int, int]:
+    """(L1 data, L2) cache bytes of one core, from sysfs; (0, 0) where unknown."""
+    sizes = {}
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(base):
+            path = os.path.join(base, entry)
+            try:
+                with open(os.path.join(path, "level")) as f:
+                    level = int(f.read())
+                with open(os.path.join(path, "type")) as f:
+                    kind = f.read().strip()
+                with open(os.path.join(path, "size")) as f:
+                    text = f.read().strip()
+            except OSError:
+                continue
+            if kind == "Instruction":
+                continue
+            scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
+            sizes[level] = int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        pass
+    return sizes.get(1, 0), sizes.get(2, 0)
+
+
 def default_threads() -> int:
     env = os.environ.get("AICC_NUM_THREADS")
     if env:

@@ -1,0 +1,106 @@
+"""The `aicc_cpu` dialect: CPU kernels that the loop IR calls and `LLVMEmitter` expands.
+
+`tile-matmul` turns a matmul into cache-block loops around one op per register tile:
+
+    aicc_cpu.microkernel %ap[%aoff], %bp[%boff], %c[%coff] k %kc rows %m cols %n
+        accumulate %first {mr = 14, nr = 32, vw = 16, a_rs = 1, a_ks = 14, b_ks = 32, ldc = 1024, ku = 4}
+        : memref<...xf32>, memref<...xf32>, memref<...xf32>
+
+computes the `mr` x `nr` tile C[coff + r*ldc + j] (+)= sum_k A[aoff + r*a_rs + k*a_ks] *
+B[boff + k*b_ks + j] over k < kc, for r < m and j < n (offsets in elements of the flattened
+memrefs). The emitter keeps the tile in `mr * nr / vw` vector registers of `vw` lanes, loads
+B `vw` lanes at a time, broadcasts A one element at a time, and issues FMA intrinsics; the k
+loop is unrolled `ku` times. `accumulate` (i1) adds to C instead of overwriting it.
+
+Edges: rows r >= m and columns j >= n are computed but not stored (lanes past n are masked
+out of the C update). The kernel reads all mr rows of A and nr columns of B, which a packed,
+zero-padded operand allows. For an unpacked A whose last tile is short, `a_clamp` makes an
+edge tile read row min(r, m - 1) instead; for an unpacked B, `b_masked` masks the loads of
+an edge tile, so neither reads past its buffer.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import BoolAttr, IndexType, IntegerAttr, MemRefType, i1, i64
+from xdsl.ir import Dialect, SSAValue
+from xdsl.irdl import (
+    EqAttrConstraint,
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+)
+from xdsl.utils.exceptions import VerifyException
+
+# The integer properties of a microkernel, in printing order.
+MICROKERNEL_INTS = ("mr", "nr", "vw", "a_rs", "a_ks", "b_ks", "ldc", "ku")
+
+
+@irdl_op_definition
+class MicrokernelOp(IRDLOperation):
+    name = "aicc_cpu.microkernel"
+
+    a = operand_def(MemRefType)
+    a_off = operand_def(IndexType)
+    b = operand_def(MemRefType)
+    b_off = operand_def(IndexType)
+    c = operand_def(MemRefType)
+    c_off = operand_def(IndexType)
+    kc = operand_def(IndexType)
+    m = operand_def(IndexType)
+    n = operand_def(IndexType)
+    accumulate = operand_def(EqAttrConstraint(i1))
+
+    mr = prop_def(IntegerAttr)
+    nr = prop_def(IntegerAttr)
+    vw = prop_def(IntegerAttr)
+    a_rs = prop_def(IntegerAttr)
+    a_ks = prop_def(IntegerAttr)
+    b_ks = prop_def(IntegerAttr)
+    ldc = prop_def(IntegerAttr)
+    ku = prop_def(IntegerAttr)
+    a_clamp = opt_prop_def(BoolAttr)
+    b_masked = opt_prop_def(BoolAttr)
+    b_pf = opt_prop_def(IntegerAttr)
+
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = (
+        "$a `[` $a_off `]` `,` $b `[` $b_off `]` `,` $c `[` $c_off `]` `k` $kc `rows` $m "
+        "`cols` $n `accumulate` $accumulate attr-dict `:` type($a) `,` type($b) `,` type($c)"
+    )
+
+    def __init__(self, a: SSAValue, a_off: SSAValue, b: SSAValue, b_off: SSAValue,
+                 c: SSAValue, c_off: SSAValue, kc: SSAValue, m: SSAValue, n: SSAValue,
+                 accumulate: SSAValue, *, a_clamp: bool = False, b_masked: bool = False,
+                 b_pf: int = 0, **ints: int):
+        props = {k: IntegerAttr(ints[k], i64) for k in MICROKERNEL_INTS}
+        if b_pf:
+            props["b_pf"] = IntegerAttr(b_pf, i64)
+        if a_clamp:
+            props["a_clamp"] = BoolAttr(True, i1)
+        if b_masked:
+            props["b_masked"] = BoolAttr(True, i1)
+        super().__init__(operands=[a, a_off, b, b_off, c, c_off, kc, m, n, accumulate],
+                         properties=props)
+
+    def int_prop(self, name: str) -> int:
+        return getattr(self, name).value.data
+
+    def verify_(self) -> None:
+        v = {k: self.int_prop(k) for k in MICROKERNEL_INTS}
+        if min(v.values()) < 1:
+            raise VerifyException(f"aicc_cpu.microkernel: sizes and strides must be positive, got {v}")
+        if v["nr"] % v["vw"]:
+            raise VerifyException(
+                f"aicc_cpu.microkernel: nr = {v['nr']} is not a multiple of vw = {v['vw']}")
+        if self.accumulate.type != i1:
+            raise VerifyException("aicc_cpu.microkernel: accumulate must be an i1")
+        elems = {self.a.type.element_type, self.b.type.element_type, self.c.type.element_type}
+        if len(elems) != 1:
+            raise VerifyException("aicc_cpu.microkernel: A, B and C must have one element type")
+
+
+AICCCPU = Dialect("aicc_cpu", [MicrokernelOp], [])

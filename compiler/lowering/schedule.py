@@ -1,0 +1,470 @@
+"""Schedules as data: how a matmul-like linalg op is tiled for the CPU.
+
+A schedule is a plain record attached to the op as a dictionary attribute, so it prints in
+the IR, parses back, and can be edited by hand, by `compiler.compile(..., schedule=...)` or
+by an autotuner:
+
+    linalg.matmul {aicc.schedule = {mr = 14 : i64, nr = 32 : i64, vw = 16 : i64,
+                   kc = 256 : i64, mc = 126 : i64, nc = 512 : i64, ku = 4 : i64,
+                   pack_a = true, pack_b = true, parallel = "bmn"}} ins(...) outs(...)
+
+`choose-schedule` attaches one chosen by `choose_matmul_schedule` (a heuristic on the op's
+shape and the target's vector width and thread count); `tile-matmul` consumes it.
+
+Fields (GotoBLAS/BLIS names; rows of C are M, columns N, the reduction K):
+
+    mr, nr   register tile: mr rows x nr columns of C held in mr * nr / vw vector registers
+    vw       vector lanes (16 f32 lanes for AVX-512, 8 for AVX2)
+    kc       K cache block: a kc x nr panel of B stays in L1 while mc / mr slivers of A pass
+    mc       M cache block: an mc x kc block of A stays in L2 (a multiple of mr)
+    nc       N cache block (a multiple of nr)
+    ku       unroll factor of the micro-kernel's k loop
+    pack_a   copy A into mr-row slivers, k-major, before the kernels run
+    pack_b   copy B into nr-wide panels, k-major (a constant B is packed at compile time)
+    parallel which tile loops run on threads: a subset of "bmn" (batch, M blocks, N blocks)
+    order    the register-tile loops inside a cache block, outer first: "mn" keeps an A
+             sliver (mr x kc) in L1 while the B panels of the block stream from L2; "nm"
+             keeps a B panel (kc x nr) in L1 while the A slivers stream
+    pf       the micro-kernel prefetches B this many k steps ahead (0: no prefetch)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    BoolAttr,
+    DictionaryAttr,
+    IntegerAttr,
+    MemRefType,
+    ShapedType,
+    StringAttr,
+    i1,
+    i64,
+)
+from xdsl.dialects.linalg import ops as linalg
+from xdsl.dialects.linalg.attrs import IteratorType
+from xdsl.ir import Attribute, Operation, OpResult, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
+
+from compiler.errors import CompileError
+
+SCHEDULE_ATTR = "aicc.schedule"
+
+
+@dataclass(frozen=True)
+class MatmulSchedule:
+    mr: int
+    nr: int
+    vw: int
+    kc: int
+    mc: int
+    nc: int
+    ku: int = 4
+    pack_a: bool = True
+    pack_b: bool = True
+    parallel: str = "bmn"
+    order: str = "mn"
+    pf: int = 0
+
+    def validate(self) -> None:
+        def bad(msg: str):
+            raise CompileError(f"matmul schedule {self.text()}: {msg}")
+
+        for f in ("mr", "nr", "vw", "kc", "mc", "nc", "ku"):
+            if getattr(self, f) < 1:
+                bad(f"{f} must be positive")
+        if self.pf < 0:
+            bad("pf must be >= 0")
+        if self.nr % self.vw:
+            bad(f"nr = {self.nr} must be a multiple of vw = {self.vw}")
+        if self.mc % self.mr:
+            bad(f"mc = {self.mc} must be a multiple of mr = {self.mr}")
+        if self.nc % self.nr:
+            bad(f"nc = {self.nc} must be a multiple of nr = {self.nr}")
+        if self.order not in ("nm", "mn"):
+            bad(f"order = '{self.order}' must be 'nm' (B panel outer) or 'mn' (A sliver outer)")
+        if set(self.parallel) - set("bmn") or len(set(self.parallel)) != len(self.parallel):
+            bad(f"parallel = '{self.parallel}' must be a subset of 'bmn'")
+
+    def text(self) -> str:
+        return ",".join(f"{k}={_fmt(v)}" for k, v in asdict(self).items())
+
+    def to_attr(self) -> DictionaryAttr:
+        out: dict[str, Attribute] = {}
+        for k, v in asdict(self).items():
+            if isinstance(v, bool):
+                out[k] = BoolAttr(v, i1)
+            elif isinstance(v, int):
+                out[k] = IntegerAttr(v, i64)
+            else:
+                out[k] = StringAttr(v)
+        return DictionaryAttr(out)
+
+    @staticmethod
+    def from_attr(attr: Attribute) -> MatmulSchedule:
+        if not isinstance(attr, DictionaryAttr):
+            raise CompileError(f"{SCHEDULE_ATTR} must be a dictionary, got {attr}")
+        values = {}
+        for k, v in attr.data.items():
+            if isinstance(v, IntegerAttr):
+                values[k] = bool(v.value.data) if v.type == i1 else v.value.data
+            elif isinstance(v, StringAttr):
+                values[k] = v.data
+            else:
+                raise CompileError(f"{SCHEDULE_ATTR}: field {k} = {v} is not an integer or string")
+        return MatmulSchedule.from_dict(values)
+
+    @staticmethod
+    def from_dict(values: Mapping[str, object]) -> MatmulSchedule:
+        known = {f.name for f in fields(MatmulSchedule)}
+        unknown = set(values) - known
+        if unknown:
+            raise CompileError(f"unknown matmul schedule field(s): {', '.join(sorted(unknown))} "
+                               f"(known: {', '.join(f.name for f in fields(MatmulSchedule))})")
+        missing = {"mr", "nr", "vw", "kc", "mc", "nc"} - set(values)
+        if missing:
+            raise CompileError(f"matmul schedule lacks {', '.join(sorted(missing))}")
+        s = MatmulSchedule(**{k: _coerce(k, v) for k, v in values.items()})
+        s.validate()
+        return s
+
+    def with_overrides(self, values: Mapping[str, object]) -> MatmulSchedule:
+        known = {f.name for f in fields(MatmulSchedule)}
+        unknown = set(values) - known
+        if unknown:
+            raise CompileError(f"unknown matmul schedule field(s): {', '.join(sorted(unknown))} "
+                               f"(known: {', '.join(sorted(known))})")
+        s = replace(self, **{k: _coerce(k, v) for k, v in values.items()})
+        s.validate()
+        return s
+
+
+def _fmt(v) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def _coerce(field: str, v: object):
+    if field in ("pack_a", "pack_b"):
+        if isinstance(v, str):
+            if v.lower() in ("true", "1", "yes"):
+                return True
+            if v.lower() in ("false", "0", "no"):
+                return False
+            raise CompileError(f"matmul schedule: {field} = {v!r} is not a boolean")
+        return bool(v)
+    if field == "order":
+        return str(v)
+    if field == "parallel":
+        return "" if v in (None, False, "none") else str(v)
+    try:
+        return int(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise CompileError(f"matmul schedule: {field} = {v!r} is not an integer") from None
+
+
+# ------------------------------------------------------------------------------ overrides
+
+
+def parse_overrides(spec: str | Mapping | None) -> dict[int | None, dict[str, object]]:
+    """User overrides as {op index or None (all ops): {field: value}}.
+
+    A dict of fields applies to every matmul; a dict keyed by int applies per matmul, in
+    program order. The text form (CLI and pass option) is `mr=6,nr=32` for every matmul, or
+    `0:mr=6,nr=32;1:kc=128` per matmul.
+    """
+    if not spec:
+        return {}
+    if isinstance(spec, Mapping):
+        if all(isinstance(k, int) for k in spec):
+            return {k: dict(v) for k, v in spec.items()}
+        if all(isinstance(k, str) for k in spec):
+            return {None: dict(spec)}
+        raise CompileError("schedule: use {field: value} or {matmul index: {field: value}}")
+    out: dict[int | None, dict[str, object]] = {}
+    for part in str(spec).split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        key: int | None = None
+        if ":" in part:
+            head, part = part.split(":", 1)
+            try:
+                key = int(head)
+            except ValueError:
+                raise CompileError(f"schedule: '{head}' is not a matmul index") from None
+        fields_: dict[str, object] = {}
+        for item in part.split(","):
+            if not item.strip():
+                continue
+            if "=" not in item:
+                raise CompileError(f"schedule: expected field=value, got '{item.strip()}'")
+            k, v = item.split("=", 1)
+            fields_[k.strip()] = v.strip()
+        out.setdefault(key, {}).update(fields_)
+    return out
+
+
+def format_overrides(spec: str | Mapping | None) -> str:
+    """The text form of `parse_overrides`' input (for a pass option)."""
+    parsed = parse_overrides(spec)
+    parts = []
+    for key, vals in parsed.items():
+        body = ",".join(f"{k}={_fmt(v)}" for k, v in vals.items())
+        parts.append(body if key is None else f"{key}:{body}")
+    return ";".join(parts)
+
+
+# ------------------------------------------------------------------------------ matching
+
+
+@dataclass
+class MatmulMatch:
+    """A matmul-like linalg op: C[batch, m, n] += A[batch?, m, k] * B[batch?, k, n].
+
+    `a_batch` / `b_batch` give, for each of the operand's batch dims, the output batch dim it
+    follows, or None where the operand broadcasts (size 1)."""
+
+    op: Operation
+    a: SSAValue
+    b: SSAValue
+    c: SSAValue
+    batch: tuple[int, ...]
+    m: int
+    n: int
+    k: int
+    a_batch: tuple[int | None, ...]
+    b_batch: tuple[int | None, ...]
+
+    @property
+    def element_type(self):
+        return self.c.type.element_type
+
+
+def _shape(v: SSAValue) -> tuple[int, ...] | None:
+    t = v.type
+    if isinstance(t, ShapedType) and all(d >= 0 for d in t.get_shape()):
+        return tuple(t.get_shape())
+    return None
+
+
+def _is_float(t) -> bool:
+    return getattr(t, "name", "") in ("f32", "f64")
+
+
+def match_matmul(op: Operation) -> MatmulMatch | None:
+    """The matmul described by `op` (linalg.matmul, or a batched-matmul linalg.generic)."""
+    if isinstance(op, linalg.MatmulOp):
+        if len(op.inputs) != 2 or len(op.outputs) != 1:
+            return None
+        a, b = op.inputs
+        c = op.outputs[0]
+        sa, sb, sc = _shape(a), _shape(b), _shape(c)
+        if not (sa and sb and sc) or len(sa) != 2 or len(sb) != 2 or len(sc) != 2:
+            return None
+        if not _is_float(c.type.element_type) or len({a.type.element_type, b.type.element_type,
+                                                      c.type.element_type}) != 1:
+            return None
+        return MatmulMatch(op, a, b, c, (), sa[0], sb[1], sa[1], (), ())
+    if not isinstance(op, linalg.GenericOp) or len(op.inputs) != 2 or len(op.outputs) != 1:
+        return None
+    return _match_generic(op)
+
+
+def _match_generic(op: linalg.GenericOp) -> MatmulMatch | None:
+    a, b = op.inputs
+    c = op.outputs[0]
+    sa, sb, sc = _shape(a), _shape(b), _shape(c)
+    if not (sa and sb and sc) or min(len(sa), len(sb), len(sc)) < 2:
+        return None
+    if not _is_float(c.type.element_type) or len({a.type.element_type, b.type.element_type,
+                                                  c.type.element_type}) != 1:
+        return None
+    iters = [it.data for it in op.iterator_types]
+    nb = len(sc) - 2
+    if len(iters) != nb + 3 or iters[-1] != IteratorType.REDUCTION or any(
+            it != IteratorType.PARALLEL for it in iters[:-1]):
+        return None
+    ma, mb, mc = (m.data for m in op.indexing_maps)
+    dm, dn, dk = nb, nb + 1, nb + 2
+
+    def dims(m, expect_tail):
+        res = list(m.results)
+        if len(res) < 2:
+            return None
+        tail = res[-2:]
+        if any(not isinstance(e, AffineDimExpr) for e in tail):
+            return None
+        if [e.position for e in tail] != list(expect_tail):
+            return None
+        batch = []
+        for e in res[:-2]:
+            if isinstance(e, AffineDimExpr) and e.position < nb:
+                batch.append(e.position)
+            elif isinstance(e, AffineConstantExpr) and e.value == 0:
+                batch.append(None)
+            else:
+                return None
+        return tuple(batch)
+
+    bc = dims(mc, (dm, dn))
+    ba = dims(ma, (dm, dk))
+    bb = dims(mb, (dk, dn))
+    if bc is None or ba is None or bb is None or list(bc) != list(range(nb)):
+        return None
+    # A broadcast dim must have size 1; a followed dim must match the output's.
+    for bmap, shape in ((ba, sa), (bb, sb)):
+        for pos, d in enumerate(bmap):
+            if d is None and shape[pos] != 1:
+                return None
+            if d is not None and shape[pos] != sc[d]:
+                return None
+    # Body: yield(acc + x * y) in either operand order.
+    body = op.body.block
+    ops = list(body.ops)
+    if len(ops) != 3:
+        return None
+    mul, add, yld = ops
+    x, y, acc = body.args
+    if not isinstance(mul, arith.MulfOp) or not isinstance(add, arith.AddfOp):
+        return None
+    if {mul.lhs, mul.rhs} != {x, y} or {add.lhs, add.rhs} != {acc, mul.result}:
+        return None
+    if list(yld.operands) != [add.result]:
+        return None
+    m, n, k = sc[-2], sc[-1], sa[-1]
+    if sb[-2] != k:
+        return None
+    return MatmulMatch(op, a, b, c, sc[:-2], m, n, k, ba, bb)
+
+
+def is_memref(v: SSAValue) -> bool:
+    return isinstance(v.type, MemRefType)
+
+
+def is_constant(v: SSAValue) -> bool:
+    """A dense constant: `arith.constant` on tensors, `memref.get_global` on memrefs."""
+    return isinstance(v, OpResult) and v.op.name in ("arith.constant", "memref.get_global")
+
+
+# ------------------------------------------------------------------------------ heuristic
+
+L1_BYTES = 48 * 1024  # data cache per core, when the host's is unknown
+L2_BYTES = 2048 * 1024
+
+
+def default_threads() -> int:
+    env = os.environ.get("AICC_NUM_THREADS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            pass
+    return os.cpu_count() or 1
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _balanced(total: int, block_max: int, multiple: int) -> int:
+    """The block size that splits `total` into the fewest blocks of at most `block_max`
+    (or one block), as equal as possible, rounded up to a multiple of `multiple`."""
+    blocks = max(1, -(-total // max(block_max, 1)))
+    return _round_up(max(1, -(-total // blocks)), multiple)
+
+
+def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw: int,
+                           elem_bytes: int = 4, threads: int | None = None,
+                           registers: int | None = None, l1_bytes: int = L1_BYTES,
+                           l2_bytes: int = L2_BYTES, b_constant: bool = False,
+                           fixed: Mapping[str, object] | None = None) -> MatmulSchedule:
+    """The default schedule for a (batch x) m x n x k matmul; fields in `fixed` are kept and
+    the others chosen around them.
+
+    Register tile: as many accumulators as the register file holds next to the B vectors
+    and a broadcast (28 of 32 zmm: 14 x 2 vectors; 12 of 16 ymm: 6 x 2), narrower when N
+    is, and wide (up to 4 vectors) for a row vector (m < 4), where the FMA chains would
+    otherwise be too few to hide the FMA latency. Cache blocks (order "mn"): the mr x kc
+    sliver of A takes half of L1, a kc x nc block of B a quarter of L2, the mc x nc tile of
+    C an eighth; blocks are balanced so the last is not a sliver. Then tiles are split until
+    each thread has a few. A is read in place (its sliver sits in L1); B is packed when its
+    panels are reused (m > mr) or constant (packed at compile time, so for free).
+    """
+    fixed = {k_: _coerce(k_, v) for k_, v in (fixed or {}).items()}
+    threads = threads or default_threads()
+    vw = int(fixed.get("vw", vw))
+    if registers is None:
+        registers = 32 if vw * elem_bytes >= 64 else 16
+    acc_budget = registers - 4  # B vectors + the broadcast
+    if "nr" in fixed:
+        nq = max(1, int(fixed["nr"]) // vw)
+    else:
+        nq = max(1, min(2, -(-n // vw)))  # vectors per row of the tile
+        if m < 4:  # (nearly) a row vector: go wide in N for independent FMA chains
+            nq = max(1, min(acc_budget // max(m, 1), 4, -(-n // vw)))
+    nr = int(fixed.get("nr", nq * vw))
+    mr = int(fixed.get("mr", max(1, min(m, acc_budget // nq, 14))))
+    order = str(fixed.get("order", "mn"))
+    if "kc" in fixed:
+        kc = int(fixed["kc"])
+    else:
+        # The L1-resident operand: an mr x kc sliver of A ("mn") or a kc x nr panel of B.
+        per_k = (mr if order == "mn" else nr) * elem_bytes
+        kc_max = max(16, min(384, (l1_bytes // 2) // per_k) // 16 * 16)
+        kc = _balanced(max(k, 1), kc_max, 1)
+    if "nc" in fixed:
+        nc = int(fixed["nc"])
+    else:
+        nc = _balanced(max(n, 1), max(nr, (l2_bytes // 4) // (kc * elem_bytes) // nr * nr), nr)
+    if "mc" in fixed:
+        mc = int(fixed["mc"])
+    else:
+        mc = _balanced(max(m, 1), max(mr, (l2_bytes // 8) // (nc * elem_bytes) // mr * mr), mr)
+    nbatch = math.prod(batch)
+    # Enough tiles for the threads (a few each, for balance), if the work is worth it.
+    flops = 2 * nbatch * m * n * k
+    if threads > 1 and flops >= 1 << 22:
+        want = 4 * threads
+        while nbatch * (-(-m // mc)) * (-(-n // nc)) < want:
+            if "nc" not in fixed and nc >= 4 * nr and nc >= mc:
+                nc = _round_up(nc // 2, nr)
+            elif "mc" not in fixed and mc >= 2 * mr:
+                mc = _round_up(mc // 2, mr)
+            elif "nc" not in fixed and nc >= 2 * nr:
+                nc = _round_up(nc // 2, nr)
+            else:
+                break
+    s = MatmulSchedule(
+        mr=mr, nr=nr, vw=vw, kc=kc, mc=mc, nc=nc, ku=4,
+        pack_a=order == "nm" and m > mr and n > nr,
+        pack_b=b_constant or m > mr,
+        parallel="bmn", order=order, pf=32 if k > 64 else 0)
+    s = replace(s, **{k_: v for k_, v in fixed.items() if k_ not in ("mr", "nr", "vw", "kc",
+                                                                     "mc", "nc", "order")})
+    s.validate()
+    return s
+
+
+def element_bytes(t) -> int:
+    return 8 if getattr(t, "name", "") == "f64" else 4
+
+
+def schedule_of(op: Operation) -> MatmulSchedule | None:
+    attr = op.attributes.get(SCHEDULE_ATTR)
+    return None if attr is None else MatmulSchedule.from_attr(attr)
+
+
+__all__ = [
+    "MatmulMatch",
+    "MatmulSchedule",
+    "SCHEDULE_ATTR",
+    "choose_matmul_schedule",
+    "format_overrides",
+    "match_matmul",
+    "parse_overrides",
+]

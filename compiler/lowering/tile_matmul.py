@@ -1,0 +1,552 @@
+"""tile-matmul: matmul on memrefs -> packing loops + cache-block loops around a micro-kernel.
+
+GotoBLAS/BLIS structure, driven by the op's `aicc.schedule` (chosen by choose-schedule, or
+here with the defaults when it has none):
+
+    Ap = pack A into mr-row slivers, k-major:  Ap[sliver][k][r] = A[sliver*mr + r][k]   (0-padded)
+    Bp = pack B into nr-wide panels:           Bp[panel][k][j]  = B[k][panel*nr + j]     (0-padded)
+    scf.parallel over the (batch, mc block, nc block) tiles named by `parallel`:
+      scf.for pc < K step kc:                  # a kc x nc block of B, an mc x kc block of A
+        scf.for jr < nc step nr:               # one kc x nr panel of B stays in L1 ...
+          scf.for ir < mc step mr:             # ... while the slivers of A stream past it
+            aicc_cpu.microkernel Ap[...], Bp[...], C[...] k kc rows m cols n accumulate (pc > 0)
+
+Packed buffers are temporaries (`memref.alloc`, placed in the arena by plan-memory, which
+runs after this pass); both packing loops are `scf.parallel` over slivers / panels. A B
+that is a constant (`memref.get_global` of a dense global) is packed here, at compile time,
+into a new global in the panel layout, and nothing packs it at run time. A zero
+`linalg.fill` of C right before the matmul is dropped: the first K block overwrites C.
+Sizes that are not multiples of the tile are handled by the micro-kernel (`rows`/`cols`
+below mr/nr), reading the zero padding of the packed operands.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    UnitAttr,
+    i1,
+    i64,
+)
+from xdsl.dialects.linalg import ops as linalg
+from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
+from compiler.dialects.aicc_cpu import MicrokernelOp
+from compiler.errors import CompileError
+from compiler.lowering.schedule import (
+    MatmulMatch,
+    MatmulSchedule,
+    choose_matmul_schedule,
+    element_bytes,
+    is_constant,
+    match_matmul,
+    schedule_of,
+)
+
+Index = int | SSAValue
+
+PACK_B_ROWS = 16  # rows of B per iteration of the parallel packing loop
+
+
+class _Ix:
+    """Index arithmetic that folds constants: ints stay Python ints until an op needs them."""
+
+    def __init__(self, before: Operation):
+        # Constants go right after an anchor constant placed before everything this pass
+        # inserts, so they dominate every loop however late they are created.
+        self.anchor = arith.ConstantOp(IntegerAttr(0, IndexType()))
+        Rewriter.insert_op(self.anchor, InsertPoint.before(before))
+        self.consts: dict[tuple[int, str], SSAValue] = {(0, str(IndexType())): self.anchor.result}
+
+    def const(self, v: int, ty=None) -> SSAValue:
+        ty = ty or IndexType()
+        key = (v, str(ty))
+        if key not in self.consts:
+            c = arith.ConstantOp(IntegerAttr(v, ty))
+            Rewriter.insert_op(c, InsertPoint.after(self.anchor))
+            self.consts[key] = c.result
+        return self.consts[key]
+
+    def v(self, x: Index) -> SSAValue:
+        return self.const(x) if isinstance(x, int) else x
+
+    @staticmethod
+    def _emit(b: Builder, op: Operation) -> SSAValue:
+        return b.insert(op).results[0]
+
+    def add(self, b: Builder, x: Index, y: Index) -> Index:
+        if isinstance(x, int) and isinstance(y, int):
+            return x + y
+        if x == 0:
+            return y
+        if y == 0:
+            return x
+        return self._emit(b, arith.AddiOp(self.v(x), self.v(y)))
+
+    def sub(self, b: Builder, x: Index, y: Index) -> Index:
+        if isinstance(x, int) and isinstance(y, int):
+            return x - y
+        if y == 0:
+            return x
+        return self._emit(b, arith.SubiOp(self.v(x), self.v(y)))
+
+    def mul(self, b: Builder, x: Index, y: Index) -> Index:
+        if isinstance(x, int) and isinstance(y, int):
+            return x * y
+        if x == 0 or y == 0:
+            return 0
+        if x == 1:
+            return y
+        if y == 1:
+            return x
+        return self._emit(b, arith.MuliOp(self.v(x), self.v(y)))
+
+    def div(self, b: Builder, x: Index, y: int) -> Index:
+        if isinstance(x, int):
+            return x // y
+        if y == 1:
+            return x
+        return self._emit(b, arith.DivUIOp(x, self.v(y)))
+
+    def rem(self, b: Builder, x: Index, y: int) -> Index:
+        if isinstance(x, int):
+            return x % y
+        if y == 1:
+            return 0
+        return self._emit(b, arith.RemUIOp(x, self.v(y)))
+
+    def min(self, b: Builder, x: Index, y: Index) -> Index:
+        if isinstance(x, int) and isinstance(y, int):
+            return min(x, y)
+        return self._emit(b, arith.MinSIOp(self.v(x), self.v(y)))
+
+
+def _for(b: Builder, ix: _Ix, lb: Index, ub: Index, step: int, body) -> None:
+    """scf.for lb <= iv < ub step `step`; body(builder, iv)."""
+    if isinstance(lb, int) and isinstance(ub, int) and lb >= ub:
+        return
+    if isinstance(lb, int) and isinstance(ub, int) and ub - lb <= step:
+        body(b, lb)  # one trip: no loop
+        return
+    block = Block(arg_types=[IndexType()])
+    b.insert(scf.ForOp(ix.v(lb), ix.v(ub), ix.v(step), [], Region(block)))
+    Builder(InsertPoint.at_end(block)).insert(scf.YieldOp())
+    body(Builder(InsertPoint.before(block.last_op)), block.args[0])
+
+
+def _parallel(b: Builder, ix: _Ix, ub: int, body) -> None:
+    """scf.parallel 0 <= iv < ub; body(builder, iv). One trip: no loop."""
+    if ub <= 0:
+        return
+    if ub == 1:
+        body(b, 0)
+        return
+    block = Block(arg_types=[IndexType()])
+    b.insert(scf.ParallelOp([ix.v(0)], [ix.v(ub)], [ix.v(1)], Region(block)))
+    Builder(InsertPoint.at_end(block)).insert(scf.ReduceOp())
+    body(Builder(InsertPoint.before(block.last_op)), block.args[0])
+
+
+def _flat(b: Builder, v: SSAValue) -> SSAValue:
+    """A 1-D view of a contiguous memref (the emitter uses the same pointer)."""
+    t = v.type
+    shape = t.get_shape()
+    if len(shape) == 1:
+        return v
+    flat_t = MemRefType(t.element_type, [math.prod(shape)])
+    groups = ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in range(len(shape))])]) if shape \
+        else ArrayAttr([])
+    op = memref.CollapseShapeOp.create(operands=[v], result_types=[flat_t],
+                                       properties={"reassociation": groups})
+    return b.insert(op).results[0]
+
+
+def _zero(b: Builder, elem) -> SSAValue:
+    return b.insert(arith.ConstantOp(FloatAttr(0.0, elem))).result
+
+
+def _batch_offset(b: Builder, ix: _Ix, bidx: list[Index], bmap, shape, batch_out) -> Index:
+    """Flat batch index of an operand whose batch dims follow `bmap` (output dim or None)."""
+    flat: Index = 0
+    for pos, d in enumerate(bmap):
+        size = shape[pos]
+        flat = ix.mul(b, flat, size)
+        if d is not None:
+            flat = ix.add(b, flat, bidx[d])
+    return flat
+
+
+def _split_flat(b: Builder, ix: _Ix, flat: Index, extents: list[int]) -> list[Index]:
+    """Row-major digits of `flat` in `extents`."""
+    out: list[Index] = []
+    for pos in range(len(extents)):
+        inner = math.prod(extents[pos + 1:])
+        digit = ix.div(b, flat, inner)
+        if pos:
+            digit = ix.rem(b, digit, extents[pos])
+        out.append(digit)
+    return out
+
+
+def _global_of(v: SSAValue, module: ModuleOp) -> memref.GlobalOp | None:
+    if not (isinstance(v, OpResult) and isinstance(v.op, memref.GetGlobalOp)):
+        return None
+    name = v.op.name_.root_reference.data
+    for op in module.ops:
+        if isinstance(op, memref.GlobalOp) and op.sym_name.data == name:
+            if isinstance(op.initial_value, DenseIntOrFPElementsAttr):
+                return op
+    return None
+
+
+@dataclass
+class _Tiler:
+    match: MatmulMatch
+    s: MatmulSchedule
+    module: ModuleOp
+
+    def run(self) -> None:
+        mm, s = self.match, self.s
+        op = mm.op
+        M, N, K = mm.m, mm.n, mm.k
+        if M == 0 or N == 0 or math.prod(mm.batch) == 0:
+            Rewriter.erase_op(op)
+            return
+        if K == 0:  # C keeps its initial value (the fill)
+            Rewriter.erase_op(op)
+            return
+        first_overwrites = self._drop_zero_fill()
+        ix = _Ix(op)
+        top = Builder(InsertPoint.before(op))
+        elem = mm.element_type
+        a_flat, c_flat = _flat(top, mm.a), _flat(top, mm.c)
+        a_shape, b_shape = mm.a.type.get_shape(), mm.b.type.get_shape()
+        nba = math.prod(a_shape[:-2])
+        nbb = math.prod(b_shape[:-2])
+        MP, NP = -(-M // s.mr), -(-N // s.nr)
+        allocs: list[SSAValue] = []
+
+        a_src, a_packed = a_flat, False
+        self.a_rs, self.a_ks = K, 1
+        if s.pack_a:
+            size = nba * MP * K * s.mr
+            ap = top.insert(memref.AllocOp.get(elem, 64, [size])).memref
+            allocs.append(ap)
+            self._pack_a(top, ix, a_flat, ap, nba, MP)
+            a_src, a_packed = ap, True
+            self.a_rs, self.a_ks = 1, s.mr
+
+        g = _global_of(mm.b, self.module) if s.pack_b else None
+        if g is not None:
+            b_src = self._prepacked_b(top, g, nbb, NP)
+        elif s.pack_b:
+            size = nbb * NP * K * s.nr
+            bp = top.insert(memref.AllocOp.get(elem, 64, [size])).memref
+            allocs.append(bp)
+            self._pack_b(top, ix, _flat(top, mm.b), bp, nbb, NP)
+            b_src = bp
+        else:
+            b_src = _flat(top, mm.b)
+        b_packed = s.pack_b
+
+        self._compute(top, ix, a_src, a_packed, b_src, b_packed, c_flat, MP, NP,
+                      first_overwrites)
+        after = Builder(InsertPoint.after(op))
+        for a in allocs:
+            after.insert(memref.DeallocOp.get(a))
+        Rewriter.erase_op(op)
+
+    # -- the zero fill
+
+    def _drop_zero_fill(self) -> bool:
+        """Erase a `linalg.fill 0` of C that nothing reads before the matmul."""
+        op, c = self.match.op, self.match.c
+        aliases = _aliases(c)
+        prev = op.prev_op
+        while prev is not None:
+            if any(v in aliases for v in prev.operands) or prev.regions:
+                break
+            prev = prev.prev_op
+        if not isinstance(prev, linalg.FillOp) or prev.outputs[0] is not c:
+            return False
+        value = prev.inputs[0]
+        if not (isinstance(value, OpResult) and isinstance(value.op, arith.ConstantOp)
+                and isinstance(value.op.value, FloatAttr) and value.op.value.value.data == 0.0):
+            return False
+        Rewriter.erase_op(prev)
+        return True
+
+    # -- packing
+
+    def _pack_a(self, b: Builder, ix: _Ix, a: SSAValue, ap: SSAValue, nba: int, MP: int) -> None:
+        """Ap[(ba*MP + ip)*K*mr + k*mr + r] = A[ba*M*K + (ip*mr + r)*K + k], 0 past row M.
+
+        k outer, the mr rows inner (a constant trip count, unrolled): the writes are
+        sequential and the reads walk mr rows in step, one cache line each at a time."""
+        M, K, mr = self.match.m, self.match.k, self.s.mr
+        zero = _zero(b, self.match.element_type)
+        edge_rows = M % mr
+
+        def sliver(b: Builder, src: Index, dst: Index, rows: int) -> None:
+            def krow(b: Builder, k: Index) -> None:
+                d_k = ix.add(b, dst, ix.mul(b, k, mr))
+                s_k = ix.add(b, src, k)
+                for r in range(mr):
+                    if r < rows:
+                        v = b.insert(memref.LoadOp.get(a, [ix.v(ix.add(b, s_k, r * K))])).res
+                    else:
+                        v = zero
+                    b.insert(memref.StoreOp.get(v, ap, [ix.v(ix.add(b, d_k, r))]))
+
+            _for(b, ix, 0, K, 1, krow)
+
+        def body(b: Builder, p: Index) -> None:
+            ba, ip = _split_flat(b, ix, p, [nba, MP])
+            src = ix.add(b, ix.mul(b, ba, M * K), ix.mul(b, ip, mr * K))
+            dst = ix.mul(b, p, K * mr)
+            if not edge_rows:
+                sliver(b, src, dst, mr)
+                return
+            if isinstance(ip, int):
+                sliver(b, src, dst, edge_rows if ip == MP - 1 else mr)
+                return
+            is_full = b.insert(arith.CmpiOp(ip, ix.v(MP - 1), "ult")).result
+            full_block, edge_block = Block(), Block()
+            b.insert(scf.IfOp(is_full, [], Region(full_block), Region(edge_block)))
+            for blk, rows in ((full_block, mr), (edge_block, edge_rows)):
+                Builder(InsertPoint.at_end(blk)).insert(scf.YieldOp())
+                sliver(Builder(InsertPoint.before(blk.last_op)), src, dst, rows)
+
+        _parallel(b, ix, nba * MP, body)
+
+    def _pack_b(self, b: Builder, ix: _Ix, bm: SSAValue, bp: SSAValue, nbb: int, NP: int) -> None:
+        """Bp[(bb*NP + jp)*K*nr + k*nr + j] = B[bb*K*N + k*N + jp*nr + j], 0 past column N.
+
+        In blocks of PACK_B_ROWS rows of B (the parallel loop), panel by panel: each panel's
+        rows of the block are written contiguously, and the reads advance along those rows."""
+        N, K, nr = self.match.n, self.match.k, self.s.nr
+        zero = _zero(b, self.match.element_type)
+        full_panels, edge_cols = divmod(N, nr)
+        kb = min(K, PACK_B_ROWS)
+        nkb = -(-K // kb)
+
+        def body(b: Builder, p: Index) -> None:
+            bb, kbi = _split_flat(b, ix, p, [nbb, nkb])
+            k0 = ix.mul(b, kbi, kb)
+            k1 = ix.min(b, ix.add(b, k0, kb), K)
+            src = ix.add(b, ix.mul(b, bb, K * N), ix.mul(b, k0, N))
+            dst = ix.add(b, ix.mul(b, ix.mul(b, bb, NP), K * nr), ix.mul(b, k0, nr))
+
+            def panel(b: Builder, jp: Index, cols: int) -> None:
+                s_p = ix.add(b, src, ix.mul(b, jp, nr))
+                d_p = ix.add(b, dst, ix.mul(b, jp, K * nr))
+
+                def krow(b: Builder, k: Index) -> None:
+                    s_k = ix.add(b, s_p, ix.mul(b, k, N))
+                    d_k = ix.add(b, d_p, ix.mul(b, k, nr))
+
+                    def copy(b: Builder, j: Index) -> None:
+                        v = b.insert(memref.LoadOp.get(bm, [ix.v(ix.add(b, s_k, j))])).res
+                        b.insert(memref.StoreOp.get(v, bp, [ix.v(ix.add(b, d_k, j))]))
+
+                    _for(b, ix, 0, cols, 1, copy)
+                    _for(b, ix, cols, nr, 1, lambda b, j: b.insert(memref.StoreOp.get(
+                        zero, bp, [ix.v(ix.add(b, d_k, j))])))
+
+                _for(b, ix, 0, ix.sub(b, k1, k0), 1, krow)
+
+            _for(b, ix, 0, full_panels, 1, lambda b, jp: panel(b, jp, nr))
+            if edge_cols:
+                panel(b, full_panels, edge_cols)
+
+        _parallel(b, ix, nbb * nkb, body)
+
+    def _prepacked_b(self, b: Builder, g: memref.GlobalOp, nbb: int, NP: int) -> SSAValue:
+        """A constant B packed now into a global in the panel layout."""
+        K, N, nr = self.match.k, self.match.n, self.s.nr
+        name = f"{g.sym_name.data}_panels{nr}"
+        elem = self.match.element_type
+        size = nbb * NP * K * nr
+        existing = next((o for o in self.module.ops if isinstance(o, memref.GlobalOp)
+                         and o.sym_name.data == name), None)
+        if existing is None:
+            data = numpy_from_dense(g.initial_value).reshape(nbb, K, N)
+            padded = np.zeros((nbb, K, NP * nr), data.dtype)
+            padded[:, :, :N] = data
+            panels = padded.reshape(nbb, K, NP, nr).transpose(0, 2, 1, 3)
+            packed = np.ascontiguousarray(panels).reshape(size)
+            new = memref.GlobalOp.get(StringAttr(name), MemRefType(elem, [size]),
+                                      dense_from_numpy(packed), sym_visibility=StringAttr("private"),
+                                      constant=UnitAttr())
+            self.module.body.block.insert_op_after(new, g)
+        return b.insert(memref.GetGlobalOp(name, MemRefType(elem, [size]))).memref
+
+    # -- the tile loops
+
+    def _compute(self, b: Builder, ix: _Ix, a_src: SSAValue, a_packed: bool, b_src: SSAValue,
+                 b_packed: bool, c: SSAValue, MP: int, NP: int, first_overwrites: bool) -> None:
+        mm, s = self.match, self.s
+        M, N, K = mm.m, mm.n, mm.k
+        batch = list(mm.batch)
+        a_shape, b_shape = mm.a.type.get_shape(), mm.b.type.get_shape()
+        TM, TN = -(-M // s.mc), -(-N // s.nc)
+        nb = math.prod(batch)
+        extents = {"b": nb, "m": TM, "n": TN}
+        par = [d for d in "bmn" if d in s.parallel and extents[d] > 1]
+        seq = [d for d in "bmn" if d not in par and extents[d] > 1]
+        true_ = ix.const(1, i1)
+
+        def tile(b: Builder, idx: dict[str, Index]) -> None:
+            bflat = idx.get("b", 0)
+            bidx = _split_flat(b, ix, bflat, batch) if batch else []
+            ba = _batch_offset(b, ix, bidx, mm.a_batch, a_shape, batch)
+            bb = _batch_offset(b, ix, bidx, mm.b_batch, b_shape, batch)
+            ic = ix.mul(b, idx.get("m", 0), s.mc)
+            jc = ix.mul(b, idx.get("n", 0), s.nc)
+            mcv = ix.min(b, s.mc, ix.sub(b, M, ic))
+            ncv = ix.min(b, s.nc, ix.sub(b, N, jc))
+            c_base = ix.add(b, ix.mul(b, bflat, M * N), ix.add(b, ix.mul(b, ic, N), jc))
+
+            def kblock(b: Builder, pc: Index) -> None:
+                kc = ix.min(b, s.kc, ix.sub(b, K, pc))
+                if not first_overwrites:
+                    acc = true_
+                elif isinstance(pc, int):
+                    acc = ix.const(int(pc > 0), i1)
+                else:
+                    acc = b.insert(arith.CmpiOp(pc, ix.v(0), "ne")).result
+
+                def panel(b: Builder, jr: Index) -> tuple[Index, Index]:
+                    """Columns of panel jr and its offset in B."""
+                    n = ix.min(b, s.nr, ix.sub(b, ncv, jr))
+                    j = ix.add(b, jc, jr)
+                    if b_packed:  # panel (bb*NP + j/nr), row pc
+                        pnl = ix.add(b, ix.mul(b, bb, NP), ix.div(b, j, s.nr))
+                        return n, ix.add(b, ix.mul(b, pnl, K * s.nr), ix.mul(b, pc, s.nr))
+                    return n, ix.add(b, ix.mul(b, bb, K * N), ix.add(b, ix.mul(b, pc, N), j))
+
+                def sliver(b: Builder, ir: Index) -> tuple[Index, Index]:
+                    """Rows of sliver ir and its offset in A."""
+                    m = ix.min(b, s.mr, ix.sub(b, mcv, ir))
+                    i = ix.add(b, ic, ir)
+                    if a_packed:
+                        slv = ix.add(b, ix.mul(b, ba, MP), ix.div(b, i, s.mr))
+                        return m, ix.add(b, ix.mul(b, slv, K * s.mr), ix.mul(b, pc, s.mr))
+                    return m, ix.add(b, ix.mul(b, ba, M * K), ix.add(b, ix.mul(b, i, K), pc))
+
+                def kernel(b: Builder, ir: Index, jr: Index, m_a, n_b) -> None:
+                    (m, a_off), (n, b_off) = m_a, n_b
+                    c_off = ix.add(b, c_base, ix.add(b, ix.mul(b, ir, N), jr))
+                    b.insert(MicrokernelOp(
+                        a_src, ix.v(a_off), b_src, ix.v(b_off), c, ix.v(c_off), ix.v(kc),
+                        ix.v(m), ix.v(n), acc,
+                        a_clamp=not a_packed and M % s.mr != 0,
+                        b_masked=not b_packed and N % s.nr != 0,
+                        mr=s.mr, nr=s.nr, vw=s.vw,
+                        a_rs=self.a_rs, a_ks=self.a_ks,
+                        b_ks=s.nr if b_packed else N, ldc=N, ku=s.ku,
+                        b_pf=s.pf))
+
+                if s.order == "nm":  # a B panel stays in L1 while the slivers of A pass
+                    _for(b, ix, 0, ncv, s.nr, lambda b, jr: (lambda nb_: _for(
+                        b, ix, 0, mcv, s.mr, lambda b, ir: kernel(b, ir, jr, sliver(b, ir), nb_)))(
+                            panel(b, jr)))
+                else:  # an A sliver stays in L1 while the panels of B pass
+                    _for(b, ix, 0, mcv, s.mr, lambda b, ir: (lambda ma_: _for(
+                        b, ix, 0, ncv, s.nr, lambda b, jr: kernel(b, ir, jr, ma_, panel(b, jr))))(
+                            sliver(b, ir)))
+
+            _for(b, ix, 0, K, s.kc, kblock)
+
+        def nest(b: Builder, idx: dict[str, Index], dims: list[str]) -> None:
+            if not dims:
+                tile(b, idx)
+                return
+            d = dims[0]
+            _for(b, ix, 0, extents[d], 1, lambda b, v: nest(b, {**idx, d: v}, dims[1:]))
+
+        if par:
+            ext = [extents[d] for d in par]
+
+            def par_body(b: Builder, t: Index) -> None:
+                nest(b, dict(zip(par, _split_flat(b, ix, t, ext))), seq)
+
+            _parallel(b, ix, math.prod(ext), par_body)
+        else:
+            nest(b, {}, seq)
+
+
+def _aliases(v: SSAValue) -> set[SSAValue]:
+    out, todo = {v}, [v]
+    while todo:
+        x = todo.pop()
+        for use in x.uses:
+            o = use.operation
+            if isinstance(o, memref.CollapseShapeOp | memref.ExpandShapeOp | memref.ViewOp
+                          | memref.SubviewOp | memref.CastOp):
+                for r in o.results:
+                    if r not in out:
+                        out.add(r)
+                        todo.append(r)
+    return out
+
+
+def _erase_unused_globals(module: ModuleOp, names: set[str]) -> None:
+    """Drop the globals in `names` (constant Bs now read prepacked) that nothing reads."""
+    for o in list(module.walk()):
+        if isinstance(o, memref.GetGlobalOp) and not o.memref.uses:
+            Rewriter.erase_op(o)
+    used = {o.name_.root_reference.data for o in module.walk() if isinstance(o, memref.GetGlobalOp)}
+    for o in list(module.ops):
+        if isinstance(o, memref.GlobalOp) and o.sym_name.data in names - used:
+            Rewriter.erase_op(o)
+
+
+@dataclass(frozen=True)
+class TileMatmul(ModulePass):
+    """Tile, pack and micro-kernel every matmul-like linalg op on memrefs (CPU)."""
+
+    name = "tile-matmul"
+
+    vector_bits: int = 512  # for ops without a schedule
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        prepacked: set[str] = set()
+        for o in list(op.walk()):
+            mm = match_matmul(o)
+            if mm is None:
+                continue
+            if not all(isinstance(v.type, MemRefType) for v in (mm.a, mm.b, mm.c)):
+                raise CompileError("tile-matmul: run bufferize first (matmul on tensors)")
+            s = schedule_of(o)
+            if s is None:
+                ebytes = element_bytes(mm.element_type)
+                s = choose_matmul_schedule(mm.batch, mm.m, mm.n, mm.k,
+                                           vw=max(1, self.vector_bits // (8 * ebytes)),
+                                           elem_bytes=ebytes, b_constant=is_constant(mm.b))
+            g = _global_of(mm.b, op) if s.pack_b else None
+            if g is not None:
+                prepacked.add(g.sym_name.data)
+            _Tiler(mm, s, op).run()
+        if prepacked:
+            _erase_unused_globals(op, prepacked)
+
+
+__all__ = ["TileMatmul"]
