@@ -24,11 +24,26 @@ from compiler.codegen import mathlib
 if TYPE_CHECKING:
     from compiler.codegen.llvm import _FunctionEmitter
 
-PREFETCH_LOCALITY = 2  # llvm.prefetch locality of the C tile: 3 = all cache levels (t0)
+C_PREFETCH_LOCALITY = 2  # llvm.prefetch locality for the C tile: 2 = prefetcht1 (to L2)
 
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
+
+
+class _Literal(ir.Constant):
+    """A constant printed as an LLVM literal (`zeroinitializer`, `undef`): llvmlite spells
+    vector constants out element by element, which makes the IR hard to read."""
+
+    def __init__(self, ty: ir.Type, text: str):
+        super().__init__(ty, None)
+        self.text = text
+
+    def get_reference(self) -> str:
+        return self.text
+
+    def _to_string(self) -> str:
+        return f"{self.type} {self.text}"
 
 
 def _c64(v: int) -> ir.Constant:
@@ -135,9 +150,9 @@ def _emit_kernel_body(e: _FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_
                                  ir.Constant(ir.VectorType(I32, vw), [0] * vw))
         return b.icmp_signed("<", lanes, splat)
 
-    zero_v = ir.Constant(vty, [ir.Constant(ety, 0.0)] * vw)
-    undef_v = ir.Constant(vty, None)
-    splat_mask = ir.Constant(ir.VectorType(I32, vw), [0] * vw)
+    zero_v = _Literal(vty, "zeroinitializer")
+    undef_v = _Literal(vty, "undef")
+    splat_mask = _Literal(ir.VectorType(I32, vw), "zeroinitializer")
 
     prefetch = e.em.module.globals.get("llvm.prefetch.p0") or ir.Function(
         e.em.module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), I32, I32, I32]),
@@ -158,7 +173,7 @@ def _emit_kernel_body(e: _FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_
         if b_pf and masks is None:  # B streams from L2: fetch the rows b_pf steps ahead
             for j in range(0, nr, 64 // esize):
                 p = b.gep(b_base, [b.add(boff, _c64(b_pf * b_ks + j), flags=["nsw"])],
-                          inbounds=True, source_etype=ety)
+                          source_etype=ety)  # not inbounds: may point past the end
                 b.call(prefetch, [p, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
         aoff = kk if a_ks == 1 else b.mul(kk, _c64(a_ks), flags=["nsw"])
         out = list(accs)
@@ -199,8 +214,8 @@ def _emit_kernel_body(e: _FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_
     line = 64 // esize
     for r in range(mr):
         for j in range(0, nr, line):
-            b.call(prefetch, [b.gep(c_base, [_c64(r * ldc + j)], inbounds=True, source_etype=ety),
-                              ir.Constant(I32, 1), ir.Constant(I32, PREFETCH_LOCALITY),
+            b.call(prefetch, [b.gep(c_base, [_c64(r * ldc + j)], source_etype=ety),
+                              ir.Constant(I32, 1), ir.Constant(I32, C_PREFETCH_LOCALITY),
                               ir.Constant(I32, 1)])
 
     if a_clamp or b_masked:

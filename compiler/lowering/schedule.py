@@ -121,11 +121,7 @@ class MatmulSchedule:
 
     @staticmethod
     def from_dict(values: Mapping[str, object]) -> MatmulSchedule:
-        known = {f.name for f in fields(MatmulSchedule)}
-        unknown = set(values) - known
-        if unknown:
-            raise CompileError(f"unknown matmul schedule field(s): {', '.join(sorted(unknown))} "
-                               f"(known: {', '.join(f.name for f in fields(MatmulSchedule))})")
+        _check_fields(values)
         missing = {"mr", "nr", "vw", "kc", "mc", "nc"} - set(values)
         if missing:
             raise CompileError(f"matmul schedule lacks {', '.join(sorted(missing))}")
@@ -134,14 +130,18 @@ class MatmulSchedule:
         return s
 
     def with_overrides(self, values: Mapping[str, object]) -> MatmulSchedule:
-        known = {f.name for f in fields(MatmulSchedule)}
-        unknown = set(values) - known
-        if unknown:
-            raise CompileError(f"unknown matmul schedule field(s): {', '.join(sorted(unknown))} "
-                               f"(known: {', '.join(sorted(known))})")
+        _check_fields(values)
         s = replace(self, **{k: _coerce(k, v) for k, v in values.items()})
         s.validate()
         return s
+
+
+def _check_fields(values: Mapping[str, object]) -> None:
+    known = [f.name for f in fields(MatmulSchedule)]
+    unknown = set(values) - set(known)
+    if unknown:
+        raise CompileError(f"unknown matmul schedule field(s): {', '.join(sorted(unknown))} "
+                           f"(known: {', '.join(known)})")
 
 
 def _fmt(v) -> str:
@@ -395,7 +395,9 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     each thread has a few. A is read in place (its sliver sits in L1); B is packed when its
     panels are reused (m > mr) or constant (packed at compile time, so for free).
     """
-    fixed = {k_: _coerce(k_, v) for k_, v in (fixed or {}).items()}
+    fixed = fixed or {}
+    _check_fields(fixed)
+    fixed = {k_: _coerce(k_, v) for k_, v in fixed.items()}
     threads = threads or default_threads()
     vw = int(fixed.get("vw", vw))
     if registers is None:
@@ -407,8 +409,14 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
         nq = max(1, min(2, -(-n // vw)))  # vectors per row of the tile
         if m < 4:  # (nearly) a row vector: go wide in N for independent FMA chains
             nq = max(1, min(acc_budget // max(m, 1), 4, -(-n // vw)))
+        if "nc" in fixed:  # the register tile must divide a fixed cache block
+            while nq > 1 and int(fixed["nc"]) % (nq * vw):
+                nq -= 1
     nr = int(fixed.get("nr", nq * vw))
     mr = int(fixed.get("mr", max(1, min(m, acc_budget // nq, 14))))
+    if "mc" in fixed and "mr" not in fixed:
+        while mr > 1 and int(fixed["mc"]) % mr:
+            mr -= 1
     order = str(fixed.get("order", "mn"))
     if "kc" in fixed:
         kc = int(fixed["kc"])

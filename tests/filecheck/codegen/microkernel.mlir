@@ -1,0 +1,51 @@
+// RUN: aicc-opt %s -t llvm | filecheck %s
+// aicc_cpu.microkernel becomes a call of one internal, noinline function per kernel
+// configuration: an mr x nr register tile of <vw x float> accumulators updated with the
+// llvm.fma intrinsic at full vector width (vw = 16: AVX-512, vw = 8: AVX2), A broadcast one
+// element at a time, B loaded vw lanes at a time; masked stores for edge tiles.
+
+// CHECK-LABEL: define void @"tile16"
+// CHECK:         call void @"aicc.microkernel.float.4x32.v16.64.1.32.32.2.0.0.16"(ptr %{{.*}}, ptr %{{.*}}, ptr %{{.*}}, i64 %{{.*}}, i64 %{{.*}}, i64 %{{.*}}, i1 false)
+
+// CHECK-LABEL: define internal void @"aicc.microkernel.float.4x32.v16.64.1.32.32.2.0.0.16"(ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, i64 %{{.*}}, i64 %{{.*}}, i64 %{{.*}}, i1 %{{.*}}) {{.*}}noinline
+// The C tile is prefetched for writing before the k loop.
+// CHECK:         call void @"llvm.prefetch.p0"(ptr %{{.*}}, i32 1, i32 2, i32 1)
+// The k loop, unrolled twice: 4 x 2 accumulators carried in registers.
+// CHECK:       loop:
+// CHECK-COUNT-8: phi  <16 x float> [zeroinitializer, %"start"]
+// CHECK:         %[[B0:.*]] = load <16 x float>, ptr %{{.*}}, align 4
+// CHECK:         %[[B1:.*]] = load <16 x float>, ptr %{{.*}}, align 4
+// B for a later step is prefetched (pf = 16).
+// CHECK:         call void @"llvm.prefetch.p0"(ptr %{{.*}}, i32 0, i32 3, i32 1)
+// CHECK:         %[[A0:.*]] = load float, ptr %{{.*}}, align 4
+// CHECK:         %[[INS:.*]] = insertelement <16 x float> undef, float %[[A0]], i32 0
+// CHECK:         %[[SPLAT:.*]] = shufflevector <16 x float> %[[INS]], <16 x float> undef, <16 x i32> zeroinitializer
+// CHECK:         call <16 x float> @"llvm.fma.v16f32"(<16 x float> %[[SPLAT]], <16 x float> %[[B0]], <16 x float> %{{.*}})
+// CHECK:         call <16 x float> @"llvm.fma.v16f32"(<16 x float> %[[SPLAT]], <16 x float> %[[B1]], <16 x float> %{{.*}})
+// A full tile updates C with plain vector loads and stores ...
+// CHECK:       mk.cfull:
+// CHECK:         load <16 x float>
+// CHECK:         fadd <16 x float>
+// CHECK:         store <16 x float>
+// ... an edge tile with masked ones, lanes < n.
+// CHECK:       mk.cedge:
+// CHECK:         icmp slt <16 x i64> <i64 0, i64 1, i64 2
+// CHECK:         call void @"llvm.masked.store.v16f32.p0"(<16 x float> %{{.*}}, ptr %{{.*}}, i32 4, <16 x i1> %{{.*}})
+func.func @tile16(%a: memref<4x64xf32>, %b: memref<64x32xf32>, %c: memref<4x32xf32>, %kc: index, %m: index, %n: index) {
+  %c0 = arith.constant 0 : index
+  %acc = arith.constant false
+  aicc_cpu.microkernel %a[%c0], %b[%c0], %c[%c0] k %kc rows %m cols %n accumulate %acc {mr = 4 : i64, nr = 32 : i64, vw = 16 : i64, a_rs = 64 : i64, a_ks = 1 : i64, b_ks = 32 : i64, ldc = 32 : i64, ku = 2 : i64, b_pf = 16 : i64} : memref<4x64xf32>, memref<64x32xf32>, memref<4x32xf32>
+  func.return
+}
+
+// With vw = 8 (AVX2 width) the same tile is 4 x 4 vectors of <8 x float>.
+// CHECK-LABEL: define internal void @"aicc.microkernel.float.4x32.v8.64.1.32.32.1.0.0.0"
+// CHECK:       loop:
+// CHECK-COUNT-16: phi  <8 x float> [zeroinitializer, %"start"]
+// CHECK:         call <8 x float> @"llvm.fma.v8f32"(<8 x float>
+func.func @tile8(%a: memref<4x64xf32>, %b: memref<64x32xf32>, %c: memref<4x32xf32>, %kc: index, %m: index, %n: index) {
+  %c0 = arith.constant 0 : index
+  %acc = arith.constant true
+  aicc_cpu.microkernel %a[%c0], %b[%c0], %c[%c0] k %kc rows %m cols %n accumulate %acc {mr = 4 : i64, nr = 32 : i64, vw = 8 : i64, a_rs = 64 : i64, a_ks = 1 : i64, b_ks = 32 : i64, ldc = 32 : i64, ku = 1 : i64} : memref<4x64xf32>, memref<64x32xf32>, memref<4x32xf32>
+  func.return
+}

@@ -1,0 +1,46 @@
+// RUN: aicc-opt %s -p 'choose-schedule{vector-bits=512 threads=1 l1-bytes=49152 l2-bytes=2097152}' --split-input-file | filecheck %s --check-prefix=AVX512
+// RUN: aicc-opt %s -p 'choose-schedule{vector-bits=256 threads=1 l1-bytes=32768 l2-bytes=1048576}' --split-input-file | filecheck %s --check-prefix=AVX2
+// RUN: aicc-opt %s -p 'choose-schedule{vector-bits=512 threads=1 overrides="mr=6,kc=64,pack_b=false"}' --split-input-file | filecheck %s --check-prefix=OVERRIDE
+// RUN: not aicc-opt %s -p 'choose-schedule{overrides="mr=4,nr=20"}' --split-input-file 2>&1 | filecheck %s --check-prefix=BAD
+
+// A schedule per matmul, chosen for its shape and the target: AVX-512 holds a 14 x 2-vector
+// register tile of 16 lanes, AVX2 a 6 x 2-vector tile of 8 lanes. Overrides fix fields
+// and the heuristic fills in the rest around them.
+// AVX512-LABEL: func.func @matmul
+// AVX512:         linalg.matmul {aicc.schedule = {mr = 14 : i64, nr = 32 : i64, vw = 16 : i64, kc = 342 : i64, mc = 182 : i64, nc = 352 : i64, ku = 4 : i64, pack_a = false, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
+// AVX2-LABEL:   func.func @matmul
+// AVX2:           linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 16 : i64, vw = 8 : i64, kc = 342 : i64, mc = 174 : i64, nc = 176 : i64, ku = 4 : i64, pack_a = false, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
+// OVERRIDE-LABEL: func.func @matmul
+// OVERRIDE:       linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 32 : i64, vw = 16 : i64, kc = 64 : i64, {{.*}}, pack_b = false, {{.*}}}}
+// BAD: aicc-opt: error: matmul schedule mr=4,nr=20,{{.*}}: nr = 20 must be a multiple of vw = 16
+func.func @matmul(%a: tensor<1024x1024xf32>, %b: tensor<1024x1024xf32>) -> tensor<1024x1024xf32> {
+  %e = tensor.empty() : tensor<1024x1024xf32>
+  %z = arith.constant 0.0 : f32
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<1024x1024xf32>, tensor<1024x1024xf32>) outs(%f : tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  func.return %r : tensor<1024x1024xf32>
+}
+
+// -----
+// A batched matmul (a linalg.generic with a broadcast batch dim) is recognized too; a row
+// vector (m = 1) gets a wide 1 x 4-vector tile and reads B in place.
+// AVX512-LABEL: func.func @batched_rowvec
+// AVX512:         linalg.generic {{.*}}aicc.schedule = {mr = 1 : i64, nr = 64 : i64, vw = 16 : i64, {{.*}}pack_b = false
+// An elementwise generic gets no schedule.
+// AVX512:         linalg.generic
+// AVX512-NOT:     aicc.schedule
+// AVX512:         func.return
+func.func @batched_rowvec(%a: tensor<3x1x40xf32>, %b: tensor<40x100xf32>, %acc: tensor<3x1x100xf32>) -> tensor<3x1x100xf32> {
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d3, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%a, %b : tensor<3x1x40xf32>, tensor<40x100xf32>) outs(%acc : tensor<3x1x100xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<3x1x100xf32>
+  %e = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%r : tensor<3x1x100xf32>) outs(%acc : tensor<3x1x100xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %m = arith.maximumf %x, %x : f32
+    linalg.yield %m : f32
+  } -> tensor<3x1x100xf32>
+  func.return %e : tensor<3x1x100xf32>
+}

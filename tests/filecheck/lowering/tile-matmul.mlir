@@ -1,0 +1,94 @@
+// RUN: aicc-opt %s -p tile-matmul,canonicalize,cse --split-input-file | filecheck %s
+
+// B packed into nr-wide panels (the parallel loop runs over blocks of rows of B; the last,
+// 8-column panel is zero-padded to 16), then the tiles of C on threads ("mn": 3 M blocks x
+// 2 N blocks), K blocks, an A sliver outside the B panels, one micro-kernel per register
+// tile. The zero fill of C is gone: the first K block overwrites C (accumulate = pc != 0).
+// CHECK-LABEL: func.func @matmul
+// CHECK-SAME:      (%[[A:.*]]: memref<20x24xf32>, %[[B:.*]]: memref<24x40xf32>, %[[C:.*]]: memref<20x40xf32>)
+// CHECK-NOT:     linalg.fill
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[C4:.*]] = arith.constant 4 : index
+// CHECK-DAG:     %[[C6:.*]] = arith.constant 6 : index
+// CHECK-DAG:     %[[C16:.*]] = arith.constant 16 : index
+// CHECK-DAG:     %[[C24:.*]] = arith.constant 24 : index
+// CHECK-DAG:     %[[AF:.*]] = memref.collapse_shape %[[A]] {{\[\[}}0 : i64, 1 : i64]] : memref<20x24xf32> into memref<480xf32>
+// CHECK-DAG:     %[[CF:.*]] = memref.collapse_shape %[[C]] {{\[\[}}0 : i64, 1 : i64]] : memref<20x40xf32> into memref<800xf32>
+// CHECK-DAG:     %[[BP:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1152xf32>
+// CHECK-DAG:     %[[BF:.*]] = memref.collapse_shape %[[B]] {{\[\[}}0 : i64, 1 : i64]] : memref<24x40xf32> into memref<960xf32>
+// CHECK:         "scf.parallel"
+// CHECK:           memref.load %[[BF]]
+// CHECK:           memref.store %{{.*}}, %[[BP]]
+// CHECK:           memref.store %{{.*}}, %[[BP]]
+// CHECK:           scf.reduce
+// CHECK:         "scf.parallel"(%[[C0]], %[[C6]], %{{.*}})
+// CHECK:           scf.for %[[PC:.*]] = %[[C0]] to %[[C24]] step %[[C16]] {
+// CHECK:             %[[FIRST:.*]] = arith.cmpi ne, %[[PC]], %[[C0]] : index
+// CHECK:             scf.for %{{.*}} = %[[C0]] to %{{.*}} step %[[C4]] {
+// CHECK:               scf.for %{{.*}} = %[[C0]] to %{{.*}} step %[[C16]] {
+// CHECK:                 aicc_cpu.microkernel %[[AF]][%{{.*}}], %[[BP]][%{{.*}}], %[[CF]][%{{.*}}] k %{{.*}} rows %{{.*}} cols %{{.*}} accumulate %[[FIRST]] {mr = 4 : i64, nr = 16 : i64, vw = 8 : i64, a_rs = 24 : i64, a_ks = 1 : i64, b_ks = 16 : i64, ldc = 40 : i64, ku = 2 : i64} : memref<480xf32>, memref<1152xf32>, memref<800xf32>
+// CHECK:         memref.dealloc %[[BP]] : memref<1152xf32>
+func.func @matmul(%a: memref<20x24xf32>, %b: memref<24x40xf32>, %c: memref<20x40xf32>) {
+  %z = arith.constant 0.0 : f32
+  linalg.fill ins(%z : f32) outs(%c : memref<20x40xf32>)
+  linalg.matmul {aicc.schedule = {mr = 4 : i64, nr = 16 : i64, vw = 8 : i64, kc = 16 : i64, mc = 8 : i64, nc = 32 : i64, ku = 2 : i64, pack_a = false, pack_b = true, parallel = "mn", order = "mn", pf = 0 : i64}} ins(%a, %b : memref<20x24xf32>, memref<24x40xf32>) outs(%c : memref<20x40xf32>)
+  func.return
+}
+
+// -----
+// Constant weights are packed at compile time into a global in the panel layout
+// (panel 0: columns 0-15 of each row; panel 1: columns 16-19, zero-padded); nothing packs
+// them at run time and the original global goes away. No parallel loops: parallel = "".
+// CHECK-NOT:   sym_name = "w",
+// CHECK:       "memref.global"() <{sym_name = "w_panels16", type = memref<96xf32>, initial_value = dense<[1.000000e+00, 2.000000e+00, {{.*}}, 1.600000e+01, 2.100000e+01, {{.*}}, 5.600000e+01, 1.700000e+01, 1.800000e+01, 1.900000e+01, 2.000000e+01, 0.000000e+00, {{.*}}]> : tensor<96xf32>, sym_visibility = "private", constant}>
+// CHECK-LABEL: func.func @weights
+// CHECK-NOT:     scf.parallel
+// CHECK:         %[[W:.*]] = memref.get_global @w_panels16 : memref<96xf32>
+// CHECK-NOT:     memref.store
+// CHECK:         aicc_cpu.microkernel %{{.*}}, %[[W]][%{{.*}}], %{{.*}} {mr = 5 : i64, nr = 16 : i64, vw = 8 : i64, a_rs = 3 : i64, a_ks = 1 : i64, b_ks = 16 : i64, ldc = 20 : i64, ku = 1 : i64}
+"memref.global"() <{sym_name = "w", type = memref<3x20xf32>, initial_value = dense<[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0], [21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0, 36.0, 37.0, 38.0, 39.0, 40.0], [41.0, 42.0, 43.0, 44.0, 45.0, 46.0, 47.0, 48.0, 49.0, 50.0, 51.0, 52.0, 53.0, 54.0, 55.0, 56.0, 57.0, 58.0, 59.0, 60.0]]> : tensor<3x20xf32>, sym_visibility = "private", constant}> : () -> ()
+func.func @weights(%x: memref<10x3xf32>, %c: memref<10x20xf32>) {
+  %w = memref.get_global @w : memref<3x20xf32>
+  %z = arith.constant 0.0 : f32
+  linalg.fill ins(%z : f32) outs(%c : memref<10x20xf32>)
+  linalg.matmul {aicc.schedule = {mr = 5 : i64, nr = 16 : i64, vw = 8 : i64, kc = 3 : i64, mc = 10 : i64, nc = 32 : i64, ku = 1 : i64, pack_a = false, pack_b = true, parallel = "", order = "mn", pf = 0 : i64}} ins(%x, %w : memref<10x3xf32>, memref<3x20xf32>) outs(%c : memref<10x20xf32>)
+  func.return
+}
+
+// -----
+// A batched matmul with a broadcast B, order "nm" (a B panel outside the A slivers) and A
+// packed into k-major 4-row slivers (the last, 1-row sliver zero-padded). B is read in
+// place: its edge tiles mask their loads (b_masked). The fill with 1.0 stays, so every K
+// block accumulates. The batch loop is the parallel one.
+// CHECK-LABEL: func.func @batched
+// CHECK:         linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : memref<2x9x12xf32>)
+// CHECK-DAG:     %[[TRUE:.*]] = arith.constant true
+// CHECK-DAG:     %[[C2:.*]] = arith.constant 2 : index
+// CHECK:         %[[AP:.*]] = memref.alloc() {alignment = 64 : i64} : memref<192xf32>
+// CHECK:         "scf.parallel"
+// CHECK:           scf.if
+// CHECK:           } else {
+// CHECK:         %[[BF:.*]] = memref.collapse_shape %{{.*}} : memref<8x12xf32> into memref<96xf32>
+// CHECK:         "scf.parallel"(%{{.*}}, %[[C2]], %{{.*}})
+// CHECK:           aicc_cpu.microkernel %[[AP]][%{{.*}}], %[[BF]][%{{.*}}], %{{.*}} accumulate %[[TRUE]] {mr = 4 : i64, nr = 8 : i64, vw = 8 : i64, a_rs = 1 : i64, a_ks = 4 : i64, b_ks = 12 : i64, ldc = 12 : i64, ku = 1 : i64, b_masked = true}
+// CHECK:         memref.dealloc %[[AP]]
+func.func @batched(%a: memref<2x9x8xf32>, %b: memref<8x12xf32>, %c: memref<2x9x12xf32>) {
+  %one = arith.constant 1.0 : f32
+  linalg.fill ins(%one : f32) outs(%c : memref<2x9x12xf32>)
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d3, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%a, %b : memref<2x9x8xf32>, memref<8x12xf32>) outs(%c : memref<2x9x12xf32>) attrs = {aicc.schedule = {mr = 4 : i64, nr = 8 : i64, vw = 8 : i64, kc = 8 : i64, mc = 8 : i64, nc = 16 : i64, ku = 1 : i64, pack_a = true, pack_b = false, parallel = "b", order = "nm", pf = 0 : i64}} {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  }
+  func.return
+}
+
+// -----
+// Without a schedule, tile-matmul chooses the default one (AVX-512 unless told otherwise).
+// CHECK-LABEL: func.func @default
+// CHECK:         aicc_cpu.microkernel {{.*}} {mr = 7 : i64, nr = 16 : i64, vw = 16 : i64,
+func.func @default(%a: memref<7x5xf32>, %b: memref<5x3xf32>, %c: memref<7x3xf32>) {
+  linalg.matmul ins(%a, %b : memref<7x5xf32>, memref<5x3xf32>) outs(%c : memref<7x3xf32>)
+  func.return
+}

@@ -1,0 +1,298 @@
+"""Tiled CPU matmuls against NumPy: every schedule field, tile edges, batches, epilogues,
+both vector widths, constant weights.
+
+choose-schedule picks a schedule per matmul and tile-matmul follows it (packing, cache
+blocks, micro-kernels); here schedules are forced with `compiler.compile(..., schedule=)`
+so every code path runs whatever the host CPU, including AVX2-width kernels (vw = 8) on an
+AVX-512 machine and 512-bit kernels (vw = 16, legalized by LLVM) on a machine without it.
+
+Tolerance: float32 products summed in a different order than NumPy's float64 reference;
+the error grows with K, so atol scales with it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import compiler
+from compiler.lowering.schedule import MatmulSchedule, choose_matmul_schedule, parse_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+
+
+def check(out, ref, k):
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=2e-6 * max(k, 1) + 1e-6)
+
+
+def matmul(a, b):
+    return a @ b
+
+
+def run(fn, inputs, schedule=None, threads=1):
+    m = compiler.compile(fn, inputs, schedule=schedule, threads=threads)
+    assert "aicc_cpu.microkernel" in m.ir("loops"), "the matmul was not tiled"
+    return m, m(*inputs)
+
+
+def ref_matmul(a, b):
+    return np.matmul(a.astype(np.float64), b.astype(np.float64))
+
+
+# ------------------------------------------------------------------------------ shapes
+
+SHAPES = [  # (M, K, N)
+    (1, 1, 1),
+    (7, 7, 7),
+    (129, 129, 129),
+    (1000, 37, 513),
+    (37, 513, 1000),
+    (1, 300, 77),   # a row vector
+    (300, 77, 1),   # a column
+    (16, 32, 48),   # multiples of every tile
+]
+
+
+@pytest.mark.parametrize("mkn", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_default_schedule(mkn):
+    M, K, N = mkn
+    a, b = rand(M, K, seed=1), rand(K, N, seed=2)
+    _, out = run(matmul, (a, b))
+    check(out, ref_matmul(a, b), K)
+
+
+# Each schedule field away from its default, on shapes that leave edges in every dim.
+FORCED = [
+    {"vw": 8},
+    {"vw": 8, "mr": 3, "nr": 8},
+    {"vw": 16, "mr": 1, "nr": 64},
+    {"vw": 16, "mr": 14, "nr": 32},
+    {"vw": 16, "mr": 6, "nr": 64},
+    {"vw": 4, "mr": 5, "nr": 12},
+    {"kc": 1},
+    {"kc": 5, "ku": 3},
+    {"kc": 4096},
+    {"ku": 1},
+    {"mr": 4, "mc": 4, "nr": 16, "nc": 16, "vw": 16},
+    {"mc": 8, "mr": 4, "nc": 64},
+    {"pack_a": True},
+    {"pack_a": True, "order": "nm"},
+    {"pack_b": False},
+    {"pack_a": True, "pack_b": False, "order": "nm"},
+    {"pack_b": False, "order": "nm"},
+    {"parallel": ""},
+    {"parallel": "m", "mc": 14},
+    {"parallel": "n", "nc": 32},
+    {"pf": 0},
+    {"pf": 7},
+]
+
+
+@pytest.mark.parametrize("schedule", FORCED, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+@pytest.mark.parametrize("mkn", [(61, 45, 77), (1, 45, 70), (33, 3, 5)], ids=lambda s: "x".join(map(str, s)))
+def test_forced_schedule(schedule, mkn):
+    M, K, N = mkn
+    a, b = rand(M, K, seed=3), rand(K, N, seed=4)
+    m, out = run(matmul, (a, b), schedule=schedule)
+    check(out, ref_matmul(a, b), K)
+    printed = m.ir("linalg")
+    for key, value in schedule.items():
+        text = f'"{value}"' if key in ("parallel", "order") else str(value).lower()
+        assert f"{key} = {text}" in printed, (key, printed)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("schedule", [None, {"parallel": "mn", "mc": 14, "nc": 32}, {"vw": 8}])
+def test_threads(threads, schedule):
+    a, b = rand(200, 90, seed=5), rand(90, 150, seed=6)
+    _, out = run(matmul, (a, b), schedule=schedule, threads=threads)
+    check(out, ref_matmul(a, b), 90)
+
+
+# ------------------------------------------------------------------------------ batches
+
+BATCHED = [
+    ((4, 33, 17), (4, 17, 29)),
+    ((3, 1, 20, 30), (5, 30, 7)),   # broadcast batch dims on both sides
+    ((6, 50, 40), (40, 70)),        # a 2-D B shared by every batch
+    ((50, 40), (2, 3, 40, 9)),      # a 2-D A shared by every batch
+    ((2, 1, 64), (2, 64, 1)),       # row times column
+]
+
+
+@pytest.mark.parametrize("shapes", BATCHED, ids=lambda s: "@".join("x".join(map(str, x)) for x in s))
+@pytest.mark.parametrize("schedule", [None, {"pack_a": True, "order": "nm"}, {"pack_b": False},
+                                      {"parallel": "b"}, {"vw": 8}])
+def test_batched(shapes, schedule):
+    sa, sb = shapes
+    a, b = rand(*sa, seed=7), rand(*sb, seed=8)
+    _, out = run(matmul, (a, b), schedule=schedule)
+    check(out, ref_matmul(a, b), sa[-1])
+
+
+# ------------------------------------------------------------------------------ epilogues, constants
+
+
+W = rand(45, 70, seed=9)
+BIAS = rand(70, seed=10)
+
+
+def dense_relu(x):  # constant weights: packed at compile time
+    return np.maximum(x @ W + BIAS, 0.0)
+
+
+def dense_relu_dynamic(x, w, b):
+    return np.maximum(x @ w + b, 0.0)
+
+
+@pytest.mark.parametrize("schedule", [None, {"vw": 8}, {"pack_b": False}, {"kc": 7, "ku": 2}])
+def test_constant_weights_with_epilogue(schedule):
+    x = rand(33, 45, seed=11)
+    m, out = run(dense_relu, (x,), schedule=schedule)
+    ref = np.maximum(ref_matmul(x, W) + BIAS, 0.0)
+    check(out, ref, 45)
+    packed = schedule is None or schedule.get("pack_b", True)
+    assert ("_panels" in m.ir("memref")) == packed
+
+
+@pytest.mark.parametrize("schedule", [None, {"order": "nm", "pack_a": True}])
+def test_dynamic_weights_with_epilogue(schedule):
+    x, w, b = rand(33, 45, seed=12), rand(45, 70, seed=13), rand(70, seed=14)
+    _, out = run(dense_relu_dynamic, (x, w, b), schedule=schedule)
+    check(out, np.maximum(ref_matmul(x, w) + b, 0.0), 45)
+
+
+def test_chained_matmuls_per_op_schedules():
+    def mlp(x, w1, w2):
+        return np.maximum(x @ w1, 0.0) @ w2
+
+    x, w1, w2 = rand(20, 30, seed=15), rand(30, 40, seed=16), rand(40, 9, seed=17)
+    m, out = run(mlp, (x, w1, w2), schedule={0: {"mr": 2, "kc": 8}, 1: {"vw": 8, "mr": 5}})
+    h = np.maximum(ref_matmul(x, w1), 0.0)
+    check(out, h @ w2.astype(np.float64), 40)
+    printed = m.ir("linalg")
+    assert "mr = 2 : i64" in printed and "mr = 5 : i64" in printed
+
+
+def test_transposed_operands():
+    a, b = rand(40, 30, seed=18), rand(50, 40, seed=19)
+    _, out = run(lambda a, b: a.T @ b.T, (a, b))
+    check(out, ref_matmul(a.T, b.T), 40)
+
+
+# ------------------------------------------------------------------------------ schedules as data
+
+
+def test_heuristic_is_valid_for_many_shapes():
+    for vw in (4, 8, 16):
+        for m, n, k in [(1, 1, 1), (1, 4096, 4096), (4096, 1, 7), (3, 5, 100000), (512, 512, 512),
+                        (17, 1000, 3), (2048, 2048, 2048)]:
+            for threads in (1, 2, 16):
+                s = choose_matmul_schedule((), m, n, k, vw=vw, threads=threads)
+                s.validate()
+                assert s.nr % s.vw == 0 and s.mc % s.mr == 0 and s.nc % s.nr == 0
+                assert s.mr * (s.nr // s.vw) <= (28 if vw == 16 else 12)
+
+
+def test_schedule_round_trips_through_its_attribute():
+    s = choose_matmul_schedule((2,), 300, 200, 100, vw=16, threads=2)
+    assert MatmulSchedule.from_attr(s.to_attr()) == s
+
+
+def test_overrides_text_and_dict_forms_agree():
+    assert parse_overrides("mr=6,nr=32") == {None: {"mr": "6", "nr": "32"}}
+    assert parse_overrides("0:mr=6;1:kc=128,pack_b=false") == {
+        0: {"mr": "6"}, 1: {"kc": "128", "pack_b": "false"}}
+    assert parse_overrides({"mr": 6}) == {None: {"mr": 6}}
+    assert parse_overrides({1: {"mr": 6}}) == {1: {"mr": 6}}
+
+
+@pytest.mark.parametrize("schedule, needle", [
+    ({"nr": 20, "vw": 16}, "multiple of vw"),
+    ({"bogus": 1}, "unknown matmul schedule field"),
+    ({"mr": "six"}, "not an integer"),
+    ({"order": "km"}, "order"),
+    ({"parallel": "x"}, "subset"),
+    ({3: {"mr": 2}}, "matmul 3"),
+])
+def test_bad_schedules_are_compile_errors(schedule, needle):
+    a = rand(8, 8)
+    with pytest.raises(compiler.CompileError, match=needle):
+        compiler.compile(matmul, (a, a), schedule=schedule)
+
+
+def test_cuda_target_rejects_a_schedule():
+    a = rand(8, 8)
+    with pytest.raises(compiler.CompileError, match="cpu"):
+        compiler.compile(matmul, (a, a), target="cuda", schedule={"mr": 2})
+
+
+def test_llvm_ir_has_full_width_fma():
+    a = rand(64, 64)
+    m = compiler.compile(matmul, (a, a), schedule={"vw": 16})
+    assert '@"llvm.fma.v16f32"' in m.ir("llvm")
+    m8 = compiler.compile(matmul, (a, a), schedule={"vw": 8})
+    assert '@"llvm.fma.v8f32"' in m8.ir("llvm")
+
+
+def test_asm_inner_loop_is_full_width_fma():
+    from compiler.runtime.cpu import host_vector_bits
+
+    a = rand(64, 64)
+    m = compiler.compile(matmul, (a, a))
+    asm = m.ir("asm")
+    reg = {512: "zmm", 256: "ymm"}.get(host_vector_bits())
+    if reg is None:
+        pytest.skip("no AVX on this host")
+    assert f"vfmadd231ps\t%{reg}" in asm or "vfmadd231ps" in asm and f"%{reg}" in asm
+
+
+# ------------------------------------------------------------------------------ command line
+
+
+MODEL = """
+import numpy as np
+
+rng = np.random.default_rng(0)
+w = rng.standard_normal((40, 24)).astype(np.float32)
+
+
+def model(x):
+    return x @ w
+
+
+example_inputs = (rng.standard_normal((30, 40)).astype(np.float32),)
+"""
+
+
+def _aicc(*args):
+    return subprocess.run([sys.executable, "-m", "tools.aicc", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "AICC_NUM_THREADS": "1"})
+
+
+def test_cli_schedule_option(tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text(MODEL)
+    r = _aicc(path, "--schedule", "mr=3,kc=8,vw=8", "--emit", "linalg")
+    assert r.returncode == 0, r.stderr
+    assert "mr = 3 : i64" in r.stdout and "kc = 8 : i64" in r.stdout and "vw = 8 : i64" in r.stdout
+    r = _aicc(path, "--schedule", "mr=3,kc=8", "--repeat", "1")
+    assert r.returncode == 0, r.stderr
+
+
+def test_cli_bad_schedule_is_one_line_error(tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text(MODEL)
+    r = _aicc(path, "--schedule", "nr=20")
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("aicc: error:") and "nr = 20" in lines[0]
