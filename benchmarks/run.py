@@ -64,7 +64,7 @@ def cases(quick: bool):
         ("softmax %dx%d" % (rows, rows), softmax, softmax, (randn(rows, rows),), ("bytes", 8 * rows * rows)),
         ("layernorm %dx1024" % rows, layernorm, layernorm, (randn(rows, 1024),), ("bytes", 8 * rows * 1024)),
     ]
-    for n in (256, 512) if quick else (512, 1024):
+    for n in (256, 512) if quick else (256, 512, 1024, 2048):
         out.append((f"matmul {n}", matmul, matmul, (randn(n, n), randn(n, n)), ("flops", 2 * n**3)))
     out.append(("examples/mlp.py", mlp["model"], mlp["model"], tuple(mlp["example_inputs"]()), None))
     return out
@@ -81,12 +81,44 @@ def median_time(fn, args, budget_s: float, min_runs: int = 5) -> float:
     return statistics.median(times)
 
 
+def torch_time(np_fn, inputs, budget_s: float) -> float | None:
+    """Median time of np_fn's matmul in torch on the same inputs, if torch is installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(int(os.environ.get("AICC_NUM_THREADS", "1")))
+    tensors = [torch.from_numpy(x) for x in inputs]
+    with torch.no_grad():
+        return median_time(np_fn, tensors, budget_s)
+
+
+def peak_gflops() -> float | None:
+    """FMA units x lanes x 2 x clock, for this process's thread count (benchmarks/peak.py)."""
+    try:
+        import peak
+        from compiler.runtime.cpu import _init_llvm
+
+        _init_llvm()
+        import llvmlite.binding as llvm
+
+        llvm.initialize_native_asmparser()
+        lanes = peak.host_vector_lanes()
+        clock = peak.measure_clock()
+        units = round(peak.measure_fma(lanes) / (lanes * 2 * clock))
+        threads = int(os.environ.get("AICC_NUM_THREADS", "1"))
+        return units * lanes * 2 * clock * threads / 1e9
+    except Exception:  # no peak on this platform (inline asm is x86): report none
+        return None
+
+
 def run_here(quick: bool, only: list[str] | None, budget_s: float) -> list[dict]:
     import numpy as np
 
     import compiler
 
     rows = []
+    peak = peak_gflops()
     for name, np_fn, aicc_fn, inputs, work in cases(quick):
         if only and not any(o in name for o in only):
             continue
@@ -110,10 +142,24 @@ def run_here(quick: bool, only: list[str] | None, budget_s: float) -> list[dict]
         if work and work[0] == "flops":
             row["aicc_GFLOPs"] = work[1] / t_aicc / 1e9
             row["numpy_GFLOPs"] = work[1] / t_np / 1e9
+            t_torch = torch_time(np_fn, inputs, budget_s)
+            if t_torch is not None:  # torch (MKL / oneDNN) is the other peer for matmul
+                row["torch_ms"] = t_torch * 1e3
+                row["torch_GFLOPs"] = work[1] / t_torch / 1e9
+                row["speedup_vs_torch"] = t_torch / t_aicc
+            if peak:
+                row["aicc_pct_of_peak"] = 100 * row["aicc_GFLOPs"] / peak
         rows.append(row)
+        extra = ""
+        if "aicc_GFLOPs" in row:
+            extra = f"   {row['aicc_GFLOPs']:6.1f} GFLOP/s"
+            if "torch_ms" in row:
+                extra += f"   torch/aicc {row['speedup_vs_torch']:5.2f}x"
+            if "aicc_pct_of_peak" in row:
+                extra += f"   {row['aicc_pct_of_peak']:4.1f}% of peak"
         print(
             f"  {name:28s} aicc {t_aicc * 1e3:9.3f} ms   numpy {t_np * 1e3:9.3f} ms   "
-            f"numpy/aicc {t_np / t_aicc:6.2f}x   err {err:.1e}",
+            f"numpy/aicc {t_np / t_aicc:6.2f}x   err {err:.1e}{extra}",
             flush=True,
         )
     return rows
@@ -179,6 +225,14 @@ def main() -> int:
         md.append(f"\n## {t} thread(s)\n\n| benchmark | aicc ms | NumPy ms | NumPy/aicc |\n|---|---:|---:|---:|")
         for r in rows:
             md.append(f"| {r['name']} | {r['aicc_ms']:.3f} | {r['numpy_ms']:.3f} | {r['speedup_vs_numpy']:.2f}x |")
+        mm = [r for r in rows if "aicc_GFLOPs" in r]
+        if mm:
+            md.append(f"\n| matmul | aicc GFLOP/s | NumPy GFLOP/s | torch GFLOP/s | torch/aicc | aicc % of peak |"
+                      "\n|---|---:|---:|---:|---:|---:|")
+            for r in mm:
+                md.append(f"| {r['name']} | {r['aicc_GFLOPs']:.1f} | {r['numpy_GFLOPs']:.1f} | "
+                          f"{r.get('torch_GFLOPs', float('nan')):.1f} | {r.get('speedup_vs_torch', float('nan')):.2f}x | "
+                          f"{r.get('aicc_pct_of_peak', float('nan')):.0f}% |")
     (RESULTS / "cpu.md").write_text("\n".join(md) + "\n")
     print(f"\nwrote {RESULTS / 'cpu.json'} and {RESULTS / 'cpu.md'}")
     return 0

@@ -390,8 +390,9 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     and a broadcast (28 of 32 zmm: 14 x 2 vectors; 12 of 16 ymm: 6 x 2), narrower when N
     is, and wide (up to 4 vectors) for a row vector (m < 4), where the FMA chains would
     otherwise be too few to hide the FMA latency. Cache blocks (order "mn"): the mr x kc
-    sliver of A takes half of L1, a kc x nc block of B a quarter of L2, the mc x nc tile of
-    C an eighth; blocks are balanced so the last is not a sliver. Then tiles are split until
+    sliver of A takes up to 5/8 of L1 (kc <= 512: fewer passes over C), a kc x nc block of
+    B a quarter of L2, the mc x nc tile of C an eighth; blocks are balanced so the last is
+    not a sliver. Then tiles are split until
     each thread has a few. A is read in place (its sliver sits in L1); B is packed when its
     panels are reused (m > mr) or constant (packed at compile time, so for free).
     """
@@ -423,7 +424,7 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     else:
         # The L1-resident operand: an mr x kc sliver of A ("mn") or a kc x nr panel of B.
         per_k = (mr if order == "mn" else nr) * elem_bytes
-        kc_max = max(16, min(384, (l1_bytes // 2) // per_k) // 16 * 16)
+        kc_max = max(16, min(512, (l1_bytes * 5 // 8) // per_k) // 16 * 16)
         kc = _balanced(max(k, 1), kc_max, 1)
     if "nc" in fixed:
         nc = int(fixed["nc"])

@@ -7,9 +7,9 @@
 // register tile of 16 lanes, AVX2 a 6 x 2-vector tile of 8 lanes. Overrides fix fields
 // and the heuristic fills in the rest around them.
 // AVX512-LABEL: func.func @matmul
-// AVX512:         linalg.matmul {aicc.schedule = {mr = 14 : i64, nr = 32 : i64, vw = 16 : i64, kc = 342 : i64, mc = 182 : i64, nc = 352 : i64, ku = 4 : i64, pack_a = false, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
+// AVX512:         linalg.matmul {aicc.schedule = {mr = 14 : i64, nr = 32 : i64, vw = 16 : i64, kc = 512 : i64, mc = 210 : i64, nc = 256 : i64, ku = 4 : i64, pack_a = false, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
 // AVX2-LABEL:   func.func @matmul
-// AVX2:           linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 16 : i64, vw = 8 : i64, kc = 342 : i64, mc = 174 : i64, nc = 176 : i64, ku = 4 : i64, pack_a = false, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
+// AVX2:           linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 16 : i64, vw = 8 : i64, kc = 512 : i64, mc = 210 : i64, nc = 128 : i64, ku = 4 : i64, pack_a = false, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
 // OVERRIDE-LABEL: func.func @matmul
 // OVERRIDE:       linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 32 : i64, vw = 16 : i64, kc = 64 : i64, {{.*}}, pack_b = false, {{.*}}}}
 // BAD: aicc-opt: error: matmul schedule mr=4,nr=20,{{.*}}: nr = 20 must be a multiple of vw = 16
