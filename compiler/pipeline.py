@@ -96,7 +96,8 @@ def stage_passes(target: str, fuse: bool = True, schedule: str | dict | None = N
         ("linalg", [TensorToLinalg(), *([FuseElementwise()] if fuse else []), *cleanup(),
                     *cpu_linalg]),
         ("memref", [Bufferize(), *cpu_memref, PlanMemory(workspace_arg=True)]),
-        ("loops", [LinalgToLoops(), CanonicalizePass(), CommonSubexpressionElimination()]),
+        ("loops", [LinalgToLoops(transpose_tile=64 if target == "cpu" else 0), CanonicalizePass(),
+                   CommonSubexpressionElimination()]),
     ]
     if target == "cuda":
         from compiler.lowering.map_to_gpu import MapToGpu

@@ -119,13 +119,104 @@ class _IndexBuilder:
         return [self.expr(e) for e in m.results]
 
 
-def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
-    ranges = loop_ranges(op)
-    order = loop_order(op, ranges)
+def transpose_dims(op: linalg.GenericOp, order: Sequence[int], ranges: Sequence[int],
+                   min_bytes: int = 32 * 1024) -> tuple[int, int] | None:
+    """(d, inner) when an all-parallel op walks a large operand across its contiguous dim d
+    while the innermost loop `inner` walks another operand contiguously: a transpose. Tiling
+    d and inner keeps both in cache; otherwise each step of `inner` touches a new line of
+    the first operand (and, a multiple of 4 KiB apart, the same L1 set)."""
     iters = [it.data for it in op.iterator_types]
+    if len(order) < 2 or any(it != attrs.IteratorType.PARALLEL for it in iters):
+        return None
+    inner = order[-1]
+    best, best_bytes = None, min_bytes - 1
+    for value, m in zip(op.operands, (m.data for m in op.indexing_maps)):
+        if not isinstance(value.type, MemRefType) or not m.results:
+            continue
+        last = m.results[-1]
+        if not isinstance(last, AffineDimExpr) or last.position == inner:
+            continue
+        nbytes = value.type.element_count() * 4
+        if ranges[last.position] > 1 and ranges[inner] > 1 and nbytes > best_bytes:
+            best, best_bytes = last.position, nbytes
+    return None if best is None else (best, inner)
+
+
+def _emit_body(op: linalg.GenericOp, b: Builder, ivs: dict[int, SSAValue],
+               accs: Sequence[SSAValue] | None):
+    """Loads, the cloned scalar body, and stores (or the yielded accumulators)."""
     maps = [m.data for m in op.indexing_maps]
     n_in = len(op.inputs)
     body = op.body.block
+    idx = _IndexBuilder(b, ivs)
+    mapping: dict[SSAValue, SSAValue] = {}
+    for i, (value, m) in enumerate(zip(op.operands, maps)):
+        arg = body.args[i]
+        if i >= n_in and accs is not None:
+            mapping[arg] = accs[i - n_in]
+        elif not isinstance(value.type, MemRefType):  # a scalar operand (linalg.fill)
+            mapping[arg] = value
+        elif arg.uses:
+            mapping[arg] = b.insert(memref.LoadOp.get(value, idx.indices(m))).res
+    *ops, yield_op = list(body.ops)
+    for o in ops:
+        clone = o.clone(value_mapper=mapping)
+        if accs is not None and isinstance(clone, REASSOCIABLE) and any(
+            v in accs for v in clone.operands
+        ):
+            clone.fastmath = arith.FastMathFlagsAttr([arith.FastMathFlag.REASSOC])
+        b.insert(clone)
+    results = [mapping.get(v, v) for v in yield_op.operands]
+    if accs is not None:
+        return results
+    for value, m, res in zip(op.outputs, maps[n_in:], results):
+        b.insert(memref.StoreOp.get(res, value, idx.indices(m)))
+    return None
+
+
+def _lower_tiled(op: linalg.GenericOp, rewriter: PatternRewriter, ranges: Sequence[int],
+                 order: Sequence[int], tiled: tuple[int, int], tile: int) -> None:
+    """An all-parallel op as tile x tile blocks of (d, inner): the other dims and the block
+    indices form the scf.parallel band, the two intra-block loops are scf.for."""
+    d, inner = tiled
+    outer = Builder(InsertPoint.before(op))
+
+    def const(v: int) -> SSAValue:
+        return outer.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result
+
+    zero, one, t = const(0), const(1), const(tile)
+    limits = {x: const(ranges[x]) for x in tiled if ranges[x] % tile}
+    rest = [x for x in order if x not in tiled]
+    ubs = [const(ranges[x]) for x in rest] + [const(-(-ranges[x] // tile)) for x in (d, inner)]
+    block = Block(arg_types=[IndexType()] * len(ubs))
+    outer.insert(scf.ParallelOp([zero] * len(ubs), ubs, [one] * len(ubs), Region(block)))
+    Builder(InsertPoint.at_end(block)).insert(scf.ReduceOp())
+    b = Builder(InsertPoint.before(block.last_op))
+    ivs: dict[int, SSAValue] = dict(zip(rest, block.args))
+    for x, blk in zip((d, inner), block.args[len(rest):]):
+        lb = b.insert(arith.MuliOp(blk, t)).result
+        ub = b.insert(arith.AddiOp(lb, t)).result
+        if x in limits:
+            ub = b.insert(arith.MinSIOp(ub, limits[x])).result
+        body = Block(arg_types=[IndexType()])
+        b.insert(scf.ForOp(lb, ub, one, [], Region(body)))
+        Builder(InsertPoint.at_end(body)).insert(scf.YieldOp())
+        b = Builder(InsertPoint.before(body.last_op))
+        ivs[x] = body.args[0]
+    _emit_body(op, b, ivs, None)
+    rewriter.erase(op)
+
+
+def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter, transpose_tile: int = 0) -> None:
+    ranges = loop_ranges(op)
+    order = loop_order(op, ranges)
+    tiled = transpose_dims(op, order, ranges) if transpose_tile > 1 else None
+    if tiled is not None:
+        _lower_tiled(op, rewriter, ranges, order, tiled, transpose_tile)
+        return
+    iters = [it.data for it in op.iterator_types]
+    maps = [m.data for m in op.indexing_maps]
+    n_in = len(op.inputs)
 
     outer = Builder(InsertPoint.before(op))
     zero, one = (outer.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result for v in (0, 1))
@@ -159,31 +250,7 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
         b = Builder(InsertPoint.before(block.last_op))
 
     def emit_body(b: Builder, ivs: dict[int, SSAValue], accs: Sequence[SSAValue] | None):
-        """Loads, the cloned scalar body, and stores (or the yielded accumulators)."""
-        idx = _IndexBuilder(b, ivs)
-        mapping: dict[SSAValue, SSAValue] = {}
-        for i, (value, m) in enumerate(zip(op.operands, maps)):
-            arg = body.args[i]
-            if i >= n_in and accs is not None:
-                mapping[arg] = accs[i - n_in]
-            elif not isinstance(value.type, MemRefType):  # a scalar operand (linalg.fill)
-                mapping[arg] = value
-            elif arg.uses:
-                mapping[arg] = b.insert(memref.LoadOp.get(value, idx.indices(m))).res
-        *ops, yield_op = list(body.ops)
-        for o in ops:
-            clone = o.clone(value_mapper=mapping)
-            if accs is not None and isinstance(clone, REASSOCIABLE) and any(
-                v in accs for v in clone.operands
-            ):
-                clone.fastmath = arith.FastMathFlagsAttr([arith.FastMathFlag.REASSOC])
-            b.insert(clone)
-        results = [mapping.get(v, v) for v in yield_op.operands]
-        if accs is not None:
-            return results
-        for value, m, res in zip(op.outputs, maps[n_in:], results):
-            b.insert(memref.StoreOp.get(res, value, idx.indices(m)))
-        return None
+        return _emit_body(op, b, ivs, accs)
 
     for d in seq[:-1] if reg_acc else seq:
         block = Block(arg_types=[IndexType()])
@@ -213,12 +280,15 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
     rewriter.erase(op)
 
 
+@dataclass
 class GenericToLoops(RewritePattern):
+    transpose_tile: int = 0
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
         if any(isinstance(v.type, TensorType) for v in op.operands):
             raise CompileError("linalg-to-loops: run bufferize first (linalg.generic on tensors)")
-        lower_generic(op, rewriter)
+        lower_generic(op, rewriter, self.transpose_tile)
 
 
 @dataclass(frozen=True)
@@ -227,9 +297,14 @@ class LinalgToLoops(ModulePass):
 
     name = "linalg-to-loops"
 
+    # Block size for transposing ops (0: none). The CPU pipeline sets it; a GPU maps the
+    # untiled band onto threads instead.
+    transpose_tile: int = 0
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(GeneralizeNamedOpPattern(), apply_recursively=False).rewrite_module(op)
-        PatternRewriteWalker(GenericToLoops(), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(GenericToLoops(self.transpose_tile),
+                             apply_recursively=False).rewrite_module(op)
         for o in op.walk():
             if isinstance(o, abstract_ops.LinalgStructuredOperation):
                 raise CompileError(f"linalg-to-loops: '{o.name}' was left unlowered")

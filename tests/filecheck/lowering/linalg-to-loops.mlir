@@ -1,4 +1,5 @@
 // RUN: aicc-opt %s -p linalg-to-loops --split-input-file | filecheck %s
+// RUN: aicc-opt %s -p 'linalg-to-loops{transpose-tile=64}' --split-input-file | filecheck %s --check-prefix=TILE
 
 // Elementwise with a broadcast operand: one 2-D scf.parallel, loads at the mapped indices.
 // CHECK-LABEL: func.func @elementwise
@@ -72,6 +73,42 @@ func.func @column_sum(%x: memref<100x64xf32>, %o: memref<64xf32>) {
   ^bb0(%a: f32, %acc: f32):
     %s = arith.addf %acc, %a : f32
     linalg.yield %s : f32
+  }
+  func.return
+}
+
+// -----
+// A transpose: the output is contiguous along d1, the input along d0. By default one band,
+// d1 innermost, reads a new line of the input on every step. With transpose-tile (the CPU
+// pipeline uses 64) the two dims are tiled: blocks on threads, 64 x 64 steps inside (the
+// last block cut to the edge), so both operands stay in cache.
+// CHECK-LABEL: func.func @transpose
+// CHECK:         "scf.parallel"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK-NEXT:    ^bb0(%[[I:.*]]: index, %[[J:.*]]: index):
+// CHECK-NEXT:      %[[V:.*]] = memref.load %{{.*}}[%[[J]], %[[I]]] : memref<200x100xf32>
+// CHECK-NEXT:      memref.store %[[V]], %{{.*}}[%[[I]], %[[J]]] : memref<100x200xf32>
+// TILE-LABEL:  func.func @transpose
+// TILE-DAG:      %[[C64:.*]] = arith.constant 64 : index
+// TILE-DAG:      %[[C100:.*]] = arith.constant 100 : index
+// TILE-DAG:      %[[C200:.*]] = arith.constant 200 : index
+// TILE-DAG:      %[[C2:.*]] = arith.constant 2 : index
+// TILE-DAG:      %[[C4:.*]] = arith.constant 4 : index
+// TILE:          "scf.parallel"(%{{.*}}, %{{.*}}, %[[C2]], %[[C4]], %{{.*}}, %{{.*}})
+// TILE-NEXT:     ^bb0(%[[BI:.*]]: index, %[[BJ:.*]]: index):
+// TILE-NEXT:       %[[I0:.*]] = arith.muli %[[BI]], %[[C64]] : index
+// TILE-NEXT:       %[[I1:.*]] = arith.addi %[[I0]], %[[C64]] : index
+// TILE-NEXT:       %[[IE:.*]] = arith.minsi %[[I1]], %[[C100]] : index
+// TILE-NEXT:       scf.for %[[I:.*]] = %[[I0]] to %[[IE]] step %{{.*}} {
+// TILE-NEXT:         %[[J0:.*]] = arith.muli %[[BJ]], %[[C64]] : index
+// TILE-NEXT:         %[[J1:.*]] = arith.addi %[[J0]], %[[C64]] : index
+// TILE-NEXT:         %[[JE:.*]] = arith.minsi %[[J1]], %[[C200]] : index
+// TILE-NEXT:         scf.for %[[J:.*]] = %[[J0]] to %[[JE]] step %{{.*}} {
+// TILE-NEXT:           %[[V:.*]] = memref.load %{{.*}}[%[[J]], %[[I]]] : memref<200x100xf32>
+// TILE-NEXT:           memref.store %[[V]], %{{.*}}[%[[I]], %[[J]]] : memref<100x200xf32>
+func.func @transpose(%x: memref<200x100xf32>, %o: memref<100x200xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%x : memref<200x100xf32>) outs(%o : memref<100x200xf32>) {
+  ^bb0(%a: f32, %out: f32):
+    linalg.yield %a : f32
   }
   func.return
 }
