@@ -182,10 +182,33 @@ def test_chained_matmuls_per_op_schedules():
     assert "mr = 2 : i64" in printed and "mr = 5 : i64" in printed
 
 
-def test_transposed_operands():
-    a, b = rand(40, 30, seed=18), rand(50, 40, seed=19)
-    _, out = run(lambda a, b: a.T @ b.T, (a, b))
-    check(out, ref_matmul(a.T, b.T), 40)
+TRANSPOSED = [  # operands stored transposed are read in place (packing transposes them)
+    ("a.T@b.T", lambda a, b: a.T @ b.T, (40, 30), (50, 40)),
+    ("a.T@b", lambda a, b: a.T @ b, (40, 30), (40, 50)),
+    ("a@b.T", lambda a, b: a @ b.T, (30, 40), (50, 40)),
+    ("q@k^T", lambda q, k: q @ np.transpose(k, (0, 2, 1)), (3, 30, 16), (3, 45, 16)),
+    ("q^T@k", lambda q, k: np.transpose(q, (0, 2, 1)) @ k, (3, 16, 30), (3, 16, 45)),
+    ("x@W.T", lambda x, w: x @ w.T, (17, 40), (33, 40)),
+]
+
+
+@pytest.mark.parametrize("name, fn, sa, sb", TRANSPOSED, ids=[t[0] for t in TRANSPOSED])
+@pytest.mark.parametrize("schedule", [None, {"pack_a": True, "order": "nm"}, {"pack_a": False},
+                                      {"pack_b": False}, {"vw": 8, "kc": 7}])
+def test_transposed_operands(name, fn, sa, sb, schedule):
+    a, b = rand(*sa, seed=18), rand(*sb, seed=19)
+    m, out = run(fn, (a, b), schedule=schedule)
+    check(out, fn(a.astype(np.float64), b.astype(np.float64)), 40)
+    linalg_ir = m.ir("linalg")  # the transpose is folded: one generic, the matmul itself
+    assert linalg_ir.count("linalg.generic") == 1 and "aicc.schedule" in linalg_ir
+
+
+def test_constant_transposed_weights_are_prepacked():
+    w = rand(33, 40, seed=20)
+    x = rand(17, 40, seed=21)
+    m, out = run(lambda x: x @ w.T, (x,))
+    check(out, ref_matmul(x, w.T), 40)
+    assert "_panels" in m.ir("memref")
 
 
 # ------------------------------------------------------------------------------ schedules as data

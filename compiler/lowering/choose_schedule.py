@@ -4,7 +4,9 @@
   ==>
     linalg.matmul {aicc.schedule = {mr = 14 : i64, nr = 32 : i64, vw = 16 : i64, ...}} ins(...) outs(...)
 
-The schedule (see `schedule.py`) comes from `choose_matmul_schedule` for the op's shape, the
+A matmul operand produced by a 2-D transpose (used only there) is first read in place:
+the matmul becomes a generic with the operand's map transposed, and tile-matmul's packing
+does the transpose. The schedule (see `schedule.py`) comes from `choose_matmul_schedule` for the op's shape, the
 target's vector width (`vector-bits`, 512 for AVX-512), cache sizes (`l1-bytes`,
 `l2-bytes`) and thread count (`threads`, 0 for $AICC_NUM_THREADS or all cores). `overrides`
 fixes fields, and the heuristic chooses the others around them: `mr=6,nr=32` for every
@@ -18,8 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.linalg import ops as linalg
+from xdsl.dialects.linalg.attrs import IteratorType
+from xdsl.ir import OpResult, SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 
 from compiler.errors import CompileError
 from compiler.lowering.schedule import (
@@ -31,6 +39,50 @@ from compiler.lowering.schedule import (
     parse_overrides,
     schedule_of,
 )
+from compiler.lowering.utils import PARALLEL, REDUCTION, build_generic
+
+
+def _transposed_source(v: SSAValue) -> SSAValue | None:
+    """The source of `v` when v is the single-use result of a 2-D transpose generic."""
+    gen = v.owner if isinstance(v, OpResult) else None
+    if not isinstance(gen, linalg.GenericOp) or len(gen.inputs) != 1 or len(list(v.uses)) != 1:
+        return None
+    maps = [m.data for m in gen.indexing_maps]
+    d0, d1 = AffineDimExpr(0), AffineDimExpr(1)
+    if (len(maps) != 2 or maps[0] != AffineMap(2, 0, (d1, d0)) or maps[1] != AffineMap.identity(2)
+            or any(it.data != IteratorType.PARALLEL for it in gen.iterator_types)):
+        return None
+    ops = list(gen.body.block.ops)
+    if len(ops) != 1 or list(ops[0].operands) != [gen.body.block.args[0]]:
+        return None
+    return gen.inputs[0]
+
+
+def fold_transposed_operands(op: linalg.MatmulOp) -> None:
+    """`matmul(transpose(x), y)` reads x in place: a generic matmul with x's map [k, m]
+    (likewise [n, k] for B), so packing does the transpose instead of a separate pass."""
+    if len(op.results) != 1 or not all(isinstance(v.type, TensorType) for v in op.operands):
+        return
+    a, b = op.inputs
+    src_a, src_b = _transposed_source(a), _transposed_source(b)
+    if src_a is None and src_b is None:
+        return
+    m, n, k = (AffineDimExpr(i) for i in range(3))
+    maps = [AffineMap(3, 0, (k, m) if src_a is not None else (m, k)),
+            AffineMap(3, 0, (n, k) if src_b is not None else (k, n)),
+            AffineMap(3, 0, (m, n))]
+
+    def body(bld, args):
+        prod = bld.insert(arith.MulfOp(args[0], args[1])).result
+        return [bld.insert(arith.AddfOp(args[2], prod)).result]
+
+    generic = build_generic([src_a or a, src_b or b], list(op.outputs), maps,
+                            [PARALLEL, PARALLEL, REDUCTION], body, [op.results[0].type])
+    generic.attributes |= op.attributes
+    Rewriter.replace_op(op, generic)
+    for v in (a, b):
+        if isinstance(v, OpResult) and not v.uses:
+            Rewriter.erase_op(v.op)
 
 
 @dataclass(frozen=True)
@@ -46,6 +98,9 @@ class ChooseSchedule(ModulePass):
     overrides: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for o in list(op.walk()):
+            if isinstance(o, linalg.MatmulOp):
+                fold_transposed_operands(o)
         overrides = parse_overrides(self.overrides)
         caches = {k: v for k, v in (("l1_bytes", self.l1_bytes), ("l2_bytes", self.l2_bytes)) if v}
         index = 0
@@ -63,6 +118,7 @@ class ChooseSchedule(ModulePass):
                     match.batch, match.m, match.n, match.k,
                     vw=max(1, self.vector_bits // (8 * ebytes)), elem_bytes=ebytes,
                     threads=self.threads or None, b_constant=is_constant(match.b),
+                    a_trans=match.a_trans, b_trans=match.b_trans,
                     fixed=fixed, **caches)
             o.attributes[SCHEDULE_ATTR] = sched.to_attr()
             index += 1

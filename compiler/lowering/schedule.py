@@ -227,7 +227,9 @@ class MatmulMatch:
     """A matmul-like linalg op: C[batch, m, n] += A[batch?, m, k] * B[batch?, k, n].
 
     `a_batch` / `b_batch` give, for each of the operand's batch dims, the output batch dim it
-    follows, or None where the operand broadcasts (size 1)."""
+    follows, or None where the operand broadcasts (size 1). `a_trans` / `b_trans`: the
+    operand is stored transposed, A as [k, m] or B as [n, k] (a transpose folded into the
+    matmul, as in q @ k.T)."""
 
     op: Operation
     a: SSAValue
@@ -239,6 +241,8 @@ class MatmulMatch:
     k: int
     a_batch: tuple[int | None, ...]
     b_batch: tuple[int | None, ...]
+    a_trans: bool = False
+    b_trans: bool = False
 
     @property
     def element_type(self):
@@ -312,8 +316,12 @@ def _match_generic(op: linalg.GenericOp) -> MatmulMatch | None:
         return tuple(batch)
 
     bc = dims(mc, (dm, dn))
-    ba = dims(ma, (dm, dk))
-    bb = dims(mb, (dk, dn))
+    ba, a_trans = dims(ma, (dm, dk)), False
+    if ba is None:
+        ba, a_trans = dims(ma, (dk, dm)), True
+    bb, b_trans = dims(mb, (dk, dn)), False
+    if bb is None:
+        bb, b_trans = dims(mb, (dn, dk)), True
     if bc is None or ba is None or bb is None or list(bc) != list(range(nb)):
         return None
     # A broadcast dim must have size 1; a followed dim must match the output's.
@@ -336,10 +344,11 @@ def _match_generic(op: linalg.GenericOp) -> MatmulMatch | None:
         return None
     if list(yld.operands) != [add.result]:
         return None
-    m, n, k = sc[-2], sc[-1], sa[-1]
-    if sb[-2] != k:
+    m, n = sc[-2], sc[-1]
+    k = sa[-2] if a_trans else sa[-1]
+    if (sb[-1] if b_trans else sb[-2]) != k:
         return None
-    return MatmulMatch(op, a, b, c, sc[:-2], m, n, k, ba, bb)
+    return MatmulMatch(op, a, b, c, sc[:-2], m, n, k, ba, bb, a_trans, b_trans)
 
 
 def is_memref(v: SSAValue) -> bool:
@@ -382,6 +391,7 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
                            elem_bytes: int = 4, threads: int | None = None,
                            registers: int | None = None, l1_bytes: int = L1_BYTES,
                            l2_bytes: int = L2_BYTES, b_constant: bool = False,
+                           a_trans: bool = False, b_trans: bool = False,
                            fixed: Mapping[str, object] | None = None) -> MatmulSchedule:
     """The default schedule for a (batch x) m x n x k matmul; fields in `fixed` are kept and
     the others chosen around them.
@@ -392,9 +402,9 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     otherwise be too few to hide the FMA latency. Cache blocks (order "mn"): the mr x kc
     sliver of A takes up to 5/8 of L1 (kc <= 512: fewer passes over C), a kc x nc block of
     B a quarter of L2, the mc x nc tile of C an eighth; blocks are balanced so the last is
-    not a sliver. Then tiles are split until
-    each thread has a few. A is read in place (its sliver sits in L1); B is packed when its
-    panels are reused (m > mr) or constant (packed at compile time, so for free).
+    not a sliver. Then tiles are split until each thread has a few. A is read in place (its sliver sits in L1) unless transposed; B is
+    packed when its panels are reused (m > mr), transposed or constant (packed at compile
+    time, so for free).
     """
     fixed = fixed or {}
     _check_fields(fixed)
@@ -450,8 +460,8 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
                 break
     s = MatmulSchedule(
         mr=mr, nr=nr, vw=vw, kc=kc, mc=mc, nc=nc, ku=4,
-        pack_a=order == "nm" and m > mr and n > nr,
-        pack_b=b_constant or m > mr,
+        pack_a=(order == "nm" or a_trans) and m > mr and n > nr,
+        pack_b=b_constant or b_trans or m > mr,
         parallel="bmn", order=order, pf=32 if k > 64 else 0)
     s = replace(s, **{k_: v for k_, v in fixed.items() if k_ not in ("mr", "nr", "vw", "kc",
                                                                      "mc", "nc", "order")})

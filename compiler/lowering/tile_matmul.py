@@ -244,19 +244,22 @@ class _Tiler:
         allocs: list[SSAValue] = []
 
         a_src, a_packed = a_flat, False
-        self.a_rs, self.a_ks = K, 1
+        # Strides of A's rows (m) and columns (k) in place: [m, k], or [k, m] when transposed.
+        self.a_rs, self.a_ks = (1, M) if mm.a_trans else (K, 1)
+        a_in_rs, a_in_ks = self.a_rs, self.a_ks
         if s.pack_a:
             size = nba * MP * K * s.mr
             ap = top.insert(memref.AllocOp.get(elem, 64, [size])).memref
             allocs.append(ap)
-            self._pack_a(top, ix, a_flat, ap, nba, MP)
+            self._pack_a(top, ix, a_flat, ap, nba, MP, a_in_rs, a_in_ks)
             a_src, a_packed = ap, True
             self.a_rs, self.a_ks = 1, s.mr
 
-        g = _global_of(mm.b, self.module) if s.pack_b else None
+        pack_b = s.pack_b or mm.b_trans  # the kernel reads B along n: a [n, k] B is packed
+        g = _global_of(mm.b, self.module) if pack_b else None
         if g is not None:
             b_src = self._prepacked_b(top, g, nbb, NP)
-        elif s.pack_b:
+        elif pack_b:
             size = nbb * NP * K * s.nr
             bp = top.insert(memref.AllocOp.get(elem, 64, [size])).memref
             allocs.append(bp)
@@ -264,7 +267,7 @@ class _Tiler:
             b_src = bp
         else:
             b_src = _flat(top, mm.b)
-        b_packed = s.pack_b
+        b_packed = pack_b
 
         self._compute(top, ix, a_src, a_packed, b_src, b_packed, c_flat, MP, NP,
                       first_overwrites)
@@ -295,8 +298,10 @@ class _Tiler:
 
     # -- packing
 
-    def _pack_a(self, b: Builder, ix: _Ix, a: SSAValue, ap: SSAValue, nba: int, MP: int) -> None:
-        """Ap[(ba*MP + ip)*K*mr + k*mr + r] = A[ba*M*K + (ip*mr + r)*K + k], 0 past row M.
+    def _pack_a(self, b: Builder, ix: _Ix, a: SSAValue, ap: SSAValue, nba: int, MP: int,
+                a_rs: int, a_ks: int) -> None:
+        """Ap[(ba*MP + ip)*K*mr + k*mr + r] = A[ba*M*K + (ip*mr + r)*a_rs + k*a_ks], 0 past
+        row M (a_rs, a_ks: K, 1 for A in [m, k]; 1, M for A in [k, m]).
 
         k outer, the mr rows inner (a constant trip count, unrolled): the writes are
         sequential and the reads walk mr rows in step, one cache line each at a time."""
@@ -307,10 +312,10 @@ class _Tiler:
         def sliver(b: Builder, src: Index, dst: Index, rows: int) -> None:
             def krow(b: Builder, k: Index) -> None:
                 d_k = ix.add(b, dst, ix.mul(b, k, mr))
-                s_k = ix.add(b, src, k)
+                s_k = ix.add(b, src, ix.mul(b, k, a_ks))
                 for r in range(mr):
                     if r < rows:
-                        v = b.insert(memref.LoadOp.get(a, [ix.v(ix.add(b, s_k, r * K))])).res
+                        v = b.insert(memref.LoadOp.get(a, [ix.v(ix.add(b, s_k, r * a_rs))])).res
                     else:
                         v = zero
                     b.insert(memref.StoreOp.get(v, ap, [ix.v(ix.add(b, d_k, r))]))
@@ -319,7 +324,7 @@ class _Tiler:
 
         def body(b: Builder, p: Index) -> None:
             ba, ip = _split_flat(b, ix, p, [nba, MP])
-            src = ix.add(b, ix.mul(b, ba, M * K), ix.mul(b, ip, mr * K))
+            src = ix.add(b, ix.mul(b, ba, M * K), ix.mul(b, ip, mr * a_rs))
             dst = ix.mul(b, p, K * mr)
             if not edge_rows:
                 sliver(b, src, dst, mr)
@@ -337,7 +342,8 @@ class _Tiler:
         _parallel(b, ix, nba * MP, body)
 
     def _pack_b(self, b: Builder, ix: _Ix, bm: SSAValue, bp: SSAValue, nbb: int, NP: int) -> None:
-        """Bp[(bb*NP + jp)*K*nr + k*nr + j] = B[bb*K*N + k*N + jp*nr + j], 0 past column N.
+        """Bp[(bb*NP + jp)*K*nr + k*nr + j] = B[bb*K*N + k*N + jp*nr + j], 0 past column N
+        (a transposed B, [n, k]: B[bb*K*N + (jp*nr + j)*K + k]).
 
         In blocks of PACK_B_ROWS rows of B (the parallel loop), panel by panel: each panel's
         rows of the block are written contiguously, and the reads advance along those rows."""
@@ -351,19 +357,21 @@ class _Tiler:
             bb, kbi = _split_flat(b, ix, p, [nbb, nkb])
             k0 = ix.mul(b, kbi, kb)
             k1 = ix.min(b, ix.add(b, k0, kb), K)
-            src = ix.add(b, ix.mul(b, bb, K * N), ix.mul(b, k0, N))
+            b_ks, b_ns = (1, K) if self.match.b_trans else (N, 1)  # strides of B's k and n
+            src = ix.add(b, ix.mul(b, bb, K * N), ix.mul(b, k0, b_ks))
             dst = ix.add(b, ix.mul(b, ix.mul(b, bb, NP), K * nr), ix.mul(b, k0, nr))
 
             def panel(b: Builder, jp: Index, cols: int) -> None:
-                s_p = ix.add(b, src, ix.mul(b, jp, nr))
+                s_p = ix.add(b, src, ix.mul(b, jp, nr * b_ns))
                 d_p = ix.add(b, dst, ix.mul(b, jp, K * nr))
 
                 def krow(b: Builder, k: Index) -> None:
-                    s_k = ix.add(b, s_p, ix.mul(b, k, N))
+                    s_k = ix.add(b, s_p, ix.mul(b, k, b_ks))
                     d_k = ix.add(b, d_p, ix.mul(b, k, nr))
 
                     def copy(b: Builder, j: Index) -> None:
-                        v = b.insert(memref.LoadOp.get(bm, [ix.v(ix.add(b, s_k, j))])).res
+                        v = b.insert(memref.LoadOp.get(bm, [ix.v(ix.add(b, s_k, ix.mul(
+                            b, j, b_ns)))])).res
                         b.insert(memref.StoreOp.get(v, bp, [ix.v(ix.add(b, d_k, j))]))
 
                     _for(b, ix, 0, cols, 1, copy)
@@ -387,7 +395,9 @@ class _Tiler:
         existing = next((o for o in self.module.ops if isinstance(o, memref.GlobalOp)
                          and o.sym_name.data == name), None)
         if existing is None:
-            data = numpy_from_dense(g.initial_value).reshape(nbb, K, N)
+            data = numpy_from_dense(g.initial_value)
+            data = (data.reshape(nbb, N, K).transpose(0, 2, 1) if self.match.b_trans
+                    else data.reshape(nbb, K, N))
             padded = np.zeros((nbb, K, NP * nr), data.dtype)
             padded[:, :, :N] = data
             panels = padded.reshape(nbb, K, NP, nr).transpose(0, 2, 1, 3)
@@ -449,7 +459,8 @@ class _Tiler:
                     if a_packed:
                         slv = ix.add(b, ix.mul(b, ba, MP), ix.div(b, i, s.mr))
                         return m, ix.add(b, ix.mul(b, slv, K * s.mr), ix.mul(b, pc, s.mr))
-                    return m, ix.add(b, ix.mul(b, ba, M * K), ix.add(b, ix.mul(b, i, K), pc))
+                    return m, ix.add(b, ix.mul(b, ba, M * K),
+                                     ix.add(b, ix.mul(b, i, self.a_rs), ix.mul(b, pc, self.a_ks)))
 
                 def kernel(b: Builder, ir: Index, jr: Index, m_a, n_b) -> None:
                     (m, a_off), (n, b_off) = m_a, n_b
@@ -540,7 +551,8 @@ class TileMatmul(ModulePass):
                 ebytes = element_bytes(mm.element_type)
                 s = choose_matmul_schedule(mm.batch, mm.m, mm.n, mm.k,
                                            vw=max(1, self.vector_bits // (8 * ebytes)),
-                                           elem_bytes=ebytes, b_constant=is_constant(mm.b))
+                                           elem_bytes=ebytes, b_constant=is_constant(mm.b),
+                                           a_trans=mm.a_trans, b_trans=mm.b_trans)
             g = _global_of(mm.b, op) if s.pack_b else None
             if g is not None:
                 prepacked.add(g.sym_name.data)

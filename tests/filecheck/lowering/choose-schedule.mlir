@@ -44,3 +44,26 @@ func.func @batched_rowvec(%a: tensor<3x1x40xf32>, %b: tensor<40x100xf32>, %acc: 
   } -> tensor<3x1x100xf32>
   func.return %e : tensor<3x1x100xf32>
 }
+
+// -----
+// A matmul operand produced by a transpose (and used only there) is read in place: the
+// matmul becomes a generic with B's map (n, k), and packing does the transpose. A
+// transposed B is always packed.
+// AVX512-LABEL: func.func @transposed_b
+// AVX512-NOT:     affine_map<(d0, d1) -> (d1, d0)>
+// AVX512:         %[[R:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.*}}, %[[W:.*]] : tensor<8x32xf32>, tensor<24x32xf32>) outs(%{{.*}} : tensor<8x24xf32>) attrs = {aicc.schedule = {mr = 8 : i64, {{.*}}pack_b = true
+// AVX512:           arith.mulf
+// AVX512:           arith.addf
+// AVX512:         func.return %[[R]]
+func.func @transposed_b(%x: tensor<8x32xf32>, %w: tensor<24x32xf32>) -> tensor<8x24xf32> {
+  %e = tensor.empty() : tensor<32x24xf32>
+  %t = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%w : tensor<24x32xf32>) outs(%e : tensor<32x24xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  } -> tensor<32x24xf32>
+  %e2 = tensor.empty() : tensor<8x24xf32>
+  %z = arith.constant 0.0 : f32
+  %f = linalg.fill ins(%z : f32) outs(%e2 : tensor<8x24xf32>) -> tensor<8x24xf32>
+  %r = linalg.matmul ins(%x, %t : tensor<8x32xf32>, tensor<32x24xf32>) outs(%f : tensor<8x24xf32>) -> tensor<8x24xf32>
+  func.return %r : tensor<8x24xf32>
+}

@@ -92,3 +92,27 @@ func.func @default(%a: memref<7x5xf32>, %b: memref<5x3xf32>, %c: memref<7x3xf32>
   linalg.matmul ins(%a, %b : memref<7x5xf32>, memref<5x3xf32>) outs(%c : memref<7x3xf32>)
   func.return
 }
+
+// -----
+// Transposed operands (A stored [k, m], B stored [n, k]): A is read in place with unit row
+// stride (a_rs = 1, a_ks = m); B is packed even though pack_b = false (the kernel reads B
+// along n), the pack reading B^T with stride k.
+// CHECK-LABEL: func.func @transposed
+// CHECK-DAG:     %[[C6:.*]] = arith.constant 6 : index
+// CHECK-DAG:     %[[BP:.*]] = memref.alloc() {alignment = 64 : i64} : memref<96xf32>
+// CHECK-DAG:     %[[BF:.*]] = memref.collapse_shape %{{.*}} : memref<16x6xf32> into memref<96xf32>
+// CHECK:         scf.for %[[K:.*]] = %{{.*}} to %[[C6]]
+// CHECK:           scf.for %[[J:.*]] =
+// CHECK-NEXT:        %[[JK:.*]] = arith.muli %[[J]], %[[C6]] : index
+// CHECK-NEXT:        %[[SRC:.*]] = arith.addi %[[K]], %[[JK]] : index
+// CHECK-NEXT:        memref.load %[[BF]][%[[SRC]]] : memref<96xf32>
+// CHECK:         aicc_cpu.microkernel {{.*}}, %[[BP]][{{.*}} {mr = 4 : i64, nr = 16 : i64, vw = 16 : i64, a_rs = 1 : i64, a_ks = 8 : i64, b_ks = 16 : i64, ldc = 16 : i64, ku = 1 : i64}
+func.func @transposed(%at: memref<6x8xf32>, %bt: memref<16x6xf32>, %c: memref<8x16xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d2, d0)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%at, %bt : memref<6x8xf32>, memref<16x6xf32>) outs(%c : memref<8x16xf32>) attrs = {aicc.schedule = {mr = 4 : i64, nr = 16 : i64, vw = 16 : i64, kc = 6 : i64, mc = 8 : i64, nc = 16 : i64, ku = 1 : i64, pack_a = false, pack_b = false, parallel = "", order = "mn", pf = 0 : i64}} {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  }
+  func.return
+}
