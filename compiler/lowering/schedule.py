@@ -398,11 +398,12 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
 
     Register tile: as many accumulators as the register file holds next to the B vectors
     and a broadcast (28 of 32 zmm: 14 x 2 vectors; 12 of 16 ymm: 6 x 2), narrower when N
-    is, and wide (up to 4 vectors) for a row vector (m < 4), where the FMA chains would
-    otherwise be too few to hide the FMA latency. Cache blocks (order "mn"): the mr x kc
-    sliver of A takes up to 5/8 of L1 (kc <= 512: fewer passes over C), a kc x nc block of
-    B a quarter of L2, the mc x nc tile of C an eighth; blocks are balanced so the last is
-    not a sliver. Then tiles are split until each thread has a few. A is read in place (its sliver sits in L1) unless transposed; B is
+    is, and wide (up to 8 vectors) for a row vector (m < 4), where the FMA chains would
+    otherwise be too few to hide the FMA latency; such a matrix-vector product reading B
+    in place walks it in K blocks of 64 rows, without prefetch. Cache blocks (order "mn"):
+    the mr x kc sliver of A takes up to 5/8 of L1 (kc <= 512: fewer passes over C), a
+    kc x nc block of B a quarter of L2, the mc x nc tile of C an eighth; blocks are
+    balanced so the last is not a sliver. Then tiles are split until each thread has a few. A is read in place (its sliver sits in L1) unless transposed; B is
     packed when its panels are reused (m > mr), transposed or constant (packed at compile
     time, so for free).
     """
@@ -419,7 +420,7 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     else:
         nq = max(1, min(2, -(-n // vw)))  # vectors per row of the tile
         if m < 4:  # (nearly) a row vector: go wide in N for independent FMA chains
-            nq = max(1, min(acc_budget // max(m, 1), 4, -(-n // vw)))
+            nq = max(1, min(acc_budget // max(m, 1), 8, -(-n // vw)))
         if "nc" in fixed:  # the register tile must divide a fixed cache block
             while nq > 1 and int(fixed["nc"]) % (nq * vw):
                 nq -= 1
@@ -429,12 +430,18 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
         while mr > 1 and int(fixed["mc"]) % mr:
             mr -= 1
     order = str(fixed.get("order", "mn"))
+    # B read in place by a (nearly) row-vector A: a matrix-vector product, bound by reading
+    # B. Short K blocks walk B a few rows at a time, all panels, so each line of B is used
+    # at once; prefetching rows ahead only adds traffic.
+    streaming_b = not (b_constant or b_trans or m > mr) and m < 4
     if "kc" in fixed:
         kc = int(fixed["kc"])
     else:
         # The L1-resident operand: an mr x kc sliver of A ("mn") or a kc x nr panel of B.
         per_k = (mr if order == "mn" else nr) * elem_bytes
         kc_max = max(16, min(512, (l1_bytes * 5 // 8) // per_k) // 16 * 16)
+        if streaming_b:
+            kc_max = 64
         kc = _balanced(max(k, 1), kc_max, 1)
     if "nc" in fixed:
         nc = int(fixed["nc"])
@@ -462,7 +469,7 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
         mr=mr, nr=nr, vw=vw, kc=kc, mc=mc, nc=nc, ku=4,
         pack_a=(order == "nm" or a_trans) and m > mr and n > nr,
         pack_b=b_constant or b_trans or m > mr,
-        parallel="bmn", order=order, pf=32 if k > 64 else 0)
+        parallel="bmn", order=order, pf=32 if k > 64 and not streaming_b else 0)
     s = replace(s, **{k_: v for k_, v in fixed.items() if k_ not in ("mr", "nr", "vw", "kc",
                                                                      "mc", "nc", "order")})
     s.validate()

@@ -23,9 +23,10 @@ func.func @matmul(%a: tensor<1024x1024xf32>, %b: tensor<1024x1024xf32>) -> tenso
 
 // -----
 // A batched matmul (a linalg.generic with a broadcast batch dim) is recognized too; a row
-// vector (m = 1) gets a wide 1 x 4-vector tile and reads B in place.
+// vector (m = 1) gets a wide 1 x 7-vector tile (n = 100) and reads B in place, in short K
+// blocks without prefetch.
 // AVX512-LABEL: func.func @batched_rowvec
-// AVX512:         linalg.generic {{.*}}aicc.schedule = {mr = 1 : i64, nr = 64 : i64, vw = 16 : i64, {{.*}}pack_b = false
+// AVX512:         linalg.generic {{.*}}aicc.schedule = {mr = 1 : i64, nr = 112 : i64, vw = 16 : i64, kc = 40 : i64, {{.*}}pack_b = false, {{.*}}pf = 0 : i64}
 // An elementwise generic gets no schedule.
 // AVX512:         linalg.generic
 // AVX512-NOT:     aicc.schedule
