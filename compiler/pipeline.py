@@ -157,11 +157,22 @@ class CompiledModel:
         return outs[0]
 
 
-def run_passes(
-    module: ModuleOp, options: CompileOptions
-) -> tuple[dict[str, str], list[PassTiming]]:
+class StageIR(dict):
+    """Stage name -> IR text. A stage may be held as a module snapshot (a clone: the attributes,
+    weights included, are shared, not copied) and is printed the first time it is read, so a
+    model with hundreds of MB of weights does not pay for printing IR nobody asks for."""
+
+    def __getitem__(self, stage: str) -> str:
+        value = super().__getitem__(stage)
+        if isinstance(value, ModuleOp):
+            value = str(value)
+            self[stage] = value
+        return value
+
+
+def run_passes(module: ModuleOp, options: CompileOptions) -> tuple[StageIR, list[PassTiming]]:
     ctx = make_context()
-    stages: dict[str, str] = {}
+    stages = StageIR()
     timings: list[PassTiming] = []
     for stage, passes in stage_passes(options.target, options.fuse):
         for p in passes:
@@ -174,7 +185,7 @@ def run_passes(
             module.verify()
         except VerifyException as e:  # a pass produced invalid IR: a bug in aicc
             raise RuntimeError(f"IR after the {stage} stage does not verify: {e}") from e
-        stages[stage] = str(module)
+        stages[stage] = module.clone()  # printed on demand: big constants print slowly
     return stages, timings
 
 
@@ -206,14 +217,15 @@ def compile_module(
         return CompiledModel(func_name, input_types, output_types, output_is_tuple, stages, exe,
                              timings, workspace_bytes=workspace.value.data if workspace else 0)
 
-    from compiler.codegen.llvm import emit_llvm
+    from compiler.codegen.llvm import EXTERNAL_DATA_MIN_BYTES, LLVMEmitter
     from compiler.runtime.cpu import CPUExecutable
 
     t0 = time.perf_counter()
-    llvm_ir = emit_llvm(module)
+    emitter = LLVMEmitter(external_data_min_bytes=EXTERNAL_DATA_MIN_BYTES)
+    llvm_ir = str(emitter.emit(module))
     timings.append(PassTiming("emit-llvm", time.perf_counter() - t0))
     t0 = time.perf_counter()
-    exe = CPUExecutable(llvm_ir, threads=options.threads)
+    exe = CPUExecutable(llvm_ir, threads=options.threads, data=emitter.external_data)
     timings.append(PassTiming("llvm-O3-and-jit", time.perf_counter() - t0))
     stages["llvm"] = llvm_ir
     stages["asm"] = ""  # produced on demand: printing assembly costs a second codegen
