@@ -69,10 +69,12 @@ def cleanup() -> list[ModulePass]:
     return [CanonicalizePass(), CommonSubexpressionElimination(), DeadCodeElimination()]
 
 
-def graph_passes() -> list[ModulePass]:
-    """The tensor-level graph passes, before cleanup: simplify after folding sees the folded
-    constants; fold-conv-bn and fuse-linear-bias see simplified chains."""
-    return [FoldConstants(), Simplify(), FoldConvBatchNorm(), FuseLinearBias()]
+def graph_passes(target: str = "cpu") -> list[ModulePass]:
+    """The tensor-level graph passes, before cleanup. Simplify after folding sees the folded
+    constants; fold-conv-bn and fuse-linear-bias, which rewrite an op only when it has one
+    use, run after CSE, so that they never split a shared matmul or conv into two."""
+    return [FoldConstants(), Simplify(transpose_matmul=target != "cuda"),
+            CommonSubexpressionElimination(), FoldConvBatchNorm(), FuseLinearBias()]
 
 
 def stage_passes(target: str, fuse: bool = True) -> list[tuple[str, list[ModulePass]]]:
@@ -80,7 +82,7 @@ def stage_passes(target: str, fuse: bool = True) -> list[tuple[str, list[ModuleP
     if target not in TARGETS:
         raise CompileError(f"unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
     stages = [
-        ("tensor", [*graph_passes(), *cleanup()]),
+        ("tensor", [*graph_passes(target), *cleanup()]),
         ("linalg", [TensorToLinalg(), *([FuseElementwise()] if fuse else []), *cleanup()]),
         ("memref", [Bufferize(), PlanMemory(workspace_arg=True)]),
         ("loops", [LinalgToLoops(), CanonicalizePass(), CommonSubexpressionElimination()]),

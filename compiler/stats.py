@@ -108,4 +108,22 @@ def stage_stats(stage: str, module: ModuleOp) -> dict:
     return fn(module) if fn else {}
 
 
-__all__ = ["memref_stats", "tensor_stats", "stage_stats", "flops", "iteration_space"]
+__all__ = ["format_stats", "memref_stats", "tensor_stats", "stage_stats", "flops", "iteration_space"]
+
+
+def format_stats(stats: dict) -> str:
+    """The statistics as the lines `aicc --stats` prints."""
+    def kinds(counts: dict) -> str:
+        return ", ".join(f"{name} {n}" for name, n in counts.items()) or "none"
+
+    head = "stats (fused):" if stats.get("fused", True) else "stats (not fused, --no-fuse):"
+    return "\n".join([
+        head,
+        f"  kernels             {stats['kernels']:>14,}  ({kinds(stats['kernel_ops'])})",
+        f"  flops               {stats['flops']:>14,}",
+        f"  intermediate bytes  {stats['intermediate_bytes']:>14,}  (arena, reused by liveness; "
+        f"{stats['intermediate_bytes_before_reuse']:,} before reuse, "
+        f"{stats['intermediate_buffers']} buffers)",
+        f"  copies              {stats['copies']:>14,}",
+        f"  tensor ops          {kinds(stats.get('tensor_ops', {}))}",
+    ])

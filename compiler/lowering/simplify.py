@@ -176,11 +176,15 @@ RULES: list[Rule] = [
     Rule(A.BroadcastToOp, lambda o: splat_value(o.input) is not None,
          lambda o: splat_constant(splat_value(o.input), o.result.type)),                    # broadcast_to(c, s) = splat(c, s)
     Rule(A.CastOp, lambda o: same_type(o.input, o.result), lambda o: o.input),              # cast(x: T -> T) = x
+    Rule(ELEMENTWISE, lambda o: wide_splat(o) is not None, narrow_splat),                 # x ⊙ splat(c, S) = x ⊙ c, when x alone gives the result shape
+]
+
+# Transposes read through the matmul's maps, never materialized: `transpose-matmul=true`.
+MATMUL_RULES: list[Rule] = [
     Rule(M, lambda o: swaps_last_two(o.lhs),
          lambda o: matmul_like(o, lhs=o.lhs.owner.input, t_lhs=not o.trans_lhs)),           # transpose(a) @ b = matmul{transpose_lhs}(a, b)
     Rule(M, lambda o: swaps_last_two(o.rhs),
          lambda o: matmul_like(o, rhs=o.rhs.owner.input, t_rhs=not o.trans_rhs)),           # a @ transpose(b) = matmul{transpose_rhs}(a, b)
-    Rule(ELEMENTWISE, lambda o: wide_splat(o) is not None, narrow_splat),                 # x ⊙ splat(c, S) = x ⊙ c, when x alone gives the result shape
 ]
 
 # Exact only without NaN and Inf, or up to one rounding: `simplify{fast-math=true}`.
@@ -194,12 +198,17 @@ FAST_MATH_RULES: list[Rule] = [
 
 @dataclass(frozen=True)
 class Simplify(ModulePass):
-    """Apply the algebraic rules of RULES (and FAST_MATH_RULES with fast-math=true)."""
+    """Apply the algebraic rules of RULES, MATMUL_RULES unless transpose-matmul=false, and
+    FAST_MATH_RULES with fast-math=true."""
 
     name = "simplify"
 
     fast_math: bool = False
+    # The CUDA pipeline turns this off: map-to-gpu tiles only matmuls with untransposed
+    # operands, so there a materialized transpose plus the tiled kernel is faster.
+    transpose_matmul: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        rules = RULES + (FAST_MATH_RULES if self.fast_math else [])
+        rules = RULES + (MATMUL_RULES if self.transpose_matmul else [])
+        rules += FAST_MATH_RULES if self.fast_math else []
         PatternRewriteWalker(GreedyRewritePatternApplier(list(rules))).rewrite_module(op)

@@ -1,5 +1,6 @@
 // RUN: aicc-opt %s -p simplify --split-input-file | filecheck %s
 // RUN: aicc-opt %s -p 'simplify{fast-math=true}' --split-input-file | filecheck %s --check-prefix=FAST
+// RUN: aicc-opt %s -p 'simplify{transpose-matmul=false}' --split-input-file | filecheck %s --check-prefix=NOMM
 
 // x * 1, 1 * x, x + 0, 0 + x, x - 0, x / 1 and -(-x) are all x.
 // CHECK-LABEL: func.func @identities
@@ -132,6 +133,11 @@ func.func @splat_operand(%x: tensor<4x8xf32>, %v: tensor<8xf32>) -> (tensor<4x8x
 // CHECK-NEXT:    %[[T:.*]] = aicc.transpose %[[A]] {permutation = array<i64: 1, 0, 2>}
 // CHECK-NEXT:    aicc.matmul %[[T]], %[[C]] : tensor<8x2x4xf32>, tensor<4x3xf32> -> tensor<8x2x3xf32>
 // CHECK-NOT:     aicc.transpose
+// Without transpose-matmul (the CUDA pipeline) the transposes stay.
+// NOMM-LABEL:  func.func @matmul_transposes
+// NOMM:          aicc.transpose
+// NOMM:          aicc.transpose
+// NOMM:          aicc.matmul %{{.*}}, %{{.*}} : tensor<2x4x8xf32>, tensor<8x16xf32>
 func.func @matmul_transposes(%a: tensor<2x8x4xf32>, %b: tensor<16x8xf32>, %c: tensor<4x3xf32>) -> (tensor<2x4x16xf32>, tensor<2x8x8xf32>, tensor<8x2x3xf32>) {
   %at = aicc.transpose %a {permutation = array<i64: 0, 2, 1>} : tensor<2x8x4xf32> -> tensor<2x4x8xf32>
   %bt = aicc.transpose %b {permutation = array<i64: 1, 0>} : tensor<16x8xf32> -> tensor<8x16xf32>
