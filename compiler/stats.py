@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from xdsl.dialects import arith, func, math, memref
+from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import AnyFloat, MemRefType, ModuleOp, ShapedType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.ir import Operation

@@ -219,7 +219,7 @@ def test_fold_conv_bn_matches_unfolded(without, groups):
 
 
 def test_fold_conv_bn_on_an_onnx_model():
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper, numpy_helper
 
@@ -388,3 +388,28 @@ def test_cuda_keeps_transposes_for_the_tiled_matmul():
     assert "aicc.transpose" in m.ir("tensor") and " bias %" in m.ir("tensor")
     assert [k.kind for k in m.executable.program.kernels].count("matmul") == 1
     assert close(run_emulated(m, a, b, c), model(a, b, c), NP_RTOL, NP_ATOL)
+
+
+def test_cli_stats_fused_and_unfused():
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "AICC_NUM_THREADS": "1"}
+
+    def kernels(*flags) -> tuple[str, int]:
+        out = subprocess.run([sys.executable, "-m", "tools.aicc", "examples/softmax.py", "--stats",
+                              "--repeat", "1", *flags], cwd=root, env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        head = out.stdout.splitlines()[0]
+        return head, int(re.search(r"kernels\s+(\d+)", out.stdout).group(1))
+
+    head, fused = kernels()
+    assert head == "stats (fused):"
+    head, unfused = kernels("--no-fuse")
+    assert head == "stats (not fused, --no-fuse):"
+    assert unfused > fused

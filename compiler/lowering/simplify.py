@@ -6,14 +6,20 @@ with the identity it expresses as the comment. A replacement keeps the op's resu
 the kept value has a smaller shape than the op's broadcast result (x + 0 with a bigger 0), it
 is broadcast (aicc.broadcast_to), never returned as is.
 
+MATMUL_RULES fold a transpose of an operand's last two dims into aicc.matmul's
+`transpose_lhs` / `transpose_rhs` flags, which tensor-to-linalg reads through swapped indexing
+maps, so the transpose is never materialized (`transpose-matmul=false` keeps the transposes:
+the CUDA pipeline does, because map-to-gpu tiles only untransposed matmuls).
+
 Floating-point choices (IEEE-754 with NaN and Inf, as NumPy computes):
-  * exact rules run always. Two are exact up to the sign of a zero, which ML compilers ignore:
-    x + 0 -> x (-0 + 0 is +0) and x - x (not applied, see below).
+  * RULES are exact and always run. One is exact only up to the sign of a zero, which ML
+    compilers ignore: x + 0 -> x (-0 + 0 is +0).
+  * x / c where every element of c is a power of two is exactly x * (1/c) (both round the same
+    real number once), so that rule is in RULES.
   * x * 0 -> 0 and x - x -> 0 are wrong for x = NaN or Inf (both give NaN), and x / c ->
-    x * (1/c) rounds twice (1 ulp off); they run only with `fast-math=true` (the no-NaN/Inf,
-    reassociation assumptions of -ffast-math). The pipeline runs simplify without it.
-  * x / c with every element of c a power of two is exactly x * (1/c) (both round the same real
-    number once), so that rule is exact and always on.
+    x * (1/c) for other c rounds twice (within 1 ulp); they are FAST_MATH_RULES and run only
+    with `fast-math=true` (the no-NaN/Inf assumption of -ffast-math). The pipeline runs
+    simplify without it, so compiled code keeps NumPy's NaN and Inf results.
 """
 
 from __future__ import annotations
