@@ -2,7 +2,8 @@
 
 Stages (each printable with `CompiledModel.ir(stage)`):
 
-    tensor  the traced aicc dialect, after canonicalize / CSE / DCE
+    tensor  the traced aicc dialect, after the graph passes (fold constants, simplify, fold
+            conv + batch norm, fuse linear + bias) and canonicalize / CSE / DCE
     linalg  linalg on tensors, elementwise chains fused
     memref  bufferized: linalg on memrefs, results as out-parameters
     loops   scf.parallel / scf.for loop nests over memref.load / store
@@ -31,9 +32,13 @@ from compiler.dialects.aicc import AICC, numpy_dtype
 from compiler.dialects.gpu_map import GPUMap
 from compiler.errors import CompileError
 from compiler.lowering.bufferize import Bufferize
+from compiler.lowering.fold_constants import FoldConstants
+from compiler.lowering.fold_conv_bn import FoldConvBatchNorm
 from compiler.lowering.fuse_elementwise import FuseElementwise
+from compiler.lowering.fuse_linear_bias import FuseLinearBias
 from compiler.lowering.linalg_to_loops import LinalgToLoops
 from compiler.lowering.plan_memory import WORKSPACE_ATTR, PlanMemory
+from compiler.lowering.simplify import Simplify
 from compiler.lowering.tensor_to_linalg import TensorToLinalg
 
 TARGETS = ("cpu", "cuda")
@@ -64,12 +69,20 @@ def cleanup() -> list[ModulePass]:
     return [CanonicalizePass(), CommonSubexpressionElimination(), DeadCodeElimination()]
 
 
+def graph_passes(target: str = "cpu") -> list[ModulePass]:
+    """The tensor-level graph passes, before cleanup. Simplify after folding sees the folded
+    constants; fold-conv-bn and fuse-linear-bias, which rewrite an op only when it has one
+    use, run after CSE, so that they never split a shared matmul or conv into two."""
+    return [FoldConstants(), Simplify(transpose_matmul=target != "cuda"),
+            CommonSubexpressionElimination(), FoldConvBatchNorm(), FuseLinearBias()]
+
+
 def stage_passes(target: str, fuse: bool = True) -> list[tuple[str, list[ModulePass]]]:
     """The pipeline for `target`, as (stage whose IR it produces, passes) in order."""
     if target not in TARGETS:
         raise CompileError(f"unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
     stages = [
-        ("tensor", cleanup()),
+        ("tensor", [*graph_passes(target), *cleanup()]),
         ("linalg", [TensorToLinalg(), *([FuseElementwise()] if fuse else []), *cleanup()]),
         ("memref", [Bufferize(), PlanMemory(workspace_arg=True)]),
         ("loops", [LinalgToLoops(), CanonicalizePass(), CommonSubexpressionElimination()]),
@@ -107,6 +120,7 @@ class CompiledModel:
     executable: object
     timings: list[PassTiming] = field(default_factory=list)
     workspace_bytes: int = 0  # plan-memory's arena, allocated once per calling thread
+    stats: dict = field(default_factory=dict)  # kernels, flops, bytes: see compiler/stats.py
     _fn: Callable | None = None
     _local: threading.local = field(default_factory=threading.local)
 
@@ -170,7 +184,13 @@ class StageIR(dict):
         return value
 
 
-def run_passes(module: ModuleOp, options: CompileOptions) -> tuple[StageIR, list[PassTiming]]:
+def run_passes(
+    module: ModuleOp, options: CompileOptions, stats: dict | None = None
+) -> tuple[StageIR, list[PassTiming]]:
+    """Run the pipeline; the IR of each stage, the pass timings, and (into `stats`, when
+    given) the statistics of compiler/stats.py."""
+    from compiler.stats import stage_stats
+
     ctx = make_context()
     stages = StageIR()
     timings: list[PassTiming] = []
@@ -186,6 +206,8 @@ def run_passes(module: ModuleOp, options: CompileOptions) -> tuple[StageIR, list
         except VerifyException as e:  # a pass produced invalid IR: a bug in aicc
             raise RuntimeError(f"IR after the {stage} stage does not verify: {e}") from e
         stages[stage] = module.clone()  # printed on demand: big constants print slowly
+        if stats is not None:
+            stats.update(stage_stats(stage, module))
     return stages, timings
 
 
@@ -208,14 +230,16 @@ def compile_module(
     input_types = [_shape_dtype(t) for t in ftype.inputs]
     output_types = [_shape_dtype(t) for t in ftype.outputs]
 
-    stages, timings = run_passes(module, options)
+    stats: dict = {"fused": options.fuse}
+    stages, timings = run_passes(module, options, stats)
     workspace = fn.attributes.get(WORKSPACE_ATTR)
     if options.target == "cuda":
         from compiler.runtime.cuda import compile_cuda
 
         exe = compile_cuda(module, stages, timings, len(input_types), len(output_types))
         return CompiledModel(func_name, input_types, output_types, output_is_tuple, stages, exe,
-                             timings, workspace_bytes=workspace.value.data if workspace else 0)
+                             timings, workspace_bytes=workspace.value.data if workspace else 0,
+                             stats=stats)
 
     from compiler.codegen.llvm import EXTERNAL_DATA_MIN_BYTES, LLVMEmitter
     from compiler.runtime.cpu import CPUExecutable
@@ -238,6 +262,7 @@ def compile_module(
         exe,
         timings,
         workspace_bytes=workspace.value.data if workspace is not None else 0,
+        stats=stats,
     )
 
 

@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output-dir", metavar="DIR", help="write every stage's IR, the .ll, the .s and the object file to DIR")
     p.add_argument("--threads", type=int, metavar="N", help="threads for parallel loops (default: $AICC_NUM_THREADS or all cores)")
     p.add_argument("--no-fuse", action="store_true", help="compile without elementwise fusion")
+    p.add_argument("--stats", action="store_true", help="print kernels, flops and bytes of temporaries (with --no-fuse: unfused)")
     p.add_argument("--repeat", type=int, default=20, metavar="N", help="timed runs of each side (default: 20)")
     return p
 
@@ -153,6 +154,12 @@ def write_outputs(m, directory: str) -> list[Path]:
     return written
 
 
+def print_stats(m) -> None:
+    from compiler.stats import format_stats
+
+    print(format_stats(m.stats))
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -177,6 +184,8 @@ def run(args: argparse.Namespace) -> int:
             print_ir_after_all=print_after if args.print_ir_after_all else None,
         )
     compile_s = time.perf_counter() - t0
+    if args.stats:
+        print_stats(m)
 
     if args.time_passes:
         total = sum(t.seconds for t in m.timings)
@@ -250,6 +259,8 @@ def run_onnx(args: argparse.Namespace) -> int:
                              print_after if args.print_ir_after_all else None)
     m = compiler.api._compile_program(program, options)
     compile_s = time.perf_counter() - t0
+    if args.stats:
+        print_stats(m)
     if args.emit:
         print(m.ir(args.emit))
         return 0
