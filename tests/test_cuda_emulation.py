@@ -41,6 +41,12 @@ def layernorm(x):
     return (x - mu) / np.sqrt(var + 1e-5)
 
 
+def _with_nan(x):
+    x = x.copy()
+    x.flat[::7] = np.nan
+    return x
+
+
 def gelu(x):
     return 0.5 * x * (1.0 + np.tanh(0.7978846 * (x + 0.044715 * x * x * x)))
 
@@ -54,11 +60,30 @@ CASES = {
     "softmax_wide": (softmax, (f32(3, 600),), {"row_reduce"}),
     "layernorm": (layernorm, (f32(6, 77),), {"row_reduce"}),
     "sum_all": (lambda x: x.sum(), (f32(9, 13),), {"single"}),
-    "column_mean": (lambda x: x.mean(axis=0), (f32(17, 5),), {"elementwise"}),
+    "column_mean": (lambda x: x.mean(axis=0), (f32(17, 5),), {"col_reduce"}),
+    "column_max_split": (lambda x: x.max(axis=0), (f32(300, 7),), {"col_reduce"}),
+    "column_sum_wide": (lambda x: x.sum(axis=0, keepdims=True), (f32(9, 1100),), {"col_reduce"}),
+    "middle_axis_mean": (lambda x: x.mean(axis=1), (f32(4, 17, 5),), {"col_reduce"}),
+    "two_axes_sum": (lambda x: x.sum(axis=(0, 1)), (f32(6, 5, 33),), {"col_reduce"}),
+    "column_mean_then_relu": (lambda x, b: np.maximum(x.mean(axis=0) + b, 0.0),
+                              (f32(40, 70), f32(70)), {"col_reduce"}),
     "matmul_edges": (lambda a, b: a @ b, (f32(67, 33), f32(33, 45)), {"matmul"}),
     "matmul_bias_relu": (lambda a, b, c: np.maximum(a @ b + c, 0.0),
                          (f32(70, 20), f32(20, 130), f32(130)), {"matmul"}),
     "matmul_skinny": (lambda a, b: a @ b, (f32(40, 300), f32(300, 10)), {"matmul"}),
+    "matmul_odd_k": (lambda a, b: a @ b, (f32(33, 7), f32(7, 19)), {"matmul"}),
+    "matmul_big_tile": (lambda a, b: a @ b, (f32(130, 36), f32(36, 260)), {"matmul"}),
+    "bmm": (lambda a, b: a @ b, (f32(3, 20, 16), f32(3, 16, 24)), {"matmul"}),
+    "bmm_broadcast_rhs": (lambda a, b: a @ b, (f32(2, 3, 20, 12), f32(12, 28)), {"matmul"}),
+    "bmm_broadcast_dims": (lambda a, b: a @ b, (f32(2, 1, 9, 13), f32(3, 13, 6)), {"matmul"}),
+    "bmm_transposed_rhs": (lambda a, b: a @ b.transpose(0, 2, 1),
+                           (f32(2, 17, 8), f32(2, 11, 8)), {"matmul"}),
+    "nan_max": (lambda x: np.maximum(x, np.float32(0.5)), (_with_nan(f32(4, 9)),), {"elementwise"}),
+    "nan_min": (lambda x: np.minimum(x, np.float32(0.5)), (_with_nan(f32(4, 9)),), {"elementwise"}),
+    "nan_row_max": (lambda x: x.max(axis=-1), (_with_nan(f32(4, 9)),), {"row_reduce"}),
+    "nan_softmax": (softmax, (_with_nan(f32(4, 9)),), {"row_reduce"}),
+    "row_sum_long": (lambda x: x.sum(axis=-1), (f32(3, 20000),), {"row_reduce"}),
+    "layernorm_3d": (layernorm, (f32(2, 3, 40),), {"row_reduce"}),
 }
 
 

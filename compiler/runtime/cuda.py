@@ -203,7 +203,7 @@ def describe_nvrtc_failure(source: str, log: str) -> str:
         n = int(m.group(1))
         kernel = "?"
         for text in reversed(lines[:n]):
-            k = re.search(r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(", text)
+            k = re.search(r"__global__ void (?:__launch_bounds__\([\d, ]+\) )?(\w+)\(", text)
             if k:
                 kernel = k.group(1)
                 break
