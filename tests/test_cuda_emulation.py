@@ -87,6 +87,21 @@ CASES = {
 }
 
 
+# kernels a case must compile to, in order: what fused
+FUSED = {
+    "softmax": ["row_reduce"],
+    "softmax_wide": ["row_reduce"],
+    "layernorm": ["row_reduce"],
+    "layernorm_3d": ["row_reduce"],
+    "matmul_bias_relu": ["matmul"],
+    "matmul_edges": ["matmul"],
+    "bmm": ["matmul"],
+    "column_mean": ["col_reduce"],
+    "column_mean_then_relu": ["col_reduce"],
+    "row_sum_long": ["row_reduce"],
+}
+
+
 def _example(name):
     ns = runpy.run_path(str(ROOT / "examples" / f"{name}.py"))
     inputs = ns["example_inputs"]
@@ -112,8 +127,53 @@ def test_kernels_compile_and_match_numpy(case):
     fn, inputs, kinds = CASES[case]
     m = compiler.compile(fn, inputs, target="cuda")
     assert kinds <= {k.kind for k in m.executable.program.kernels}
+    if case in FUSED:
+        assert [k.kind for k in m.executable.program.kernels] == FUSED[case]
     _no_spills(m)
     _check(m, fn, inputs)
+
+
+# the 128x128 and 128x64 tiles with 8x8 per thread, forced onto small (edge-tile) problems
+@pytest.mark.parametrize("config", [0, 1])
+@pytest.mark.parametrize("case", ["matmul_big_tile", "matmul_odd_k", "bmm_transposed_rhs",
+                                  "matmul_bias_relu"])
+def test_large_matmul_tiles(case, config, monkeypatch):
+    from compiler.lowering import map_to_gpu
+
+    cfg = map_to_gpu.MATMUL_CONFIGS[config]
+    monkeypatch.setattr(map_to_gpu, "MATMUL_CONFIGS", (cfg,))
+    fn, inputs, _ = CASES[case]
+    m = compiler.compile(fn, inputs, target="cuda")
+    k = next(k for k in m.executable.program.kernels if k.kind == "matmul")
+    assert k.block == (cfg.tx, cfg.ty)
+    _no_spills(m)
+    _check(m, fn, inputs)
+
+
+def test_batched_attention():
+    q, k, v = f32(2, 3, 20, 16), f32(2, 3, 13, 16), f32(2, 3, 13, 16)
+
+    def attention(q, k, v):
+        s = q @ k.transpose(0, 1, 3, 2) / np.float32(4.0)
+        return ops.softmax(s, axis=-1) @ v
+
+    m = compiler.compile(attention, (q, k, v), target="cuda")
+    # Q @ Kᵀ, softmax in one row kernel, P @ V with the division fused into A
+    assert [k.kind for k in m.executable.program.kernels] == ["matmul", "row_reduce", "matmul"]
+    _no_spills(m)
+    ref = lambda q, k, v: softmax(q @ k.transpose(0, 1, 3, 2) / 4.0) @ v  # noqa: E731
+    _check(m, ref, (q, k, v), rtol=1e-3, atol=1e-4)
+
+
+def test_nan_semantics_match_cpu():
+    x = _with_nan(f32(6, 11))
+    fns = [lambda x: np.maximum(x, 0.0), lambda x: np.minimum(x, 0.0),
+           lambda x: x.max(axis=-1), lambda x: x.min(axis=0)]
+    for fn in fns:
+        gpu = run_emulated(compiler.compile(fn, (x,), target="cuda"), x)
+        cpu = compiler.compile(fn, (x,))(x)
+        np.testing.assert_array_equal(np.isnan(gpu), np.isnan(cpu))
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-6)
 
 
 def test_mlp_example():

@@ -43,6 +43,7 @@ from compiler.dialects.gpu_patterns import (
     match_col_reduce,
     match_matmul,
     match_row_reduce,
+    may_overlap,
     row_shape,
     shape,
     used_after,
@@ -235,12 +236,13 @@ def _row_group(nests: list[Operation], at: int, used: list[bool]) -> Group:
 def _privatizable(window: list[Operation], live) -> frozenset:
     """Arena views the window writes and later kernels read: given memory of their own, they
     cannot overlap an arena buffer another block of the kernel still reads."""
+    acc = [a for par in window for a in accesses(par)]
     out = set()
-    for par in window:
-        for a in accesses(par):
-            v = a.mem
-            if a.store and isinstance(v, OpResult) and v.op.name == "memref.view" and live(v):
-                out.add(v)
+    for a in acc:
+        v = a.mem
+        if a.store and isinstance(v, OpResult) and v.op.name == "memref.view" and live(v) \
+                and any(b.mem is not v and may_overlap(b.mem, v) for b in acc):
+            out.add(v)
     return frozenset(out)
 
 

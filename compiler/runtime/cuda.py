@@ -212,6 +212,16 @@ def describe_nvrtc_failure(source: str, log: str) -> str:
     return f"NVRTC failed to compile the generated CUDA C{where}\n{log.strip()}"
 
 
+def relax_launch_bounds(source: str, stats: dict[str, KernelStats]) -> str:
+    """`source` with the minimum-blocks argument of __launch_bounds__ removed from every kernel
+    that spills."""
+    for name, s in stats.items():
+        if s.spill_stores or s.spill_loads:
+            source = re.sub(rf"__launch_bounds__\((\d+), \d+\) {re.escape(name)}\(",
+                            rf"__launch_bounds__(\1) {name}(", source)
+    return source
+
+
 # ------------------------------------------------------------------------------ devices
 
 
@@ -437,7 +447,14 @@ class CudaExecutable:
     def cubin(self) -> Cubin:
         if self._cubin is None:
             arch = self.arch or os.environ.get("AICC_CUDA_ARCH") or device_arch() or DEFAULT_ARCH
-            self._cubin = NVRTCCompiler(arch).compile(self.source)
+            cubin = NVRTCCompiler(arch).compile(self.source)
+            relaxed = relax_launch_bounds(self.source, cubin.stats)
+            if relaxed != self.source:
+                # a kernel asked for a register cap (several blocks per SM) that made ptxas spill:
+                # spills cost more than the occupancy gains, so compile it without the cap
+                self.program.source = relaxed
+                cubin = NVRTCCompiler(arch).compile(relaxed)
+            self._cubin = cubin
         return self._cubin
 
     @property
@@ -471,6 +488,7 @@ def compile_cuda(module, stages: dict, timings: list, n_inputs: int, n_outputs: 
         return exe  # compiled on first need, which then reports the missing package
     t0 = time.perf_counter()
     exe.cubin  # noqa: B018  compile now, so errors and statistics come with compile()
+    stages["cuda"] = program.source  # as compiled (launch bounds relaxed where they spilled)
     timings.append(PassTiming("nvrtc", time.perf_counter() - t0))
     return exe
 
