@@ -87,3 +87,17 @@ def test_cli_emit_gpu_and_cuda(capsys):
     assert '"row_reduce"' in capsys.readouterr().out
     assert aicc_main(["examples/mlp.py", "--target", "cuda", "--emit", "cuda", "--arch", "sm_80"]) == 0
     assert "__shared__ __align__(16) float As" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(has_gpu(), reason="checks the no-GPU path")
+def test_cuda_benchmark_without_gpu_fails_with_one_line():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "run.py"), "--target", "cuda"],
+                       capture_output=True, text=True, cwd=root)
+    assert r.returncode == 1
+    assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert "no NVIDIA GPU" in r.stderr
