@@ -599,12 +599,14 @@ class _KernelWriter:
 
     # -- row reductions
 
-    def block_reduce(self, acc: str, ct: str, expr: str, nthreads: int, slot: int) -> None:
-        """Combine `acc` over the block: warp shuffles, then the warps' partials through shared
-        memory. Every thread ends with the same total, combined in the same order."""
+    def block_reduce(self, acc: str, ident: str, expr: str, nthreads: int, slot: int) -> None:
+        """Combine `acc` over the block: warp shuffles, the warps' partials through shared
+        memory, then every warp combines the partials the same way, so every thread ends
+        with the same total after one barrier."""
         f = lambda a, b: expr.format(a=a, b=b)  # noqa: E731
         L = self.line
-        L(f"// block reduction: within each warp, then across the {nthreads // 32} warps' partials")
+        nw = nthreads // 32
+        L(f"// block reduction: within each warp, then across the {nw} warps' partials")
         L("#pragma unroll")
         L("for (int o = 16; o > 0; o >>= 1)")
         L(f"  {acc} = {f(acc, f'__shfl_xor_sync(0xffffffffu, {acc}, o)')};")
@@ -612,9 +614,11 @@ class _KernelWriter:
             return
         L(f"if ((threadIdx.x & 31) == 0) red[{slot}][threadIdx.x >> 5] = {acc};")
         L("__syncthreads();")
-        L(f"{acc} = red[{slot}][0];")
+        L(f"{acc} = " + (f"red[{slot}][threadIdx.x & 31];" if nw == 32 else
+                         f"(threadIdx.x & 31) < {nw} ? red[{slot}][threadIdx.x & 31] : {ident};"))
         L("#pragma unroll")
-        L(f"for (int w = 1; w < {nthreads // 32}; ++w) {acc} = {f(acc, f'red[{slot}][w]')};")
+        L("for (int o = 16; o > 0; o >>= 1)  // a full butterfly: every lane gets the total")
+        L(f"  {acc} = {f(acc, f'__shfl_xor_sync(0xffffffffu, {acc}, o)')};")
 
     def combiner(self, comb: Operation, t) -> tuple[str, str, str]:
         ct = c_type(t)
@@ -715,7 +719,7 @@ class _KernelWriter:
                 self.emit_ops(loop.body.block.ops)
                 self.assign_yield([acc], loop.body.block)
                 self.close_elements(n, nthreads, elems)
-                self.block_reduce(acc, ct, expr, nthreads, slot)
+                self.block_reduce(acc, ident, expr, nthreads, slot)
                 slot ^= 1
                 self.define(loop.results[0], expr.format(a=self.val(loop.iter_args[0]), b=acc))
                 self.emit_ops(ops[at + 1:])
@@ -760,7 +764,7 @@ class _KernelWriter:
         lb, step = self.val(loop.lb), self.val(loop.step)
         accs = self.emit_for(loop, lb=f"{lb} + threadIdx.x * {step}",
                              step=f"{nthreads} * {step}", inits=[ident])
-        self.block_reduce(accs[0], ct, expr, nthreads, 0)
+        self.block_reduce(accs[0], ident, expr, nthreads, 0)
         self.line("if (threadIdx.x != 0) return;")
         self.define(loop.results[0], expr.format(a=init, b=accs[0]))
         self.emit_ops(ops[at + 1:])

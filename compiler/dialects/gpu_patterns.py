@@ -538,7 +538,7 @@ class RowGroup:
     written: set[SSAValue] = field(default_factory=set)
 
 
-def _row_nest(par: Operation, rows: tuple[int, ...], n: int) -> RowNest | None:
+def row_nest(par: Operation, rows: tuple[int, ...], n: int) -> RowNest | None:
     if not isinstance(par, scf.ParallelOp):
         return None
     ext = unit_extents(par)
@@ -593,7 +593,7 @@ def analyze_row_group(pars: Sequence[Operation], live_out: Callable[[SSAValue], 
     last_read: dict[SSAValue, int] = {}  # buffer -> barrier count at its last read before that
     barriers = 0
     for par in pars:
-        nest = _row_nest(par, rows, n)
+        nest = row_nest(par, rows, n)
         if nest is None:
             return None
         group.nests.append(nest)

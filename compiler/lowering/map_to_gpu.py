@@ -44,6 +44,7 @@ from compiler.dialects.gpu_patterns import (
     match_matmul,
     match_row_reduce,
     may_overlap,
+    row_nest,
     row_shape,
     shape,
     used_after,
@@ -215,10 +216,12 @@ def _row_group(nests: list[Operation], at: int, used: list[bool]) -> Group:
         points = prod(_cdiv(ub - lb, st) for lb, ub, st in band_ranges(par))
         return Group("row_reduce", [par], (points,), (reduce_block(length),))
     threads, elems = row_tile(n)
-    lo, hi = at, at + 1
-    while lo > 0 and not used[lo - 1] and at - lo < MAX_ROW_GROUP:
+    lo, hi = at, at + 1  # the free nests around `at` over the same rows: the windows to try
+    while lo > 0 and not used[lo - 1] and at - lo < MAX_ROW_GROUP \
+            and row_nest(nests[lo - 1], rows, n) is not None:
         lo -= 1
-    while hi < len(nests) and not used[hi] and hi - at < MAX_ROW_GROUP:
+    while hi < len(nests) and not used[hi] and hi - at < MAX_ROW_GROUP \
+            and row_nest(nests[hi], rows, n) is not None:
         hi += 1
     for size in range(hi - lo, 0, -1):
         for a in range(max(lo, at - size + 1), min(at, hi - size) + 1):
