@@ -813,7 +813,6 @@ class _KernelWriter:
         if tm * tn >= 64:  # at most 128 registers: two 256-thread blocks per SM hide latency
             self.min_blocks = 65536 // (nt * 128)
         M, N, K = mm.m, mm.n, mm.k_ext
-        C = self.val(mm.c)
         I = self.idx
         L = self.line
         desc = lambda o, name: name + ("" if o.plain else "(computed)") + (  # noqa: E731
