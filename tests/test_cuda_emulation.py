@@ -208,3 +208,30 @@ def test_on_gpu(case):
     fn, inputs, _ = CASES[case]
     m = compiler.compile(fn, inputs, target="cuda")
     np.testing.assert_allclose(m(*inputs), fn(*inputs), rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not has_gpu(), reason="needs an NVIDIA GPU")
+@pytest.mark.parametrize("n", [1024, 1031])
+def test_large_matmul_on_gpu(n):
+    a, b, c = f32(n, n + 4), f32(n + 4, n - 8), f32(n - 8)
+    fn = lambda a, b, c: np.maximum(a @ b + c, 0.0)  # noqa: E731
+    m = compiler.compile(fn, (a, b, c), target="cuda")
+    np.testing.assert_allclose(m(a, b, c), fn(a, b, c), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not has_gpu(), reason="needs an NVIDIA GPU")
+def test_device_pointers_on_gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    from compiler.runtime.cuda import device_pointer
+
+    x = f32(300, 2000)
+    m = compiler.compile(softmax, (x,), target="cuda")
+    dx = torch.from_numpy(x).cuda()
+    out = torch.empty_like(dx)
+    m.executable.get(m.func_name).launch([device_pointer(dx), device_pointer(out)])
+    torch.cuda.synchronize()
+    np.testing.assert_allclose(out.cpu().numpy(), softmax(x), rtol=1e-4, atol=1e-6)
