@@ -154,7 +154,6 @@ def main(args) -> int:
             if "bar" in row else ""
         print(f"  {name:28s} aicc {t_aicc:8.3f} ms   torch {t_torch:8.3f} ms   "
               f"torch/aicc {t_torch / t_aicc:5.2f}x   err {err:.1e}{extra}", flush=True)
-        del dx, outs
         torch.cuda.empty_cache()
 
     device = torch.cuda.get_device_name(0)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects import builtin
-from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.ir import Operation, OpResult, SSAValue
 
 from compiler.dialects.gpu_map import KernelOp
 from compiler.dialects.gpu_patterns import (
@@ -957,7 +957,7 @@ class _KernelWriter:
             self.ind += 1
             cidx = f"{base(mm.c_init)}({I})r * {N} + c"
             C = self.val(mm.c)
-            L(f"float4 v = make_float4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], "
+            L("float4 v = make_float4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], "
               "acc[i][4 * g + 3]);")
             if init is None:
                 L(f"const float4 c0 = *reinterpret_cast<const float4*>(&{C}[{cidx}]);")

@@ -464,7 +464,8 @@ def match_matmul(par: Operation) -> Matmul | None:
         if isinstance(o, memref.LoadOp) and (o.memref is C or may_overlap(C, o.memref)):
             return None
     for op_, ext_own in ((a, M), (b, N)):
-        if op_.plain and shape(op_.load.memref)[-2:] != ((ext_own, K) if op_.k_contig else (K, ext_own)):
+        want = (ext_own, K) if op_.k_contig else (K, ext_own)
+        if op_.plain and shape(op_.load.memref)[-2:] != want:
             return None
     return Matmul(par, a, b, C, c, batch, tuple(ext[: len(batch)]), i, j, k, M, N, K)
 
@@ -490,7 +491,8 @@ def match_row_reduce(par: Operation) -> RowReduce | None:
     for o in ops[: ops.index(loop)]:
         if not (is_pure(o) or isinstance(o, memref.LoadOp)):
             return None
-    if len(loop.iter_args) != 1 or None in (const_int(loop.lb), const_int(loop.ub), const_int(loop.step)):
+    if len(loop.iter_args) != 1 \
+            or None in (const_int(loop.lb), const_int(loop.ub), const_int(loop.step)):
         return None
     if not isinstance(loop.iter_args[0].type, builtin.Float32Type | builtin.Float64Type):
         return None
@@ -566,7 +568,8 @@ def _row_access_kind(a: Access, row_ivs, nest: RowNest, rows, n) -> str:
     rest = idx[nr:]
     if nest.col is not None and rest == [nest.col] and shape(a.mem) == (*rows, n):
         return "row"
-    if all(const_int(x) == 0 or x in nest.zeros for x in rest) and shape(a.mem) == (*rows, *[1] * len(rest)):
+    if all(const_int(x) == 0 or x in nest.zeros for x in rest) \
+            and shape(a.mem) == (*rows, *[1] * len(rest)):
         return "scalar"
     return "other"
 

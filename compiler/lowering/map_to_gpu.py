@@ -4,7 +4,8 @@ unchanged: a kernel whose body holds several nests runs them in order, and the e
 together onto one launch.
 
     scf.parallel (i) { m[i] = -inf }                     gpu_map.kernel @f_k0 "row_reduce"
-    scf.parallel (i) { m[i] = max_j x[i,j] }       ->      {grid = [rows], block = [256], tile = [4]} {
+    scf.parallel (i) { m[i] = max_j x[i,j] }       ->      {grid = [rows], block = [256],
+                                                            tile = [4]} {
     scf.parallel (i,j) { y[i,j] = exp(x[i,j]-m[i]) }       <the same three scf.parallel>
                                                          }
 
@@ -46,7 +47,6 @@ from compiler.dialects.gpu_patterns import (
     may_overlap,
     row_nest,
     row_shape,
-    shape,
     used_after,
 )
 from compiler.errors import CompileError

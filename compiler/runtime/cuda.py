@@ -425,6 +425,19 @@ class PlanRunner:
         self.allocations += 1
         return self.dev.alloc(n)
 
+    def close(self) -> None:
+        """Free the device buffers (also done when the runner is collected)."""
+        ptrs = [*self.persistent.values(), *self.io.values()]
+        self.persistent, self.io = {}, {}
+        for p in ptrs:
+            self.dev.free(p)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # the driver may be gone at interpreter exit
+            pass
+
     def __call__(self, *arrays: np.ndarray) -> None:
         plan, dev = self.plan, self.dev
         with self._lock:
