@@ -72,9 +72,12 @@ def cleanup() -> list[ModulePass]:
 def graph_passes(target: str = "cpu") -> list[ModulePass]:
     """The tensor-level graph passes, before cleanup. Simplify after folding sees the folded
     constants; fold-conv-bn and fuse-linear-bias, which rewrite an op only when it has one
-    use, run after CSE, so that they never split a shared matmul or conv into two."""
-    return [FoldConstants(), Simplify(transpose_matmul=target != "cuda"),
-            CommonSubexpressionElimination(), FoldConvBatchNorm(), FuseLinearBias()]
+    use, run after CSE, so that they never split a shared matmul or conv into two.
+    On CUDA a bias stays an add after the matmul: map-to-gpu fuses it into the tiled matmul
+    kernel as an epilogue, while a bias-initialized accumulator would be a kernel of its own."""
+    return [FoldConstants(), Simplify(),
+            CommonSubexpressionElimination(), FoldConvBatchNorm(),
+            *([FuseLinearBias()] if target != "cuda" else [])]
 
 
 def stage_passes(target: str, fuse: bool = True) -> list[tuple[str, list[ModulePass]]]:
