@@ -32,6 +32,7 @@ from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseIntOrFPElementsAttr,
+    DictionaryAttr,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -63,6 +64,9 @@ from compiler.lowering.schedule import (
 Index = int | SSAValue
 
 PACK_B_ROWS = 16  # rows of B per iteration of the parallel packing loop
+# On the outermost tile loop: {op = "linalg.matmul", flops = 2*M*N*K*batch}, the linalg op it
+# replaced, for statistics that count linalg ops (compiler/stats.py).
+TILED_ATTR = "aicc.tiled"
 
 
 class _Ix:
@@ -269,8 +273,16 @@ class _Tiler:
             b_src = _flat(top, mm.b)
         b_packed = pack_b
 
+        last_pack = op.prev_op
         self._compute(top, ix, a_src, a_packed, b_src, b_packed, c_flat, MP, NP,
                       first_overwrites)
+        # The outermost op of the tile loops stands for the matmul in compiler/stats.py.
+        compute = last_pack.next_op
+        while not isinstance(compute, scf.ParallelOp | scf.ForOp | MicrokernelOp):
+            compute = compute.next_op
+        compute.attributes[TILED_ATTR] = DictionaryAttr({
+            "op": StringAttr(op.name),
+            "flops": IntegerAttr(2 * math.prod(mm.batch) * M * N * K, i64)})
         after = Builder(InsertPoint.after(op))
         for a in allocs:
             after.insert(memref.DeallocOp.get(a))
