@@ -42,6 +42,18 @@ _COMPARE = {
 }
 
 
+def _div(x: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Float division, or integer division truncating toward zero with x / 0 = 0."""
+    if x.dtype.kind not in "iu":
+        return np.divide(x, d)
+    safe = np.where((d == 0) | (d == -1), 1, d).astype(d.dtype)
+    q = x // safe
+    r = x - q * safe
+    q = q + ((r != 0) & ((x < 0) != (safe < 0)))  # floor -> toward zero
+    q = np.where(d == -1, np.negative(x), q)
+    return np.where(d == 0, 0, q).astype(x.dtype)
+
+
 def _result_shape(op: Operation) -> tuple[int, ...]:
     return aicc.shape_of(op.results[0])
 
@@ -62,10 +74,23 @@ REFERENCE_KERNELS: dict[type[Operation], Kernel] = {
     aicc.AddOp: lambda op, a: np.add(a[0], a[1]),
     aicc.SubOp: lambda op, a: np.subtract(a[0], a[1]),
     aicc.MulOp: lambda op, a: np.multiply(a[0], a[1]),
-    aicc.DivOp: lambda op, a: np.divide(a[0], a[1]),
+    aicc.DivOp: lambda op, a: _div(a[0], a[1]),
     aicc.MaximumOp: lambda op, a: np.maximum(a[0], a[1]),
     aicc.MinimumOp: lambda op, a: np.minimum(a[0], a[1]),
     aicc.PowOp: lambda op, a: np.power(a[0], a[1]),
+    aicc.ModOp: lambda op, a: np.mod(a[0], a[1]),  # x mod 0: 0 for integers, NaN for floats
+    aicc.FModOp: lambda op, a: np.fmod(a[0], a[1]),
+    aicc.FloorOp: lambda op, a: np.floor(a[0]),
+    aicc.CeilOp: lambda op, a: np.ceil(a[0]),
+    aicc.RoundOp: lambda op, a: np.round(a[0]),  # half to even
+    aicc.SinOp: lambda op, a: np.sin(a[0]),
+    aicc.CosOp: lambda op, a: np.cos(a[0]),
+    aicc.TanOp: lambda op, a: np.tan(a[0]),
+    aicc.AsinOp: lambda op, a: np.arcsin(a[0]),
+    aicc.AcosOp: lambda op, a: np.arccos(a[0]),
+    aicc.AtanOp: lambda op, a: np.arctan(a[0]),
+    aicc.SinhOp: lambda op, a: np.sinh(a[0]),
+    aicc.CoshOp: lambda op, a: np.cosh(a[0]),
     aicc.CompareOp: lambda op, a: _COMPARE[op.predicate.data](a[0], a[1]),
     aicc.SelectOp: lambda op, a: np.where(a[0], a[1], a[2]),
     aicc.CastOp: lambda op, a: a[0],  # the dtype conversion happens for every op below
@@ -74,6 +99,7 @@ REFERENCE_KERNELS: dict[type[Operation], Kernel] = {
     aicc.ReduceMeanOp: _reduce(np.mean),
     aicc.ReduceMaxOp: _reduce(np.max),
     aicc.ReduceMinOp: _reduce(np.min),
+    aicc.ReduceProdOp: _reduce(np.prod),
     aicc.SoftmaxOp: lambda op, a: nn.softmax(a[0], axis=op.axis.value.data),
     aicc.TransposeOp: lambda op, a: np.transpose(a[0], op.perm),
     aicc.ReshapeOp: lambda op, a: np.reshape(a[0], _result_shape(op)),

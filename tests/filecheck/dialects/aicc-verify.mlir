@@ -69,3 +69,17 @@ func.func @bad_float(%x: tensor<3xi64>) -> tensor<3xi64> {
   func.return %0 : tensor<3xi64>
 }
 // CHECK: aicc.exp: expected a floating-point tensor, got tensor<3xi64>
+
+// -----
+func.func @bad_bool_arithmetic(%x: tensor<3xi1>) -> tensor<3xi1> {
+  %0 = aicc.add %x, %x : tensor<3xi1>, tensor<3xi1> -> tensor<3xi1>
+  func.return %0 : tensor<3xi1>
+}
+// CHECK: aicc.add: expected a float or integer tensor, got tensor<3xi1>
+
+// -----
+func.func @bad_integer_mean(%x: tensor<3xi32>) -> tensor<i32> {
+  %0 = aicc.reduce_mean %x {axes = array<i64: 0>, keepdims = false} : tensor<3xi32> -> tensor<i32>
+  func.return %0 : tensor<i32>
+}
+// CHECK: aicc.reduce_mean: expected a floating-point tensor, got tensor<3xi32>
