@@ -158,7 +158,40 @@ def _gather(op: Operation, a: list[np.ndarray]) -> np.ndarray:
     return np.take(data, idx, axis=axis)
 
 
+def _gather_elements(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    data, idx = a
+    axis = op.axis.value.data
+    idx = np.where(idx < 0, idx + data.shape[axis], idx)
+    # Off the axis the indices may be smaller than the data: read the data's leading block.
+    data = data[tuple(slice(0, n) if i != axis else slice(None) for i, n in enumerate(idx.shape))]
+    return np.take_along_axis(data, idx, axis=axis)
+
+
+def _arg_reduce(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    x, axis = a[0], op.axis.value.data
+    fn = np.argmax if isinstance(op, aicc_nn.ArgMaxOp) else np.argmin
+    if op.last:  # the last extreme: the first one of the flipped array
+        idx = x.shape[axis] - 1 - fn(np.flip(x, axis), axis=axis)
+    else:
+        idx = fn(x, axis=axis)
+    return np.expand_dims(idx, axis) if op.keep else idx
+
+
+def _cumsum(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    x, axis = a[0], op.axis.value.data
+    if op.reverse.value.data:
+        x = np.flip(x, axis)
+    y = np.cumsum(x, axis=axis, dtype=np.float64 if x.dtype.kind == "f" else x.dtype)
+    if op.exclusive.value.data:  # shifted by one: y[i] = sum of x[j] for j < i
+        y = np.concatenate([np.zeros_like(np.take(y, [0], axis)), np.take(y, range(x.shape[axis] - 1), axis)], axis)
+    return np.flip(y, axis) if op.reverse.value.data else y
+
+
 REFERENCE_KERNELS.update({
+    aicc_nn.GatherElementsOp: _gather_elements,
+    aicc_nn.ArgMaxOp: _arg_reduce,
+    aicc_nn.ArgMinOp: _arg_reduce,
+    aicc_nn.CumSumOp: _cumsum,
     aicc_nn.PadOp: _pad,
     aicc_nn.Conv2dOp: _conv2d,
     aicc_nn.Pool2dOp: _pool2d,

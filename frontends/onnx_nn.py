@@ -289,3 +289,38 @@ def _op_tile(imp, node, ins, at):
 
 
 
+@handles("ArgMax", "ArgMin")
+def _op_arg_reduce(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_numeric(node.op_type, x)
+    shape = g.shape(x)
+    if not shape or 0 in shape:
+        raise _unsupported(imp, node, "an empty or rank-0 input")
+    axis = at.get("axis", 0) % len(shape)
+    cls = aicc_nn.ArgMaxOp if node.op_type == "ArgMax" else aicc_nn.ArgMinOp
+    x = g.cast(x, np.int32) if g.dtype(x) == np.bool_ else x
+    return [g.emit(lambda v: cls(v, axis, bool(at.get("keepdims", 1)), bool(at.get("select_last_index", 0))), x)]
+
+
+@handles("CumSum")
+def _op_cumsum(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_numeric(node.op_type, x)
+    shape = g.shape(x)
+    if not shape or 0 in shape:
+        raise _unsupported(imp, node, "an empty or rank-0 input")
+    axis = int(_const(imp, node, ins[1], "axis input").reshape(-1)[0]) % len(shape)
+    return [g.emit(lambda v: aicc_nn.CumSumOp(v, axis, bool(at.get("exclusive", 0)), bool(at.get("reverse", 0))), x)]
+
+
+@handles("GatherElements")
+def _op_gather_elements(imp, node, ins, at):
+    g, data, idx = imp.g, ins[0], ins[1]
+    rank = len(g.shape(data))
+    axis = at.get("axis", 0) % rank
+    size = g.shape(data)[axis]
+    if 0 in g.shape(idx) or 0 in g.shape(data):
+        raise _unsupported(imp, node, "an empty tensor")
+    if isinstance(idx, np.ndarray) and np.any((idx < -size) | (idx >= size)):
+        raise _unsupported(imp, node, "out-of-range indices")
+    return [g.emit(lambda d, i: aicc_nn.GatherElementsOp(d, i, axis), data, idx)]

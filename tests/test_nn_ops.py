@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Block, Region
 from xdsl.rewriter import InsertPoint
 
-from compiler.dialects import aicc
+from compiler.dialects import aicc, aicc_nn
 from compiler.pipeline import compile_module
 from compiler.reference import run_reference
 
@@ -200,3 +200,81 @@ def test_float_reduce_prod(shape, axes):
     x = rand(*shape, lo=0.5, hi=1.5)
     check(op(aicc.ReduceProdOp, axes, False), [x], np.prod(x.astype(np.float64), axis=tuple(axes)).astype(np.float32),
           tol=dict(rtol=1e-4, atol=1e-6))
+
+
+# ------------------------------------------------------------------- argmax / argmin
+
+
+def _np_arg(fn, x, axis, keep, last):
+    if last:
+        idx = x.shape[axis] - 1 - fn(np.flip(x, axis), axis=axis)
+    else:
+        idx = fn(x, axis=axis)
+    return np.expand_dims(idx, axis) if keep else idx
+
+
+@pytest.mark.parametrize("cls,fn", [(aicc_nn.ArgMaxOp, np.argmax), (aicc_nn.ArgMinOp, np.argmin)])
+@pytest.mark.parametrize("shape,axis", [((1,), 0), ((129,), 0), ((7, 5), 0), ((7, 5), 1), ((3, 7, 4), 1)], ids=str)
+@pytest.mark.parametrize("keep", [True, False])
+@pytest.mark.parametrize("last", [False, True])
+def test_arg_reduce(cls, fn, shape, axis, keep, last):
+    x = np.round(rand(*shape)).astype(np.float32)  # rounded: repeated values, so first / last matter
+    want = _np_arg(fn, x, axis, keep, last).astype(np.int64)
+    check(op(cls, axis, keep, last), [x], want)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_arg_reduce_integers(dtype):
+    x = rint(7, 129, lo=-3, hi=3, dtype=dtype)
+    check(op(aicc_nn.ArgMaxOp, 1, False, True), [x], _np_arg(np.argmax, x, 1, False, True).astype(np.int64))
+    check(op(aicc_nn.ArgMinOp, 0, True, False), [x], _np_arg(np.argmin, x, 0, True, False).astype(np.int64))
+
+
+def test_arg_reduce_nan_is_extreme():
+    x = np.array([[1.0, np.nan, 5.0, np.nan], [np.inf, 2.0, np.inf, -np.inf]], np.float32)
+    check(op(aicc_nn.ArgMaxOp, 1, False, False), [x], np.argmax(x, axis=1))
+    check(op(aicc_nn.ArgMinOp, 1, False, False), [x], np.argmin(x, axis=1))
+    check(op(aicc_nn.ArgMaxOp, 1, False, True), [x], np.array([3, 2]))
+
+
+# ------------------------------------------------------------------- cumsum
+
+
+def _np_cumsum(x, axis, exclusive, reverse):
+    y = np.flip(x, axis) if reverse else x
+    c = np.cumsum(y.astype(np.float64) if x.dtype.kind == "f" else y, axis=axis)
+    if exclusive:
+        c = c - (y.astype(np.float64) if x.dtype.kind == "f" else y)
+    c = np.flip(c, axis) if reverse else c
+    return c.astype(x.dtype)
+
+
+@pytest.mark.parametrize("shape,axis", [((1,), 0), ((7,), 0), ((129,), 0), ((5, 7), 1), ((5, 7), 0), ((2, 9, 3), 1)], ids=str)
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumsum(shape, axis, exclusive, reverse):
+    x = rand(*shape)
+    check(op(aicc_nn.CumSumOp, axis, exclusive, reverse), [x], _np_cumsum(x, axis, exclusive, reverse),
+          tol=red_tol(shape[axis]))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_cumsum_integers(dtype):
+    x = rint(4, 129, dtype=dtype)
+    for exclusive, reverse in ((False, False), (True, True)):
+        check(op(aicc_nn.CumSumOp, 1, exclusive, reverse), [x], _np_cumsum(x, 1, exclusive, reverse))
+
+
+# ------------------------------------------------------------------- gather_elements
+
+
+@pytest.mark.parametrize("dshape,ishape,axis", [
+    ((1,), (1,), 0), ((129,), (7,), 0), ((7, 5), (3, 5), 0), ((7, 5), (7, 9), 1), ((4, 6, 5), (3, 2, 5), 1),
+], ids=str)
+def test_gather_elements(dshape, ishape, axis):
+    data = rand(*dshape)
+    size = dshape[axis]
+    idx = rint(*ishape, lo=-size, hi=size)  # negative indices count from the end
+    lead = data[tuple(slice(0, n) if i != axis else slice(None) for i, n in enumerate(ishape))]
+    want = np.take_along_axis(lead, np.where(idx < 0, idx + size, idx), axis=axis)
+    check(op(aicc_nn.GatherElementsOp, axis), [data, idx], want)

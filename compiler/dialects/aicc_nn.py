@@ -7,6 +7,9 @@ in the same `aicc` Dialect, see compiler/dialects/aicc.py).
     %c = aicc.concat %a, %b {axis = 1 : i64} : (tensor<1x2xf32>, tensor<1x3xf32>) -> tensor<1x5xf32>
     %s = aicc.slice %x {starts = array<i64: 0, 7>, steps = array<i64: 1, -2>} : tensor<4x8xf32> -> tensor<4x4xf32>
     %g = aicc.gather %table, %ids {axis = 0 : i64} : tensor<10x4xf32>, tensor<3xi64> -> tensor<3x4xf32>
+    %e = aicc.gather_elements %x, %ids2 {axis = 1 : i64} : tensor<4x8xf32>, tensor<4x2xi64> -> tensor<4x2xf32>
+    %a = aicc.argmax %x {axis = 1 : i64, keepdims = true, select_last_index = false} : tensor<4x8xf32> -> tensor<4x1xi64>
+    %s = aicc.cumsum %x {axis = 1 : i64, exclusive = false, reverse = true} : tensor<4x8xf32>
 
 Convolution and pooling take NCHW inputs that are already padded (frontends insert aicc.pad),
 so their lowerings never test bounds. Shape inference is in the `*_shape` helpers, shared by
@@ -16,8 +19,10 @@ the builders, the verifiers and the frontends, like in aicc.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    BoolAttr,
     DenseArrayBase,
     FloatAttr,
     IntegerAttr,
@@ -30,6 +35,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import SSAValue
 from xdsl.irdl import (
     IRDLOperation,
+    VarConstraint,
+    base,
     attr_def,
     irdl_op_definition,
     operand_def,
@@ -45,6 +52,7 @@ from compiler.dialects.aicc import (
     _check,
     _fmt,
     _require_float,
+    _require_numeric,
     _require_result,
     element_type_of,
     shape_of,
@@ -295,4 +303,128 @@ class GatherOp(IRDLOperation):
         _require_result(self, shape, element_type_of(self.data))
 
 
-NN_OPS = [PadOp, Conv2dOp, Pool2dOp, ConcatOp, SliceOp, GatherOp]
+def gather_elements_shape(op: str, data: Sequence[int], indices: Sequence[int], axis: int) -> Shape:
+    if len(data) != len(indices) or not 0 <= axis < len(data):
+        raise ValueError(f"{op}: data {_fmt(data)} and indices {_fmt(indices)} need the same rank, axis {axis}")
+    if any(i > d for j, (d, i) in enumerate(zip(data, indices)) if j != axis):
+        raise ValueError(f"{op}: indices {_fmt(indices)} exceed data {_fmt(data)} off axis {axis}")
+    return tuple(indices)
+
+
+@irdl_op_definition
+class GatherElementsOp(IRDLOperation):
+    """np.take_along_axis: result[i] = data[i with i[axis] replaced by indices[i]]; the result
+    has the indices' shape; negative indices count from the end, as in ONNX GatherElements."""
+
+    name = "aicc.gather_elements"
+    data = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = attr_def(IntegerAttr)
+    traits = traits_def(Pure())
+    assembly_format = "$data `,` $indices attr-dict `:` type($data) `,` type($indices) `->` type($result)"
+
+    def __init__(self, data: SSAValue, indices: SSAValue, axis: int):
+        shape = gather_elements_shape(self.name, shape_of(data), shape_of(indices), axis)
+        super().__init__(
+            operands=[data, indices],
+            result_types=[TensorType(element_type_of(data), shape)],
+            attributes={"axis": IntegerAttr(axis, i64)},
+        )
+
+    def verify_(self) -> None:
+        if not isinstance(element_type_of(self.indices), IntegerType):
+            raise VerifyException(f"aicc.gather_elements: indices must be integers, got {self.indices.type}")
+        shape = _check(gather_elements_shape, self.name, shape_of(self.data), shape_of(self.indices),
+                       self.axis.value.data)
+        _require_result(self, shape, element_type_of(self.data))
+
+
+def axis_check(op: str, shape: Sequence[int], axis: int) -> int:
+    if not 0 <= axis < len(shape):
+        raise ValueError(f"{op}: axis {axis} out of range for {_fmt(shape)}")
+    if shape[axis] == 0:
+        raise ValueError(f"{op}: axis {axis} of {_fmt(shape)} is empty")
+    return axis
+
+
+class ArgReduceOp(IRDLOperation):
+    """The index (i64) of the largest / smallest element along `axis`: the first one, or the last
+    one with `select_last_index`; NaN counts as the extreme value, as in np.argmax."""
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = attr_def(IntegerAttr)
+    keepdims = attr_def(BoolAttr)
+    select_last_index = attr_def(BoolAttr)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, axis: int, keepdims: bool = True, select_last_index: bool = False):
+        shape = shape_of(input)
+        axis_check(self.name, shape, axis)
+        out = tuple(1 if i == axis else d for i, d in enumerate(shape) if keepdims or i != axis)
+        super().__init__(
+            operands=[input],
+            result_types=[TensorType(i64, out)],
+            attributes={"axis": IntegerAttr(axis, i64), "keepdims": BoolAttr.from_bool(keepdims),
+                        "select_last_index": BoolAttr.from_bool(select_last_index)},
+        )
+
+    @property
+    def keep(self) -> bool:
+        return bool(self.keepdims.value.data)
+
+    @property
+    def last(self) -> bool:
+        return bool(self.select_last_index.value.data)
+
+    def verify_(self) -> None:
+        _require_numeric(self, self.input)
+        shape = shape_of(self.input)
+        axis = _check(axis_check, self.name, shape, self.axis.value.data)
+        out = tuple(1 if i == axis else d for i, d in enumerate(shape) if self.keep or i != axis)
+        _require_result(self, out, i64)
+
+
+@irdl_op_definition
+class ArgMaxOp(ArgReduceOp):
+    name = "aicc.argmax"
+
+
+@irdl_op_definition
+class ArgMinOp(ArgReduceOp):
+    name = "aicc.argmin"
+
+
+@irdl_op_definition
+class CumSumOp(IRDLOperation):
+    """Cumulative sum along `axis`: result[i] = sum of input[j] for j <= i (j < i when
+    `exclusive`; j >= i / j > i when `reverse`), as ONNX CumSum."""
+
+    name = "aicc.cumsum"
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    input = operand_def(T)
+    result = result_def(T)
+    axis = attr_def(IntegerAttr)
+    exclusive = attr_def(BoolAttr)
+    reverse = attr_def(BoolAttr)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input)"
+
+    def __init__(self, input: SSAValue, axis: int, exclusive: bool = False, reverse: bool = False):
+        axis_check(self.name, shape_of(input), axis)
+        super().__init__(
+            operands=[input],
+            result_types=[input.type],
+            attributes={"axis": IntegerAttr(axis, i64), "exclusive": BoolAttr.from_bool(exclusive),
+                        "reverse": BoolAttr.from_bool(reverse)},
+        )
+
+    def verify_(self) -> None:
+        _require_numeric(self, self.input)
+        _check(axis_check, self.name, shape_of(self.input), self.axis.value.data)
+
+
+NN_OPS = [PadOp, Conv2dOp, Pool2dOp, ConcatOp, SliceOp, GatherOp, GatherElementsOp, ArgMaxOp,
+          ArgMinOp, CumSumOp]

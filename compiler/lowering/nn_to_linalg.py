@@ -10,7 +10,13 @@ Windows and offsets live in the indexing maps, as affine expressions of the loop
   * concat:  one copy generic per operand into the same destination, offset along the axis;
   * slice:   a generic reading the input at (start + d * step);
   * gather:  a reduction over the gathered axis k that selects data[.., k, ..] where
-             indices == k (or k - size, for negative indices), with k read from an iota constant.
+             indices == k (or k - size, for negative indices), with k read from an iota constant;
+  * gather_elements: the same select-reduction, with the indices read at the result's index;
+  * argmax / argmin: reduce_max / reduce_min (keepdims), then a reduction over the axis that
+             keeps the smallest (largest, for the last index) k where x == max (or x is NaN);
+  * cumsum:  log2(n) rounds of y += y shifted by 1, 2, 4, ... along the axis (Hillis-Steele),
+             each shift a slice + pad; reverse flips with slices of step -1, exclusive shifts once
+             more. O(N log n) work, and float sums with O(log n) rounding error.
 Reshapes are emitted as aicc.reshape, which the same pattern walk then lowers.
 """
 
@@ -21,7 +27,7 @@ import math
 import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import AnyFloat, IntegerType, TensorType, i64
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
@@ -173,10 +179,7 @@ class LowerGather(RewritePattern):
         axis = op.axis.value.data
         dshape, ishape = aicc.shape_of(op.data), aicc.shape_of(op.indices)
         size = dshape[axis]
-        idx_dt = aicc.numpy_dtype(aicc.element_type_of(op.indices))
-        iota = aicc.ConstantOp.from_array(np.arange(size, dtype=idx_dt))
-        iota_neg = aicc.ConstantOp.from_array(np.arange(size, dtype=idx_dt) - size)
-        rewriter.insert([iota, iota_neg])
+        iota, iota_neg = _iotas(rewriter, size, aicc.element_type_of(op.indices))
         rank_out = len(dshape) - 1 + len(ishape)
         k = _d(rank_out)  # the reduction loop over the gathered axis
         n_loops = rank_out + 1
@@ -188,18 +191,130 @@ class LowerGather(RewritePattern):
         k_map = AffineMap(n_loops, 0, (k,))
         out_map = AffineMap(n_loops, 0, tuple(_d(i) for i in range(rank_out)))
         acc = filled_tensor(rewriter, op, op.result.type, 0.0)
-
-        def body(b: Builder, a):
-            data, idx, kk, kneg, out = a
-            hit = insert_result(b, arith.OrIOp(insert_result(b, arith.CmpiOp(idx, kk, "eq")), insert_result(b, arith.CmpiOp(idx, kneg, "eq"))))
-            return [insert_result(b, arith.SelectOp(hit, data, out))]
-
         generic = build_generic(
-            [op.data, op.indices, iota.result, iota_neg.result], [acc],
+            [op.data, op.indices, iota, iota_neg], [acc],
             [data_map, idx_map, k_map, k_map, out_map],
-            [PARALLEL] * rank_out + [REDUCTION], body, [op.result.type],
+            [PARALLEL] * rank_out + [REDUCTION], _select_matching, [op.result.type],
         )
         rewriter.replace(op, generic)
 
 
-NN_PATTERNS = [LowerPad(), LowerConv2d(), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather()]
+class LowerGatherElements(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc_nn.GatherElementsOp, rewriter: PatternRewriter) -> None:
+        axis = op.axis.value.data
+        size = aicc.shape_of(op.data)[axis]
+        rank = len(aicc.shape_of(op.result))
+        iota, iota_neg = _iotas(rewriter, size, aicc.element_type_of(op.indices))
+        k = _d(rank)  # the reduction loop over the data's axis
+        # Off the axis the data is read at the result's index; `+ 0` keeps its (possibly larger)
+        # dims from setting the loop ranges, which the indices and the result give.
+        data_map = AffineMap(rank + 1, 0, tuple(k if i == axis else _off(_d(i), 0) for i in range(rank)))
+        res_map = AffineMap(rank + 1, 0, tuple(_d(i) for i in range(rank)))
+        k_map = AffineMap(rank + 1, 0, (k,))
+        acc = filled_tensor(rewriter, op, op.result.type, 0.0)
+        generic = build_generic(
+            [op.data, op.indices, iota, iota_neg], [acc], [data_map, res_map, k_map, k_map, res_map],
+            [PARALLEL] * rank + [REDUCTION], _select_matching, [op.result.type],
+        )
+        rewriter.replace(op, generic)
+
+
+def _iotas(rewriter: PatternRewriter, size: int, elem) -> tuple[SSAValue, SSAValue]:
+    """Constants [0, size) and [-size, 0) of the index type."""
+    dt = aicc.numpy_dtype(elem)
+    ops = [aicc.ConstantOp.from_array(np.arange(size, dtype=dt)),
+           aicc.ConstantOp.from_array(np.arange(size, dtype=dt) - size)]
+    rewriter.insert(ops)
+    return ops[0].result, ops[1].result
+
+
+def _select_matching(b: Builder, a):
+    """data where index == k or index == k - size, else the accumulator."""
+    data, idx, kk, kneg, out = a
+    hit = insert_result(b, arith.OrIOp(insert_result(b, arith.CmpiOp(idx, kk, "eq")),
+                                       insert_result(b, arith.CmpiOp(idx, kneg, "eq"))))
+    return [insert_result(b, arith.SelectOp(hit, data, out))]
+
+
+class LowerArgReduce(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc_nn.ArgReduceOp, rewriter: PatternRewriter) -> None:
+        axis, last = op.axis.value.data, op.last
+        shape = aicc.shape_of(op.input)
+        rank, size = len(shape), shape[axis]
+        cls = aicc.ReduceMaxOp if isinstance(op, aicc_nn.ArgMaxOp) else aicc.ReduceMinOp
+        extreme = cls(op.input, [axis], keepdims=True)
+        iota = aicc.ConstantOp.from_array(np.arange(size, dtype=np.int64))
+        rewriter.insert([extreme, iota])
+        acc = filled_tensor(rewriter, op, op.result.type, -1 if last else size)
+        is_float = isinstance(aicc.element_type_of(op.input), AnyFloat)
+        in_map = AffineMap.identity(rank)
+        ext_map = AffineMap(rank, 0, tuple(AffineConstantExpr(0) if i == axis else _d(i) for i in range(rank)))
+        out_map = AffineMap(rank, 0, tuple(
+            AffineConstantExpr(0) if i == axis else _d(i) for i in range(rank) if op.keep or i != axis))
+
+        def body(b: Builder, a):
+            x, m, k, out = a
+            if is_float:  # x == extreme, or x is NaN (then so is the extreme, as in np.argmax)
+                hit = insert_result(b, arith.OrIOp(insert_result(b, arith.CmpfOp(x, m, "oeq")),
+                                                   insert_result(b, arith.CmpfOp(x, x, "uno"))))
+            else:
+                hit = insert_result(b, arith.CmpiOp(x, m, "eq"))
+            keep = insert_result(b, (arith.MaxSIOp if last else arith.MinSIOp)(out, k))
+            return [insert_result(b, arith.SelectOp(hit, keep, out))]
+
+        generic = build_generic(
+            [op.input, extreme.result, iota.result], [acc],
+            [in_map, ext_map, AffineMap(rank, 0, (_d(axis),)), out_map],
+            [REDUCTION if i == axis else PARALLEL for i in range(rank)], body, [op.result.type],
+        )
+        rewriter.replace(op, generic)
+
+
+class LowerCumSum(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc_nn.CumSumOp, rewriter: PatternRewriter) -> None:
+        axis = op.axis.value.data
+        shape = aicc.shape_of(op.input)
+        n = shape[axis]
+        new: list = []
+
+        def emit(o):
+            new.append(o)
+            return o.result
+
+        def along(base: int, value: int) -> list[int]:
+            v = [base] * len(shape)
+            v[axis] = value
+            return v
+
+        def flip(v):
+            return emit(aicc_nn.SliceOp(v, along(0, n - 1), along(1, -1), shape))
+
+        def shift(v, k: int):  # v moved k places up the axis, zeros in front
+            counts = [n - k if i == axis else d for i, d in enumerate(shape)]
+            part = emit(aicc_nn.SliceOp(v, along(0, 0), along(1, 1), counts))
+            return emit(aicc_nn.PadOp(part, along(0, k), along(0, 0), 0.0))
+
+        if op.exclusive.value.data and n == 1:
+            zeros = np.zeros(shape, dtype=aicc.numpy_dtype(aicc.element_type_of(op.input)))
+            rewriter.replace(op, aicc.ConstantOp.from_array(zeros))
+            return
+        y = op.input
+        if op.reverse.value.data:
+            y = flip(y)
+        k = 1
+        while k < n:
+            y = emit(aicc.AddOp(y, shift(y, k)))
+            k *= 2
+        if op.exclusive.value.data:
+            y = shift(y, 1)
+        if op.reverse.value.data:
+            y = flip(y)
+        rewriter.insert(new)
+        rewriter.replace(op, [], [y])
+
+
+NN_PATTERNS = [LowerPad(), LowerConv2d(), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
+               LowerGatherElements(), LowerArgReduce(), LowerCumSum()]

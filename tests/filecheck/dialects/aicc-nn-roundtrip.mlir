@@ -17,3 +17,18 @@ func.func @nn_ops(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %t: tensor<1
   %g = aicc.gather %t, %ids {axis = 0 : i64} : tensor<10x4xf32>, tensor<3xi64> -> tensor<3x4xf32>
   func.return %g : tensor<3x4xf32>
 }
+
+// CHECK-LABEL: func.func @index_ops
+func.func @index_ops(%x: tensor<4x8xf32>, %ids: tensor<4x2xi64>, %n: tensor<7xi32>) -> (tensor<4x2xf32>, tensor<4x1xi64>, tensor<8xi64>, tensor<4x8xf32>, tensor<7xi32>) {
+  // CHECK: aicc.gather_elements %{{.*}}, %{{.*}} {axis = 1 : i64} : tensor<4x8xf32>, tensor<4x2xi64> -> tensor<4x2xf32>
+  %e = aicc.gather_elements %x, %ids {axis = 1 : i64} : tensor<4x8xf32>, tensor<4x2xi64> -> tensor<4x2xf32>
+  // CHECK: aicc.argmax %{{.*}} {axis = 1 : i64, keepdims = true, select_last_index = false} : tensor<4x8xf32> -> tensor<4x1xi64>
+  %a = aicc.argmax %x {axis = 1 : i64, keepdims = true, select_last_index = false} : tensor<4x8xf32> -> tensor<4x1xi64>
+  // CHECK: aicc.argmin %{{.*}} {axis = 0 : i64, keepdims = false, select_last_index = true} : tensor<4x8xf32> -> tensor<8xi64>
+  %b = aicc.argmin %x {axis = 0 : i64, keepdims = false, select_last_index = true} : tensor<4x8xf32> -> tensor<8xi64>
+  // CHECK: aicc.cumsum %{{.*}} {axis = 1 : i64, exclusive = false, reverse = true} : tensor<4x8xf32>
+  %s = aicc.cumsum %x {axis = 1 : i64, exclusive = false, reverse = true} : tensor<4x8xf32>
+  // CHECK: aicc.cumsum %{{.*}} {axis = 0 : i64, exclusive = true, reverse = false} : tensor<7xi32>
+  %t = aicc.cumsum %n {axis = 0 : i64, exclusive = true, reverse = false} : tensor<7xi32>
+  func.return %e, %a, %b, %s, %t : tensor<4x2xf32>, tensor<4x1xi64>, tensor<8xi64>, tensor<4x8xf32>, tensor<7xi32>
+}

@@ -83,3 +83,17 @@ func.func @bad_integer_mean(%x: tensor<3xi32>) -> tensor<i32> {
   func.return %0 : tensor<i32>
 }
 // CHECK: aicc.reduce_mean: expected a floating-point tensor, got tensor<3xi32>
+
+// -----
+func.func @bad_gather_elements(%x: tensor<4x8xf32>, %ids: tensor<5x2xi64>) -> tensor<5x2xf32> {
+  %0 = aicc.gather_elements %x, %ids {axis = 1 : i64} : tensor<4x8xf32>, tensor<5x2xi64> -> tensor<5x2xf32>
+  func.return %0 : tensor<5x2xf32>
+}
+// CHECK: aicc.gather_elements: indices (5, 2) exceed data (4, 8) off axis 1
+
+// -----
+func.func @bad_argmax(%x: tensor<4x8xf32>) -> tensor<4xi32> {
+  %0 = aicc.argmax %x {axis = 1 : i64, keepdims = false, select_last_index = false} : tensor<4x8xf32> -> tensor<4xi32>
+  func.return %0 : tensor<4xi32>
+}
+// CHECK: aicc.argmax: result type tensor<4xi32> does not match the inferred tensor<4xi64>

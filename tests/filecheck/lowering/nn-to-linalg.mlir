@@ -64,3 +64,41 @@ func.func @gather(%t: tensor<10x4xf32>, %ids: tensor<3xi64>) -> tensor<3x4xf32> 
   %0 = aicc.gather %t, %ids {axis = 0 : i64} : tensor<10x4xf32>, tensor<3xi64> -> tensor<3x4xf32>
   func.return %0 : tensor<3x4xf32>
 }
+
+// -----
+// gather_elements: the same select-reduction as gather over the data's axis (d2); off the axis
+// the data is read at d0 + 0 so that the indices' (smaller) shape gives the loop ranges.
+// CHECK-LABEL: func.func @gather_elements
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> ((d0 + 0), d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>, affine_map<(d0, d1, d2) -> (d2)>, affine_map<(d0, d1, d2) -> (d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK:           arith.cmpi eq
+// CHECK:           arith.select
+func.func @gather_elements(%x: tensor<4x8xf32>, %ids: tensor<3x2xi64>) -> tensor<3x2xf32> {
+  %0 = aicc.gather_elements %x, %ids {axis = 1 : i64} : tensor<4x8xf32>, tensor<3x2xi64> -> tensor<3x2xf32>
+  func.return %0 : tensor<3x2xf32>
+}
+
+// -----
+// argmax: the max along the axis, then the smallest k (an iota constant) where x == max or x is NaN.
+// CHECK-LABEL: func.func @argmax
+// CHECK:         arith.maximumf
+// CHECK:         %[[INIT:.*]] = arith.constant 8 : i64
+// CHECK:         linalg.fill ins(%[[INIT]] : i64)
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, 0)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+// CHECK:           arith.cmpf oeq
+// CHECK:           arith.cmpf uno
+// CHECK:           arith.minsi
+// CHECK:           arith.select
+func.func @argmax(%x: tensor<4x8xf32>) -> tensor<4xi64> {
+  %0 = aicc.argmax %x {axis = 1 : i64, keepdims = false, select_last_index = false} : tensor<4x8xf32> -> tensor<4xi64>
+  func.return %0 : tensor<4xi64>
+}
+
+// -----
+// cumsum over 5 elements: 3 rounds (shifts by 1, 2, 4) of a slice, a pad in front and an add.
+// CHECK-LABEL: func.func @cumsum
+// CHECK-COUNT-3: linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+// CHECK-NOT:     aicc.
+func.func @cumsum(%x: tensor<5xf32>) -> tensor<5xf32> {
+  %0 = aicc.cumsum %x {axis = 0 : i64, exclusive = false, reverse = false} : tensor<5xf32>
+  func.return %0 : tensor<5xf32>
+}
