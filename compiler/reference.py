@@ -187,7 +187,21 @@ def _cumsum(op: Operation, a: list[np.ndarray]) -> np.ndarray:
     return np.flip(y, axis) if op.reverse.value.data else y
 
 
+def _resample(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    x, axis = a[0], op.axis.value.data
+    idx, w = op.tables()
+    if w is None:
+        return np.take(x, idx[:, 0], axis=axis)
+    along = (-1,) + (1,) * (x.ndim - 1 - axis)
+    out = np.zeros(_result_shape(op), dtype=np.float64)
+    for t in range(idx.shape[1]):
+        wt = w[:, t].reshape(along)
+        out += np.where(wt != 0, wt * np.take(x.astype(np.float64), idx[:, t], axis=axis), 0.0)
+    return out
+
+
 REFERENCE_KERNELS.update({
+    aicc_nn.ResampleOp: _resample,
     aicc_nn.GatherElementsOp: _gather_elements,
     aicc_nn.ArgMaxOp: _arg_reduce,
     aicc_nn.ArgMinOp: _arg_reduce,

@@ -353,7 +353,11 @@ def _unsupported(imp: "OnnxImporter", node, what: str) -> UnsupportedOpError:
 
 def _const(imp, node, v, what: str) -> np.ndarray:
     if not isinstance(v, np.ndarray):
-        raise _unsupported(imp, node, f"a non-constant {what}")
+        e = _unsupported(imp, node, f"a non-constant {what}")
+        # which graph value it is, so a caller can supply it as a constant (an initializer)
+        env = getattr(imp, "env", {})
+        e.input_name = next((n for n in node.input if n and env.get(n) is v), None)
+        raise e
     return v
 
 
@@ -1041,6 +1045,7 @@ class OnnxImporter:
         graph = self.model.graph
         init_names = {t.name for t in graph.initializer}
         env: dict[str, Any] = {}
+        self.env = env
         for t in graph.initializer:
             env[t.name] = _tensor_to_numpy(t)
         inputs = [vi for vi in graph.input if vi.name not in init_names]

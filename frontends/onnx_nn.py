@@ -142,11 +142,34 @@ def _op_pool(imp, node, ins, at):
     return [y]
 
 
+def pad_indices(n: int, low: int, high: int, mode: str) -> np.ndarray:
+    """The input index each position of a dim of size n padded by (low, high) reads, as np.pad."""
+    j = np.arange(-low, n + high)
+    if mode == "edge":
+        return np.clip(j, 0, n - 1)
+    if mode == "wrap":
+        return j % n
+    if n == 1:  # reflect
+        return np.zeros_like(j)
+    m = np.abs(j) % (2 * (n - 1))  # reflection about both ends repeats with period 2(n - 1)
+    return np.where(m >= n, 2 * (n - 1) - m, m)
+
+
+def pad_by_index(g, x, low, high, mode: str):
+    """Pad modes reflect / edge / wrap: one aicc.resample (a constant gather) per padded dim."""
+    for axis, (lo, hi) in enumerate(zip(low, high)):
+        if lo or hi:
+            idx = pad_indices(g.shape(x)[axis], lo, hi, mode)
+            x = g.emit(lambda v, axis=axis, idx=idx: aicc_nn.ResampleOp(v, axis, idx), x)
+    return x
+
+
 @handles("Pad")
 def _op_pad(imp, node, ins, at):
+    """Constant mode is aicc.pad; reflect, edge and wrap are compositions of aicc.resample."""
     g, x = imp.g, ins[0]
     mode = at.get("mode", "constant")
-    if mode != "constant":
+    if mode not in ("constant", "reflect", "edge", "wrap"):
         raise _unsupported(imp, node, f"mode='{mode}'")
     rank = len(g.shape(x))
     pads = [int(p) for p in _const(imp, node, ins[1], "pads input").reshape(-1)]
@@ -160,17 +183,23 @@ def _op_pad(imp, node, ins, at):
         low[a], high[a] = pads[i], pads[len(axes) + i]
     if isinstance(x, np.ndarray):
         neg = [slice(-lo if lo < 0 else None, (x.shape[i] + hi) if hi < 0 else None) for i, (lo, hi) in enumerate(zip(low, high))]
-        return [np.pad(x[tuple(neg)], [(max(lo, 0), max(hi, 0)) for lo, hi in zip(low, high)], constant_values=value)]
+        widths = [(max(lo, 0), max(hi, 0)) for lo, hi in zip(low, high)]
+        if mode != "constant":
+            return [np.pad(x[tuple(neg)], widths, mode=mode)]
+        return [np.pad(x[tuple(neg)], widths, constant_values=value)]
     if any(p < 0 for p in low + high):  # negative pads crop
         shape = g.shape(x)
         x = _slice(g, x, [max(-lo, 0) for lo in low], [1] * rank,
                    [d - max(-lo, 0) - max(-hi, 0) for d, lo, hi in zip(shape, low, high)])
         low, high = [max(p, 0) for p in low], [max(p, 0) for p in high]
-    if g.dtype(x).kind != "f" and value != int(value):
-        raise _unsupported(imp, node, "a fractional pad value for an integer tensor")
     if not any(low) and not any(high):
         return [x]
-    g.require_float("Pad", x)
+    if 0 in g.shape(x):
+        raise _unsupported(imp, node, "padding an empty tensor")
+    if mode != "constant":
+        return [pad_by_index(g, x, low, high, mode)]
+    if g.dtype(x).kind != "f" and value != int(value):
+        raise _unsupported(imp, node, "a fractional pad value for an integer tensor")
     return [g.emit(lambda v: aicc_nn.PadOp(v, low, high, value), x)]
 
 
@@ -324,3 +353,185 @@ def _op_gather_elements(imp, node, ins, at):
     if isinstance(idx, np.ndarray) and np.any((idx < -size) | (idx >= size)):
         raise _unsupported(imp, node, "out-of-range indices")
     return [g.emit(lambda d, i: aicc_nn.GatherElementsOp(d, i, axis), data, idx)]
+
+
+# -- Resize / Upsample: one aicc.resample per resized axis ------------------------------------
+# The tap tables follow the ONNX reference (onnx/reference/ops/op_resize.py) step by step, in
+# float64, so ties in the nearest modes and the edge clamping come out the same.
+
+
+def _coeffs_fn(mode: str, nearest_mode: str, cubic_a: float, antialias: bool):
+    def nearest(ratio, scale):
+        if float(ratio).is_integer():
+            return np.array([0.0, 1.0])
+        return {"round_prefer_floor": np.array([ratio <= 0.5, ratio > 0.5], np.float64),
+                "round_prefer_ceil": np.array([ratio < 0.5, ratio >= 0.5], np.float64),
+                "floor": np.array([1.0, 0.0]), "ceil": np.array([0.0, 1.0])}[nearest_mode]
+
+    def linear(ratio, scale):
+        if not antialias:
+            return np.array([1 - ratio, ratio])
+        scale = min(scale, 1.0)
+        start = int(np.floor(-1 / scale) + 1)
+        args = (np.arange(start, start + 2 - 2 * start) - ratio) * scale
+        c = np.clip(1 - np.abs(args), 0, 1)
+        return c / c.sum()
+
+    def cubic(ratio, scale):
+        a = cubic_a
+        if not antialias:
+            return np.array([
+                ((a * (ratio + 1) - 5 * a) * (ratio + 1) + 8 * a) * (ratio + 1) - 4 * a,
+                ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1,
+                ((a + 2) * (1 - ratio) - (a + 3)) * (1 - ratio) * (1 - ratio) + 1,
+                ((a * ((1 - ratio) + 1) - 5 * a) * ((1 - ratio) + 1) + 8 * a) * ((1 - ratio) + 1) - 4 * a,
+            ])
+        scale = min(scale, 1.0)
+
+        def k(x):
+            x = abs(x)
+            if x <= 1:
+                return (a + 2) * x**3 - (a + 3) * x**2 + 1
+            return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a if x < 2 else 0.0
+
+        start = int(np.floor(-2 / scale) + 1)
+        c = np.array([k(scale * (i - ratio)) for i in range(start, 2 - start)])
+        return c / c.sum()
+
+    return {"nearest": nearest, "linear": linear, "cubic": cubic}[mode]
+
+
+def resize_taps(in_size: int, out_size: int, scale: float, coeffs, coord: str, roi=None,
+                exclude_outside: bool = False):
+    """(indices, weights, extrapolated) for resizing one axis: indices and weights of shape
+    (out_size, taps), extrapolated a bool mask of outputs outside the input (tf_crop_and_resize)
+    or None."""
+    out_w = scale * in_size
+    y = np.arange(out_size, dtype=np.float64)
+    extrapolated = None
+    if coord == "align_corners":
+        x = np.zeros(out_size) if out_w == 1 else y * (in_size - 1) / (out_w - 1)
+    elif coord == "asymmetric":
+        x = y / scale
+    elif coord == "tf_crop_and_resize":
+        r0, r1 = roi
+        x = np.full(out_size, (r1 - r0) * (in_size - 1) / 2) if out_w == 1 else y * (r1 - r0) * (in_size - 1) / (out_w - 1)
+        x = x + r0 * (in_size - 1)
+        extrapolated = (x < 0) | (x > in_size - 1)
+    elif coord == "pytorch_half_pixel":
+        x = np.full(out_size, -0.5) if out_w == 1 else (y + 0.5) / scale - 0.5
+    elif coord == "half_pixel":
+        x = (y + 0.5) / scale - 0.5
+    elif coord == "half_pixel_symmetric":
+        offset = in_size / 2 * (1 - out_size / out_w)
+        x = offset + (y + 0.5) / scale - 0.5
+    else:
+        raise ValueError(f"coordinate_transformation_mode '{coord}'")
+    x_int = np.floor(x).astype(np.int64)
+    ratios = np.where(x == x_int, 1.0, x - x_int)
+    weights = np.array([coeffs(float(r), scale) for r in ratios], dtype=np.float64)
+    n = weights.shape[1]
+    pad = int(np.ceil(n / 2))
+    xp = x + pad
+    p = np.floor(xp).astype(np.int64)
+    frac = xp - p
+    if n % 2 == 0:
+        offset = np.where(frac == 0, -(n // 2), -(n // 2) + 1)
+    else:
+        offset = np.where(frac <= 0.5, -((n - 1) // 2), -((n - 1) // 2) + 1)
+    idx = (p + offset)[:, None] + np.arange(n)[None, :] - pad
+    if exclude_outside:
+        weights = np.where((idx < 0) | (idx >= in_size), 0.0, weights)
+        total = weights.sum(axis=1, keepdims=True)
+        weights = weights / np.where(total == 0, 1.0, total)
+    if extrapolated is not None:
+        weights = np.where(extrapolated[:, None], 0.0, weights)
+    return np.clip(idx, 0, in_size - 1), weights, extrapolated
+
+
+def resize(g, x, axis: int, idx, weights, extrapolated=None, extrapolation_value: float = 0.0):
+    """x resized along `axis` by the tap tables of resize_taps."""
+    one_hot = np.all((weights == 0) | (weights == 1)) and np.all((weights == 1).sum(axis=1) == 1)
+    if one_hot:  # nearest: a gather, for any element type
+        pick = idx[np.arange(len(idx)), np.argmax(weights == 1, axis=1)]
+        y = g.emit(lambda v: aicc_nn.ResampleOp(v, axis, pick), x)
+    else:
+        g.require_float("Resize", x)
+        y = g.emit(lambda v: aicc_nn.ResampleOp(v, axis, idx, weights.astype(np.float32)), x)
+    if extrapolated is not None and extrapolated.any():
+        rank = len(g.shape(x))
+        mask = extrapolated.reshape((-1,) + (1,) * (rank - 1 - axis))
+        y = g.select(mask, np.array(extrapolation_value, g.dtype(y)), y)
+    return y
+
+
+@handles("Resize")
+def _op_resize(imp, node, ins, at):
+    """A composition: one aicc.resample per resized axis, in axis order (as the reference)."""
+    g, x = imp.g, ins[0]
+    shape = g.shape(x)
+    rank = len(shape)
+    mode = at.get("mode", "nearest")
+    coord = at.get("coordinate_transformation_mode", "half_pixel")
+    antialias = bool(at.get("antialias", 0))
+    if mode not in ("nearest", "linear", "cubic") or (antialias and mode == "nearest"):
+        raise _unsupported(imp, node, f"mode='{mode}'" + (" with antialias" if antialias else ""))
+    coeffs = _coeffs_fn(mode, at.get("nearest_mode", "round_prefer_floor"), at.get("cubic_coeff_a", -0.75), antialias)
+    axes = [a % rank for a in at.get("axes", range(rank))]
+
+    def opt(i, what):
+        v = ins[i] if len(ins) > i and ins[i] is not None else None
+        v = None if v is None else _const(imp, node, v, what).reshape(-1)
+        return None if v is None or v.size == 0 else v
+
+    roi, scales, sizes = opt(1, "roi input"), opt(2, "scales input"), opt(3, "sizes input")
+    full_roi = [0.0] * rank + [1.0] * rank
+    if roi is not None:
+        for i, a in enumerate(axes):
+            full_roi[a], full_roi[rank + a] = float(roi[i]), float(roi[len(axes) + i])
+    scale = [1.0] * rank
+    out = list(shape)
+    if sizes is not None:
+        for i, a in enumerate(axes):
+            out[a] = int(sizes[i])
+        scale = [out[i] / shape[i] for i in range(rank)]
+        policy = at.get("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            pick = min if policy == "not_larger" else max
+            s = pick(scale[a] for a in axes)
+            scale = [s if i in axes else 1.0 for i in range(rank)]
+            out = [int(s * shape[i] + 0.5) if i in axes else shape[i] for i in range(rank)]
+    elif scales is not None:
+        for i, a in enumerate(axes):
+            scale[a] = float(scales[i])
+        out = [int(s * d) for s, d in zip(scale, shape)]
+    else:
+        raise _unsupported(imp, node, "neither scales nor sizes")
+    if 0 in out or 0 in shape:
+        raise _unsupported(imp, node, "an empty tensor")
+    for a in axes:
+        identity = math.isclose(scale[a], 1.0) and out[a] == shape[a] and (
+            roi is None or (math.isclose(full_roi[a], 0.0) and math.isclose(full_roi[rank + a], 1.0)))
+        if identity:
+            continue
+        idx, w, extra = resize_taps(g.shape(x)[a], out[a], scale[a], coeffs, coord,
+                                    (full_roi[a], full_roi[rank + a]), bool(at.get("exclude_outside", 0)))
+        x = resize(g, x, a, idx, w, extra, at.get("extrapolation_value", 0.0))
+    return [x]
+
+
+@handles("Upsample")
+def _op_upsample(imp, node, ins, at):
+    """Upsample (opsets 7-9) is Resize with asymmetric coordinates (nearest: floor)."""
+    g, x = imp.g, ins[0]
+    mode = at.get("mode", "nearest")
+    if mode not in ("nearest", "linear"):
+        raise _unsupported(imp, node, f"mode='{mode}'")
+    scales = [float(s) for s in (at["scales"] if "scales" in at else _const(imp, node, ins[1], "scales input").reshape(-1))]
+    coeffs = _coeffs_fn(mode, "floor", -0.75, False)
+    for a, s in enumerate(scales):
+        if s != 1.0:
+            n = g.shape(x)[a]
+            idx, w, _ = resize_taps(n, int(s * n), s, coeffs, "asymmetric")
+            x = resize(g, x, a, idx, w)
+    return [x]

@@ -278,3 +278,82 @@ def test_gather_elements(dshape, ishape, axis):
     lead = data[tuple(slice(0, n) if i != axis else slice(None) for i, n in enumerate(ishape))]
     want = np.take_along_axis(lead, np.where(idx < 0, idx + size, idx), axis=axis)
     check(op(aicc_nn.GatherElementsOp, axis), [data, idx], want)
+
+
+# ------------------------------------------------------------------- resample (Resize, Pad modes)
+
+
+def _np_resample(x, axis, idx, w):
+    idx = idx.reshape(len(idx), -1)
+    if w is None:
+        return np.take(x, idx[:, 0], axis=axis)
+    w = w.reshape(len(idx), -1)
+    along = (-1,) + (1,) * (x.ndim - 1 - axis)
+    out = np.zeros(np.take(x, idx[:, 0], axis=axis).shape)
+    for t in range(idx.shape[1]):
+        wt = w[:, t].reshape(along)
+        with np.errstate(invalid="ignore"):
+            out += np.where(wt != 0, wt * np.take(x.astype(np.float64), idx[:, t], axis=axis), 0.0)
+    return out.astype(x.dtype)
+
+
+def _linear_taps(n_in, n_out):
+    """Bilinear, half_pixel, clamped at the edges: (indices, weights) of shape (n_out, 2)."""
+    x = (np.arange(n_out) + 0.5) * n_in / n_out - 0.5
+    lo = np.floor(x).astype(np.int64)
+    frac = x - lo
+    idx = np.stack([np.clip(lo, 0, n_in - 1), np.clip(lo + 1, 0, n_in - 1)], axis=1)
+    return idx, np.stack([1 - frac, frac], axis=1)
+
+
+@pytest.mark.parametrize("shape,axis,n_out", [((1,), 0, 1), ((7,), 0, 14), ((3, 129), 1, 64), ((2, 7, 5), 1, 9), ((1, 3, 5, 7), 2, 10)], ids=str)
+def test_resample_linear(shape, axis, n_out):
+    x = rand(*shape)
+    idx, w = _linear_taps(shape[axis], n_out)
+    check(op(aicc_nn.ResampleOp, axis, idx, w), [x], _np_resample(x, axis, idx, w))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64])
+@pytest.mark.parametrize("n_in,n_out", [(1, 7), (7, 14), (7, 3), (129, 200)], ids=str)
+def test_resample_nearest_is_a_gather(dtype, n_in, n_out):
+    x = rand(5, n_in).astype(dtype) if dtype == np.float32 else rint(5, n_in, dtype=dtype)
+    idx = np.minimum(np.floor((np.arange(n_out) + 0.5) * n_in / n_out).astype(np.int64), n_in - 1)
+    check(op(aicc_nn.ResampleOp, 1, idx), [x], np.take(x, idx, axis=1))
+
+
+def test_resample_pieces_are_few_for_periodic_tables():
+    from compiler.lowering.nn_to_linalg import resample_pieces
+
+    idx, w = _linear_taps(64, 128)  # x2: two residues, plus the clamped first and last outputs
+    assert len(resample_pieces(idx, w, 64)) == 4
+    assert len(resample_pieces(np.repeat(np.arange(64), 2)[:, None], None, 64)) == 2
+    rng = np.random.default_rng(0)
+    assert resample_pieces(rng.integers(0, 64, (128, 1)), None, 64) is None  # no period: gathers
+
+
+def test_resample_without_period_uses_gathers():
+    """A random table, weights of 0 against inf: the taps are skipped, not multiplied."""
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, 7, (129, 3))
+    w = rng.uniform(-1, 1, (129, 3))
+    w[::5, 1] = 0.0
+    x = rand(4, 7)
+    x[0, 3] = np.inf
+    check(op(aicc_nn.ResampleOp, 1, idx, w), [x], _np_resample(x, 1, idx, w))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
+@pytest.mark.parametrize("shape,pads", [((1, 5), ((0, 0), (2, 3))), ((7,), ((3, 9),)), ((3, 129), ((1, 2), (4, 0))), ((2, 3, 4), ((0, 0), (1, 1), (5, 5)))], ids=str)
+def test_pad_modes(mode, shape, pads):
+    """Pad modes as compositions of aicc.resample (frontends/onnx_nn.py), pads beyond the dim included."""
+    from frontends.onnx_nn import pad_indices
+
+    x = rand(*shape)
+
+    def body(b, v):
+        for axis, (lo, hi) in enumerate(pads):
+            if lo or hi:
+                v = b.insert(aicc_nn.ResampleOp(v, axis, pad_indices(v.type.get_shape()[axis], lo, hi, mode))).result
+        return v
+
+    check(body, [x], np.pad(x, pads, mode=mode))

@@ -10,6 +10,7 @@ in the same `aicc` Dialect, see compiler/dialects/aicc.py).
     %e = aicc.gather_elements %x, %ids2 {axis = 1 : i64} : tensor<4x8xf32>, tensor<4x2xi64> -> tensor<4x2xf32>
     %a = aicc.argmax %x {axis = 1 : i64, keepdims = true, select_last_index = false} : tensor<4x8xf32> -> tensor<4x1xi64>
     %s = aicc.cumsum %x {axis = 1 : i64, exclusive = false, reverse = true} : tensor<4x8xf32>
+    %r = aicc.resample %x {axis = 1 : i64, indices = array<i64: 0, 0, 1, 1, ...>, weights = array<f64: ...>} : tensor<4x8xf32> -> tensor<4x16xf32>
 
 Convolution and pooling take NCHW inputs that are already padded (frontends insert aicc.pad),
 so their lowerings never test bounds. Shape inference is in the `*_shape` helpers, shared by
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import ClassVar
+
+import numpy as np
 
 from xdsl.dialects.builtin import (
     BoolAttr,
@@ -40,6 +43,7 @@ from xdsl.irdl import (
     attr_def,
     irdl_op_definition,
     operand_def,
+    opt_attr_def,
     result_def,
     traits_def,
     var_operand_def,
@@ -426,5 +430,77 @@ class CumSumOp(IRDLOperation):
         _check(axis_check, self.name, shape_of(self.input), self.axis.value.data)
 
 
-NN_OPS = [PadOp, Conv2dOp, Pool2dOp, ConcatOp, SliceOp, GatherOp, GatherElementsOp, ArgMaxOp,
+def resample_check(op: str, shape: Sequence[int], out: Sequence[int], axis: int,
+                   indices: Sequence[int], weights: Sequence[float] | None) -> Shape:
+    if len(shape) != len(out) or not 0 <= axis < len(shape):
+        raise ValueError(f"{op}: axis {axis} and result {_fmt(out)} do not fit the input {_fmt(shape)}")
+    if any(a != b for i, (a, b) in enumerate(zip(shape, out)) if i != axis):
+        raise ValueError(f"{op}: result {_fmt(out)} differs from the input {_fmt(shape)} off axis {axis}")
+    n = out[axis]
+    if n == 0 or not indices or len(indices) % n:
+        raise ValueError(f"{op}: {len(indices)} indices are not a whole number of taps for {n} outputs")
+    if any(not 0 <= i < shape[axis] for i in indices):
+        raise ValueError(f"{op}: an index is outside [0, {shape[axis]})")
+    if weights is None and len(indices) != n:
+        raise ValueError(f"{op}: without weights there is one index per output")
+    if weights is not None and len(weights) != len(indices):
+        raise ValueError(f"{op}: {len(weights)} weights for {len(indices)} indices")
+    return tuple(out)
+
+
+@irdl_op_definition
+class ResampleOp(IRDLOperation):
+    """A fixed linear map along one axis: with T taps per output position o,
+
+        result[.., o, ..] = sum over t of weights[o*T + t] * input[.., indices[o*T + t], ..]
+
+    where taps of weight 0 are skipped (they contribute nothing, even against inf or NaN).
+    Without weights it is a gather with constant indices (one per output, any element type).
+    ONNX Resize / Upsample (every mode: one resample per resized axis, interpolation being
+    separable) and Pad's reflect / edge / wrap modes are compositions of it.
+    """
+
+    name = "aicc.resample"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = attr_def(IntegerAttr)
+    indices = attr_def(DenseArrayBase)
+    weights = opt_attr_def(DenseArrayBase)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, axis: int, indices, weights=None):
+        """`indices` (and `weights`) of shape (outputs, taps) or (outputs,)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        n = idx.shape[0] if idx.ndim else 0
+        shape = list(shape_of(input))
+        if not 0 <= axis < len(shape):
+            raise ValueError(f"{self.name}: axis {axis} out of range for {_fmt(shape)}")
+        shape[axis] = n
+        w = None if weights is None else [float(v) for v in np.asarray(weights, np.float64).reshape(-1)]
+        resample_check(self.name, shape_of(input), shape, axis, [int(i) for i in idx.reshape(-1)], w)
+        attrs = {"axis": IntegerAttr(axis, i64), "indices": _arr(idx.reshape(-1))}
+        if w is not None:
+            attrs["weights"] = DenseArrayBase.from_list(f64, w)
+        super().__init__(operands=[input], result_types=[TensorType(element_type_of(input), shape)],
+                         attributes=attrs)
+
+    def tables(self):
+        """(indices, weights or None), each of shape (outputs, taps)."""
+        n = shape_of(self.result)[self.axis.value.data]
+        idx = np.array(_ints(self.indices), dtype=np.int64).reshape(n, -1)
+        if self.weights is None:
+            return idx, None
+        return idx, np.array(self.weights.get_values(), dtype=np.float64).reshape(n, -1)
+
+    def verify_(self) -> None:
+        w = None if self.weights is None else list(self.weights.get_values())
+        if w is not None:
+            _require_float(self, self.input)
+        shape = _check(resample_check, self.name, shape_of(self.input), shape_of(self.result),
+                       self.axis.value.data, _ints(self.indices), w)
+        _require_result(self, shape, element_type_of(self.input))
+
+
+NN_OPS = [ResampleOp, PadOp, Conv2dOp, Pool2dOp, ConcatOp, SliceOp, GatherOp, GatherElementsOp, ArgMaxOp,
           ArgMinOp, CumSumOp]

@@ -14,6 +14,11 @@ Windows and offsets live in the indexing maps, as affine expressions of the loop
   * gather_elements: the same select-reduction, with the indices read at the result's index;
   * argmax / argmin: reduce_max / reduce_min (keepdims), then a reduction over the axis that
              keeps the smallest (largest, for the last index) k where x == max (or x is NaN);
+  * resample: the constant (index, weight) tables split into pieces, each a run of output
+             positions o = o0 + p*i (one residue class of a period p) whose taps read the input
+             at s_t + q_t*i with constant weights: one generic per piece, the index arithmetic
+             in its affine maps (an upsampling by 2 is 2 pieces per axis, plus the edges). When
+             no period gives few pieces, a constant gather per tap (select-reduction) instead;
   * cumsum:  log2(n) rounds of y += y shifted by 1, 2, 4, ... along the axis (Hillis-Steele),
              each shift a slice + pad; reverse flips with slices of step -1, exclusive shifts once
              more. O(N log n) work, and float sums with O(log n) rounding error.
@@ -23,6 +28,7 @@ Reshapes are emitted as aicc.reshape, which the same pattern walk then lowers.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from xdsl.builder import Builder
@@ -47,6 +53,7 @@ from compiler.lowering.utils import (
     empty_tensor,
     filled_tensor,
     insert_result,
+    scalar_constant,
 )
 
 
@@ -316,5 +323,141 @@ class LowerCumSum(RewritePattern):
         rewriter.replace(op, [], [y])
 
 
-NN_PATTERNS = [LowerPad(), LowerConv2d(), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
+MAX_PIECES = 32
+
+
+@dataclass
+class _Piece:
+    start: int  # the first output position
+    period: int  # output positions start + period * i, i < length
+    length: int
+    taps: list[tuple[int, int, float]]  # (first input index, step, weight)
+
+
+def _rows(idx: np.ndarray, w: np.ndarray | None) -> list[tuple[tuple[int, float], ...]]:
+    """Per output position, its (index, weight) taps; taps of weight 0 are dropped."""
+    if w is None:
+        return [((int(i), 1.0),) for i in idx[:, 0]]
+    return [tuple((int(i), float(x)) for i, x in zip(ir, wr) if x != 0.0) for ir, wr in zip(idx, w)]
+
+
+def _pieces(rows, period: int, limit: int) -> list[_Piece] | None:
+    """Split the output positions into pieces for `period`; None beyond `limit` pieces."""
+    out: list[_Piece] = []
+    for r in range(min(period, len(rows))):
+        seq = range(r, len(rows), period)
+        j = 0
+        while j < len(seq):
+            first = rows[seq[j]]
+            weights = [x for _, x in first]
+            steps = None
+            k = j + 1
+            while k < len(seq):
+                row, prev = rows[seq[k]], rows[seq[k - 1]]
+                if len(row) != len(first) or [x for _, x in row] != weights:
+                    break
+                st = [a[0] - b[0] for a, b in zip(row, prev)]
+                if steps is not None and st != steps:
+                    break
+                steps = st
+                k += 1
+            steps = steps or [0] * len(first)
+            out.append(_Piece(seq[j], period, k - j, [(i, q, x) for (i, x), q in zip(first, steps)]))
+            if len(out) > limit:
+                return None
+            j = k
+    return out
+
+
+def resample_pieces(idx: np.ndarray, w: np.ndarray | None, in_size: int) -> list[_Piece] | None:
+    """The fewest pieces over a few candidate periods (1..8 and the period of the size ratio)."""
+    rows = _rows(idx, w)
+    n = len(rows)
+    natural = n // math.gcd(n, in_size)
+    best = None
+    for period in sorted({*range(1, 9), natural, 2 * natural}):
+        if period > n:
+            continue
+        got = _pieces(rows, period, MAX_PIECES if best is None else min(MAX_PIECES, len(best) - 1))
+        if got is not None and (best is None or len(got) < len(best)):
+            best = got
+    return best
+
+
+class LowerResample(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc_nn.ResampleOp, rewriter: PatternRewriter) -> None:
+        axis = op.axis.value.data
+        shape = aicc.shape_of(op.input)
+        idx, w = op.tables()
+        pieces = resample_pieces(idx, w, shape[axis])
+        if pieces is None:
+            self.by_gathers(op, rewriter, idx, w)
+            return
+        rank = len(shape)
+        res_t = op.result.type
+        elem = aicc.element_type_of(op.input)
+        acc = empty_tensor(rewriter, res_t)
+        for piece in pieces:
+            # A bool operand of the piece's length gives the axis loop its range.
+            span = aicc.ConstantOp.from_array(np.zeros(piece.length, dtype=np.bool_))
+            rewriter.insert(span)
+            d = _d(axis)
+
+            def at(first: int, step: int) -> AffineExpr:
+                if step == 0:
+                    return AffineConstantExpr(first)
+                return _off(d * step if step != 1 else d, first)
+
+            def axis_map(e: AffineExpr) -> AffineMap:
+                return AffineMap(rank, 0, tuple(e if i == axis else _d(i) for i in range(rank)))
+
+            maps = [axis_map(at(i, q)) for i, q, _ in piece.taps]
+            maps += [AffineMap(rank, 0, (d,)), axis_map(at(piece.start, piece.period))]
+            weights = [x for _, _, x in piece.taps]
+
+            def body(b: Builder, a, weights=weights):
+                if not weights:
+                    return [scalar_constant(b, 0, elem)]
+                total = None
+                for v, x in zip(a, weights):
+                    if w is not None and x != 1.0:
+                        v = insert_result(b, arith.MulfOp(v, scalar_constant(b, x, elem)))
+                    total = v if total is None else insert_result(b, arith.AddfOp(total, v))
+                return [total]
+
+            generic = build_generic(
+                [op.input] * len(piece.taps) + [span.result], [acc], maps, [PARALLEL] * rank, body, [res_t],
+            )
+            rewriter.insert(generic)
+            acc = generic.results[0]
+        rewriter.replace(op, [], [acc])
+
+    @staticmethod
+    def by_gathers(op: aicc_nn.ResampleOp, rewriter: PatternRewriter, idx: np.ndarray, w: np.ndarray | None):
+        """sum over taps t of select(w_t != 0, w_t * gather(input, indices_t), 0)."""
+        axis = op.axis.value.data
+        rank = len(aicc.shape_of(op.input))
+        dt = aicc.numpy_dtype(aicc.element_type_of(op.input))
+        new, total = [], None
+
+        def emit(o):
+            new.append(o)
+            return o.results[0]
+
+        along = (-1,) + (1,) * (rank - 1 - axis)  # a per-output-position table, broadcast
+        for t in range(idx.shape[1]):
+            g = emit(aicc_nn.GatherOp(op.input, emit(aicc.ConstantOp.from_array(idx[:, t].copy())), axis))
+            if w is not None:
+                wt = emit(aicc.ConstantOp.from_array(w[:, t].astype(dt).reshape(along)))
+                g = emit(aicc.MulOp(g, wt))
+                if np.any(w[:, t] == 0):
+                    keep = emit(aicc.ConstantOp.from_array((w[:, t] != 0).reshape(along)))
+                    g = emit(aicc.SelectOp(keep, g, emit(aicc.ConstantOp.from_array(np.zeros((), dt)))))
+            total = g if total is None else emit(aicc.AddOp(total, g))
+        rewriter.insert(new)
+        rewriter.replace(op, [], [total])
+
+
+NN_PATTERNS = [LowerResample(), LowerPad(), LowerConv2d(), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
                LowerGatherElements(), LowerArgReduce(), LowerCumSum()]

@@ -32,3 +32,12 @@ func.func @index_ops(%x: tensor<4x8xf32>, %ids: tensor<4x2xi64>, %n: tensor<7xi3
   %t = aicc.cumsum %n {axis = 0 : i64, exclusive = true, reverse = false} : tensor<7xi32>
   func.return %e, %a, %b, %s, %t : tensor<4x2xf32>, tensor<4x1xi64>, tensor<8xi64>, tensor<4x8xf32>, tensor<7xi32>
 }
+
+// CHECK-LABEL: func.func @resample
+func.func @resample(%x: tensor<2x4xf32>, %n: tensor<3xi64>) -> (tensor<2x8xf32>, tensor<5xi64>) {
+  // CHECK: aicc.resample %{{.*}} {axis = 1 : i64, indices = array<i64: 0, 0, 0, 1, 0, 1, 1, 2, 1, 2, 2, 3, 2, 3, 3, 3>, weights = array<f64: 1.000000e+00, 0.000000e+00, 7.500000e-01, 2.500000e-01, 2.500000e-01, 7.500000e-01, 7.500000e-01, 2.500000e-01, 2.500000e-01, 7.500000e-01, 7.500000e-01, 2.500000e-01, 2.500000e-01, 7.500000e-01, 1.000000e+00, 0.000000e+00>} : tensor<2x4xf32> -> tensor<2x8xf32>
+  %r = aicc.resample %x {axis = 1 : i64, indices = array<i64: 0, 0, 0, 1, 0, 1, 1, 2, 1, 2, 2, 3, 2, 3, 3, 3>, weights = array<f64: 1.0, 0.0, 0.75, 0.25, 0.25, 0.75, 0.75, 0.25, 0.25, 0.75, 0.75, 0.25, 0.25, 0.75, 1.0, 0.0>} : tensor<2x4xf32> -> tensor<2x8xf32>
+  // CHECK: aicc.resample %{{.*}} {axis = 0 : i64, indices = array<i64: 2, 1, 0, 1, 2>} : tensor<3xi64> -> tensor<5xi64>
+  %p = aicc.resample %n {axis = 0 : i64, indices = array<i64: 2, 1, 0, 1, 2>} : tensor<3xi64> -> tensor<5xi64>
+  func.return %r, %p : tensor<2x8xf32>, tensor<5xi64>
+}

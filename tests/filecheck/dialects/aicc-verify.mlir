@@ -97,3 +97,10 @@ func.func @bad_argmax(%x: tensor<4x8xf32>) -> tensor<4xi32> {
   func.return %0 : tensor<4xi32>
 }
 // CHECK: aicc.argmax: result type tensor<4xi32> does not match the inferred tensor<4xi64>
+
+// -----
+func.func @bad_resample_index(%x: tensor<4xf32>) -> tensor<2xf32> {
+  %0 = aicc.resample %x {axis = 0 : i64, indices = array<i64: 0, 4>} : tensor<4xf32> -> tensor<2xf32>
+  func.return %0 : tensor<2xf32>
+}
+// CHECK: aicc.resample: an index is outside [0, 4)

@@ -102,3 +102,33 @@ func.func @cumsum(%x: tensor<5xf32>) -> tensor<5xf32> {
   %0 = aicc.cumsum %x {axis = 0 : i64, exclusive = false, reverse = false} : tensor<5xf32>
   func.return %0 : tensor<5xf32>
 }
+
+// -----
+// Bilinear x2 (4 -> 8), half_pixel: the clamped first and last outputs, then the even and the
+// odd outputs o = 2i + r, each reading the input at i + s with fixed weights: 4 generics into
+// one destination. A bool constant of the piece's length gives the axis loop its range.
+// CHECK-LABEL: func.func @resample_bilinear
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<2x8xf32>
+// CHECK:         %[[A:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, 0)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, ((d1 * 2) + 0))>]{{.*}} outs(%[[E]] : tensor<2x8xf32>)
+// CHECK:         %[[B:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, (d1 + 0))>, affine_map<(d0, d1) -> (d0, (d1 + 1))>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, ((d1 * 2) + 2))>]{{.*}} outs(%[[A]] : tensor<2x8xf32>)
+// CHECK:           arith.mulf
+// CHECK:           arith.addf
+// CHECK:         %[[C:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, (d1 + 0))>, affine_map<(d0, d1) -> (d0, (d1 + 1))>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, ((d1 * 2) + 1))>]{{.*}} outs(%[[B]] : tensor<2x8xf32>)
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, 3)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, ((d1 * 2) + 7))>]{{.*}} outs(%[[C]] : tensor<2x8xf32>)
+// CHECK-NOT:     aicc.
+func.func @resample_bilinear(%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
+  %0 = aicc.resample %x {axis = 1 : i64, indices = array<i64: 0, 0, 0, 1, 0, 1, 1, 2, 1, 2, 2, 3, 2, 3, 3, 3>, weights = array<f64: 1.0, 0.0, 0.75, 0.25, 0.25, 0.75, 0.75, 0.25, 0.25, 0.75, 0.75, 0.25, 0.25, 0.75, 1.0, 0.0>} : tensor<2x4xf32> -> tensor<2x8xf32>
+  func.return %0 : tensor<2x8xf32>
+}
+
+// -----
+// Reflect padding of 3 by 2 on both sides reads 2 1 0 1 2 1 0: greedy runs 2 1 0 | 1 2 | 1 0,
+// with steps -1, +1, -1.
+// CHECK-LABEL: func.func @resample_reflect
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0) -> (((d0 * -1) + 2))>, affine_map<(d0) -> (d0)>, affine_map<(d0) -> ((d0 + 0))>]{{.*}} tensor<3xi1>
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0) -> ((d0 + 1))>, affine_map<(d0) -> (d0)>, affine_map<(d0) -> ((d0 + 3))>]{{.*}} tensor<2xi1>
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0) -> (((d0 * -1) + 1))>, affine_map<(d0) -> (d0)>, affine_map<(d0) -> ((d0 + 5))>]{{.*}} tensor<2xi1>
+func.func @resample_reflect(%x: tensor<3xi64>) -> tensor<7xi64> {
+  %0 = aicc.resample %x {axis = 0 : i64, indices = array<i64: 2, 1, 0, 1, 2, 1, 0>} : tensor<3xi64> -> tensor<7xi64>
+  func.return %0 : tensor<7xi64>
+}
