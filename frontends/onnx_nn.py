@@ -535,3 +535,48 @@ def _op_upsample(imp, node, ins, at):
             idx, w, _ = resize_taps(n, int(s * n), s, coeffs, "asymmetric")
             x = resize(g, x, a, idx, w)
     return [x]
+
+
+@handles("ConvTranspose")
+def _op_conv_transpose(imp, node, ins, at):
+    """pads / output_padding / output_shape / auto_pad as the ONNX reference resolves them;
+    1-D runs as 2-D on a height-1 view."""
+    g = imp.g
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    g.require_float("ConvTranspose", x, w)
+    x, one_d = _to_2d(imp, node, x)
+    if one_d:
+        ws = g.shape(w)
+        w = g.reshape(w, (ws[0], ws[1], 1, ws[2]))
+    nd = 1 if one_d else 2
+    in_hw, k = list(g.shape(x)[2:][-nd:]), list(g.shape(w)[2:][-nd:])
+    strides = list(at.get("strides", [1] * nd))
+    dil = list(at.get("dilations", [1] * nd))
+    out_pad = list(at.get("output_padding", [0] * nd))
+    out_shape = at.get("output_shape")
+    if out_shape is not None:
+        out_shape = list(out_shape)[-nd:]
+    auto = at.get("auto_pad", "NOTSET")
+    pads = at.get("pads")
+    if pads is None and auto in ("SAME_UPPER", "SAME_LOWER"):
+        out = out_shape or [i * s for i, s in zip(in_hw, strides)]
+        total = [s * (i - 1) + op + (kk - 1) * d + 1 - o
+                 for i, s, op, kk, d, o in zip(in_hw, strides, out_pad, k, dil, out)]
+        begin = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in total]
+    else:
+        pads = list(pads) if pads is not None else [0] * (2 * nd)
+        begin, end = pads[:nd], pads[nd:]
+        out = out_shape or [s * (i - 1) + op + (kk - 1) * d + 1 - pb - pe
+                            for i, s, op, kk, d, pb, pe in zip(in_hw, strides, out_pad, k, dil, begin, end)]
+    if min(out) < 1:
+        raise _unsupported(imp, node, f"an output of size {out}")
+    strides, dil, begin, out = (_lift(v, one_d, fill) for v, fill in ((strides, 1), (dil, 1), (begin, 0), (out, 1)))
+    groups = at.get("group", 1)
+    y = g.emit(lambda a, c: aicc_nn.ConvTranspose2dOp(a, c, out, strides, dil, groups, begin), x, w)
+    if b is not None:
+        y = g.add(y, g.reshape(g.cast_like(b, y), (g.shape(b)[0], 1, 1)))
+    if one_d:
+        s = g.shape(y)
+        y = g.reshape(y, (s[0], s[1], s[3]))
+    return [y]

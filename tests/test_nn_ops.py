@@ -357,3 +357,48 @@ def test_pad_modes(mode, shape, pads):
         return v
 
     check(body, [x], np.pad(x, pads, mode=mode))
+
+
+# ------------------------------------------------------------------- conv_transpose2d
+
+
+def _np_conv_transpose2d(x, w, strides, dilations, groups, pads, out_hw):
+    """The definition, one input pixel at a time: x[n, c, h, w] * w[c, o, i, j] lands at
+    (h*sh + i*dh - ph, w*sw + j*dw - pw) when that is inside the result."""
+    n, c, h, wd = x.shape
+    _, ocg, kh, kw = w.shape
+    out = np.zeros((n, ocg * groups, *out_hw))
+    cg = c // groups
+    for ci in range(c):
+        grp = ci // cg
+        for i in range(kh):
+            for j in range(kw):
+                for hh in range(h):
+                    oh = hh * strides[0] + i * dilations[0] - pads[0]
+                    if not 0 <= oh < out_hw[0]:
+                        continue
+                    for ww in range(wd):
+                        ow = ww * strides[1] + j * dilations[1] - pads[1]
+                        if 0 <= ow < out_hw[1]:
+                            out[:, grp * ocg:(grp + 1) * ocg, oh, ow] += x[:, ci, hh, ww, None] * w[ci, :, i, j]
+    return out.astype(np.float32)
+
+
+CONV_T = [
+    # x shape, w shape, strides, dilations, groups, pads, out_hw
+    ((1, 1, 1, 1), (1, 1, 1, 1), (1, 1), (1, 1), 1, (0, 0), (1, 1)),
+    ((1, 2, 3, 3), (2, 3, 3, 3), (1, 1), (1, 1), 1, (0, 0), (5, 5)),
+    ((2, 3, 4, 5), (3, 2, 3, 2), (2, 3), (1, 1), 1, (1, 0), (8, 13)),  # strides, pads, non-square
+    ((1, 4, 5, 7), (4, 3, 3, 3), (2, 2), (2, 1), 2, (1, 2), (12, 14)),  # groups, dilations, output padding
+    ((1, 2, 7, 1), (2, 1, 3, 1), (3, 1), (1, 1), 1, (-1, 0), (23, 1)),  # negative pads: zeros in front
+    ((1, 1, 3, 3), (1, 1, 3, 3), (2, 2), (1, 1), 1, (4, 4), (2, 2)),  # crops most of the rows
+    ((1, 1, 2, 2), (1, 1, 2, 2), (1, 1), (1, 1), 1, (9, 0), (2, 2)),  # nothing lands: zeros
+]
+
+
+@pytest.mark.parametrize("xs,ws,strides,dils,groups,pads,out_hw", CONV_T, ids=str)
+def test_conv_transpose2d(xs, ws, strides, dils, groups, pads, out_hw):
+    x, w = rand(*xs), rand(*ws, seed=1)
+    want = _np_conv_transpose2d(x.astype(np.float64), w.astype(np.float64), strides, dils, groups, pads, out_hw)
+    check(op(aicc_nn.ConvTranspose2dOp, out_hw, strides, dils, groups, pads), [x, w], want,
+          tol=red_tol(xs[1] * ws[2] * ws[3]))

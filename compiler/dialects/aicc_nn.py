@@ -3,6 +3,7 @@ in the same `aicc` Dialect, see compiler/dialects/aicc.py).
 
     %p = aicc.pad %x {low = array<i64: 0, 0, 1, 1>, high = array<i64: 0, 0, 1, 1>, value = 0.0 : f64} : tensor<1x3x8x8xf32> -> tensor<1x3x10x10xf32>
     %y = aicc.conv2d %p, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x3x10x10xf32>, tensor<16x3x3x3xf32> -> tensor<1x16x8x8xf32>
+    %t = aicc.conv_transpose2d %y, %w2 {strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, groups = 1 : i64, pads = array<i64: 1, 1>} : tensor<1x16x8x8xf32>, tensor<16x4x3x3xf32> -> tensor<1x4x15x15xf32>
     %m = aicc.pool2d %y {kind = "max", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>} : tensor<1x16x8x8xf32> -> tensor<1x16x4x4xf32>
     %c = aicc.concat %a, %b {axis = 1 : i64} : (tensor<1x2xf32>, tensor<1x3xf32>) -> tensor<1x5xf32>
     %s = aicc.slice %x {starts = array<i64: 0, 7>, steps = array<i64: 1, -2>} : tensor<4x8xf32> -> tensor<4x4xf32>
@@ -191,6 +192,64 @@ class Conv2dOp(IRDLOperation):
         _require_float(self, self.input, self.weight)
         shape = _check(conv2d_shape, self.name, shape_of(self.input), shape_of(self.weight),
                        _ints(self.strides), _ints(self.dilations), self.groups.value.data)
+        _require_result(self, shape, element_type_of(self.input))
+
+
+def conv_transpose2d_check(op: str, x: Sequence[int], w: Sequence[int], out: Sequence[int], groups: int) -> Shape:
+    if len(x) != 4 or len(w) != 4 or len(out) != 4:
+        raise ValueError(f"{op}: expected NCHW input, (C, OC/groups, KH, KW) weight and NCHW result, "
+                         f"got {_fmt(x)}, {_fmt(w)} and {_fmt(out)}")
+    if groups < 1 or x[1] % groups or w[0] != x[1]:
+        raise ValueError(f"{op}: input channels {x[1]}, weight {_fmt(w)} and groups {groups} do not agree")
+    if out[0] != x[0] or out[1] != w[1] * groups or out[2] < 1 or out[3] < 1:
+        raise ValueError(f"{op}: result {_fmt(out)} does not fit input {_fmt(x)}, weight {_fmt(w)}, groups {groups}")
+    return tuple(out)
+
+
+def conv_transpose_full(size: int, k: int, stride: int, dilation: int) -> int:
+    """The length of a transposed convolution's output before any padding is cropped."""
+    return (size - 1) * stride + dilation * (k - 1) + 1
+
+
+@irdl_op_definition
+class ConvTranspose2dOp(IRDLOperation):
+    """Transposed 2-D convolution (the gradient of conv2d), NCHW input, (C, OC/groups, KH, KW)
+    weight: input pixel (h, w) adds x * weight[kh, kw] to output position
+    (h*sh + kh*dh - pads[0], w*sw + kw*dw - pads[1]); the result's spatial size (its type) keeps
+    the positions that land in it, so end padding, output_padding and output_shape are all just
+    the result size. `pads` may be negative (zeros in front)."""
+
+    name = "aicc.conv_transpose2d"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    result = result_def(TensorType)
+    strides = attr_def(DenseArrayBase)
+    dilations = attr_def(DenseArrayBase)
+    groups = attr_def(IntegerAttr)
+    pads = attr_def(DenseArrayBase)
+    traits = traits_def(Pure())
+    assembly_format = "$input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)"
+
+    def __init__(self, input: SSAValue, weight: SSAValue, out_hw: Sequence[int], strides=(1, 1),
+                 dilations=(1, 1), groups: int = 1, pads=(0, 0)):
+        x, w = shape_of(input), shape_of(weight)
+        out = (x[0], w[1] * groups, *out_hw) if len(x) == 4 and len(w) == 4 else tuple(out_hw)
+        conv_transpose2d_check(self.name, x, w, out, groups)
+        super().__init__(
+            operands=[input, weight],
+            result_types=[TensorType(element_type_of(input), out)],
+            attributes={"strides": _arr(strides), "dilations": _arr(dilations),
+                        "groups": IntegerAttr(groups, i64), "pads": _arr(pads)},
+        )
+
+    def verify_(self) -> None:
+        _require_float(self, self.input, self.weight)
+        if len(_ints(self.strides)) != 2 or len(_ints(self.dilations)) != 2 or len(_ints(self.pads)) != 2:
+            raise VerifyException(f"{self.name}: strides, dilations and pads need 2 values each")
+        if min(_ints(self.strides) + _ints(self.dilations)) < 1:
+            raise VerifyException(f"{self.name}: strides and dilations must be positive")
+        shape = _check(conv_transpose2d_check, self.name, shape_of(self.input), shape_of(self.weight),
+                       shape_of(self.result), self.groups.value.data)
         _require_result(self, shape, element_type_of(self.input))
 
 
@@ -502,5 +561,5 @@ class ResampleOp(IRDLOperation):
         _require_result(self, shape, element_type_of(self.input))
 
 
-NN_OPS = [ResampleOp, PadOp, Conv2dOp, Pool2dOp, ConcatOp, SliceOp, GatherOp, GatherElementsOp, ArgMaxOp,
+NN_OPS = [ResampleOp, ConvTranspose2dOp, PadOp, Conv2dOp, Pool2dOp, ConcatOp, SliceOp, GatherOp, GatherElementsOp, ArgMaxOp,
           ArgMinOp, CumSumOp]

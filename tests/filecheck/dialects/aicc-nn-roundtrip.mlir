@@ -41,3 +41,10 @@ func.func @resample(%x: tensor<2x4xf32>, %n: tensor<3xi64>) -> (tensor<2x8xf32>,
   %p = aicc.resample %n {axis = 0 : i64, indices = array<i64: 2, 1, 0, 1, 2>} : tensor<3xi64> -> tensor<5xi64>
   func.return %r, %p : tensor<2x8xf32>, tensor<5xi64>
 }
+
+// CHECK-LABEL: func.func @conv_transpose
+func.func @conv_transpose(%x: tensor<1x4x5x7xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x6x12x14xf32> {
+  // CHECK: aicc.conv_transpose2d %{{.*}}, %{{.*}} {strides = array<i64: 2, 2>, dilations = array<i64: 2, 1>, groups = 2 : i64, pads = array<i64: 1, -2>} : tensor<1x4x5x7xf32>, tensor<4x3x3x3xf32> -> tensor<1x6x12x14xf32>
+  %0 = aicc.conv_transpose2d %x, %w {strides = array<i64: 2, 2>, dilations = array<i64: 2, 1>, groups = 2 : i64, pads = array<i64: 1, -2>} : tensor<1x4x5x7xf32>, tensor<4x3x3x3xf32> -> tensor<1x6x12x14xf32>
+  func.return %0 : tensor<1x6x12x14xf32>
+}

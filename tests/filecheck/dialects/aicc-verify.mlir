@@ -104,3 +104,10 @@ func.func @bad_resample_index(%x: tensor<4xf32>) -> tensor<2xf32> {
   func.return %0 : tensor<2xf32>
 }
 // CHECK: aicc.resample: an index is outside [0, 4)
+
+// -----
+func.func @bad_conv_transpose(%x: tensor<1x4x5x5xf32>, %w: tensor<3x2x3x3xf32>) -> tensor<1x2x7x7xf32> {
+  %0 = aicc.conv_transpose2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, pads = array<i64: 0, 0>} : tensor<1x4x5x5xf32>, tensor<3x2x3x3xf32> -> tensor<1x2x7x7xf32>
+  func.return %0 : tensor<1x2x7x7xf32>
+}
+// CHECK: aicc.conv_transpose2d: input channels 4, weight (3, 2, 3, 3) and groups 1 do not agree

@@ -132,3 +132,19 @@ func.func @resample_reflect(%x: tensor<3xi64>) -> tensor<7xi64> {
   %0 = aicc.resample %x {axis = 0 : i64, indices = array<i64: 2, 1, 0, 1, 2, 1, 0>} : tensor<3xi64> -> tensor<7xi64>
   func.return %0 : tensor<7xi64>
 }
+
+// -----
+// conv_transpose2d, stride 2, kernel 3, pads 1, a 5x5 result: the 3x3 input scattered to rows
+// and columns 2h + 1 of a zero 7x7 buffer (5 + 2), then a stride-1 conv2d with the weight's
+// channel dims swapped and its window flipped (a slice with steps -1).
+// CHECK-LABEL: func.func @conv_transpose2d
+// CHECK:         %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<1x2x7x7xf32>)
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, ((d2 * 2) + 1), ((d3 * 2) + 1))>]{{.*}} outs(%[[Z]] : tensor<1x2x7x7xf32>)
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d1, d3, d4)>
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> ((d0 + 0), (d1 + 0), ((d2 * -1) + 2), ((d3 * -1) + 2))>
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]
+// CHECK-NOT:     aicc.
+func.func @conv_transpose2d(%x: tensor<1x2x3x3xf32>, %w: tensor<2x4x3x3xf32>) -> tensor<1x4x5x5xf32> {
+  %0 = aicc.conv_transpose2d %x, %w {strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, groups = 1 : i64, pads = array<i64: 1, 1>} : tensor<1x2x3x3xf32>, tensor<2x4x3x3xf32> -> tensor<1x4x5x5xf32>
+  func.return %0 : tensor<1x4x5x5xf32>
+}
