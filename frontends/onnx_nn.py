@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from compiler.dialects import aicc_nn
+from compiler.dialects import aicc, aicc_nn
 from frontends.onnx_import import _const, _unsupported, handles
 
 
@@ -580,3 +580,74 @@ def _op_conv_transpose(imp, node, ins, at):
         s = g.shape(y)
         y = g.reshape(y, (s[0], s[1], s[3]))
     return [y]
+
+
+# -- normalizations that are compositions --------------------------------------------------------
+
+
+@handles("LRN")
+def _op_lrn(imp, node, ins, at):
+    """y = x / (bias + alpha/size * sum of x^2 over a window of `size` channels)^beta: the
+    window sum is a sum pool2d (kernel size x 1) over the squares viewed as (N, 1, C, rest),
+    padded with floor((size-1)/2) zeros before and ceil((size-1)/2) after."""
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    shape = g.shape(x)
+    if len(shape) < 2 or 0 in shape:
+        raise _unsupported(imp, node, f"an input of shape {shape}")
+    size = int(at["size"])
+    alpha, beta, bias = at.get("alpha", 1e-4), at.get("beta", 0.75), at.get("bias", 1.0)
+    n, c, rest = shape[0], shape[1], math.prod(shape[2:])
+    sq = g.reshape(g.mul(x, x), (n, 1, c, rest))
+    sq = _pad(g, sq, [(size - 1) // 2, 0], [-(-(size - 1) // 2), 0], 0.0)
+    s = g.emit(lambda v: aicc_nn.Pool2dOp(v, "sum", (size, 1)), sq)
+    s = g.reshape(s, shape)
+    denom = g.add(g.mul(s, g.scalar(alpha / size, x)), g.scalar(bias, x))
+    if beta != 1.0:
+        denom = g.emit(aicc.PowOp, denom, g.scalar(beta, x))
+    return [g.div(x, denom)]
+
+
+@handles("LpNormalization")
+def _op_lp_normalization(imp, node, ins, at):
+    """x / ||x||_p along `axis` (p = 1 or 2); where the norm is 0 the result is 0, as in the
+    ONNX reference."""
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    rank = len(g.shape(x))
+    axis = at.get("axis", -1) % rank
+    p = at.get("p", 2)
+    if p not in (1, 2):
+        raise _unsupported(imp, node, f"p={p}")
+    if p == 1:
+        norm = g.reduce(aicc.ReduceSumOp, g.unary(aicc.AbsOp, x), [axis], True)
+    else:
+        norm = g.unary(aicc.SqrtOp, g.reduce(aicc.ReduceSumOp, g.mul(x, x), [axis], True))
+    zero = g.scalar(0.0, x)
+    return [g.select(g.compare("eq", norm, zero), zero, g.div(x, norm))]
+
+
+@handles("RMSNormalization")
+def _op_rms_normalization(imp, node, ins, at):
+    """x / sqrt(mean(x^2 over the axes from `axis` on) + epsilon) * scale."""
+    g, x, scale = imp.g, ins[0], ins[1]
+    g.require_float(node.op_type, x)
+    if at.get("stash_type", 1) != 1:
+        raise _unsupported(imp, node, "stash_type other than float32")
+    rank = len(g.shape(x))
+    axis = at.get("axis", -1) % rank
+    ms = g.reduce(aicc.ReduceMeanOp, g.mul(x, x), list(range(axis, rank)), True)
+    inv = g.unary(aicc.RsqrtOp, g.add(ms, g.scalar(at.get("epsilon", 1e-5), x)))
+    return [g.mul(g.mul(x, inv), g.cast_like(scale, x))]
+
+
+@handles("MeanVarianceNormalization")
+def _op_mvn(imp, node, ins, at):
+    """(x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9) over `axes`, as the ONNX function body."""
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    axes = list(at.get("axes", [0, 2, 3]))
+    mean = g.reduce(aicc.ReduceMeanOp, x, axes, True)
+    var = g.sub(g.reduce(aicc.ReduceMeanOp, g.mul(x, x), axes, True), g.mul(mean, mean))
+    std = g.add(g.unary(aicc.SqrtOp, var), g.scalar(1e-9, x))
+    return [g.div(g.sub(x, mean), std)]

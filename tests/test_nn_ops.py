@@ -402,3 +402,149 @@ def test_conv_transpose2d(xs, ws, strides, dils, groups, pads, out_hw):
     want = _np_conv_transpose2d(x.astype(np.float64), w.astype(np.float64), strides, dils, groups, pads, out_hw)
     check(op(aicc_nn.ConvTranspose2dOp, out_hw, strides, dils, groups, pads), [x, w], want,
           tol=red_tol(xs[1] * ws[2] * ws[3]))
+
+
+# ------------------------------------------------------------------- ONNX compositions and mappings
+
+
+def run_onnx(op_type, inputs, consts=(), opset=21, n_out=1, **attrs):
+    """Compile a one-node ONNX model (inputs fed at run time, `consts` as initializers) and run it."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+
+    import compiler
+
+    names = [f"x{i}" for i in range(len(inputs))]
+    cnames = [f"c{i}" for i in range(len(consts))]
+    dtype = {np.dtype(np.float32): onnx.TensorProto.FLOAT, np.dtype(np.int64): onnx.TensorProto.INT64,
+             np.dtype(np.int32): onnx.TensorProto.INT32}
+    graph = helper.make_graph(
+        [helper.make_node(op_type, names + [n if c is not None else "" for n, c in zip(cnames, consts)], [f"y{i}" for i in range(n_out)], **attrs)],
+        "g",
+        [helper.make_tensor_value_info(n, dtype[x.dtype], x.shape) for n, x in zip(names, inputs)],
+        [helper.make_tensor_value_info(f"y{i}", onnx.TensorProto.UNDEFINED, None) for i in range(n_out)],
+        [numpy_helper.from_array(np.asarray(c), n) for n, c in zip(cnames, consts) if c is not None],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return compiler.compile(model, list(inputs))(*inputs)
+
+
+def _np_lrn(x, size, alpha=1e-4, beta=0.75, bias=1.0):
+    x64 = x.astype(np.float64)
+    c = x.shape[1]
+    s = np.zeros_like(x64)
+    for ch in range(c):
+        lo, hi = max(0, ch - (size - 1) // 2), min(c - 1, ch + math.ceil((size - 1) / 2))
+        s[:, ch] = (x64[:, lo:hi + 1] ** 2).sum(axis=1)
+    return x64 / (bias + alpha / size * s) ** beta
+
+
+@pytest.mark.parametrize("shape,size", [((1, 1, 1, 1), 1), ((2, 7, 3, 5), 3), ((1, 9, 129), 4), ((3, 5), 5)], ids=str)
+def test_onnx_lrn(shape, size):
+    x = rand(*shape)
+    got = run_onnx("LRN", [x], size=size, alpha=0.5, beta=0.6, bias=2.0)
+    np.testing.assert_allclose(got, _np_lrn(x, size, 0.5, 0.6, 2.0), **red_tol(size))
+
+
+@pytest.mark.parametrize("shape,axis", [((1,), 0), ((7, 129), 1), ((7, 129), 0), ((2, 3, 5), -1)], ids=str)
+@pytest.mark.parametrize("p", [1, 2])
+def test_onnx_lp_normalization(shape, axis, p):
+    x = rand(*shape)
+    x.reshape(-1)[:1] = 0.0
+    norm = np.linalg.norm(x.astype(np.float64), ord=p, axis=axis, keepdims=True)
+    got = run_onnx("LpNormalization", [x], axis=axis, p=p)
+    with np.errstate(invalid="ignore"):
+        want = np.where(norm == 0, 0.0, x / norm)
+    np.testing.assert_allclose(got, want, **red_tol(shape[axis]))
+
+
+def test_onnx_lp_normalization_zero_norm_is_zero():
+    x = np.zeros((3, 4), np.float32)
+    x[1] = [3, 0, 4, 0]
+    got = run_onnx("LpNormalization", [x], axis=1, p=2)
+    np.testing.assert_array_equal(got, np.array([[0] * 4, [0.6, 0, 0.8, 0], [0] * 4], np.float32))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "edge", "wrap", "constant"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_onnx_pad_modes(mode, dtype):
+    x = rand(2, 7, 5).astype(dtype) if dtype == np.float32 else rint(2, 7, 5)
+    pads = np.array([0, 3, 1, 1, 9, -2], np.int64)  # begin (0, 3, 1), end (1, 9, -2): a crop too
+    got = run_onnx("Pad", [x], [pads], mode=mode)
+    want = np.pad(x[:, :, :3], [(0, 1), (3, 9), (1, 0)], mode=mode)
+    np.testing.assert_array_equal(got, want)
+
+
+def _np_bilinear_half_pixel(x, out_hw):
+    """Separable linear interpolation over the last two axes (half_pixel, clamped)."""
+    y = x.astype(np.float64)
+    for axis, n_out in zip((2, 3), out_hw):
+        n_in = y.shape[axis]
+        pos = np.clip((np.arange(n_out) + 0.5) * n_in / n_out - 0.5, 0, n_in - 1)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, n_in - 1)
+        f = (pos - lo).reshape((-1,) + (1,) * (y.ndim - 1 - axis))
+        y = np.take(y, lo, axis=axis) * (1 - f) + np.take(y, hi, axis=axis) * f
+    return y
+
+
+@pytest.mark.parametrize("shape,out_hw", [((1, 1, 1, 1), (3, 1)), ((1, 3, 5, 7), (10, 14)), ((2, 2, 129, 7), (64, 9))], ids=str)
+def test_onnx_resize_linear(shape, out_hw):
+    x = rand(*shape)
+    sizes = np.array([*shape[:2], *out_hw], np.int64)
+    got = run_onnx("Resize", [x], [None, None, sizes], mode="linear")
+    np.testing.assert_allclose(got, _np_bilinear_half_pixel(x, out_hw), **ELEM)
+
+
+@pytest.mark.parametrize("coord", ["asymmetric", "half_pixel", "align_corners", "pytorch_half_pixel"])
+def test_onnx_resize_nearest_scales(coord):
+    x = rand(1, 2, 5, 7)
+    scales = np.array([1, 1, 2, 3], np.float32)
+    got = run_onnx("Resize", [x], [None, scales], mode="nearest", coordinate_transformation_mode=coord,
+                   nearest_mode="floor")
+    if coord == "asymmetric":  # floor(o / s): each input repeated
+        np.testing.assert_array_equal(got, np.repeat(np.repeat(x, 2, axis=2), 3, axis=3))
+    else:
+        assert got.shape == (1, 2, 10, 21) and set(np.unique(got)) <= set(np.unique(x))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+@pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_onnx_cumsum(dtype, exclusive, reverse):
+    x = rand(7, 129).astype(dtype) if dtype == np.float32 else rint(7, 129)
+    got = run_onnx("CumSum", [x], [np.array(1, np.int64)], exclusive=exclusive, reverse=reverse)
+    want = _np_cumsum(x, 1, exclusive, reverse)
+    if dtype == np.float32:
+        np.testing.assert_allclose(got, want, **red_tol(129))
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_onnx_conv_transpose_output_padding_and_bias():
+    x, w, b = rand(1, 4, 5, 7), rand(4, 3, 3, 3, seed=1), rand(6, seed=2)
+    got = run_onnx("ConvTranspose", [x], [w, b], strides=[2, 2], pads=[1, 1, 1, 0], output_padding=[1, 1], group=2)
+    out_hw = (2 * 4 + 3 - 2 + 1, 2 * 6 + 3 - 1 + 1)
+    want = _np_conv_transpose2d(x.astype(np.float64), w.astype(np.float64), (2, 2), (1, 1), 2, (1, 1), out_hw)
+    np.testing.assert_allclose(got, want + b[None, :, None, None], **red_tol(2 * 9))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_onnx_integer_graph_at_run_time(dtype):
+    """Integer tensors computed at run time: (a * b + 7) // 3 mod 5, max, then argmax."""
+    a, b = rint(7, 129, dtype=dtype), rint(7, 129, seed=1, dtype=dtype)
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+
+    import compiler
+
+    t = onnx.TensorProto.INT32 if dtype == np.int32 else onnx.TensorProto.INT64
+    nodes = [helper.make_node("Mul", ["a", "b"], ["p"]), helper.make_node("Add", ["p", "seven"], ["q"]),
+             helper.make_node("Div", ["q", "three"], ["d"]), helper.make_node("Mod", ["d", "five"], ["m"]),
+             helper.make_node("Max", ["m", "a"], ["mx"]), helper.make_node("ArgMax", ["mx"], ["y"], axis=1)]
+    inits = [numpy_helper.from_array(np.array(v, dtype), n) for n, v in (("seven", 7), ("three", 3), ("five", 5))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t, [7, 129]) for n in "ab"],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.INT64, None)], inits)
+    got = compiler.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), [a, b])(a, b)
+    d = _trunc_div(a * b + 7, np.array(3, dtype))
+    want = np.argmax(np.maximum(np.mod(d, 5), a), axis=1, keepdims=True)
+    np.testing.assert_array_equal(got, want)
