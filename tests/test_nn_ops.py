@@ -548,3 +548,38 @@ def test_onnx_integer_graph_at_run_time(dtype):
     d = _trunc_div(a * b + 7, np.array(3, dtype))
     want = np.argmax(np.maximum(np.mod(d, 5), a), axis=1, keepdims=True)
     np.testing.assert_array_equal(got, want)
+
+
+# ------------------------------------------------------------------- the CUDA C emitter
+
+
+def test_new_scalar_ops_through_cuda_emulation():
+    """Integer division / mod / abs / max, argmax, round, sin, cos, fmod and cumsum through
+    the CUDA C emitter (NVRTC compiles it; the host emulation runs it) against the reference."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    import shutil
+
+    if shutil.which("g++") is None:
+        pytest.skip("the CUDA emulation harness needs g++")
+    from compiler.pipeline import CompileOptions
+    from tests.cuda_emulation.emu import run_emulated
+
+    def body(b, a, d, x):
+        q = b.insert(aicc.DivOp(a, d)).result
+        r = b.insert(aicc.ModOp(q, d)).result
+        s = b.insert(aicc.AbsOp(b.insert(aicc.SubOp(r, a)).result)).result
+        mx = b.insert(aicc.ReduceMaxOp(s, [1], False)).result
+        am = b.insert(aicc_nn.ArgMaxOp(x, 1, False, True)).result
+        rounded = b.insert(aicc.RoundOp(b.insert(aicc.SinOp(x)).result)).result
+        cs = b.insert(aicc_nn.CumSumOp(rounded, 1, True, False)).result
+        fm = b.insert(aicc.FModOp(x, b.insert(aicc.CosOp(x)).result)).result
+        return [mx, am, cs, fm]
+
+    ins = [rint(7, 129, dtype=np.int32), rint(7, 129, seed=1, lo=-5, hi=6, dtype=np.int32), rand(7, 129)]
+    want = run_reference(build(ins, body), ins)
+    m = compile_module(build(ins, body), "main", output_is_tuple=True, options=CompileOptions(target="cuda"))
+    for w, g in zip(want, run_emulated(m, *ins)):
+        if w.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, **red_tol(129))
+        else:
+            np.testing.assert_array_equal(g, w)
