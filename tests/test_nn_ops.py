@@ -85,7 +85,7 @@ def rint(*shape, seed=0, lo=-50, hi=50, dtype=np.int64):
     return rng.integers(lo, hi, shape).astype(dtype)
 
 
-SHAPES = [(1,), (7,), (129,), (3, 5), (2, 7, 3)]
+SHAPES = [(1,), (129,), (2, 7, 3)]
 
 
 # ------------------------------------------------------------------- rounding, trigonometry
@@ -147,7 +147,7 @@ INT_BINARY = [
 
 @pytest.mark.parametrize("cls,fn", INT_BINARY, ids=[c.name for c, _ in INT_BINARY])
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
-@pytest.mark.parametrize("shapes", [((1,), (1,)), ((129,), (129,)), ((3, 7), (7,)), ((5, 1), (1, 3))], ids=str)
+@pytest.mark.parametrize("shapes", [((1,), (1,)), ((3, 129), (129,)), ((5, 1), (1, 7))], ids=str)
 def test_integer_binary(cls, fn, dtype, shapes):
     a = rint(*shapes[0], dtype=dtype)
     b = rint(*shapes[1], seed=1, lo=-6, hi=7, dtype=dtype)
@@ -214,7 +214,7 @@ def _np_arg(fn, x, axis, keep, last):
 
 
 @pytest.mark.parametrize("cls,fn", [(aicc_nn.ArgMaxOp, np.argmax), (aicc_nn.ArgMinOp, np.argmin)])
-@pytest.mark.parametrize("shape,axis", [((1,), 0), ((129,), 0), ((7, 5), 0), ((7, 5), 1), ((3, 7, 4), 1)], ids=str)
+@pytest.mark.parametrize("shape,axis", [((1,), 0), ((129,), 0), ((7, 5), 0), ((3, 7, 4), 1)], ids=str)
 @pytest.mark.parametrize("keep", [True, False])
 @pytest.mark.parametrize("last", [False, True])
 def test_arg_reduce(cls, fn, shape, axis, keep, last):
@@ -249,7 +249,7 @@ def _np_cumsum(x, axis, exclusive, reverse):
     return c.astype(x.dtype)
 
 
-@pytest.mark.parametrize("shape,axis", [((1,), 0), ((7,), 0), ((129,), 0), ((5, 7), 1), ((5, 7), 0), ((2, 9, 3), 1)], ids=str)
+@pytest.mark.parametrize("shape,axis", [((1,), 0), ((129,), 0), ((5, 7), 0), ((2, 9, 3), 1)], ids=str)
 @pytest.mark.parametrize("exclusive", [False, True])
 @pytest.mark.parametrize("reverse", [False, True])
 def test_cumsum(shape, axis, exclusive, reverse):
@@ -314,7 +314,7 @@ def test_resample_linear(shape, axis, n_out):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64])
-@pytest.mark.parametrize("n_in,n_out", [(1, 7), (7, 14), (7, 3), (129, 200)], ids=str)
+@pytest.mark.parametrize("n_in,n_out", [(1, 7), (129, 258), (7, 3), (13, 20)], ids=str)
 def test_resample_nearest_is_a_gather(dtype, n_in, n_out):
     x = rand(5, n_in).astype(dtype) if dtype == np.float32 else rint(5, n_in, dtype=dtype)
     idx = np.minimum(np.floor((np.arange(n_out) + 0.5) * n_in / n_out).astype(np.int64), n_in - 1)
@@ -496,7 +496,7 @@ def test_onnx_resize_linear(shape, out_hw):
     np.testing.assert_allclose(got, _np_bilinear_half_pixel(x, out_hw), **ELEM)
 
 
-@pytest.mark.parametrize("coord", ["asymmetric", "half_pixel", "align_corners", "pytorch_half_pixel"])
+@pytest.mark.parametrize("coord", ["asymmetric", "align_corners"])
 def test_onnx_resize_nearest_scales(coord):
     x = rand(1, 2, 5, 7)
     scales = np.array([1, 1, 2, 3], np.float32)
@@ -508,8 +508,7 @@ def test_onnx_resize_nearest_scales(coord):
         assert got.shape == (1, 2, 10, 21) and set(np.unique(got)) <= set(np.unique(x))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.int64])
-@pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("dtype,exclusive,reverse", [(np.float32, 0, 0), (np.float32, 1, 1), (np.int64, 1, 0), (np.int64, 0, 1)])
 def test_onnx_cumsum(dtype, exclusive, reverse):
     x = rand(7, 129).astype(dtype) if dtype == np.float32 else rint(7, 129)
     got = run_onnx("CumSum", [x], [np.array(1, np.int64)], exclusive=exclusive, reverse=reverse)

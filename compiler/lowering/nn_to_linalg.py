@@ -24,8 +24,9 @@ Windows and offsets live in the indexing maps, as affine expressions of the loop
              in its affine maps (an upsampling by 2 is 2 pieces per axis, plus the edges). When
              no period gives few pieces, a constant gather per tap (select-reduction) instead;
   * cumsum:  log2(n) rounds of y += y shifted by 1, 2, 4, ... along the axis (Hillis-Steele),
-             each shift a slice + pad; reverse flips with slices of step -1, exclusive shifts once
-             more. O(N log n) work, and float sums with O(log n) rounding error.
+             each round two generics (the shifted sum, and the copied first k); reverse shifts
+             the other way, exclusive shifts once more. O(N log n) work, and float sums with
+             O(log n) rounding error.
 Reshapes are emitted as aicc.reshape, which the same pattern walk then lowers.
 """
 
@@ -272,8 +273,9 @@ class LowerArgReduce(RewritePattern):
                                                    insert_result(b, arith.CmpfOp(x, x, "uno"))))
             else:
                 hit = insert_result(b, arith.CmpiOp(x, m, "eq"))
-            keep = insert_result(b, (arith.MaxSIOp if last else arith.MinSIOp)(out, k))
-            return [insert_result(b, arith.SelectOp(hit, keep, out))]
+            # a min (max) reduction of k or the neutral sentinel, which LLVM vectorizes
+            cand = insert_result(b, arith.SelectOp(hit, k, scalar_constant(b, -1 if last else size, i64)))
+            return [insert_result(b, (arith.MaxSIOp if last else arith.MinSIOp)(out, cand))]
 
         generic = build_generic(
             [op.input, extreme.result, iota.result], [acc],
@@ -284,46 +286,57 @@ class LowerArgReduce(RewritePattern):
 
 
 class LowerCumSum(RewritePattern):
+    """Round k adds y shifted by k along the axis: out[i] = y[i] + y[i - k] for i >= k and
+    out[i] = y[i] below (reversed: y[i + k], for i < n - k), each part one generic whose axis
+    loop runs over a run of positions at an offset."""
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc_nn.CumSumOp, rewriter: PatternRewriter) -> None:
         axis = op.axis.value.data
         shape = aicc.shape_of(op.input)
-        n = shape[axis]
-        new: list = []
+        rank, n = len(shape), shape[axis]
+        res_t = op.result.type
+        reverse = op.reverse.value.data
+        add = arith.AddfOp if isinstance(aicc.element_type_of(op.input), AnyFloat) else arith.AddiOp
 
-        def emit(o):
-            new.append(o)
-            return o.result
+        def part(acc, length: int, out_at: int, reads: list[tuple[SSAValue, int]]):
+            """out[out_at + d] = sum of v[at + d] over reads, for d < length along the axis."""
+            span = aicc.ConstantOp.from_array(np.zeros(length, dtype=np.bool_))
+            rewriter.insert(span)
 
-        def along(base: int, value: int) -> list[int]:
-            v = [base] * len(shape)
-            v[axis] = value
-            return v
+            def axis_map(offset: int) -> AffineMap:
+                return AffineMap(rank, 0, tuple(_off(_d(i), offset) if i == axis else _d(i) for i in range(rank)))
 
-        def flip(v):
-            return emit(aicc_nn.SliceOp(v, along(0, n - 1), along(1, -1), shape))
+            def body(b: Builder, a):
+                total = a[0]
+                for v in a[1:len(reads)]:
+                    total = insert_result(b, add(total, v))
+                return [total]
 
-        def shift(v, k: int):  # v moved k places up the axis, zeros in front
-            counts = [n - k if i == axis else d for i, d in enumerate(shape)]
-            part = emit(aicc_nn.SliceOp(v, along(0, 0), along(1, 1), counts))
-            return emit(aicc_nn.PadOp(part, along(0, k), along(0, 0), 0.0))
+            generic = build_generic(
+                [v for v, _ in reads] + [span.result], [acc],
+                [axis_map(at) for _, at in reads] + [AffineMap(rank, 0, (_d(axis),)), axis_map(out_at)],
+                [PARALLEL] * rank, body, [res_t],
+            )
+            rewriter.insert(generic)
+            return generic.results[0]
 
-        if op.exclusive.value.data and n == 1:
-            zeros = np.zeros(shape, dtype=aicc.numpy_dtype(aicc.element_type_of(op.input)))
-            rewriter.replace(op, aicc.ConstantOp.from_array(zeros))
-            return
         y = op.input
-        if op.reverse.value.data:
-            y = flip(y)
         k = 1
         while k < n:
-            y = emit(aicc.AddOp(y, shift(y, k)))
+            acc = empty_tensor(rewriter, res_t)
+            if reverse:
+                acc = part(acc, n - k, 0, [(y, 0), (y, k)])
+                y = part(acc, k, n - k, [(y, n - k)])
+            else:
+                acc = part(acc, n - k, k, [(y, k), (y, 0)])
+                y = part(acc, k, 0, [(y, 0)])
             k *= 2
-        if op.exclusive.value.data:
-            y = shift(y, 1)
-        if op.reverse.value.data:
-            y = flip(y)
-        rewriter.insert(new)
+        if op.exclusive.value.data:  # shifted by one more, a zero at the start (end)
+            acc = filled_tensor(rewriter, op, res_t, 0)
+            if n > 1:
+                acc = part(acc, n - 1, 0, [(y, 1)]) if reverse else part(acc, n - 1, 1, [(y, 0)])
+            y = acc
         rewriter.replace(op, [], [y])
 
 

@@ -86,17 +86,22 @@ func.func @gather_elements(%x: tensor<4x8xf32>, %ids: tensor<3x2xi64>) -> tensor
 // CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, 0)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
 // CHECK:           arith.cmpf oeq
 // CHECK:           arith.cmpf uno
-// CHECK:           arith.minsi
 // CHECK:           arith.select
+// CHECK:           arith.minsi
 func.func @argmax(%x: tensor<4x8xf32>) -> tensor<4xi64> {
   %0 = aicc.argmax %x {axis = 1 : i64, keepdims = false, select_last_index = false} : tensor<4x8xf32> -> tensor<4xi64>
   func.return %0 : tensor<4xi64>
 }
 
 // -----
-// cumsum over 5 elements: 3 rounds (shifts by 1, 2, 4) of a slice, a pad in front and an add.
+// cumsum over 5 elements: rounds k = 1, 2, 4, each y[i] + y[i - k] into positions k.. (an
+// axis loop over 5 - k, whose range a bool constant gives), then y copied into positions 0..k-1.
 // CHECK-LABEL: func.func @cumsum
-// CHECK-COUNT-3: linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+// CHECK:         %[[R1:.*]] = linalg.generic {indexing_maps = [affine_map<(d0) -> ((d0 + 1))>, affine_map<(d0) -> ((d0 + 0))>, affine_map<(d0) -> (d0)>, affine_map<(d0) -> ((d0 + 1))>]{{.*}} ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<5xf32>, tensor<5xf32>, tensor<4xi1>)
+// CHECK:           arith.addf
+// CHECK:         %[[Y1:.*]] = linalg.generic {indexing_maps = [affine_map<(d0) -> ((d0 + 0))>, affine_map<(d0) -> (d0)>, affine_map<(d0) -> ((d0 + 0))>]{{.*}} tensor<1xi1>) outs(%[[R1]] : tensor<5xf32>)
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0) -> ((d0 + 2))>, {{.*}} ins(%[[Y1]], %[[Y1]], %{{.*}} : tensor<5xf32>, tensor<5xf32>, tensor<3xi1>)
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0) -> ((d0 + 4))>, {{.*}} tensor<1xi1>)
 // CHECK-NOT:     aicc.
 func.func @cumsum(%x: tensor<5xf32>) -> tensor<5xf32> {
   %0 = aicc.cumsum %x {axis = 0 : i64, exclusive = false, reverse = false} : tensor<5xf32>
