@@ -651,3 +651,112 @@ def _op_mvn(imp, node, ins, at):
     var = g.sub(g.reduce(aicc.ReduceMeanOp, g.mul(x, x), axes, True), g.mul(mean, mean))
     std = g.add(g.unary(aicc.SqrtOp, var), g.scalar(1e-9, x))
     return [g.div(g.sub(x, mean), std)]
+
+
+# -- rearrangements, masks and one-hot encodings (compositions) ----------------------------------
+
+
+@handles("DepthToSpace", "SpaceToDepth")
+def _op_depth_space(imp, node, ins, at):
+    """A reshape to 6-D, a transpose and a reshape back (modes DCR / CRD as the reference)."""
+    g, x = imp.g, ins[0]
+    shape = g.shape(x)
+    if len(shape) != 4:
+        raise _unsupported(imp, node, f"a rank-{len(shape)} input")
+    b, c, h, w = shape
+    bs = int(at["blocksize"])
+    mode = at.get("mode", "DCR")
+    if node.op_type == "DepthToSpace":
+        if mode == "DCR":
+            y = g.transpose(g.reshape(x, (b, bs, bs, c // (bs * bs), h, w)), (0, 3, 4, 1, 5, 2))
+        else:
+            y = g.transpose(g.reshape(x, (b, c // (bs * bs), bs, bs, h, w)), (0, 1, 4, 2, 5, 3))
+        return [g.reshape(y, (b, c // (bs * bs), h * bs, w * bs))]
+    perm = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
+    y = g.transpose(g.reshape(x, (b, c, h // bs, bs, w // bs, bs)), perm)
+    return [g.reshape(y, (b, c * bs * bs, h // bs, w // bs))]
+
+
+@handles("Trilu")
+def _op_trilu(imp, node, ins, at):
+    """A select with a constant triangular mask over the last two dims."""
+    g, x = imp.g, ins[0]
+    k = int(_const(imp, node, ins[1], "k input").reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None else 0
+    shape = g.shape(x)
+    if len(shape) < 2:
+        raise _unsupported(imp, node, "a rank below 2")
+    ones = np.ones(shape[-2:], np.bool_)
+    mask = np.triu(ones, k) if at.get("upper", 1) else np.tril(ones, k)
+    if isinstance(x, np.ndarray):
+        return [np.where(mask, x, np.zeros((), x.dtype))]
+    return [g.select(mask, x, np.zeros((), g.dtype(x)))]
+
+
+@handles("Hardmax")
+def _op_hardmax(imp, node, ins, at):
+    """1 at the first maximum along `axis`, 0 elsewhere: argmax compared with the positions."""
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    shape = g.shape(x)
+    if not shape or 0 in shape:
+        raise _unsupported(imp, node, "an empty or rank-0 input")
+    axis = at.get("axis", -1) % len(shape)
+    idx = g.emit(lambda v: aicc_nn.ArgMaxOp(v, axis, True, False), x)
+    pos = np.arange(shape[axis], dtype=np.int64).reshape((-1,) + (1,) * (len(shape) - 1 - axis))
+    return [g.cast(g.compare("eq", idx, pos), g.dtype(x))]
+
+
+@handles("OneHot")
+def _op_one_hot(imp, node, ins, at):
+    """values[1] where (indices, negative ones + depth) equals the position along the new axis."""
+    g, idx = imp.g, ins[0]
+    depth = int(_const(imp, node, ins[1], "depth input").reshape(-1)[0])
+    values = _const(imp, node, ins[2], "values input").reshape(-1)
+    shape = g.shape(idx)
+    axis = at.get("axis", -1) % (len(shape) + 1)
+    g.require_numeric(node.op_type, idx)
+    if g.dtype(idx).kind == "f":  # ONNX casts float indices to integers
+        idx = g.cast(idx, np.int64)
+    idx = g.reshape(idx, (*shape[:axis], 1, *shape[axis:]))
+    pos = np.arange(depth).reshape((-1,) + (1,) * (len(shape) - axis)).astype(g.dtype(idx))
+    wrapped = g.select(g.compare("lt", idx, np.zeros((), g.dtype(idx))), g.add(idx, np.array(depth, g.dtype(idx))), idx)
+    return [g.select(g.compare("eq", wrapped, pos), values[1:2].reshape(()), values[0:1].reshape(()))]
+
+
+@handles("EyeLike")
+def _op_eye_like(imp, node, ins, at):
+    from frontends.onnx_import import _ONNX_DTYPES, _dtype_name
+
+    g, x = imp.g, ins[0]
+    shape = g.shape(x)
+    if len(shape) != 2:
+        raise _unsupported(imp, node, f"a rank-{len(shape)} input")
+    dt = g.dtype(x)
+    if "dtype" in at:
+        if at["dtype"] not in _ONNX_DTYPES:
+            raise _unsupported(imp, node, f"dtype {_dtype_name(at['dtype'])}")
+        dt = _ONNX_DTYPES[at["dtype"]]
+    return [np.eye(shape[0], shape[1], k=at.get("k", 0), dtype=dt)]
+
+
+@handles("CenterCropPad")
+def _op_center_crop_pad(imp, node, ins, at):
+    """Each axis cropped (a slice) or padded with zeros around the centre, as the reference."""
+    g, x = imp.g, ins[0]
+    target = [int(v) for v in _const(imp, node, ins[1], "shape input").reshape(-1)]
+    shape = g.shape(x)
+    rank = len(shape)
+    axes = [a % rank for a in at.get("axes", range(rank))]
+    starts, counts, low, high = [0] * rank, list(shape), [0] * rank, [0] * rank
+    for a, size in zip(axes, target):
+        d = abs(size - shape[a])
+        if size < shape[a]:
+            starts[a], counts[a] = d // 2, size
+        elif size > shape[a]:
+            low[a], high[a] = d // 2, d - d // 2
+    x = _slice(g, x, starts, [1] * rank, counts)
+    if any(low) or any(high):
+        if isinstance(x, np.ndarray):
+            return [np.pad(x, list(zip(low, high)))]
+        x = g.emit(lambda v: aicc_nn.PadOp(v, low, high, 0.0), x)
+    return [x]

@@ -582,3 +582,37 @@ def test_new_scalar_ops_through_cuda_emulation():
             np.testing.assert_allclose(g, w, **red_tol(129))
         else:
             np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_onnx_one_hot(axis):
+    idx = rint(7, 5, lo=-4, hi=6)  # in range, negative (wraps) and too large (all off)
+    got = run_onnx("OneHot", [idx], [np.array(4, np.int64), np.array([-1.0, 2.5], np.float32)], axis=axis)
+    wrapped = np.where(idx < 0, idx + 4, idx)
+    want = np.moveaxis(np.where(wrapped[..., None] == np.arange(4), 2.5, -1.0), -1, axis % 3).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_onnx_depth_to_space_round_trip(mode):
+    x = rand(2, 12, 3, 5)
+    y = run_onnx("DepthToSpace", [x], blocksize=2, mode=mode)
+    assert y.shape == (2, 3, 6, 10)
+    np.testing.assert_array_equal(run_onnx("SpaceToDepth", [y], blocksize=2, mode=mode), x)
+    if mode == "DCR":  # out[n, c, 2h + i, 2w + j] = x[n, (2i + j) * 3 + c, h, w]
+        np.testing.assert_array_equal(y[:, :, 1::2, 0::2], x[:, 6:9])
+
+
+@pytest.mark.parametrize("upper,k", [(1, 0), (0, 0), (1, -2), (0, 3)])
+def test_onnx_trilu(upper, k):
+    x = rand(3, 7, 129)
+    got = run_onnx("Trilu", [x], [np.array(k, np.int64)], upper=upper)
+    np.testing.assert_array_equal(got, np.triu(x, k) if upper else np.tril(x, k))
+
+
+def test_onnx_hardmax():
+    x = np.round(rand(7, 129))  # ties: the first maximum wins
+    got = run_onnx("Hardmax", [x], axis=1)
+    want = np.zeros_like(x)
+    want[np.arange(7), np.argmax(x, axis=1)] = 1
+    np.testing.assert_array_equal(got, want)
