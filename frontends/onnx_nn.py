@@ -121,13 +121,31 @@ def _op_pool(imp, node, ins, at):
         raise _unsupported(imp, node, "the Indices output")
     if at.get("storage_order", 0):
         raise _unsupported(imp, node, "storage_order=1")
+    return [_pool(imp, node, x, at, node.op_type == "MaxPool")]
+
+
+@handles("LpPool")
+def _op_lp_pool(imp, node, ins, at):
+    """(sum of |x|^p over the window, padding counting 0)^(1/p), as the ONNX test data."""
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    p = float(at.get("p", 2))
+    ax = g.unary(aicc.AbsOp, x)
+    xp = g.mul(ax, ax) if p == 2.0 else g.emit(aicc.PowOp, ax, g.scalar(p, x))
+    y = _pool(imp, node, xp, at, False, average=False)
+    return [g.unary(aicc.SqrtOp, y) if p == 2.0 else g.emit(aicc.PowOp, y, g.scalar(1.0 / p, x))]
+
+
+def _pool(imp, node, x, at, is_max: bool, average: bool = True):
+    """Max or average (or, with average=False, sum) pooling of an NCW / NCHW x with ONNX's pads,
+    auto_pad, ceil_mode and count_include_pad."""
+    g = imp.g
     x, one_d = _to_2d(imp, node, x)
     in_hw = g.shape(x)[2:]
     kernel, strides, dil, begin, end, out, extra = _pool_geometry(imp, node, at, in_hw, one_d)
-    is_max = node.op_type == "MaxPool"
     padded = _pad(g, x, begin, [e + x_ for e, x_ in zip(end, extra)], -math.inf if is_max else 0.0)
     y = g.emit(lambda v: aicc_nn.Pool2dOp(v, "max" if is_max else "sum", kernel, strides, dil), padded)
-    if not is_max:
+    if not is_max and average:
         include = bool(at.get("count_include_pad", 0))
         counts = []
         for size, k, s, d, pb, pe, o in zip(in_hw, kernel, strides, dil, begin, end, out):
@@ -139,7 +157,7 @@ def _op_pool(imp, node, ins, at):
     if one_d:
         s = g.shape(y)
         y = g.reshape(y, (s[0], s[1], s[3]))
-    return [y]
+    return y
 
 
 def pad_indices(n: int, low: int, high: int, mode: str) -> np.ndarray:

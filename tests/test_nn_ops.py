@@ -616,3 +616,15 @@ def test_onnx_hardmax():
     want = np.zeros_like(x)
     want[np.arange(7), np.argmax(x, axis=1)] = 1
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("p", [2, 3])
+def test_onnx_lp_pool(p):
+    x = rand(1, 2, 7, 9)
+    got = run_onnx("LpPool", [x], kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1], p=p)
+    xp = np.pad(np.abs(x.astype(np.float64)) ** p, ((0, 0), (0, 0), (1, 1), (0, 1)))
+    want = np.zeros((1, 2, 4, 5))
+    for i in range(4):
+        for j in range(5):
+            want[:, :, i, j] = xp[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 2].sum(axis=(2, 3)) ** (1 / p)
+    np.testing.assert_allclose(got, want, **red_tol(6))
