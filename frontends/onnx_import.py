@@ -181,6 +181,11 @@ class GraphBuilder:
             op = make(*(self.ssa(v) for v in vals))
         except ValueError as e:
             raise ShapeError(f"{self.where}: {e}") from None
+        if len(op.results) == 1 and 0 in aicc.shape_of(op.results[0]):
+            # an empty result has no values to compute: a constant, never an empty loop nest
+            t = op.results[0].type
+            op.drop_all_references()
+            return np.zeros(tuple(t.get_shape()), dtype=aicc.numpy_dtype(t.element_type))
         self.builder.insert(op)
         return op.results[0] if len(op.results) == 1 else list(op.results)
 
@@ -742,8 +747,8 @@ def _op_reduce(imp, node, ins, at):
             identity = {"ReduceMax": info.min if info else False, "ReduceMin": info.max if info else True,
                         "ReduceProd": 1}.get(op, 0)
         return [np.full(out_shape, identity, dtype=g.dtype(x))]
-    if 0 in shape:
-        raise _unsupported(imp, node, "a reduction with an empty result")
+    if 0 in out_shape:  # nothing to compute
+        return [np.zeros(out_shape, dtype=g.dtype(x))]
     simple = {"ReduceSum": aicc.ReduceSumOp, "ReduceMean": aicc.ReduceMeanOp, "ReduceProd": aicc.ReduceProdOp,
               "ReduceMax": aicc.ReduceMaxOp, "ReduceMin": aicc.ReduceMinOp}
     if g.dtype(x) == np.bool_ and op in ("ReduceMax", "ReduceMin"):  # any / all

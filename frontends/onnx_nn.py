@@ -238,6 +238,8 @@ def _op_concat(imp, node, ins, at):
 
 
 def _slice(g, x, starts, steps, counts):
+    if 0 in counts:  # an empty tensor has no values to compute: a constant
+        return np.zeros(counts, dtype=g.dtype(x))
     if isinstance(x, np.ndarray):
         idx = tuple(s + np.arange(n) * st for s, st, n in zip(starts, steps, counts))
         return x[np.ix_(*idx)] if idx else x
@@ -263,8 +265,6 @@ def _op_slice(imp, node, ins, at):
     for a, s, e, st in zip(axes, starts, ends, steps):
         r = range(*slice(s, e, st).indices(shape[a]))
         st_all[a], step_all[a], cnt_all[a] = (r.start if len(r) else 0), st, len(r)
-    if 0 in cnt_all and not isinstance(x, np.ndarray):
-        raise _unsupported(imp, node, "an empty result")
     return [_slice(g, x, st_all, step_all, cnt_all)]
 
 
@@ -306,7 +306,7 @@ def _op_split(imp, node, ins, at):
         n = at.get("num_outputs", n_out)
         chunk = -(-shape[axis] // n)
         sizes = [min(chunk, shape[axis] - i * chunk) for i in range(n)]
-    if sum(sizes) != shape[axis] or any(s <= 0 for s in sizes):
+    if sum(sizes) != shape[axis] or any(s < 0 for s in sizes):
         raise _unsupported(imp, node, f"split sizes {sizes} of a dim of size {shape[axis]}")
     outs, offset = [], 0
     for s in sizes:

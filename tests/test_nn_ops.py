@@ -628,3 +628,27 @@ def test_onnx_lp_pool(p):
         for j in range(5):
             want[:, :, i, j] = xp[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 2].sum(axis=(2, 3)) ** (1 / p)
     np.testing.assert_allclose(got, want, **red_tol(6))
+
+
+def test_onnx_empty_slices_are_constants():
+    """A Split with a zero-size piece and an empty Slice: empty results are constants (nothing to
+    compute), and an empty piece concatenated back disappears."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+
+    import compiler
+
+    x = rand(3, 8)
+    nodes = [
+        helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1),
+        helper.make_node("Relu", ["b"], ["rb"]),  # an op on the empty piece: still empty
+        helper.make_node("Concat", ["rb", "a"], ["y"], axis=1),
+        helper.make_node("Slice", ["x", "st", "en"], ["e"]),
+    ]
+    inits = [numpy_helper.from_array(v, n) for n, v in (
+        ("sizes", np.array([8, 0], np.int64)), ("st", np.array([5], np.int64)), ("en", np.array([9], np.int64)))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 8])],
+                              [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in "ye"], inits)
+    y, e = compiler.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), [x])(x)
+    np.testing.assert_array_equal(y, x)
+    assert e.shape == (0, 8) and e.dtype == np.float32
