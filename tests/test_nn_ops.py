@@ -652,3 +652,19 @@ def test_onnx_empty_slices_are_constants():
     y, e = compiler.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), [x])(x)
     np.testing.assert_array_equal(y, x)
     assert e.shape == (0, 8) and e.dtype == np.float32
+
+
+# ------------------------------------------------------------------- the NumPy tracer
+
+
+def test_traced_rounding_trigonometry_and_mod():
+    import compiler
+
+    def f(x, y):
+        return np.floor(x) + np.ceil(y) * np.rint(x * 2.5) + np.sin(x) * np.cos(y) + np.mod(x, y) - np.fmod(y, x)
+
+    x, y = rand(7, 129), rand(129, seed=1, lo=0.5, hi=2.0)
+    got = compiler.compile(f, (x, y))(x, y)
+    with np.errstate(all="ignore"):
+        want = f(x.astype(np.float64), y.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
