@@ -668,3 +668,16 @@ def test_traced_rounding_trigonometry_and_mod():
     with np.errstate(all="ignore"):
         want = f(x.astype(np.float64), y.astype(np.float64))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_comparisons_and_select(dtype):
+    a, b = rint(7, 129, lo=-3, hi=3, dtype=dtype), rint(129, seed=1, lo=-3, hi=3, dtype=dtype)
+    for pred, fn in (("gt", np.greater), ("le", np.less_equal), ("eq", np.equal), ("ne", np.not_equal)):
+        check(lambda bl, x, y, pred=pred: bl.insert(aicc.CompareOp(pred, x, y)), [a, b], fn(a, b))
+
+    def body(bl, x, y):
+        m = bl.insert(aicc.CompareOp("lt", x, y)).result
+        return bl.insert(aicc.SelectOp(m, bl.insert(aicc.SubOp(y, x)).result, x))
+
+    check(body, [a, b], np.where(a < b, b - a, a))
