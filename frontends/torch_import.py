@@ -29,6 +29,7 @@ import io
 import logging
 import math
 import operator
+import os
 import re
 import warnings
 from collections import Counter
@@ -147,8 +148,9 @@ def _quiet():
 def _user_line(e: BaseException) -> str | None:
     """'file:line' of the user's code that torch.export names in its message, if any."""
     hits = re.findall(r'File "([^"]+)", line (\d+)', str(e))
+    torch_dir = os.path.dirname(torch.__file__)
     for path, line in reversed(hits):
-        if "site-packages" not in path and "/torch/" not in path:
+        if not os.path.abspath(path).startswith(torch_dir):
             return f"{path}:{line}"
     return None
 
@@ -176,6 +178,8 @@ def export_module(module: torch.nn.Module, inputs: tuple):
     finally:
         for m, training in modes:
             m.training = training
+    if not _needs_decomposition(ep):
+        return ep
     table = torch.export.default_decompositions()
     for op in list(table.keys()):
         if _op_name(op) in HANDLERS:
@@ -187,6 +191,29 @@ def export_module(module: torch.nn.Module, inputs: tuple):
         raise CompileError(
             f"decomposing the exported graph of {name} failed: {type(e).__name__}: {_first_line(e)}"
         ) from None
+
+
+def _needs_decomposition(ep) -> bool:
+    """Would run_decompositions change anything the importer cares about? Not when every op
+    is handled or only computes constants, and none mutates its inputs (functionalization)."""
+    static = TorchImporter.static_nodes(ep.graph, set(_constant_sources(ep)))
+    for node in ep.graph.nodes:
+        if node.op in ("placeholder", "output") or node.target is operator.getitem:
+            continue
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            return True
+        if node.target._schema.is_mutable:
+            return True
+        name = _op_name(node.target)
+        if name not in HANDLERS and name not in _NO_OPS and node not in static:
+            return True
+    return False
+
+
+def _constant_sources(ep) -> dict[str, str]:
+    """Placeholder name -> fully qualified name of each parameter, buffer and lifted constant."""
+    sig = ep.graph_signature
+    return {**sig.inputs_to_parameters, **sig.inputs_to_buffers, **sig.inputs_to_lifted_tensor_constants}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,6 +254,7 @@ class TorchImporter:
         self.name = type(module).__name__
         self.inputs = to_torch_inputs(example_inputs)
         self.node = None
+        self.loc: str | None = None
 
     # -- checks before any IR exists --------------------------------------------------------------
     def constants(self, ep) -> dict[str, np.ndarray]:
@@ -237,8 +265,7 @@ class TorchImporter:
                 "buffer mutation", f"{self.name} writes to its buffers ({names}) in eval mode; "
                 "aicc compiles stateless forward passes"
             )
-        sources = {**sig.inputs_to_parameters, **sig.inputs_to_buffers,
-                   **sig.inputs_to_lifted_tensor_constants}
+        sources = _constant_sources(ep)
         if sig.inputs_to_lifted_custom_objs:
             raise UnsupportedOpError("custom object", f"{self.name} uses TorchScript custom objects")
         out = {}
@@ -283,7 +310,8 @@ class TorchImporter:
                     )
 
     @staticmethod
-    def static_nodes(graph, constants: dict) -> set:
+    def static_nodes(graph, constants) -> set:
+        """The nodes whose values are known at compile time (`constants`: placeholder names)."""
         static = set()
         for node in graph.nodes:
             if node.op == "placeholder":
@@ -321,7 +349,8 @@ class TorchImporter:
             with torch.no_grad():
                 out = node.target(*args, **kwargs)
         except Exception as e:
-            raise CompileError(f"{self.where}: evaluating a constant failed: {_first_line(e)}") from None
+            raise CompileError(f"{self.where}: evaluating a constant failed: {_first_line(e)}",
+                               location=self.loc) from None
         return self.to_numpy(out, f"node '{node.name}'")
 
     def dtype(self, v) -> np.dtype:
@@ -365,7 +394,7 @@ class TorchImporter:
 
     def unsupported(self, what: str) -> UnsupportedOpError:
         return UnsupportedOpError(_op_name(self.node.target), f"{self.where}: {what} is not supported",
-                                  location=_location(self.node))
+                                  location=self.loc)
 
     def require_float(self, *vals) -> None:
         for v in vals:
@@ -391,9 +420,9 @@ class TorchImporter:
         user_inputs = iter(block.args)
         for node in graph.nodes:
             self.node = node
-            loc = _location(node)
-            self.where = f"{'%s: ' % loc if loc else ''}node '{node.name}' ({_op_name(node.target)})"
-            g.where = self.where
+            loc = self.loc = _location(node)
+            self.where = f"node '{node.name}' ({_op_name(node.target)})"
+            g.where = f"{loc}: {self.where}" if loc else self.where  # its ShapeErrors have no location
             if node.op == "placeholder":
                 if node.name in constants:
                     env[node] = constants[node.name]
@@ -425,7 +454,7 @@ class TorchImporter:
                 try:
                     out = HANDLERS[_op_name(node.target)](self, a)
                 except ValueError as e:  # a shape helper refused the operands
-                    raise ShapeError(f"{self.where}: {e}") from None
+                    raise ShapeError(f"{self.where}: {e}", location=loc) from None
                 env[node] = self.checked(node, out)
             if loc is not None:
                 op = last.next_op if last is not None else block.first_op
@@ -828,9 +857,10 @@ def _logical(imp, a):
         raise imp.unsupported("bitwise logic on integer tensors")
     g = imp.g
     x, y = _as_bool(imp, a["input"]), _as_bool(imp, a["other"])
-    if "and" in name:
+    kind = name.split(".")[1].split("_")[1]  # logical_and -> and
+    if kind == "and":
         return g.select(x, y, np.array(False))
-    if "or" in name:
+    if kind == "or":
         return g.select(x, np.array(True), y)
     return g.compare("ne", x, y)
 
@@ -1442,7 +1472,7 @@ def _split(imp, a):
     shape = g.shape(x)
     dim = a.get("dim", 0) % len(shape)
     outs, offset = [], 0
-    for i, fake in enumerate(imp.out_meta()):
+    for fake in imp.node.meta["val"]:
         n = int(fake.shape[dim]) if len(fake.shape) == len(shape) else 1
         part = _slice_dim(g, x, dim, offset, 1, n) if n else None
         if part is None:
