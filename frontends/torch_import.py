@@ -403,8 +403,9 @@ class TorchImporter:
                                        "(aicc computes arithmetic in floating point)")
 
     # -- the walk --------------------------------------------------------------------------------
-    def run(self) -> TracedProgram:
-        ep = export_module(self.module, self.inputs)
+    def run(self, exported=None) -> TracedProgram:
+        """Import the module; `exported` is its export_module() result when already made."""
+        ep = exported if exported is not None else export_module(self.module, self.inputs)
         graph = ep.graph_module.graph
         constants = self.constants(ep)
         static = self.static_nodes(graph, constants)
