@@ -155,6 +155,14 @@ def _user_line(e: BaseException) -> str | None:
     return None
 
 
+def _symbolic(node) -> bool:
+    """Does torch give the node a shape that depends on data (an unbacked SymInt)?"""
+    val = node.meta.get("val")
+    if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
+        return True
+    return any(not isinstance(d, int) for v in _fakes(val) for d in v.shape)
+
+
 def _first_line(e: BaseException) -> str:
     for line in str(e).splitlines():
         if line.strip():
@@ -222,9 +230,14 @@ def _constant_sources(ep) -> dict[str, str]:
 
 
 def _location(node) -> str | None:
+    """'file:line' of the innermost forward() frame torch recorded for the node that is not
+    torch's own code (a Conv2d inside the user's Sequential: the user's line)."""
     trace = node.meta.get("stack_trace") or ""
     hits = re.findall(r'File "([^"]+)", line (\d+)', trace)
-    return f"{hits[-1][0]}:{hits[-1][1]}" if hits else None
+    torch_dir = os.path.dirname(torch.__file__)
+    user = [h for h in hits if not os.path.abspath(h[0]).startswith(torch_dir)]
+    path, line = (user or hits or [(None, None)])[-1]
+    return f"{path}:{line}" if path else None
 
 
 def _bind(node) -> dict[str, Any]:
@@ -275,6 +288,12 @@ class TorchImporter:
         return out
 
     def check(self, graph, static: set) -> None:
+        for node in graph.nodes:
+            if node.op == "call_function" and _symbolic(node):
+                raise UnsupportedOpError(
+                    _op_name(node.target), f"{self.name}: node '{node.name}' ({_op_name(node.target)}) "
+                    "has a shape that depends on the data (e.g. boolean-mask indexing); aicc compiles "
+                    "static shapes", location=_location(node))
         counts: Counter[str] = Counter()
         first: dict[str, str] = {}
         for node in graph.nodes:

@@ -316,7 +316,27 @@ def test_locations_point_at_the_users_source():
     assert "aicc.softmax" in locs[f"{__file__}:{first + 2}"]
 
 
+class Nested(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.seq = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.ReLU())
+
+    def forward(self, x):
+        return self.seq(x)
+
+
+def test_locations_inside_torch_modules_name_the_users_line():
+    program = import_torch(Nested(), (r(1, 2, 5, 5),))
+    line = Nested.forward.__code__.co_firstlineno + 1
+    assert set(program.locations.values()) == {f"{__file__}:{line}"}
+
+
 # -- errors --------------------------------------------------------------------------------------
+
+
+def test_data_dependent_shape_is_refused():
+    with pytest.raises(compiler.UnsupportedOpError, match="shape that depends on the data"):
+        compiler.compile(Fn(lambda x: x[x > 0]), (r(3, 4),))
 
 
 def test_unsupported_ops_listed_in_one_message():
