@@ -955,7 +955,15 @@ def _reduce(imp, cls, x, dim, keepdim: bool):
 
 @handles("aten.sum.dim_IntList", "aten.sum.default")
 def _sum(imp, a):
-    return _reduce(imp, aicc.ReduceSumOp, a["input"], a.get("dim"), a.get("keepdim", False))
+    g, x = imp.g, a["input"]
+    if not isinstance(x, np.ndarray) and g.dtype(x) == np.bool_ and imp.out_dtype().kind in "iu":
+        # counting: exact in float32 while fewer than 2**24 elements are summed
+        axes = _dims(a.get("dim"), len(g.shape(x)))
+        if math.prod(g.shape(x)[d] for d in axes) >= 2 ** 24:
+            raise imp.unsupported("counting more than 2**24 elements")
+        r = g.reduce(aicc.ReduceSumOp, g.cast(x, np.float32), axes, bool(a.get("keepdim", False)))
+        return g.cast(r, imp.out_dtype())
+    return _reduce(imp, aicc.ReduceSumOp, x, a.get("dim"), a.get("keepdim", False))
 
 
 @handles("aten.mean.dim", "aten.mean.default")
@@ -1500,6 +1508,37 @@ def _split(imp, a):
         outs.append(g.reshape(part, tuple(int(d) for d in fake.shape)))
         offset += n
     return outs
+
+
+@handles("aten.copy.default")
+def _copy(imp, a):  # the functional copy_: src cast and broadcast to the destination's type
+    src = imp.operand(a["src"], imp.out_dtype())
+    if isinstance(src, np.ndarray):
+        return np.ascontiguousarray(np.broadcast_to(src, imp.out_shape()))
+    return imp.g.broadcast_to(src, imp.out_shape())
+
+
+@handles("aten.slice_scatter.default", "aten.select_scatter.default")
+def _slice_scatter(imp, a):
+    """`input` with a slice along `dim` replaced by `src`: the pieces around it, concatenated."""
+    g, x = imp.g, a["input"]
+    shape = g.shape(x)
+    dim = a["dim"] % len(shape)
+    src = imp.operand(a["src"], imp.out_dtype())
+    if "select" in _op_name(imp.node.target):
+        start = a["index"] % shape[dim]
+        end = start + 1
+        src = g.reshape(src, shape[:dim] + (1,) + shape[dim + 1:])
+    else:
+        r = range(*slice(a["start"], a["end"], a["step"]).indices(shape[dim]))
+        if len(r) == 0:
+            return x
+        if r.step != 1:
+            raise imp.unsupported("a strided slice assignment")
+        start, end = r.start, r.stop
+    parts = [_slice_dim(g, x, dim, 0, 1, start) if start else None, src,
+             _slice_dim(g, x, dim, end, 1, shape[dim] - end) if end < shape[dim] else None]
+    return _concat(imp, [p for p in parts if p is not None], dim)
 
 
 @handles("aten.flip.default")

@@ -109,6 +109,15 @@ POSITIVE = [
     ("log1p", torch.log1p),
 ]
 
+def _assign(x, y):
+    """In-place assignments, which export turns into slice_scatter / select_scatter."""
+    z = x.clone()
+    z[:, 2:5] = x[:, :3] * 2
+    z[:, 6] = y
+    z[1] = 0.5
+    return z
+
+
 # One module computes a group of unary ops (one compile each group; outputs named on failure).
 def _group(ops, shape, make):
     names = [n for n, _ in ops]
@@ -174,6 +183,8 @@ CASES = [
     ("unbind", lambda x: x.unbind(1)[2] - x.unbind(1)[0], (r(7, 3),), ELEM),
     # a leading slice feeding a concat at an offset: fuse-elementwise must keep the loop ranges
     ("rotate-half", lambda x: torch.cat([-x[..., 4:], x[..., :4]], dim=-1) * 0.5 + x, (r(2, 7, 8),), ELEM),
+    ("slice-assign", lambda x, y: _assign(x, y), (r(4, 7, 9), r(4, 9)), ELEM),
+    ("count-mask", lambda m: (m.sum(-1), m.sum()), (bools(7, 129),), ELEM),
     ("flip-roll", lambda x: x.flip(0, 1) + x.roll(2, 1) + x.roll(-1), (r(7, 9),), ELEM),
     ("repeat", lambda x: x.repeat(2, 1, 3), (r(7, 5),), ELEM),
     ("tril-triu", lambda x: x.tril() + x.triu(2), (r(2, 7, 9),), ELEM),
