@@ -90,7 +90,7 @@ def test_resnet_style_cnn(batch):
     g = _seeded(0)
     model = SmallResNet()
     _randomize_batch_norms(model, g)
-    x = torch.randn(batch, 3, 19, 23, generator=g)  # odd, non-square
+    x = torch.randn(batch, 3, 11, 13, generator=g)  # odd, non-square
     m = compare(model, x)
     tensor_ir = m.ir("tensor")
     assert tensor_ir.count("aicc.conv2d") == 6 and "aicc.pool2d" in tensor_ir
@@ -156,25 +156,3 @@ def test_hand_written_attention_block(batch):
     model = HandAttention(32, 4)
     m = compare(model, torch.randn(batch, 9, 32, generator=g))
     assert "aicc.softmax" in m.ir("tensor")
-
-
-class TinyLM(nn.Module):
-    """Token ids -> embedding + learned positions -> an encoder -> vocabulary logits."""
-
-    def __init__(self, vocab: int = 50, d: int = 32, length: int = 16):
-        super().__init__()
-        self.embed = nn.Embedding(vocab, d)
-        self.pos = nn.Parameter(torch.randn(length, d) * 0.1)
-        layer = nn.TransformerEncoderLayer(d, 4, 64, dropout=0.0, batch_first=True, norm_first=True)
-        self.encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
-        self.head = nn.Linear(d, vocab)
-
-    def forward(self, ids):
-        h = self.embed(ids) + self.pos[: ids.shape[1]]
-        return self.head(self.encoder(h))
-
-
-def test_tiny_language_model_with_integer_inputs():
-    g = _seeded(3)
-    ids = torch.randint(0, 50, (2, 11), generator=g)
-    compare(TinyLM(), ids)
