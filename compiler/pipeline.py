@@ -2,7 +2,8 @@
 
 Stages (each printable with `CompiledModel.ir(stage)`):
 
-    tensor  the traced aicc dialect, after canonicalize / CSE / DCE
+    tensor  the traced aicc dialect, after the graph passes (fold constants, simplify, fold
+            conv + batch norm, fuse linear + bias) and canonicalize / CSE / DCE
     linalg  linalg on tensors, elementwise chains fused
     memref  bufferized: linalg on memrefs, results as out-parameters
     loops   scf.parallel / scf.for loop nests over memref.load / store
@@ -31,9 +32,13 @@ from compiler.dialects.aicc import AICC, numpy_dtype
 from compiler.dialects.gpu_map import GPUMap
 from compiler.errors import CompileError
 from compiler.lowering.bufferize import Bufferize
+from compiler.lowering.fold_constants import FoldConstants
+from compiler.lowering.fold_conv_bn import FoldConvBatchNorm
 from compiler.lowering.fuse_elementwise import FuseElementwise
+from compiler.lowering.fuse_linear_bias import FuseLinearBias
 from compiler.lowering.linalg_to_loops import LinalgToLoops
 from compiler.lowering.plan_memory import WORKSPACE_ATTR, PlanMemory
+from compiler.lowering.simplify import Simplify
 from compiler.lowering.tensor_to_linalg import TensorToLinalg
 
 TARGETS = ("cpu", "cuda")
@@ -64,12 +69,23 @@ def cleanup() -> list[ModulePass]:
     return [CanonicalizePass(), CommonSubexpressionElimination(), DeadCodeElimination()]
 
 
+def graph_passes(target: str = "cpu") -> list[ModulePass]:
+    """The tensor-level graph passes, before cleanup. Simplify after folding sees the folded
+    constants; fold-conv-bn and fuse-linear-bias, which rewrite an op only when it has one
+    use, run after CSE, so that they never split a shared matmul or conv into two.
+    On CUDA a bias stays an add after the matmul: map-to-gpu fuses it into the tiled matmul
+    kernel as an epilogue, while a bias-initialized accumulator would be a kernel of its own."""
+    return [FoldConstants(), Simplify(),
+            CommonSubexpressionElimination(), FoldConvBatchNorm(),
+            *([FuseLinearBias()] if target != "cuda" else [])]
+
+
 def stage_passes(target: str, fuse: bool = True) -> list[tuple[str, list[ModulePass]]]:
     """The pipeline for `target`, as (stage whose IR it produces, passes) in order."""
     if target not in TARGETS:
         raise CompileError(f"unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
     stages = [
-        ("tensor", cleanup()),
+        ("tensor", [*graph_passes(target), *cleanup()]),
         ("linalg", [TensorToLinalg(), *([FuseElementwise()] if fuse else []), *cleanup()]),
         ("memref", [Bufferize(), PlanMemory(workspace_arg=True)]),
         ("loops", [LinalgToLoops(), CanonicalizePass(), CommonSubexpressionElimination()]),
@@ -107,6 +123,7 @@ class CompiledModel:
     executable: object
     timings: list[PassTiming] = field(default_factory=list)
     workspace_bytes: int = 0  # plan-memory's arena, allocated once per calling thread
+    stats: dict = field(default_factory=dict)  # kernels, flops, bytes: see compiler/stats.py
     _fn: Callable | None = None
     _local: threading.local = field(default_factory=threading.local)
 
@@ -165,11 +182,28 @@ def _host_tensor(x):
     return x
 
 
+class StageIR(dict):
+    """Stage name -> IR text. A stage may be held as a module snapshot (a clone: the attributes,
+    weights included, are shared, not copied) and is printed the first time it is read, so a
+    model with hundreds of MB of weights does not pay for printing IR nobody asks for."""
+
+    def __getitem__(self, stage: str) -> str:
+        value = super().__getitem__(stage)
+        if isinstance(value, ModuleOp):
+            value = str(value)
+            self[stage] = value
+        return value
+
+
 def run_passes(
-    module: ModuleOp, options: CompileOptions
-) -> tuple[dict[str, str], list[PassTiming]]:
+    module: ModuleOp, options: CompileOptions, stats: dict | None = None
+) -> tuple[StageIR, list[PassTiming]]:
+    """Run the pipeline; the IR of each stage, the pass timings, and (into `stats`, when
+    given) the statistics of compiler/stats.py."""
+    from compiler.stats import stage_stats
+
     ctx = make_context()
-    stages: dict[str, str] = {}
+    stages = StageIR()
     timings: list[PassTiming] = []
     for stage, passes in stage_passes(options.target, options.fuse):
         for p in passes:
@@ -182,7 +216,9 @@ def run_passes(
             module.verify()
         except VerifyException as e:  # a pass produced invalid IR: a bug in aicc
             raise RuntimeError(f"IR after the {stage} stage does not verify: {e}") from e
-        stages[stage] = str(module)
+        stages[stage] = module.clone()  # printed on demand: big constants print slowly
+        if stats is not None:
+            stats.update(stage_stats(stage, module))
     return stages, timings
 
 
@@ -205,23 +241,26 @@ def compile_module(
     input_types = [_shape_dtype(t) for t in ftype.inputs]
     output_types = [_shape_dtype(t) for t in ftype.outputs]
 
-    stages, timings = run_passes(module, options)
+    stats: dict = {"fused": options.fuse}
+    stages, timings = run_passes(module, options, stats)
     workspace = fn.attributes.get(WORKSPACE_ATTR)
     if options.target == "cuda":
         from compiler.runtime.cuda import compile_cuda
 
         exe = compile_cuda(module, stages, timings, len(input_types), len(output_types))
         return CompiledModel(func_name, input_types, output_types, output_is_tuple, stages, exe,
-                             timings, workspace_bytes=workspace.value.data if workspace else 0)
+                             timings, workspace_bytes=workspace.value.data if workspace else 0,
+                             stats=stats)
 
-    from compiler.codegen.llvm import emit_llvm
+    from compiler.codegen.llvm import EXTERNAL_DATA_MIN_BYTES, LLVMEmitter
     from compiler.runtime.cpu import CPUExecutable
 
     t0 = time.perf_counter()
-    llvm_ir = emit_llvm(module)
+    emitter = LLVMEmitter(external_data_min_bytes=EXTERNAL_DATA_MIN_BYTES)
+    llvm_ir = str(emitter.emit(module))
     timings.append(PassTiming("emit-llvm", time.perf_counter() - t0))
     t0 = time.perf_counter()
-    exe = CPUExecutable(llvm_ir, threads=options.threads)
+    exe = CPUExecutable(llvm_ir, threads=options.threads, data=emitter.external_data)
     timings.append(PassTiming("llvm-O3-and-jit", time.perf_counter() - t0))
     stages["llvm"] = llvm_ir
     stages["asm"] = ""  # produced on demand: printing assembly costs a second codegen
@@ -234,6 +273,7 @@ def compile_module(
         exe,
         timings,
         workspace_bytes=workspace.value.data if workspace is not None else 0,
+        stats=stats,
     )
 
 

@@ -46,6 +46,12 @@ def _result_shape(op: Operation) -> tuple[int, ...]:
     return aicc.shape_of(op.results[0])
 
 
+def _matmul(op: aicc.MatmulOp, a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None):
+    a = np.swapaxes(a, -1, -2) if op.trans_lhs else a
+    b = np.swapaxes(b, -1, -2) if op.trans_rhs else b
+    return np.matmul(a, b) if bias is None else np.matmul(a, b) + bias
+
+
 REFERENCE_KERNELS: dict[type[Operation], Kernel] = {
     aicc.ConstantOp: lambda op, a: aicc.numpy_from_dense(op.value),
     aicc.NegOp: lambda op, a: np.negative(a[0]),
@@ -69,7 +75,7 @@ REFERENCE_KERNELS: dict[type[Operation], Kernel] = {
     aicc.CompareOp: lambda op, a: _COMPARE[op.predicate.data](a[0], a[1]),
     aicc.SelectOp: lambda op, a: np.where(a[0], a[1], a[2]),
     aicc.CastOp: lambda op, a: a[0],  # the dtype conversion happens for every op below
-    aicc.MatmulOp: lambda op, a: np.matmul(a[0], a[1]),
+    aicc.MatmulOp: lambda op, a: _matmul(op, *a),
     aicc.ReduceSumOp: _reduce(np.sum),
     aicc.ReduceMeanOp: _reduce(np.mean),
     aicc.ReduceMaxOp: _reduce(np.max),

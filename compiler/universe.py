@@ -19,6 +19,10 @@ def _pass(module: str, cls: str):
 
 
 AICC_PASSES = {
+    "fold-constants": _pass("fold_constants", "FoldConstants"),
+    "simplify": _pass("simplify", "Simplify"),
+    "fold-conv-bn": _pass("fold_conv_bn", "FoldConvBatchNorm"),
+    "fuse-linear-bias": _pass("fuse_linear_bias", "FuseLinearBias"),
     "tensor-to-linalg": _pass("tensor_to_linalg", "TensorToLinalg"),
     "fuse-elementwise": _pass("fuse_elementwise", "FuseElementwise"),
     "bufferize": _pass("bufferize", "Bufferize"),

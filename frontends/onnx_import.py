@@ -905,8 +905,8 @@ class OnnxImporter:
         if self.opset and not MIN_OPSET <= self.opset <= MAX_OPSET:
             raise UnsupportedOpError(
                 f"opset {self.opset}",
-                f"ONNX opset {self.opset} is not supported (aicc imports opsets {MIN_OPSET}-{MAX_OPSET}); "
-                "convert the model with onnx.version_converter",
+                f"ONNX opset {self.opset} is not supported (aicc imports opsets {MIN_OPSET}-{MAX_OPSET}; "
+                "older models are upgraded to opset 13 with onnx.version_converter)",
             )
         counts: Counter[str] = Counter()
         first: dict[str, str] = {}
@@ -1030,7 +1030,7 @@ def import_onnx(
 ) -> ImportedProgram:
     """Import `model` (a path or an onnx.ModelProto). Symbolic dims take their size from
     `input_shapes` (by input name) or from the shapes of `example_inputs` (in input order)."""
-    proto = load_onnx(model)
+    proto = _upgrade_opset(load_onnx(model))
     shapes = dict(input_shapes or {})
     if example_inputs is not None:
         init = {t.name for t in proto.graph.initializer}
@@ -1041,6 +1041,25 @@ def import_onnx(
         for n, x in zip(names, example_inputs):
             shapes.setdefault(n, np.shape(x))
     return OnnxImporter(proto, shapes).run()
+
+
+def _upgrade_opset(proto):
+    """Models older than opset 13 (the model zoo's are opset 9) are upgraded with ONNX's own
+    version converter, which rewrites the ops whose meaning changed (Softmax's 2-D coercion,
+    Unsqueeze's attribute axes, ...), so the importer handles one set of semantics."""
+    version = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if not version or version >= MIN_OPSET:
+        return proto
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(proto, MIN_OPSET)
+    except Exception as e:  # the converter raises plain RuntimeErrors from C++
+        raise UnsupportedOpError(
+            f"opset {version}",
+            f"ONNX opset {version} could not be upgraded to opset {MIN_OPSET} by "
+            f"onnx.version_converter: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+        ) from None
 
 
 def make_inputs(types: Sequence[tuple[tuple[int, ...], np.dtype]], seed: int = 0) -> tuple:

@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output-dir", metavar="DIR", help="write every stage's IR, the .ll, the .s and the object file to DIR")
     p.add_argument("--threads", type=int, metavar="N", help="threads for parallel loops (default: $AICC_NUM_THREADS or all cores)")
     p.add_argument("--no-fuse", action="store_true", help="compile without elementwise fusion")
+    p.add_argument("--stats", action="store_true", help="print kernels, flops and bytes of temporaries (with --no-fuse: unfused)")
     p.add_argument("--repeat", type=int, default=20, metavar="N", help="timed runs of each side (default: 20)")
     return p
 
@@ -155,6 +156,38 @@ def write_outputs(m, directory: str) -> list[Path]:
     return written
 
 
+def print_stats(m) -> None:
+    from compiler.stats import format_stats
+
+    print(format_stats(m.stats))
+
+
+def report_compiled(m, args: argparse.Namespace, import_s: float | None = None) -> int | None:
+    """What every model kind prints after compiling (--stats, --time-passes, --emit, -o, the
+    no-GPU report); an exit status when nothing is left to run."""
+    if args.stats:
+        print_stats(m)
+    if args.time_passes:
+        timings = [("import", import_s)] if import_s is not None else []
+        timings += [(t.name, t.seconds) for t in m.timings]
+        total = sum(s for _, s in timings)
+        print("pass timings:")
+        for name, seconds in timings:
+            print(f"  {seconds * 1e3:9.2f} ms  {100 * seconds / total:5.1f}%  {name}")
+        print(f"  {total * 1e3:9.2f} ms  total")
+    if args.emit:
+        print(m.ir(args.emit))
+        return 0
+    if args.output_dir:
+        for path in write_outputs(m, args.output_dir):
+            print(f"wrote {path}")
+    if args.target == "cuda":
+        from compiler.runtime.cuda import report_without_gpu
+
+        return report_without_gpu(m, args.run)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -179,26 +212,9 @@ def run(args: argparse.Namespace) -> int:
             print_ir_after_all=print_after if args.print_ir_after_all else None,
         )
     compile_s = time.perf_counter() - t0
-
-    if args.time_passes:
-        total = sum(t.seconds for t in m.timings)
-        print("pass timings:")
-        for t in m.timings:
-            print(f"  {t.seconds * 1e3:9.2f} ms  {100 * t.seconds / total:5.1f}%  {t.name}")
-        print(f"  {total * 1e3:9.2f} ms  total")
-
-    if args.emit:
-        print(m.ir(args.emit))
-        return 0
-    if args.output_dir:
-        for path in write_outputs(m, args.output_dir):
-            print(f"wrote {path}")
-    if args.target == "cuda":
-        from compiler.runtime.cuda import report_without_gpu
-
-        status = report_without_gpu(m, args.run)
-        if status is not None:
-            return status
+    status = report_compiled(m, args)
+    if status is not None:
+        return status
 
     out = m(*inputs)
     ref_name, eager = eager_runner(model, inputs, m.threads)
@@ -270,6 +286,7 @@ def run_onnx(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     program = import_onnx(args.model, parse_input_shapes(args.input_shape))
+    import_s = time.perf_counter() - t0
     tensor_level = program.module.clone()
     inputs = make_inputs(program.input_types)
 
@@ -280,18 +297,18 @@ def run_onnx(args: argparse.Namespace) -> int:
                              print_after if args.print_ir_after_all else None)
     m = compiler.api._compile_program(program, options)
     compile_s = time.perf_counter() - t0
-    if args.emit:
-        print(m.ir(args.emit))
-        return 0
-    if args.output_dir:
-        for path in write_outputs(m, args.output_dir):
-            print(f"wrote {path}")
+    status = report_compiled(m, args, import_s)
+    if status is not None:
+        return status
     out = m(*inputs)
     outs = out if isinstance(out, tuple) else (out,)
     try:
         import onnxruntime as ort
 
-        sess = ort.InferenceSession(args.model, providers=["CPUExecutionProvider"])
+        so = ort.SessionOptions()
+        so.log_severity_level = 3  # errors only: zoo models trip its unused-initializer warnings
+        so.intra_op_num_threads = m.threads
+        sess = ort.InferenceSession(args.model, so, providers=["CPUExecutionProvider"])
         feeds = dict(zip(program.input_names, inputs))
         refs = sess.run(None, feeds)
         ref_name = "onnxruntime"

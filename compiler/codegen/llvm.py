@@ -11,7 +11,10 @@ LLVM's loop vectorizer expects. Large top-level ``scf.parallel`` loops are outli
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import itertools
 from math import prod
+
+import numpy as np
 
 from llvmlite import ir
 from xdsl.dialects import builtin
@@ -193,9 +196,15 @@ class LLVMEmitter:
     """Emits an llvmlite module for a loop-IR ``builtin.module``."""
 
     def __init__(self, *, parallel_min_work: int = PARALLEL_MIN_WORK,
-                 prefer_vector_width: int | None = 512):
+                 prefer_vector_width: int | None = 512,
+                 external_data_min_bytes: int | None = None):
         self.parallel_min_work = parallel_min_work
         self.prefer_vector_width = prefer_vector_width
+        # Constant globals of at least this many bytes are declared `external` and their bytes
+        # handed to the runtime (`external_data`, symbol -> array) instead of being spelled out
+        # in the IR text: LLVM would otherwise print, parse and codegen every weight byte.
+        self.external_data_min_bytes = external_data_min_bytes
+        self.external_data: dict[str, np.ndarray] = {}
         self.module: ir.Module | None = None
         self.functions: dict[str, ir.Function] = {}
         self.globals: dict[str, ir.GlobalVariable] = {}
@@ -206,6 +215,7 @@ class LLVMEmitter:
     def emit(self, module: builtin.ModuleOp) -> ir.Module:
         self.module = ir.Module(name="aicc")
         self.functions, self.globals, self._runtime = {}, {}, {}
+        self.external_data = {}
         funcs = []
         for op in module.ops:
             if op.name == "memref.global":
@@ -229,24 +239,33 @@ class LLVMEmitter:
         nbytes = prod(mt.get_shape()) * esize
         init = op.initial_value
         aty = ir.ArrayType(I8, max(nbytes, 1))
-        g = ir.GlobalVariable(self.module, aty, name=name)
+        external = (isinstance(init, builtin.DenseIntOrFPElementsAttr) and op.constant is not None
+                    and self.external_data_min_bytes is not None
+                    and nbytes >= self.external_data_min_bytes)
+        symbol = f"aicc.data.{next(_EXTERNAL_IDS)}.{name}" if external else name
+        g = ir.GlobalVariable(self.module, aty, name=symbol)
         if isinstance(init, builtin.DenseIntOrFPElementsAttr):
-            data = bytes(init.data.data)
+            data = np.frombuffer(init.data.data, np.uint8)
             if len(data) != nbytes:
                 if len(data) == esize and nbytes % esize == 0:
-                    data = data * (nbytes // esize)  # splat stored as one element
+                    data = np.tile(data, nbytes // esize)  # splat stored as one element
                 else:
                     raise CompileError(
                         f"memref.global @{name}: initializer has {len(data)} bytes, "
                         f"type {mt} needs {nbytes}")
             if ety == I8 and isinstance(mt.element_type, builtin.IntegerType) \
                     and mt.element_type.width.data == 1:
-                data = bytes(1 if b else 0 for b in data)
-            g.initializer = ir.Constant(aty, bytearray(data or b"\0"))
+                data = (data != 0).astype(np.uint8)
+            if external:
+                self.external_data[symbol] = _aligned_copy(data, ALLOC_ALIGN)
+                g.linkage = "external"
+            else:
+                g.initializer = ir.Constant(aty, bytearray(data.tobytes() or b"\0"))
         else:
             g.initializer = ir.Constant(aty, None)
         vis = op.sym_visibility.data if op.sym_visibility is not None else "public"
-        g.linkage = "internal" if vis == "private" else ""
+        if not external:
+            g.linkage = "internal" if vis == "private" else ""
         g.global_constant = op.constant is not None
         g.align = ALLOC_ALIGN
         g.type = PTR  # opaque: llvmlite would otherwise type-check stores against [N x i8]
@@ -979,6 +998,20 @@ def _distinct_object(p: ir.Value) -> bool:
     if isinstance(p, ir.instructions.CallInstr):
         return getattr(p.callee, "name", None) == "aligned_alloc"
     return False
+
+
+def _aligned_copy(data: np.ndarray, align: int) -> np.ndarray:
+    raw = np.empty(data.nbytes + align, np.uint8)
+    start = -raw.ctypes.data % align
+    out = raw[start:start + data.nbytes]
+    out[:] = data
+    return out
+
+
+# Weights at least this big stay out of the LLVM IR text (see LLVMEmitter.external_data).
+EXTERNAL_DATA_MIN_BYTES = 1 << 16
+# Global, because MCJIT resolves external symbols process-wide: each module's data is unique.
+_EXTERNAL_IDS = itertools.count()
 
 
 def emit_llvm(module: builtin.ModuleOp) -> str:

@@ -28,6 +28,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     StringAttr,
     TensorType,
+    UnitAttr,
     i1,
     i64,
 )
@@ -40,6 +41,7 @@ from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_attr_def,
+    opt_operand_def,
     result_def,
     traits_def,
 )
@@ -111,6 +113,19 @@ def matmul_shape(op: str, a: Sequence[int], b: Sequence[int]) -> Shape:
             f"{op}: batch dimensions of {_fmt(a)} and {_fmt(b)} cannot be broadcast together"
         ) from None
     return (*batch, a[-2], b[-1])
+
+
+def gemm_shape(
+    op: str, a: Sequence[int], b: Sequence[int], bias: Sequence[int] | None,
+    transpose_a: bool = False, transpose_b: bool = False,
+) -> Shape:
+    """matmul_shape of the operands as read (last two dims swapped when transposed); a bias
+    must broadcast to that result without enlarging it."""
+    swap = lambda s, t: (*s[:-2], s[-1], s[-2]) if t and len(s) >= 2 else tuple(s)  # noqa: E731
+    out = matmul_shape(op, swap(a, transpose_a), swap(b, transpose_b))
+    if bias is not None and broadcast_shapes(op, bias, out) != out:
+        raise ValueError(f"{op}: bias {_fmt(bias)} does not broadcast to the result {_fmt(out)}")
+    return out
 
 
 def transpose_shape(op: str, shape: Sequence[int], perm: Sequence[int]) -> Shape:
@@ -507,28 +522,66 @@ class CastOp(IRDLOperation):
 
 @irdl_op_definition
 class MatmulOp(IRDLOperation):
-    """np.matmul on operands of rank >= 2, batch dimensions broadcast."""
+    """np.matmul on operands of rank >= 2, batch dimensions broadcast; a GEMM when extended.
+
+    `transpose_lhs` / `transpose_rhs` read that operand with its last two dims swapped, and the
+    optional `bias` (which broadcasts to the result) initializes the accumulator:
+
+        %y = aicc.matmul %x, %w bias %b {transpose_rhs} : tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32> -> tensor<4x16xf32>
+
+    computes x @ w^T + b. Frontends emit plain matmuls; `simplify` folds transposes into the
+    flags and `fuse-linear-bias` folds a following add into `bias`.
+    """
 
     name = "aicc.matmul"
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
     result = result_def(TensorType)
+    transpose_lhs = opt_attr_def(UnitAttr)
+    transpose_rhs = opt_attr_def(UnitAttr)
     traits = traits_def(Pure())
-    assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+    assembly_format = (
+        "$lhs `,` $rhs (`bias` $bias^)? attr-dict `:` type($lhs) `,` type($rhs) "
+        "(`,` type($bias)^)? `->` type($result)"
+    )
 
-    def __init__(self, lhs: SSAValue, rhs: SSAValue):
-        shape = matmul_shape(self.name, shape_of(lhs), shape_of(rhs))
+    def __init__(
+        self,
+        lhs: SSAValue,
+        rhs: SSAValue,
+        bias: SSAValue | None = None,
+        transpose_lhs: bool = False,
+        transpose_rhs: bool = False,
+    ):
+        flags = {"transpose_lhs": transpose_lhs, "transpose_rhs": transpose_rhs}
+        shape = gemm_shape(self.name, shape_of(lhs), shape_of(rhs),
+                           shape_of(bias) if bias is not None else None, transpose_lhs, transpose_rhs)
         super().__init__(
-            operands=[lhs, rhs], result_types=[TensorType(element_type_of(lhs), shape)]
+            operands=[lhs, rhs, [bias] if bias is not None else []],
+            result_types=[TensorType(element_type_of(lhs), shape)],
+            attributes={k: UnitAttr() for k, v in flags.items() if v},
         )
 
+    @property
+    def trans_lhs(self) -> bool:
+        return self.transpose_lhs is not None
+
+    @property
+    def trans_rhs(self) -> bool:
+        return self.transpose_rhs is not None
+
     def verify_(self) -> None:
-        _require_float(self, self.lhs, self.rhs)
-        if element_type_of(self.lhs) != element_type_of(self.rhs):
+        _require_float(self, self.lhs, self.rhs, *([self.bias] if self.bias is not None else []))
+        elems = {element_type_of(v) for v in (self.lhs, self.rhs, *([self.bias] if self.bias is not None else []))}
+        if len(elems) != 1:
             raise VerifyException(
                 f"aicc.matmul: operand element types differ: {self.lhs.type} and {self.rhs.type}"
+                + (f" and {self.bias.type}" if self.bias is not None else "")
             )
-        shape = _check(matmul_shape, self.name, shape_of(self.lhs), shape_of(self.rhs))
+        shape = _check(gemm_shape, self.name, shape_of(self.lhs), shape_of(self.rhs),
+                       shape_of(self.bias) if self.bias is not None else None,
+                       self.trans_lhs, self.trans_rhs)
         _require_result(self, shape, element_type_of(self.lhs))
 
 

@@ -229,16 +229,30 @@ class LowerTranspose(RewritePattern):
 
 
 class LowerMatmul(RewritePattern):
+    """2-D matmul -> linalg.matmul; transposed operands and batches -> linalg.generic with the
+    operand maps swapped (the transpose is never materialized). A bias initializes the
+    accumulator (a broadcast copy) in place of the zero fill."""
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc.MatmulOp, rewriter: PatternRewriter) -> None:
         res_t = op.result.type
-        acc = filled_tensor(rewriter, op, res_t, 0.0)
+        out_shape = tuple(res_t.get_shape())
+        if op.bias is not None:
+            acc = insert_result(rewriter, build_generic(
+                [op.bias],
+                [empty_tensor(rewriter, res_t)],
+                [broadcast_map(aicc.shape_of(op.bias), out_shape), AffineMap.identity(len(out_shape))],
+                [PARALLEL] * len(out_shape),
+                lambda b, a: [a[0]],
+                [res_t],
+            ))
+        else:
+            acc = filled_tensor(rewriter, op, res_t, 0.0)
         a_shape, b_shape = aicc.shape_of(op.lhs), aicc.shape_of(op.rhs)
-        if len(a_shape) == 2 and len(b_shape) == 2:
+        if len(a_shape) == 2 and len(b_shape) == 2 and not (op.trans_lhs or op.trans_rhs):
             rewriter.replace(op, linalg.MatmulOp([op.lhs, op.rhs], [acc], [res_t]))
             return
         # Batched, with broadcast batch dims: loops (batch..., m, n, k).
-        out_shape = tuple(res_t.get_shape())
         nb = len(out_shape) - 2
         m, n, k = (AffineDimExpr(nb + i) for i in range(3))
 
@@ -247,8 +261,8 @@ class LowerMatmul(RewritePattern):
             return AffineMap(nb + 3, 0, (*bmap, *tail))
 
         maps = [
-            operand_map(a_shape, (m, k)),
-            operand_map(b_shape, (k, n)),
+            operand_map(a_shape, (k, m) if op.trans_lhs else (m, k)),
+            operand_map(b_shape, (n, k) if op.trans_rhs else (k, n)),
             AffineMap(nb + 3, 0, (*(AffineDimExpr(i) for i in range(nb)), m, n)),
         ]
 

@@ -352,7 +352,13 @@ def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
 class CPUExecutable:
     """LLVM IR text compiled for the host CPU and loaded into the process with MCJIT."""
 
-    def __init__(self, llvm_ir: str, *, threads: int | None = None):
+    def __init__(self, llvm_ir: str, *, threads: int | None = None,
+                 data: dict[str, np.ndarray] | None = None):
+        """`data` binds the module's external globals (symbol -> array, e.g. the weights the
+        emitter kept out of the IR text); the executable keeps the arrays alive."""
+        self._data = dict(data or {})
+        for symbol, array in self._data.items():
+            llvm.add_symbol(symbol, array.ctypes.data)
         tm = host_target_machine()
         try:
             mod = llvm.parse_assembly(llvm_ir)

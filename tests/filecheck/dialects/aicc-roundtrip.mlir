@@ -53,6 +53,8 @@ func.func @all_ops(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x1xf32> {
   %t = aicc.transpose %s {permutation = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
   // CHECK: aicc.matmul {{.*}} : tensor<4x8xf32>, tensor<8x4xf32> -> tensor<4x4xf32>
   %mm = aicc.matmul %mf, %t : tensor<4x8xf32>, tensor<8x4xf32> -> tensor<4x4xf32>
+  // CHECK: aicc.matmul %{{.*}}, %{{.*}} bias %{{.*}} {transpose_lhs, transpose_rhs} : tensor<8x4xf32>, tensor<4x8xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %gemm = aicc.matmul %t, %mf bias %mm {transpose_lhs, transpose_rhs} : tensor<8x4xf32>, tensor<4x8xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
   // CHECK: aicc.reshape {{.*}} : tensor<4x4xf32> -> tensor<2x8xf32>
   %r = aicc.reshape %mm : tensor<4x4xf32> -> tensor<2x8xf32>
   // CHECK: aicc.broadcast_to {{.*}} : tensor<2x8xf32> -> tensor<3x2x8xf32>

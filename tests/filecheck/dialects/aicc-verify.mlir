@@ -22,6 +22,21 @@ func.func @bad_matmul(%a: tensor<3x4xf32>, %b: tensor<5x6xf32>) -> tensor<3x6xf3
 // CHECK: aicc.matmul: contraction dimensions differ: (3, 4) @ (5, 6) (4 != 5)
 
 // -----
+// The transpose flags swap an operand's last two dims before the shapes are checked.
+func.func @bad_transposed_matmul(%a: tensor<3x4xf32>, %b: tensor<4x6xf32>) -> tensor<3x6xf32> {
+  %0 = aicc.matmul %a, %b {transpose_rhs} : tensor<3x4xf32>, tensor<4x6xf32> -> tensor<3x6xf32>
+  func.return %0 : tensor<3x6xf32>
+}
+// CHECK: aicc.matmul: contraction dimensions differ: (3, 4) @ (6, 4) (4 != 6)
+
+// -----
+func.func @bad_bias(%a: tensor<3x4xf32>, %b: tensor<4x6xf32>, %c: tensor<2x3x6xf32>) -> tensor<3x6xf32> {
+  %0 = aicc.matmul %a, %b bias %c : tensor<3x4xf32>, tensor<4x6xf32>, tensor<2x3x6xf32> -> tensor<3x6xf32>
+  func.return %0 : tensor<3x6xf32>
+}
+// CHECK: aicc.matmul: bias (2, 3, 6) does not broadcast to the result (3, 6)
+
+// -----
 func.func @bad_axes(%x: tensor<3x4xf32>) -> tensor<3xf32> {
   %0 = aicc.reduce_sum %x {axes = array<i64: 2>, keepdims = false} : tensor<3x4xf32> -> tensor<3xf32>
   func.return %0 : tensor<3xf32>

@@ -43,6 +43,21 @@ func.func @matmul_batched(%a: tensor<2x3x4xf32>, %b: tensor<4x5xf32>) -> tensor<
 }
 
 // -----
+// Transposed operands are read through swapped maps: A^T at (k, m), B^T at (n, k); nothing
+// is transposed in memory. A bias initializes the accumulator in place of the zero fill.
+// CHECK-LABEL: func.func @matmul_transposed
+// CHECK-SAME:    (%[[A:.*]]: tensor<4x3xf32>, %[[B:.*]]: tensor<5x4xf32>, %[[C:.*]]: tensor<3x1xf32>)
+// CHECK:         %[[I:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, 0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%[[C]] : tensor<3x1xf32>)
+// CHECK-NOT:     linalg.fill
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d2, d0)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[A]], %[[B]] : tensor<4x3xf32>, tensor<5x4xf32>) outs(%[[I]] : tensor<3x5xf32>)
+// CHECK:           arith.mulf
+// CHECK:           arith.addf
+func.func @matmul_transposed(%a: tensor<4x3xf32>, %b: tensor<5x4xf32>, %c: tensor<3x1xf32>) -> tensor<3x5xf32> {
+  %0 = aicc.matmul %a, %b bias %c {transpose_lhs, transpose_rhs} : tensor<4x3xf32>, tensor<5x4xf32>, tensor<3x1xf32> -> tensor<3x5xf32>
+  func.return %0 : tensor<3x5xf32>
+}
+
+// -----
 // A max reduction starts from -inf; keepdims reads the output at index 0.
 // CHECK-LABEL: func.func @reduce_max_keepdims
 // CHECK:         arith.constant 0xff800000 : f32

@@ -1,0 +1,129 @@
+"""Per-model statistics (`CompiledModel.stats`, `aicc MODEL --stats`), read off the IR.
+
+Counted on the memref stage, after fusion, bufferization and plan-memory, where each linalg op
+is exactly one loop nest that linalg-to-loops will emit (one GPU kernel under map-to-gpu):
+
+    kernels             linalg ops (generic, matmul, fill, ...): loop nests the program runs
+    kernel_ops          those counts per op name
+    copies              memref.copy ops that bufferize inserted (memcpy, not counted as kernels)
+    flops               sum over linalg ops of (iteration-space size) x (floating-point ops in
+                        the scalar body): 2*M*N*K for an MxK @ KxN matmul. Every arith float op
+                        and math op counts 1 (exp, erf, tanh too); compares, selects, casts and
+                        the zero fill count 0.
+    intermediate_bytes  the workspace arena that plan-memory sizes (bytes of temporaries live
+                        at once, after reusing memory by liveness), plus any temporary it did
+                        not place
+    intermediate_bytes_before_reuse
+                        the sum of every temporary's own size, as if none shared memory
+    intermediate_buffers
+                        the number of temporaries
+
+and on the tensor stage, after the graph passes:
+
+    tensor_ops          aicc ops per op name (constants excluded)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects.builtin import AnyFloat, MemRefType, ModuleOp, ShapedType
+from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
+from xdsl.ir import Operation
+from xdsl.ir.affine import AffineDimExpr
+
+from compiler.lowering.plan_memory import WORKSPACE_ATTR, byte_size
+
+NOT_FLOPS = (arith.ConstantOp, arith.SelectOp, arith.CmpfOp, arith.ExtFOp, arith.TruncFOp,
+             arith.SIToFPOp, arith.UIToFPOp, arith.FPToSIOp, arith.BitcastOp)
+
+
+def is_flop(op: Operation) -> bool:
+    """A floating-point arithmetic op of a scalar body."""
+    if isinstance(op, NOT_FLOPS) or op.dialect_name() not in ("arith", "math"):
+        return False
+    return any(isinstance(r.type, AnyFloat) for r in op.results)
+
+
+def iteration_space(op: LinalgStructuredOperation) -> int:
+    """The number of points of the op's loop nest (product of its loop ranges)."""
+    maps = [m.data for m in op.get_indexing_maps()]
+    ranges: dict[int, int] = {}
+    for value, m in zip(op.operands, maps):
+        if isinstance(value.type, ShapedType):
+            for size, expr in zip(value.type.get_shape(), m.results):
+                if isinstance(expr, AffineDimExpr):
+                    ranges.setdefault(expr.position, size)
+    points = 1
+    for d in range(op.get_num_loops()):
+        points *= ranges.get(d, 1)
+    return points
+
+
+def flops(op: LinalgStructuredOperation) -> int:
+    body_flops = sum(1 for o in op.body.walk() if is_flop(o))
+    return iteration_space(op) * body_flops
+
+
+def _linalg_ops(module: ModuleOp) -> list[LinalgStructuredOperation]:
+    return [o for o in module.walk() if isinstance(o, LinalgStructuredOperation)
+            and not isinstance(o.parent_op(), LinalgStructuredOperation)]
+
+
+def memref_stats(module: ModuleOp) -> dict:
+    """Kernels, flops and temporaries of a module at the memref stage."""
+    kernels = _linalg_ops(module)
+    fns = [o for o in module.ops if isinstance(o, func.FuncOp)]
+    views = [o for o in module.walk() if isinstance(o, memref.ViewOp)]
+    arenas = {v.source for v in views}  # plan-memory's arena: an argument or one alloc
+    allocs = [o.memref for o in module.walk() if isinstance(o, memref.AllocOp) and o.memref not in arenas]
+    temps = [v.result for v in views] + allocs
+    arena = sum(f.attributes[WORKSPACE_ATTR].value.data for f in fns if WORKSPACE_ATTR in f.attributes)
+    arena += sum(byte_size(a.type) for a in arenas if isinstance(a.owner, memref.AllocOp))
+    unplanned = sum(byte_size(a.type) for a in allocs if isinstance(a.type, MemRefType))
+    return {
+        "kernels": len(kernels),
+        "kernel_ops": dict(sorted(Counter(o.name for o in kernels).items())),
+        "copies": sum(1 for o in module.walk() if isinstance(o, memref.CopyOp)),
+        "flops": sum(flops(o) for o in kernels),
+        "intermediate_bytes": arena + unplanned,
+        "intermediate_bytes_before_reuse": sum(byte_size(t.type) for t in temps if isinstance(t.type, MemRefType)),
+        "intermediate_buffers": len(temps),
+    }
+
+
+def tensor_stats(module: ModuleOp) -> dict:
+    """aicc ops per name at the tensor stage."""
+    ops = Counter(o.name for o in module.walk() if o.dialect_name() == "aicc" and o.name != "aicc.constant")
+    return {"tensor_ops": dict(sorted(ops.items()))}
+
+
+STAGE_STATS = {"tensor": tensor_stats, "memref": memref_stats}
+
+
+def stage_stats(stage: str, module: ModuleOp) -> dict:
+    """The statistics read at `stage` (empty for stages that give none)."""
+    fn = STAGE_STATS.get(stage)
+    return fn(module) if fn else {}
+
+
+__all__ = ["format_stats", "memref_stats", "tensor_stats", "stage_stats", "flops", "iteration_space"]
+
+
+def format_stats(stats: dict) -> str:
+    """The statistics as the lines `aicc --stats` prints."""
+    def kinds(counts: dict) -> str:
+        return ", ".join(f"{name} {n}" for name, n in counts.items()) or "none"
+
+    head = "stats (fused):" if stats.get("fused", True) else "stats (not fused, --no-fuse):"
+    return "\n".join([
+        head,
+        f"  kernels             {stats['kernels']:>14,}  ({kinds(stats['kernel_ops'])})",
+        f"  flops               {stats['flops']:>14,}",
+        f"  intermediate bytes  {stats['intermediate_bytes']:>14,}  (arena, reused by liveness; "
+        f"{stats['intermediate_bytes_before_reuse']:,} before reuse, "
+        f"{stats['intermediate_buffers']} buffers)",
+        f"  copies              {stats['copies']:>14,}",
+        f"  tensor ops          {kinds(stats.get('tensor_ops', {}))}",
+    ])
