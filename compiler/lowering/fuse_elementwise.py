@@ -59,31 +59,24 @@ def _fusable_producer(producer: linalg.GenericOp) -> bool:
     return not out_arg.uses
 
 
-def _plain_dims(op: linalg.GenericOp):
-    """(loop, operand dim size) for every operand dim indexed by a plain d_i."""
-    for v, m in zip([*op.inputs, *op.outputs], _maps(op)):
-        shape = v.type.get_shape()
-        for k, e in enumerate(m.results):
-            if isinstance(e, AffineDimExpr):
-                yield e.position, shape[k]
+def _ranges_defined(op: linalg.GenericOp) -> bool:
+    """Does every loop read some operand dim plainly (d_i), so its range is known?
+
+    Fusing a strided or offset producer (a slice) into a consumer that writes at an offset (a
+    concat) can leave a loop that only appears inside expressions like d3 * 2 + 4."""
+    plain = {e.position for m in _maps(op) for e in m.results if isinstance(e, AffineDimExpr)}
+    return plain >= set(range(_maps(op)[0].num_dims))
 
 
-def _same_ranges(fused: linalg.GenericOp, consumer: linalg.GenericOp) -> bool:
-    """Does linalg infer the consumer's loop ranges for the fused op?
-
-    Loop ranges come from the operand dims indexed plainly (d_i). Fusing a strided or offset
-    producer (a slice) into a consumer that writes at an offset (a concat) can leave a loop
-    that only appears inside expressions like d3 * 2 + 4, or one whose only plain index is
-    into the larger tensor the slice read from."""
-    ranges = dict(_plain_dims(consumer))
-    if set(ranges) != set(range(_maps(consumer)[0].num_dims)):
-        return False
-    found = set()
-    for d, size in _plain_dims(fused):
-        if ranges[d] != size:
-            return False
-        found.add(d)
-    return found == set(ranges)
+def _loop_ranges(op: linalg.GenericOp) -> list[int | None]:
+    """Each loop's range as linalg-to-loops infers it: from the first operand reading it plainly."""
+    ranges: list[int | None] = [None] * _maps(op)[0].num_dims
+    for value, m in zip(op.operands, _maps(op)):
+        shape = value.type.get_shape()
+        for pos, e in enumerate(m.results):
+            if isinstance(e, AffineDimExpr) and ranges[e.position] is None:
+                ranges[e.position] = shape[pos]
+    return ranges
 
 
 def _cheap(producer: linalg.GenericOp) -> bool:
@@ -195,7 +188,8 @@ class FuseProducerIntoConsumer(RewritePattern):
             if not _is_permutation(maps[index]) and not _cheap(producer):
                 continue
             fused = fuse(op, index, producer)
-            if not _same_ranges(fused, op):
+            # A slice read plainly at d + 0 would set the loop range to the sliced tensor's size.
+            if not _ranges_defined(fused) or _loop_ranges(fused) != _loop_ranges(op):
                 fused.erase()  # the detached candidate still holds uses of its operands
                 continue
             rewriter.replace(op, fused)
