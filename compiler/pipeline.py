@@ -183,7 +183,7 @@ class CompiledModel:
             )
         args = []
         for i, (x, (shape, dtype)) in enumerate(zip(inputs, self.input_types)):
-            a = np.asarray(x)
+            a = np.asarray(_host_tensor(x))
             if a.shape != shape or a.dtype != dtype:
                 raise CompileError(
                     f"{self.func_name}: input {i} was compiled as {shape} {dtype}, "
@@ -198,6 +198,14 @@ class CompiledModel:
         if self.output_is_tuple:
             return tuple(outs)
         return outs[0]
+
+
+def _host_tensor(x):
+    """A torch tensor (duck-typed, torch is never imported here) detached and on the CPU, so
+    that NumPy can view it; anything else unchanged."""
+    if type(x).__module__.split(".")[0] == "torch" and hasattr(x, "detach"):
+        return x.detach().cpu()
+    return x
 
 
 class StageIR(dict):

@@ -95,7 +95,7 @@ def test_light_model_shipped_output(name, rtol, atol):
     np.testing.assert_allclose(got, _expected(name), rtol=rtol, atol=atol)
 
 
-@pytest.mark.parametrize("name", ["resnet50", "squeezenet", "shufflenet", "inception_v1", "densenet121"])
+@pytest.mark.parametrize("name", ["resnet50", "squeezenet", "shufflenet", "inception_v1"])
 def test_light_model_random_weights_vs_onnxruntime(name):
     ort = pytest.importorskip("onnxruntime")
     model = _randomized(_load(name))

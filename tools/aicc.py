@@ -1,8 +1,10 @@
-"""aicc: compile a model, run it on its example inputs, and check it against eager NumPy.
+"""aicc: compile a model, run it on its example inputs, and check it against running it eagerly
+(NumPy for a function, PyTorch for a torch.nn.Module).
 
     aicc examples/mlp.py --target cpu
     aicc examples/mlp.py --emit loops
     aicc examples/mlp.py -o out/ --time-passes
+    aicc examples/torch_cnn.py
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from pathlib import Path
 
 STAGES = ("tensor", "linalg", "memref", "loops", "llvm", "asm", "gpu", "cuda")
 
-# An output matches eager NumPy when |out - ref| <= ATOL + RTOL * |ref| everywhere (float32 work,
-# summation order differs from NumPy's).
+# An output matches the eager run when |out - ref| <= ATOL + RTOL * |ref| everywhere (float32 work,
+# summation order differs from NumPy's and torch's).
 RTOL, ATOL = 1e-4, 1e-5
 
 
@@ -34,9 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="aicc",
         description="Compile a model with aicc, run it on its example inputs and compare the "
-        "result and the time with running it eagerly in NumPy.",
-        epilog="MODEL.py defines `model` (a NumPy-style function) and `example_inputs` (a tuple "
-        "of arrays, or a function returning one).",
+        "result and the time with running it eagerly (in NumPy, or in PyTorch for a torch.nn.Module).",
+        epilog="MODEL.py defines `model` (a NumPy-style function or a torch.nn.Module) and "
+        "`example_inputs` (a tuple of arrays or torch tensors, or a function returning one).",
     )
     p.add_argument("model", metavar="MODEL", help="a .py file defining `model` and `example_inputs`, or a .onnx model")
     p.add_argument(
@@ -222,10 +224,11 @@ def run(args: argparse.Namespace) -> int:
         return status
 
     out = m(*inputs)
+    ref_name, eager = eager_runner(model, inputs, m.threads)
     try:
-        ref = model(*inputs)
+        ref = eager()
     except Exception as e:
-        raise CompileError(f"running `model` eagerly in NumPy failed: {type(e).__name__}: {e}") from None
+        raise CompileError(f"running `model` eagerly in {ref_name} failed: {type(e).__name__}: {e}") from None
     outs = out if isinstance(out, tuple) else (out,)
     refs = ref if isinstance(ref, tuple | list) else (ref,)
 
@@ -243,13 +246,40 @@ def run(args: argparse.Namespace) -> int:
               f"{'OK' if good else 'MISMATCH'}")
 
     t_aicc = _median_seconds(lambda: m(*inputs), args.repeat)
-    t_numpy = _median_seconds(lambda: model(*inputs), args.repeat)
+    t_ref = _median_seconds(eager, args.repeat)
     print(f"  aicc  {t_aicc * 1e3:10.3f} ms (median of {args.repeat})")
-    print(f"  numpy {t_numpy * 1e3:10.3f} ms (median of {args.repeat})  -> aicc is {t_numpy / t_aicc:.2f}x")
+    print(f"  {ref_name:<5} {t_ref * 1e3:10.3f} ms (median of {args.repeat})  -> aicc is {t_ref / t_aicc:.2f}x")
     if not ok:
-        print(f"aicc: error: compiled output differs from NumPy beyond rtol={RTOL}, atol={ATOL}", file=sys.stderr)
+        print(f"aicc: error: compiled output differs from {ref_name} beyond rtol={RTOL}, atol={ATOL}",
+              file=sys.stderr)
         return 1
     return 0
+
+
+def eager_runner(model, inputs, threads: int):
+    """(name, function) that runs `model` eagerly on `inputs`: the NumPy function itself, or a
+    torch.nn.Module in eval mode without autograd on `threads` threads (as many as aicc's),
+    its outputs as NumPy arrays."""
+    from compiler.api import _is_torch_module
+
+    if not _is_torch_module(model):
+        return "numpy", lambda: model(*inputs)
+    import torch
+
+    from frontends.torch_import import to_torch_inputs
+
+    args = to_torch_inputs(inputs)
+    model.eval()
+    torch.set_num_threads(threads)
+
+    def run():
+        with torch.no_grad():
+            out = model(*args)
+        if isinstance(out, tuple | list):
+            return tuple(o.numpy() for o in out)
+        return out.numpy()
+
+    return "torch", run
 
 
 def run_onnx(args: argparse.Namespace) -> int:
