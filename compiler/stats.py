@@ -82,7 +82,7 @@ def _tiled_ops(module: ModuleOp) -> list[tuple[str, int]]:
     for o in module.walk():
         attr = o.attributes.get(TILED_ATTR)
         if attr is not None:
-            out.append((attr.data["op"].data, attr.data["flops"].value.data))
+            out.append(("linalg." + attr.data["op"].data, attr.data["flops"].value.data))
     return out
 
 

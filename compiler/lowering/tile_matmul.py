@@ -64,8 +64,9 @@ from compiler.lowering.schedule import (
 Index = int | SSAValue
 
 PACK_B_ROWS = 16  # rows of B per iteration of the parallel packing loop
-# On the outermost tile loop: {op = "linalg.matmul", flops = 2*M*N*K*batch}, the linalg op it
-# replaced, for statistics that count linalg ops (compiler/stats.py).
+# On the outermost tile loop: {op = "matmul", flops = 2*M*N*K*batch}, the linalg op it
+# replaced (without the dialect prefix: the loop IR holds no linalg), for statistics that
+# count linalg ops (compiler/stats.py).
 TILED_ATTR = "aicc.tiled"
 
 
@@ -281,7 +282,7 @@ class _Tiler:
         while not isinstance(compute, scf.ParallelOp | scf.ForOp | MicrokernelOp):
             compute = compute.next_op
         compute.attributes[TILED_ATTR] = DictionaryAttr({
-            "op": StringAttr(op.name),
+            "op": StringAttr(op.name.removeprefix("linalg.")),
             "flops": IntegerAttr(2 * math.prod(mm.batch) * M * N * K, i64)})
         after = Builder(InsertPoint.after(op))
         for a in allocs:

@@ -27,6 +27,8 @@
 // CHECK:             scf.for %{{.*}} = %[[C0]] to %{{.*}} step %[[C4]] {
 // CHECK:               scf.for %{{.*}} = %[[C0]] to %{{.*}} step %[[C16]] {
 // CHECK:                 aicc_cpu.microkernel %[[AF]][%{{.*}}], %[[BP]][%{{.*}}], %[[CF]][%{{.*}}] k %{{.*}} rows %{{.*}} cols %{{.*}} accumulate %[[FIRST]] {mr = 4 : i64, nr = 16 : i64, vw = 8 : i64, a_rs = 24 : i64, a_ks = 1 : i64, b_ks = 16 : i64, ldc = 40 : i64, ku = 2 : i64} : memref<480xf32>, memref<1152xf32>, memref<800xf32>
+// The tile loop records the matmul it replaced, for statistics: 2 * 20 * 40 * 24 flops.
+// CHECK:         }) {aicc.tiled = {op = "matmul", flops = 38400 : i64}} : (index, index, index) -> ()
 // CHECK:         memref.dealloc %[[BP]] : memref<1152xf32>
 func.func @matmul(%a: memref<20x24xf32>, %b: memref<24x40xf32>, %c: memref<20x40xf32>) {
   %z = arith.constant 0.0 : f32
@@ -87,7 +89,9 @@ func.func @batched(%a: memref<2x9x8xf32>, %b: memref<8x12xf32>, %c: memref<2x9x1
 // -----
 // Without a schedule, tile-matmul chooses the default one (AVX-512 unless told otherwise).
 // CHECK-LABEL: func.func @default
-// CHECK:         aicc_cpu.microkernel {{.*}} {mr = 7 : i64, nr = 16 : i64, vw = 16 : i64,
+// Here all tile loops have one trip: the kernel is the outermost op and carries the
+// aicc.tiled record of the matmul it replaced (2 * 7 * 3 * 5 flops, for statistics).
+// CHECK:         aicc_cpu.microkernel {{.*}} {aicc.tiled = {op = "matmul", flops = 210 : i64}, mr = 7 : i64, nr = 16 : i64, vw = 16 : i64,
 func.func @default(%a: memref<7x5xf32>, %b: memref<5x3xf32>, %c: memref<7x3xf32>) {
   linalg.matmul ins(%a, %b : memref<7x5xf32>, memref<5x3xf32>) outs(%c : memref<7x3xf32>)
   func.return
