@@ -170,6 +170,31 @@ def test_dynamic_weights_with_epilogue(schedule):
     check(out, np.maximum(ref_matmul(x, w) + b, 0.0), 45)
 
 
+INITS = [  # fuse-linear-bias starts the accumulator from these; the kernels read them
+    ("bias", lambda x, b: x @ W + b, (33, 45), (70,)),
+    ("bias_row", lambda x, b: x @ W + b, (33, 45), (1, 70)),
+    ("residual", lambda x, r: x @ W + r, (33, 45), (33, 70)),
+    ("batched_bias", lambda x, b: x @ W + b, (3, 11, 45), (70,)),
+    ("batched_residual", lambda x, r: x @ W + r, (3, 11, 45), (3, 11, 70)),
+    ("broadcast_residual", lambda x, r: x @ W + r, (3, 11, 45), (11, 70)),
+    ("bias_first_transposed", lambda x, b: b + x @ W.T[:, :45].T, (33, 45), (70,)),
+    ("column_bias", lambda x, b: x @ W + b, (33, 45), (33, 1)),  # not row-contiguous: kept
+]
+
+
+@pytest.mark.parametrize("name, fn, sx, sb", INITS, ids=[t[0] for t in INITS])
+@pytest.mark.parametrize("schedule", [None, {"kc": 7}, {"vw": 8, "mr": 5}, {"pack_b": False},
+                                      {"order": "nm", "pack_a": True}])
+def test_accumulator_init_folded_into_kernels(name, fn, sx, sb, schedule):
+    x, b = rand(*sx, seed=22), rand(*sb, seed=23)
+    m, out = run(fn, (x, b), schedule=schedule)
+    check(out, fn(x.astype(np.float64), b.astype(np.float64)), 45)
+    folded = " init " in m.ir("loops")
+    assert folded == (name != "column_bias"), m.ir("loops")
+    if folded:  # the copy into C is gone: the matmul is the only loop nest
+        assert m.stats["kernels"] == 1, m.stats
+
+
 def test_chained_matmuls_per_op_schedules():
     def mlp(x, w1, w2):
         return np.maximum(x @ w1, 0.0) @ w2

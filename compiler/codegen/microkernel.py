@@ -75,56 +75,64 @@ def emit_microkernel(e: _FunctionEmitter, op) -> None:
         "mr", "nr", "vw", "a_rs", "a_ks", "b_ks", "ldc", "ku")),
         op.a_clamp is not None and bool(op.a_clamp.value.data),
         op.b_masked is not None and bool(op.b_masked.value.data),
-        op.b_pf.value.data if op.b_pf is not None else 0)
+        op.b_pf.value.data if op.b_pf is not None else 0,
+        None if op.init is None else op.init_rs.value.data)
     fn = _kernel_function(e, cfg, ety)
     b = e.b
-    args = [b.gep(e.get(v), [e.get(off)], inbounds=True, source_etype=ety)
-            for v, off in ((op.a, op.a_off), (op.b, op.b_off), (op.c, op.c_off))]
-    b.call(fn, args + [e.get(op.kc), e.get(op.m), e.get(op.n), e.get(op.accumulate)])
+    buffers = [(op.a, op.a_off), (op.b, op.b_off), (op.c, op.c_off)]
+    if op.init is not None:
+        buffers.append((op.init, op.init_off))
+    args = [b.gep(e.get(v), [e.get(off)], inbounds=True, source_etype=ety) for v, off in buffers]
+    b.call(fn, args[:3] + [e.get(op.kc), e.get(op.m), e.get(op.n), e.get(op.accumulate)]
+           + args[3:])
 
 
 def _kernel_function(e: _FunctionEmitter, cfg: tuple, ety: ir.Type) -> ir.Function:
-    """`void @aicc.microkernel.<config>(ptr a, ptr b, ptr c, i64 kc, i64 m, i64 n, i1 acc)`.
+    """`void @aicc.microkernel.<config>(ptr a, ptr b, ptr c, i64 kc, i64 m, i64 n, i1 acc
+    [, ptr init])`.
 
     A function of its own, not inlined: LLVM then compiles the register tile once per
     configuration, and cannot unswitch an enclosing loop into copies of it."""
     from compiler.codegen.llvm import _FunctionEmitter
 
-    _, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked, b_pf = cfg
+    _, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked, b_pf, init_rs = cfg
     a_clamp, b_masked = bool(a_clamp), bool(b_masked)
     name = "aicc.microkernel." + ".".join(str(x).replace(" ", "") for x in (
         ety, f"{mr}x{nr}", f"v{vw}", a_rs, a_ks, b_ks, ldc, ku, int(a_clamp), int(b_masked), b_pf))
+    if init_rs is not None:
+        name += f".init{init_rs}"
     module = e.em.module
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     ptr = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, I64, I64, I64, I1]),
-                     name=name)
+    params = [ptr, ptr, ptr, I64, I64, I64, I1] + ([ptr] if init_rs is not None else [])
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     fn.attributes.add("nounwind")
     e.em._vector_attrs(fn)
-    for arg in fn.args[:3]:
+    for arg in (*fn.args[:3], *fn.args[7:]):
         arg.add_attribute("noalias")
         arg.add_attribute("captures(none)")
     k = _FunctionEmitter(e.em, fn)
     _emit_kernel_body(k, fn.args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked,
-                      b_pf)
+                      b_pf, init_rs)
     k.b.ret_void()
     k.finish()
     return fn
 
 
 def _emit_kernel_body(e: _FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku,
-                      a_clamp, b_masked, b_pf) -> None:
+                      a_clamp, b_masked, b_pf, init_rs=None) -> None:
     from compiler.codegen.llvm import _byte_size
 
     esize = _byte_size(ety)
     vty = ir.VectorType(ety, vw)
     nq = nr // vw
     b = e.b
-    a_base, b_base, c_base, kc, m, n, accumulate = args
+    a_base, b_base, c_base, kc, m, n, accumulate = args[:7]
+    init_base = args[7] if init_rs is not None else None
 
     def a_row_ptrs(clamp: bool) -> list[ir.Value]:
         """Row r of A at a constant offset from one base; clamped: row min(r, m - 1)."""
@@ -255,14 +263,24 @@ def _emit_kernel_body(e: _FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_
     def c_ptr(r: int, q: int) -> ir.Value:
         return b.gep(c_base, [_c64(r * ldc + q * vw)], inbounds=True, source_etype=ety)
 
+    def src_ptr(r: int, q: int, p: ir.Value) -> ir.Value:
+        """Where the tile starts from: C itself, or (first K block) the init operand."""
+        if init_base is None:
+            return p
+        i = b.gep(init_base, [_c64(r * init_rs + q * vw)], inbounds=True, source_etype=ety)
+        return b.select(accumulate, p, i)
+
     def update(old: ir.Value, acc: ir.Value) -> ir.Value:
+        if init_base is not None:
+            return b.fadd(old, acc)
         return b.select(accumulate, b.fadd(old, acc), acc)
 
     b.position_at_end(full_bb)
     for r in range(mr):
         for q in range(nq):
             p = c_ptr(r, q)
-            b.store(update(b.load(p, typ=vty, align=esize), accs[r * nq + q]), p, align=esize)
+            old = b.load(src_ptr(r, q, p), typ=vty, align=esize)
+            b.store(update(old, accs[r * nq + q]), p, align=esize)
     b.branch(done_bb)
 
     b.position_at_end(edge_bb)
@@ -274,7 +292,8 @@ def _emit_kernel_body(e: _FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_
         b.position_at_end(row_bb)
         for q in range(nq):
             p = c_ptr(r, q)
-            old = b.call(_masked(e, "load", vty), [p, ir.Constant(I32, esize), masks[q], zero_v])
+            old = b.call(_masked(e, "load", vty),
+                         [src_ptr(r, q, p), ir.Constant(I32, esize), masks[q], zero_v])
             b.call(_masked(e, "store", vty),
                    [update(old, accs[r * nq + q]), p, ir.Constant(I32, esize), masks[q]])
         b.branch(next_bb)

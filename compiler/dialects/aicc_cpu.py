@@ -17,6 +17,11 @@ out of the C update). The kernel reads all mr rows of A and nr columns of B, whi
 zero-padded operand allows. For an unpacked A whose last tile is short, `a_clamp` makes an
 edge tile read row min(r, m - 1) instead; for an unpacked B, `b_masked` masks the loads of
 an edge tile, so neither reads past its buffer.
+
+With `init %x[%off] : memref<...>`, the first K block (accumulate false) starts C from x
+instead of zero: C[r, j] = x[off + r*init_rs + j] + sum. init_rs = 0 broadcasts one row
+(a bias), init_rs = ldc reads a full matrix (a residual). This replaces the separate copy
+of a bias into C that `fuse-linear-bias` asks for.
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ from __future__ import annotations
 from xdsl.dialects.builtin import BoolAttr, IndexType, IntegerAttr, MemRefType, i1, i64
 from xdsl.ir import Dialect, SSAValue
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     EqAttrConstraint,
     IRDLOperation,
     ParsePropInAttrDict,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
 )
@@ -52,6 +59,8 @@ class MicrokernelOp(IRDLOperation):
     m = operand_def(IndexType)
     n = operand_def(IndexType)
     accumulate = operand_def(EqAttrConstraint(i1))
+    init = opt_operand_def(MemRefType)
+    init_off = opt_operand_def(IndexType)
 
     mr = prop_def(IntegerAttr)
     nr = prop_def(IntegerAttr)
@@ -64,26 +73,32 @@ class MicrokernelOp(IRDLOperation):
     a_clamp = opt_prop_def(BoolAttr)
     b_masked = opt_prop_def(BoolAttr)
     b_pf = opt_prop_def(IntegerAttr)
+    init_rs = opt_prop_def(IntegerAttr)
 
-    irdl_options = (ParsePropInAttrDict(),)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
     assembly_format = (
         "$a `[` $a_off `]` `,` $b `[` $b_off `]` `,` $c `[` $c_off `]` `k` $kc `rows` $m "
-        "`cols` $n `accumulate` $accumulate attr-dict `:` type($a) `,` type($b) `,` type($c)"
+        "`cols` $n `accumulate` $accumulate (`init` $init^ `[` $init_off `]` `:` type($init))? "
+        "attr-dict `:` type($a) `,` type($b) `,` type($c)"
     )
 
     def __init__(self, a: SSAValue, a_off: SSAValue, b: SSAValue, b_off: SSAValue,
                  c: SSAValue, c_off: SSAValue, kc: SSAValue, m: SSAValue, n: SSAValue,
                  accumulate: SSAValue, *, a_clamp: bool = False, b_masked: bool = False,
-                 b_pf: int = 0, **ints: int):
+                 b_pf: int = 0, init: tuple[SSAValue, SSAValue, int] | None = None,
+                 **ints: int):
         props = {k: IntegerAttr(ints[k], i64) for k in MICROKERNEL_INTS}
+        if init is not None:
+            props["init_rs"] = IntegerAttr(init[2], i64)
         if b_pf:
             props["b_pf"] = IntegerAttr(b_pf, i64)
         if a_clamp:
             props["a_clamp"] = BoolAttr(True, i1)
         if b_masked:
             props["b_masked"] = BoolAttr(True, i1)
-        super().__init__(operands=[a, a_off, b, b_off, c, c_off, kc, m, n, accumulate],
+        inits = ([init[0]], [init[1]]) if init is not None else ([], [])
+        super().__init__(operands=[a, a_off, b, b_off, c, c_off, kc, m, n, accumulate, *inits],
                          properties=props)
 
     def int_prop(self, name: str) -> int:
@@ -98,6 +113,9 @@ class MicrokernelOp(IRDLOperation):
                 f"aicc_cpu.microkernel: nr = {v['nr']} is not a multiple of vw = {v['vw']}")
         if self.accumulate.type != i1:
             raise VerifyException("aicc_cpu.microkernel: accumulate must be an i1")
+        if (self.init is None) != (self.init_off is None) or (self.init is None) != (
+                self.init_rs is None):
+            raise VerifyException("aicc_cpu.microkernel: init needs an offset and init_rs")
         elems = {self.a.type.element_type, self.b.type.element_type, self.c.type.element_type}
         if len(elems) != 1:
             raise VerifyException("aicc_cpu.microkernel: A, B and C must have one element type")

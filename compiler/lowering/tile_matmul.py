@@ -44,7 +44,9 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.dialects.linalg import ops as linalg
+from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -238,6 +240,9 @@ class _Tiler:
             Rewriter.erase_op(op)
             return
         first_overwrites = self._drop_zero_fill()
+        self.init = None if first_overwrites else self._fold_init_copy()
+        if self.init is not None:
+            first_overwrites = True  # the first K block starts from the init operand
         ix = _Ix(op)
         top = Builder(InsertPoint.before(op))
         elem = mm.element_type
@@ -308,6 +313,50 @@ class _Tiler:
             return False
         Rewriter.erase_op(prev)
         return True
+
+    def _fold_init_copy(self):
+        """A copy of a row-contiguous operand into C right before the matmul (a bias or a
+        residual that fuse-linear-bias made the accumulator's start): erase it, and let the
+        kernels' first K block read the operand instead. Returns (operand, its flat view
+        made later, strides of the loop dims (batch..., m, n) in it) or None."""
+        op, c = self.match.op, self.match.c
+        aliases = _aliases(c)
+        prev = op.prev_op
+        while prev is not None:
+            if any(v in aliases for v in prev.operands) or prev.regions and not isinstance(
+                    prev, linalg.GenericOp):
+                break
+            prev = prev.prev_op
+        if not (isinstance(prev, linalg.GenericOp) and len(prev.inputs) == 1
+                and list(prev.outputs) == [c]):
+            return None
+        src = prev.inputs[0]
+        body = list(prev.body.block.ops)
+        rank = len(c.type.get_shape())
+        maps = [m.data for m in prev.indexing_maps]
+        if (src in aliases or not isinstance(src.type, MemRefType)
+                or len(body) != 1 or list(body[0].operands) != [prev.body.block.args[0]]
+                or maps[1] != AffineMap.identity(rank)
+                or any(it.data != IteratorType.PARALLEL for it in prev.iterator_types)):
+            return None
+        shape = src.type.get_shape()
+        row_major = [math.prod(shape[p + 1:]) for p in range(len(shape))]
+        strides = [0] * rank
+        for pos, e in enumerate(maps[0].results):
+            if isinstance(e, AffineDimExpr):
+                strides[e.position] += row_major[pos]
+            elif not (isinstance(e, AffineConstantExpr) and e.value == 0):
+                return None
+        if strides[-1] != 1:  # the kernel reads init along n, vw lanes at a time
+            return None
+        src_aliases = _aliases(src)
+        between = prev.next_op
+        while between is not op:  # nothing in between may write the operand
+            if any(v in src_aliases for v in between.operands):
+                return None
+            between = between.next_op
+        Rewriter.erase_op(prev)
+        return src, strides
 
     # -- packing
 
@@ -435,6 +484,7 @@ class _Tiler:
         par = [d for d in "bmn" if d in s.parallel and extents[d] > 1]
         seq = [d for d in "bmn" if d not in par and extents[d] > 1]
         true_ = ix.const(1, i1)
+        init_flat = _flat(b, self.init[0]) if self.init is not None else None
 
         def tile(b: Builder, idx: dict[str, Index]) -> None:
             bflat = idx.get("b", 0)
@@ -446,6 +496,11 @@ class _Tiler:
             mcv = ix.min(b, s.mc, ix.sub(b, M, ic))
             ncv = ix.min(b, s.nc, ix.sub(b, N, jc))
             c_base = ix.add(b, ix.mul(b, bflat, M * N), ix.add(b, ix.mul(b, ic, N), jc))
+            if self.init is not None:  # the init operand at (batch, ic, jc)
+                i_strides = self.init[1]
+                i_base: Index = ix.add(b, ix.mul(b, ic, i_strides[-2]), jc)
+                for d, bi in enumerate(bidx):
+                    i_base = ix.add(b, i_base, ix.mul(b, bi, i_strides[d]))
 
             def kblock(b: Builder, pc: Index) -> None:
                 kc = ix.min(b, s.kc, ix.sub(b, K, pc))
@@ -478,6 +533,11 @@ class _Tiler:
                 def kernel(b: Builder, ir: Index, jr: Index, m_a, n_b) -> None:
                     (m, a_off), (n, b_off) = m_a, n_b
                     c_off = ix.add(b, c_base, ix.add(b, ix.mul(b, ir, N), jr))
+                    init = None
+                    if self.init is not None:
+                        rs = self.init[1][-2]
+                        i_off = ix.add(b, i_base, ix.add(b, ix.mul(b, ir, rs), jr))
+                        init = (init_flat, ix.v(i_off), rs)
                     b.insert(MicrokernelOp(
                         a_src, ix.v(a_off), b_src, ix.v(b_off), c, ix.v(c_off), ix.v(kc),
                         ix.v(m), ix.v(n), acc,
@@ -486,7 +546,7 @@ class _Tiler:
                         mr=s.mr, nr=s.nr, vw=s.vw,
                         a_rs=self.a_rs, a_ks=self.a_ks,
                         b_ks=s.nr if b_packed else N, ldc=N, ku=s.ku,
-                        b_pf=s.pf))
+                        b_pf=s.pf, init=init))
 
                 if s.order == "nm":  # a B panel stays in L1 while the slivers of A pass
                     _for(b, ix, 0, ncv, s.nr, lambda b, jr: (lambda nb_: _for(

@@ -49,3 +49,20 @@ func.func @tile8(%a: memref<4x64xf32>, %b: memref<64x32xf32>, %c: memref<4x32xf3
   aicc_cpu.microkernel %a[%c0], %b[%c0], %c[%c0] k %kc rows %m cols %n accumulate %acc {mr = 4 : i64, nr = 32 : i64, vw = 8 : i64, a_rs = 64 : i64, a_ks = 1 : i64, b_ks = 32 : i64, ldc = 32 : i64, ku = 1 : i64} : memref<4x64xf32>, memref<64x32xf32>, memref<4x32xf32>
   func.return
 }
+
+// With an init operand (a bias, init_rs = 0) the first K block starts each row of the tile
+// from the bias instead of C: the source pointer is selected on `accumulate`.
+// CHECK-LABEL: define internal void @"aicc.microkernel.float.2x16.v16.8.1.16.16.1.0.0.0.init0"
+// CHECK-SAME:    (ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, i64 %{{.*}}, i64 %{{.*}}, i64 %{{.*}}, i1 %[[ACC:[^,]*]], ptr captures(none) noalias %[[INIT:[^)]*]])
+// CHECK:       mk.cfull:
+// CHECK:         %[[C0:.*]] = getelementptr inbounds float, ptr %{{.*}}, i64 0
+// CHECK:         %[[I0:.*]] = getelementptr inbounds float, ptr %[[INIT]], i64 0
+// CHECK:         %[[SRC:.*]] = select i1 %[[ACC]], ptr %[[C0]], ptr %[[I0]]
+// CHECK:         %[[OLD:.*]] = load <16 x float>, ptr %[[SRC]]
+// CHECK:         %[[NEW:.*]] = fadd <16 x float> %[[OLD]], %{{.*}}
+// CHECK:         store <16 x float> %[[NEW]], ptr %[[C0]]
+func.func @with_bias(%a: memref<2x8xf32>, %b: memref<8x16xf32>, %c: memref<2x16xf32>, %bias: memref<16xf32>, %kc: index, %m: index, %n: index, %acc: i1) {
+  %c0 = arith.constant 0 : index
+  aicc_cpu.microkernel %a[%c0], %b[%c0], %c[%c0] k %kc rows %m cols %n accumulate %acc init %bias[%c0] : memref<16xf32> {mr = 2 : i64, nr = 16 : i64, vw = 16 : i64, a_rs = 8 : i64, a_ks = 1 : i64, b_ks = 16 : i64, ldc = 16 : i64, ku = 1 : i64, init_rs = 0 : i64} : memref<2x8xf32>, memref<8x16xf32>, memref<2x16xf32>
+  func.return
+}

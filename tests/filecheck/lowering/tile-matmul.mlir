@@ -120,3 +120,21 @@ func.func @transposed(%at: memref<6x8xf32>, %bt: memref<16x6xf32>, %c: memref<8x
   }
   func.return
 }
+
+// -----
+// A copy of a bias into C right before the matmul (fuse-linear-bias's accumulator start) is
+// folded into the kernels: the first K block reads the bias (init_rs = 0: one row for all
+// rows of the tile) instead of C, and the copy disappears.
+// CHECK-LABEL: func.func @bias
+// CHECK-SAME:      %[[BIAS:[^:]*]]: memref<16xf32>
+// CHECK-NOT:     linalg.generic
+// CHECK-DAG:     %[[FALSE:.*]] = arith.constant false
+// CHECK:         aicc_cpu.microkernel {{.*}} accumulate %[[FALSE]] init %[[BIAS]][%{{.*}}] : memref<16xf32> {{{.*}}init_rs = 0 : i64}
+func.func @bias(%x: memref<6x5xf32>, %w: memref<5x16xf32>, %bias: memref<16xf32>, %c: memref<6x16xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%bias : memref<16xf32>) outs(%c : memref<6x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 16 : i64, vw = 16 : i64, kc = 5 : i64, mc = 6 : i64, nc = 16 : i64, ku = 1 : i64, pack_a = false, pack_b = false, parallel = "", order = "mn", pf = 0 : i64}} ins(%x, %w : memref<6x5xf32>, memref<5x16xf32>) outs(%c : memref<6x16xf32>)
+  func.return
+}
