@@ -111,8 +111,9 @@ def test_forced_schedule(schedule, mkn):
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("schedule", [None, {"parallel": "mn", "mc": 14, "nc": 32}, {"vw": 8}])
-def test_threads(threads, schedule):
-    a, b = rand(200, 90, seed=5), rand(90, 150, seed=6)
+@pytest.mark.parametrize("n", [150, 128])  # 128: N blocks all equal, the tiles run N-major
+def test_threads(threads, schedule, n):
+    a, b = rand(200, 90, seed=5), rand(90, n, seed=6)
     _, out = run(matmul, (a, b), schedule=schedule, threads=threads)
     check(out, ref_matmul(a, b), 90)
 

@@ -481,8 +481,12 @@ class _Tiler:
         TM, TN = -(-M // s.mc), -(-N // s.nc)
         nb = math.prod(batch)
         extents = {"b": nb, "m": TM, "n": TN}
-        par = [d for d in "bmn" if d in s.parallel and extents[d] > 1]
-        seq = [d for d in "bmn" if d not in par and extents[d] > 1]
+        # Threads take contiguous runs of the flattened tiles. M blocks come in multiples of
+        # mr, so the last is often short; when N's blocks are all equal, run over N outside
+        # M, so that each thread's run covers whole columns of tiles and they stay balanced.
+        dims = "bnm" if M % s.mc and not N % s.nc else "bmn"
+        par = [d for d in dims if d in s.parallel and extents[d] > 1]
+        seq = [d for d in dims if d not in par and extents[d] > 1]
         true_ = ix.const(1, i1)
         init_flat = _flat(b, self.init[0]) if self.init is not None else None
 
