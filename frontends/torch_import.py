@@ -1473,15 +1473,60 @@ def _avg_pool(imp, a):
     divisor = a.get("divisor_override")
     if divisor:
         return back(g.div(y, g.scalar(float(divisor), y)))
-    counts = []
-    for o, s, k, p, n in zip(out, stride, kernel, pad_, g.shape(x4)[2:]):
-        start = np.arange(o) * s - p
-        end = np.minimum(start + k, n + p)
-        if not a.get("count_include_pad", True):
-            start, end = np.maximum(start, 0), np.minimum(end, n)
-        counts.append(end - start)
+    counts = _pool_counts(out, stride, kernel, pad_, g.shape(x4)[2:], a.get("count_include_pad", True))
     table = (1.0 / np.outer(counts[0], counts[1])).astype(g.dtype(y))
     return back(g.mul(y, table))
+
+
+def _pool_counts(out, stride, kernel, padding, sizes, include_pad: bool) -> list[np.ndarray]:
+    """Per dim, the number of elements torch's average pooling divides each window by."""
+    counts = []
+    for o, s, k, p, n in zip(out, stride, kernel, padding, sizes):
+        start = np.arange(o) * s - p
+        end = np.minimum(start + k, n + p)
+        if not include_pad:
+            start, end = np.maximum(start, 0), np.minimum(end, n)
+        counts.append(end - start)
+    return counts
+
+
+@handles("aten.max_pool3d.default", "aten.max_pool3d_with_indices.default", "aten.avg_pool3d.default")
+def _pool3d(imp, a):
+    """3-D pooling is separable: an H x W pool2d with D as the channels, then a D x 1 pool2d
+    over (D, H*W); padded with -inf (max) or 0 (sum) as far as the last window torch records
+    needs. Average pooling divides by the product of the three dims' counts."""
+    g = imp.g
+    name = _op_name(imp.node.target)
+    is_max = "max" in name
+    x = _float_input(imp, a["input"])
+    shape = g.shape(x)
+    if len(shape) not in (4, 5):
+        raise imp.unsupported(f"3-D pooling of a rank-{len(shape)} input")
+    lead, sizes = shape[:-3], list(shape[-3:])
+    n = math.prod(lead)
+    kernel = _pair(a["kernel_size"], 3)
+    stride = _pair(a["stride"], 3) if a["stride"] else kernel
+    pad_ = _pair(a["padding"], 3)
+    dil = _pair(a.get("dilation", 1), 3)
+    out = list(imp.out_shape(0 if "with_indices" in name else None)[-3:])
+    high = [max(0, (o - 1) * s + d * (k - 1) + 1 - sz - p)
+            for o, s, d, k, sz, p in zip(out, stride, dil, kernel, sizes, pad_)]
+    kind = "max" if is_max else "sum"
+    y = _pad(g, g.reshape(x, (n, *sizes)), [0, *pad_], [0, *high], -math.inf if is_max else 0.0)
+    y = g.emit(lambda v: aicc_nn.Pool2dOp(v, kind, kernel[1:], stride[1:], dil[1:]), y)
+    ys = g.shape(y)
+    y = _slice(g, y, [0] * 4, [1] * 4, [*ys[:2], *out[1:]])
+    y = g.reshape(y, (n, 1, ys[1], out[1] * out[2]))
+    y = g.emit(lambda v: aicc_nn.Pool2dOp(v, kind, (kernel[0], 1), (stride[0], 1), (dil[0], 1)), y)
+    ys = g.shape(y)
+    y = g.reshape(_slice(g, y, [0] * 4, [1] * 4, [*ys[:2], out[0], ys[3]]), (*lead, *out))
+    if is_max:
+        return [y, _POOL_INDICES] if "with_indices" in name else y
+    if a.get("divisor_override"):
+        return g.div(y, g.scalar(float(a["divisor_override"]), y))
+    cd, ch, cw = _pool_counts(out, stride, kernel, pad_, sizes, a.get("count_include_pad", True))
+    table = 1.0 / (cd[:, None, None] * ch[None, :, None] * cw[None, None, :])
+    return g.mul(y, table.astype(g.dtype(y)))
 
 
 def _adaptive_matrix(n: int, o: int) -> np.ndarray:
