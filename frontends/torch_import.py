@@ -419,8 +419,8 @@ class TorchImporter:
     def require_float(self, *vals) -> None:
         for v in vals:
             if not isinstance(v, np.ndarray | bool | int | float) and self.g.dtype(v).kind != "f":
-                raise self.unsupported(f"{self.g.dtype(v)} arithmetic on a computed tensor "
-                                       "(aicc computes arithmetic in floating point)")
+                raise self.unsupported(f"a computed {self.g.dtype(v)} tensor as input (aicc computes "
+                                       "this op in floating point only)")
 
     # -- the walk --------------------------------------------------------------------------------
     def run(self, exported=None) -> TracedProgram:

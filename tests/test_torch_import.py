@@ -666,6 +666,12 @@ def test_integer_power_with_negative_exponent_is_refused():
         compiler.compile(Fn(lambda a: torch.ops.aten.pow.Tensor_Scalar(a * 2, -2)), (ints(5, 3),))
 
 
+def test_float_only_ops_refuse_integer_tensors():
+    with pytest.raises(compiler.UnsupportedOpError, match=r"node 'matmul' \(aten\.matmul\.default\): a computed "
+                       r"int64 tensor as input \(aicc computes this op in floating point only\) is not supported"):
+        compiler.compile(Fn(lambda a: a @ a), (ints(5, 3, 3),))
+
+
 def test_rounding_and_floor_division_use_the_dialect_ops():
     """floor / ceil / round / trunc are aicc ops now, not a round trip through an i64 cast."""
     def fn(x, y):
