@@ -36,6 +36,7 @@ from compiler.lowering.fold_constants import FoldConstants
 from compiler.lowering.fold_conv_bn import FoldConvBatchNorm
 from compiler.lowering.fuse_elementwise import FuseElementwise
 from compiler.lowering.fuse_linear_bias import FuseLinearBias
+from compiler.lowering.fuse_rows import FuseRows
 from compiler.lowering.linalg_to_loops import LinalgToLoops
 from compiler.lowering.plan_memory import WORKSPACE_ATTR, PlanMemory
 from compiler.lowering.simplify import Simplify
@@ -84,7 +85,8 @@ def stage_passes(target: str, fuse: bool = True) -> list[tuple[str, list[ModuleP
     stages = [
         ("tensor", [*graph_passes(target), *cleanup()]),
         ("linalg", [TensorToLinalg(), *([FuseElementwise()] if fuse else []), *cleanup()]),
-        ("memref", [Bufferize(), PlanMemory(workspace_arg=True)]),
+        ("memref", [Bufferize(), *([FuseRows()] if fuse and target == "cpu" else []),
+                    PlanMemory(workspace_arg=True)]),
         ("loops", [LinalgToLoops(), CanonicalizePass(), CommonSubexpressionElimination()]),
     ]
     if target == "cuda":

@@ -26,6 +26,7 @@ AICC_PASSES = {
     "tensor-to-linalg": _pass("tensor_to_linalg", "TensorToLinalg"),
     "fuse-elementwise": _pass("fuse_elementwise", "FuseElementwise"),
     "bufferize": _pass("bufferize", "Bufferize"),
+    "fuse-rows": _pass("fuse_rows", "FuseRows"),
     "plan-memory": _pass("plan_memory", "PlanMemory"),
     "linalg-to-loops": _pass("linalg_to_loops", "LinalgToLoops"),
     "map-to-gpu": _pass("map_to_gpu", "MapToGpu"),
