@@ -146,7 +146,8 @@ def memref_stats(module: ModuleOp) -> dict:
 
 def tensor_stats(module: ModuleOp) -> dict:
     """aicc ops per name at the tensor stage."""
-    ops = Counter(o.name for o in module.walk() if o.dialect_name() == "aicc" and o.name != "aicc.constant")
+    ops = Counter(o.name for o in module.walk()
+                  if o.dialect_name() in ("aicc", "aicc_fused") and o.name != "aicc.constant")
     return {"tensor_ops": dict(sorted(ops.items()))}
 
 

@@ -16,8 +16,8 @@ emits such a run of ops as ONE scf.parallel over the rows:
 
 Grouping. A run of consecutive linalg ops (only allocs, constants, globals, reshape views and
 deallocs may sit between them; they move out of the way) forms a group when
-  * each op's output maps lead with parallel loop dims (its row dims) whose ranges match the
-    group's row shape (the group keeps the shortest common prefix, at least one dim);
+  * each op's output maps lead with parallel loop dims (its row dims); the group's rows are the
+    longest prefix on which all its ops' row ranges agree (at least one dim);
   * a buffer written in the group is read and written only at the accessing op's own row (the
     first k results of every map are its row dims, in order), and only through the same SSA
     value, not a reshaped view;
@@ -103,7 +103,7 @@ class RowOp:
         return [d for d, r in enumerate(self.ranges) if d not in self.rows[:k] and r > 1]
 
     def reduces(self) -> bool:
-        return any(not p and r > 1 for p, r in zip(self.parallel, self.ranges))
+        return not all(self.parallel)
 
 
 def analyze(op: Operation) -> RowOp | None:
@@ -162,8 +162,11 @@ class RowGroup:
         self.shape = [first.ranges[d] for d in first.rows]
 
     def try_add(self, x: RowOp) -> bool:
-        k = min(self.k, len(x.rows))
-        if k < 1 or [x.ranges[d] for d in x.rows[:k]] != self.shape[:k]:
+        x_shape = [x.ranges[d] for d in x.rows]
+        k = 0
+        while k < min(self.k, len(x_shape)) and x_shape[k] == self.shape[k]:
+            k += 1
+        if k < 1:
             return False
         written = {v for o in self.ops for v in o.op.outputs}
         written_roots = {root(v) for v in written}
