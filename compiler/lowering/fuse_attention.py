@@ -3,7 +3,8 @@
 A tensor-level pattern, run after the graph passes and CSE, rooted at the second matmul:
 
     s  = aicc.matmul q, k {transpose_rhs}     (or q @ kt, kt any value: k is kt with its last two
-                                               dims swapped; a q scaled by a constant folds in)
+                                               dims swapped; a q scaled by a constant folds in;
+                                               a bias is an additive mask when nothing scales s)
     sc = s * c | c * s | s / c                (c a scalar constant: scale = c or 1/c; optional)
     t  = sc + m | m + sc                      (additive mask, broadcast to the scores)
        | select(m, sc, f) | select(m, f, sc)  (boolean mask: keep / drop; f a scalar constant)
@@ -187,8 +188,12 @@ def match(root: aicc.MatmulOp) -> Match | None:
 
     # q @ k^T
     mm = _owner(s, aicc.MatmulOp)
-    if mm is None or mm.bias is not None or mm.trans_lhs or not all(u in consumers for u in _user(s)):
+    if mm is None or mm.trans_lhs or not all(u in consumers for u in _user(s)):
         return None
+    if mm.bias is not None:  # fuse-linear-bias took an additive mask that nothing scales
+        if m.mask is not None or s is not sc:
+            return None
+        m.mask, m.mask_kind = mm.bias, "add"
     m.dead.append(mm)
     m.q, m.k, m.k_swapped = mm.lhs, mm.rhs, not mm.trans_rhs
     qmul = _owner(m.q, aicc.MulOp)

@@ -52,10 +52,15 @@ from compiler.dialects.aicc_fused import AttentionOp
 from compiler.lowering.loop_builder import IndexBuilder, for_loop
 
 KERNEL_ATTR = "aicc.kernel"
-QUERY_BLOCK = 32
-ROW_TILE = 4
-KEY_BLOCK = 128
+QUERY_BLOCK = 64  # query rows per parallel task
+ROW_TILE = 4  # rows that share each load of k^T and v
+KEY_BLOCK = 64  # keys per block: a 4 x 64 score tile stays in registers
+ACC_BYTES = 64 * 1024
+KT_BYTES = 32 * 1024
 REASSOC = arith.FastMathFlagsAttr([arith.FastMathFlag.REASSOC])
+# the products of q . k and p @ v may fuse into FMAs (one rounding instead of two)
+CONTRACT = arith.FastMathFlagsAttr([arith.FastMathFlag.ALLOW_CONTRACT])
+REASSOC_CONTRACT = arith.FastMathFlagsAttr([arith.FastMathFlag.REASSOC, arith.FastMathFlag.ALLOW_CONTRACT])
 
 
 class _Emitter:
@@ -75,9 +80,14 @@ class _Emitter:
         return b.insert(arith.ConstantOp(FloatAttr(v, self.ety))).result
 
     @staticmethod
-    def op2(b: Builder, cls, x, y, fast: bool = False) -> SSAValue:
-        o = cls(x, y, REASSOC) if fast else cls(x, y)
+    def op2(b: Builder, cls, x, y, fast: bool = False, flags=None) -> SSAValue:
+        o = cls(x, y, flags or REASSOC) if fast or flags else cls(x, y)
         return b.insert(o).result
+
+    def fma(self, b: Builder, acc, x, y, reassoc: bool) -> SSAValue:
+        """acc + x * y, contractible into one FMA."""
+        prod = self.op2(b, arith.MulfOp, x, y, flags=CONTRACT)
+        return self.op2(b, arith.AddfOp, acc, prod, flags=REASSOC_CONTRACT if reassoc else CONTRACT)
 
     def minsi(self, b, x, y):
         return b.insert(arith.MinSIOp(x, y)).result
@@ -120,8 +130,10 @@ class _Emitter:
     def build(self) -> scf.ParallelOp:
         op = self.op
         L, S, E, F = self.L, self.S, self.E, self.F
+        self.bq = block_rows(F, L)
+        self.kb = keys_per_block(E, S)
         nbatch = math.prod(self.batch)
-        qblocks = -(-L // QUERY_BLOCK)
+        qblocks = -(-L // self.bq)
         outer = Builder(InsertPoint.before(op))
         lb, ub, st = (outer.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result
                       for v in (0, nbatch * qblocks, 1))
@@ -145,144 +157,219 @@ class _Emitter:
             batch_ix[nonunit[0]] = rest
         self.batch_ix = batch_ix
 
-        kb = min(KEY_BLOCK, S)
-        self.kb = kb
-        self.scores = b.insert(memref.AllocaOp.get(self.ety, 64, [ROW_TILE, kb])).memref
-        self.acc = b.insert(memref.AllocaOp.get(self.ety, 64, [ROW_TILE, F])).memref
-        i0 = self.muli(b, qb, self.c(QUERY_BLOCK))
-        nrows = self.minsi(b, self.c(QUERY_BLOCK), b.insert(arith.SubiOp(self.c(L), i0)).result)
-
-        def tile(bt: Builder, r0: SSAValue, _):
-            self.row_tile(bt, self.addi(bt, i0, r0))
-            return []
-
-        for_loop(b, self.c(0), nrows, self.c(ROW_TILE), [], tile)
-        return par
-
-    def row_tile(self, b: Builder, first: SSAValue) -> None:
-        L, S, F = self.L, self.S, self.F
-        op = self.op
-        rows = [self.minsi(b, self.addi(b, first, self.c(t)), self.c(L - 1)) for t in range(ROW_TILE)]
+        ety = self.ety
+        self.kt = b.insert(memref.AllocaOp.get(ety, 64, [E, self.kb])).memref
+        self.scores = b.insert(memref.AllocaOp.get(ety, 64, [ROW_TILE, self.kb])).memref
+        self.acc = b.insert(memref.AllocaOp.get(ety, 64, [self.bq, F])).memref
+        self.m = b.insert(memref.AllocaOp.get(ety, 64, [self.bq])).memref
+        self.l = b.insert(memref.AllocaOp.get(ety, 64, [self.bq])).memref
+        self.i0 = self.muli(b, qb, self.c(self.bq))
+        self.nrows = self.minsi(b, self.c(self.bq), b.insert(arith.SubiOp(self.c(L), self.i0)).result)
         neg_inf, zero = self.f(b, -math.inf), self.f(b, 0.0)
 
-        def clear(bb: Builder, fi: SSAValue, _):
-            for t in range(ROW_TILE):
-                bb.insert(memref.StoreOp.get(zero, self.acc, [self.c(t), fi]))
+        def init(bb: Builder, r: SSAValue, _):
+            bb.insert(memref.StoreOp.get(neg_inf, self.m, [r]))
+            bb.insert(memref.StoreOp.get(zero, self.l, [r]))
+            self.loop(bb, F, lambda b2, f: b2.insert(memref.StoreOp.get(zero, self.acc, [r, f])))
             return []
 
-        for_loop(b, self.c(0), self.c(F), self.c(1), [], clear)
+        for_loop(b, self.c(0), self.c(self.bq), self.c(1), [], init)
         kend = self.c(S)
-        if op.causal is not None:
-            kend = self.minsi(b, self.addi(b, rows[-1], self.c(1)), self.c(S))
+        if op.causal is not None:  # the block's last row sees keys up to itself
+            kend = self.minsi(b, self.addi(b, self.i0, self.nrows), self.c(S))
 
-        def key_block(bb: Builder, j0: SSAValue, carried):
-            ms, ls = list(carried[:ROW_TILE]), list(carried[ROW_TILE:])
-            cols = self.minsi(bb, self.c(self.kb), bb.insert(arith.SubiOp(kend, j0)).result)
-            self.score_tile(bb, rows, j0, cols)
-            # block max per row
-            maxes = for_loop(bb, self.c(0), cols, self.c(1), [neg_inf] * ROW_TILE,
-                             lambda b2, c, acc: [self.op2(b2, arith.MaximumfOp, acc[t],
-                                                          b2.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res, True)
-                                                 for t in range(ROW_TILE)])
-            m_new, m_safe, alpha = [], [], []
-            for t in range(ROW_TILE):
-                mn = self.op2(bb, arith.MaximumfOp, ms[t], maxes[t])
-                is_inf = bb.insert(arith.CmpfOp(mn, neg_inf, "oeq")).result
-                safe = bb.insert(arith.SelectOp(is_inf, zero, mn)).result
-                a = bb.insert(xmath.ExpOp(self.op2(bb, arith.SubfOp, ms[t], safe))).result
-                m_new.append(mn), m_safe.append(safe), alpha.append(a)
+        def key_block(bb: Builder, j0: SSAValue, _):
+            self.key_block(bb, j0, kend)
+            return []
 
-            def exp_sum(b2: Builder, c: SSAValue, acc):
+        for_loop(b, self.c(0), kend, self.c(self.kb), [], key_block)
+
+        def write(bb: Builder, r: SSAValue, _):
+            i = self.addi(bb, self.i0, r)
+            lr = bb.insert(memref.LoadOp.get(self.l, [r])).res
+
+            def store(b2: Builder, f: SSAValue):
+                a = b2.insert(memref.LoadOp.get(self.acc, [r, f])).res
+                y = self.op2(b2, arith.DivfOp, a, lr)
+                ix = self.index(op.out, op.perm("out"), [*self.batch_ix, i, f])
+                b2.insert(memref.StoreOp.get(y, op.out, ix))
+
+            self.loop(bb, F, store)
+            return []
+
+        for_loop(b, self.c(0), self.nrows, self.c(1), [], write)
+        return par
+
+    def loop(self, b: Builder, n: int | SSAValue, body) -> None:
+        """for x in 0..n: body(builder, x), nothing carried."""
+        ub = self.c(n) if isinstance(n, int) else n
+
+        def inner(bb: Builder, x: SSAValue, _):
+            body(bb, x)
+            return []
+
+        for_loop(b, self.c(0), ub, self.c(1), [], inner)
+
+    def key_block(self, b: Builder, j0: SSAValue, kend: SSAValue) -> None:
+        """Keys j0 .. j0 + cols: k^T into the stack tile, then every row tile of the block."""
+        S, E, kb = self.S, self.E, self.kb
+        cols = self.minsi(b, self.c(kb), b.insert(arith.SubiOp(kend, j0)).result)
+        last = self.c(S - 1)
+
+        def transpose(bb: Builder, e: SSAValue):
+            def row(b2: Builder, c: SSAValue):
+                j = self.minsi(b2, self.addi(b2, j0, c), last)  # past the end: a real key, masked later
+                b2.insert(memref.StoreOp.get(self.load(b2, "k", [*self.batch_ix, j, e]), self.kt, [e, c]))
+
+            self.loop(bb, kb, row)
+
+        self.loop(b, E, transpose)
+        first = self.c(0)
+        if self.op.causal is not None:  # rows above the block's first key see none of it
+            skip = b.insert(arith.SubiOp(j0, self.i0)).result
+            skip = b.insert(arith.MaxSIOp(skip, self.c(0))).result
+            first = self.muli(b, b.insert(arith.DivUIOp(skip, self.c(ROW_TILE))).result, self.c(ROW_TILE))
+
+        def tile(bb: Builder, r0: SSAValue, _):
+            self.row_tile(bb, r0, j0, cols)
+            return []
+
+        for_loop(b, first, self.nrows, self.c(ROW_TILE), [], tile)
+
+    def row_tile(self, b: Builder, r0: SSAValue, j0: SSAValue, cols: SSAValue) -> None:
+        """ROW_TILE rows (state slots r0 .. r0+3; rows past L read row L-1 and are not written)
+        against one key block."""
+        op, L, S, E, F, kb = self.op, self.L, self.S, self.E, self.F, self.kb
+        slots = [self.addi(b, r0, self.c(t)) for t in range(ROW_TILE)]
+        rows = [self.minsi(b, self.addi(b, self.i0, r), self.c(L - 1)) for r in slots]
+        neg_inf, zero = self.f(b, -math.inf), self.f(b, 0.0)
+        scale = op.scale_value
+        scale_c = self.f(b, scale) if scale != 1.0 else None
+        fill = self.f(b, op.fill_value) if op.mask_kind in ("keep", "drop") else None
+
+        # s[t][:] = q_t . k^T tile: an outer-product update per e, vectorized over the keys
+        for t in range(ROW_TILE):
+            self.loop(b, kb, lambda bb, c, t=t: bb.insert(memref.StoreOp.get(zero, self.scores, [self.c(t), c])))
+
+        def per_e(bb: Builder, e: SSAValue):
+            qs = [self.load(bb, "q", [*self.batch_ix, rows[t], e]) for t in range(ROW_TILE)]
+
+            def per_c(b2: Builder, c: SSAValue):
+                kv = b2.insert(memref.LoadOp.get(self.kt, [e, c])).res
+                for t in range(ROW_TILE):
+                    a = b2.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res
+                    b2.insert(memref.StoreOp.get(self.fma(b2, a, qs[t], kv, False), self.scores, [self.c(t), c]))
+
+            self.loop(bb, kb, per_c)
+
+        self.loop(b, E, per_e)
+
+        # scale, mask, and the block max per row. Row t sees the block's first lim_t keys
+        # (fewer past the end of k, or past the diagonal when causal); only a block where some
+        # row sees fewer than all of them pays for the compare.
+        lims = []
+        for t in range(ROW_TILE):
+            lim = cols
+            if op.causal is not None:
+                upto = self.addi(b, b.insert(arith.SubiOp(rows[t], j0)).result, self.c(1))
+                lim = self.minsi(b, lim, upto)
+            lims.append(lim)
+        fewest = lims[0]
+        for lim in lims[1:]:
+            fewest = self.minsi(b, fewest, lim)
+        partial = b.insert(arith.CmpiOp(fewest, self.c(kb), "slt")).result
+
+        def finish_loop(bb: Builder, masked: bool) -> list[SSAValue]:
+            def finish(b2: Builder, c: SSAValue, acc):
+                jc = self.minsi(b2, self.addi(b2, j0, c), self.c(S - 1))
                 out = []
                 for t in range(ROW_TILE):
                     s = b2.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res
-                    p = b2.insert(xmath.ExpOp(self.op2(b2, arith.SubfOp, s, m_safe[t]))).result
-                    b2.insert(memref.StoreOp.get(p, self.scores, [self.c(t), c]))
-                    out.append(self.op2(b2, arith.AddfOp, acc[t], p, True))
+                    if scale_c is not None:
+                        s = self.op2(b2, arith.MulfOp, s, scale_c)
+                    if op.mask_kind == "add":
+                        s = self.op2(b2, arith.AddfOp, s, self.load(b2, "mask", [*self.batch_ix, rows[t], jc]))
+                    elif op.mask_kind in ("keep", "drop"):
+                        keep = self.load(b2, "mask", [*self.batch_ix, rows[t], jc])
+                        a, bsel = (s, fill) if op.mask_kind == "keep" else (fill, s)
+                        s = b2.insert(arith.SelectOp(keep, a, bsel)).result
+                    if masked:
+                        dead = b2.insert(arith.CmpiOp(c, lims[t], "sge")).result
+                        s = b2.insert(arith.SelectOp(dead, neg_inf, s)).result
+                    b2.insert(memref.StoreOp.get(s, self.scores, [self.c(t), c]))
+                    out.append(self.op2(b2, arith.MaximumfOp, acc[t], s, True))
                 return out
 
-            sums = for_loop(bb, self.c(0), cols, self.c(1), [zero] * ROW_TILE, exp_sum)
-            new_ls = [self.op2(bb, arith.AddfOp, self.op2(bb, arith.MulfOp, ls[t], alpha[t]), sums[t])
-                      for t in range(ROW_TILE)]
+            return list(for_loop(bb, self.c(0), self.c(kb), self.c(1), [neg_inf] * ROW_TILE, finish))
 
-            def rescale(b2: Builder, fi: SSAValue, _):
-                for t in range(ROW_TILE):
-                    a = b2.insert(memref.LoadOp.get(self.acc, [self.c(t), fi])).res
-                    b2.insert(memref.StoreOp.get(self.op2(b2, arith.MulfOp, a, alpha[t]), self.acc,
-                                                 [self.c(t), fi]))
-                return []
+        branches = []
+        for masked in (True, False):
+            block = Block()
+            inner = Builder(InsertPoint.at_end(block))
+            inner.insert(scf.YieldOp(*finish_loop(inner, masked)))
+            branches.append(Region(block))
+        maxes = b.insert(scf.IfOp(partial, [self.ety] * ROW_TILE, *branches)).results
 
-            for_loop(bb, self.c(0), self.c(F), self.c(1), [], rescale)
+        # online softmax: new running max, rescale factor, p = exp(s - max), the row sums
+        ms, alpha, safe = [], [], []
+        for t in range(ROW_TILE):
+            m_old = b.insert(memref.LoadOp.get(self.m, [slots[t]])).res
+            m_new = self.op2(b, arith.MaximumfOp, m_old, maxes[t])
+            is_inf = b.insert(arith.CmpfOp(m_new, neg_inf, "oeq")).result
+            sf = b.insert(arith.SelectOp(is_inf, zero, m_new)).result  # an all-masked row so far
+            alpha.append(b.insert(xmath.ExpOp(self.op2(b, arith.SubfOp, m_old, sf))).result)
+            b.insert(memref.StoreOp.get(m_new, self.m, [slots[t]]))
+            ms.append(m_new), safe.append(sf)
 
-            def pv(b2: Builder, c: SSAValue, _):
-                j = self.addi(b2, j0, c)
-                ps = [b2.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res for t in range(ROW_TILE)]
-
-                def update(b3: Builder, fi: SSAValue, _):
-                    vv = self.load(b3, "v", [*self.batch_ix, j, fi])
-                    for t in range(ROW_TILE):
-                        a = b3.insert(memref.LoadOp.get(self.acc, [self.c(t), fi])).res
-                        a = self.op2(b3, arith.AddfOp, a, self.op2(b3, arith.MulfOp, ps[t], vv))
-                        b3.insert(memref.StoreOp.get(a, self.acc, [self.c(t), fi]))
-                    return []
-
-                for_loop(b2, self.c(0), self.c(F), self.c(1), [], update)
-                return []
-
-            for_loop(bb, self.c(0), cols, self.c(1), [], pv)
-            return [*m_new, *new_ls]
-
-        final = for_loop(b, self.c(0), kend, self.c(self.kb), [neg_inf] * ROW_TILE + [zero] * ROW_TILE,
-                         key_block)
-        ls = final[ROW_TILE:]
-
-        def write(bb: Builder, fi: SSAValue, _):
+        def exp_sum(bb: Builder, c: SSAValue, acc):
+            out = []
             for t in range(ROW_TILE):
-                a = bb.insert(memref.LoadOp.get(self.acc, [self.c(t), fi])).res
-                y = self.op2(bb, arith.DivfOp, a, ls[t])
-                out = op.out
-                ix = self.index(out, op.perm("out"), [*self.batch_ix, rows[t], fi])
-                bb.insert(memref.StoreOp.get(y, out, ix))
-            return []
+                s = bb.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res
+                p = bb.insert(xmath.ExpOp(self.op2(bb, arith.SubfOp, s, safe[t]))).result
+                bb.insert(memref.StoreOp.get(p, self.scores, [self.c(t), c]))
+                out.append(self.op2(bb, arith.AddfOp, acc[t], p, True))
+            return out
 
-        for_loop(b, self.c(0), self.c(F), self.c(1), [], write)
+        sums = for_loop(b, self.c(0), self.c(kb), self.c(1), [zero] * ROW_TILE, exp_sum)
+        for t in range(ROW_TILE):
+            l_old = b.insert(memref.LoadOp.get(self.l, [slots[t]])).res
+            l_new = self.op2(b, arith.AddfOp, self.op2(b, arith.MulfOp, l_old, alpha[t]), sums[t])
+            b.insert(memref.StoreOp.get(l_new, self.l, [slots[t]]))
 
-    def score_tile(self, b: Builder, rows: list[SSAValue], j0: SSAValue, cols: SSAValue) -> None:
-        op = self.op
-        zero = self.f(b, 0.0)
-        scale = op.scale_value
-        scale_c = self.f(b, scale) if scale != 1.0 else None
-        neg_inf = self.f(b, -math.inf)
-        fill = self.f(b, op.fill_value) if op.mask_kind in ("keep", "drop") else None
+        # acc = acc * alpha + p @ v: the rows' accumulators stay in registers over the keys
+        def rescale(bb: Builder, f: SSAValue):
+            for t in range(ROW_TILE):
+                a = bb.insert(memref.LoadOp.get(self.acc, [slots[t], f])).res
+                bb.insert(memref.StoreOp.get(self.op2(bb, arith.MulfOp, a, alpha[t]), self.acc, [slots[t], f]))
 
-        def per_key(bb: Builder, c: SSAValue, _):
+        self.loop(b, F, rescale)
+
+        def pv(bb: Builder, c: SSAValue):
             j = self.addi(bb, j0, c)
+            ps = [bb.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res for t in range(ROW_TILE)]
 
-            def dot(b2: Builder, e: SSAValue, acc):
-                kv = self.load(b2, "k", [*self.batch_ix, j, e])
-                return [self.op2(b2, arith.AddfOp, acc[t],
-                                 self.op2(b2, arith.MulfOp, self.load(b2, "q", [*self.batch_ix, rows[t], e]), kv),
-                                 True)
-                        for t in range(ROW_TILE)]
+            def update(b2: Builder, f: SSAValue):
+                vv = self.load(b2, "v", [*self.batch_ix, j, f])
+                for t in range(ROW_TILE):
+                    a = b2.insert(memref.LoadOp.get(self.acc, [slots[t], f])).res
+                    b2.insert(memref.StoreOp.get(self.fma(b2, a, ps[t], vv, False), self.acc, [slots[t], f]))
 
-            dots = for_loop(bb, self.c(0), self.c(self.E), self.c(1), [zero] * ROW_TILE, dot)
-            for t in range(ROW_TILE):
-                s = dots[t]
-                if scale_c is not None:
-                    s = self.op2(bb, arith.MulfOp, s, scale_c)
-                if op.mask_kind == "add":
-                    s = self.op2(bb, arith.AddfOp, s, self.load(bb, "mask", [*self.batch_ix, rows[t], j]))
-                elif op.mask_kind in ("keep", "drop"):
-                    keep = self.load(bb, "mask", [*self.batch_ix, rows[t], j])
-                    a, bsel = (s, fill) if op.mask_kind == "keep" else (fill, s)
-                    s = bb.insert(arith.SelectOp(keep, a, bsel)).result
-                if op.causal is not None:
-                    above = bb.insert(arith.CmpiOp(j, rows[t], "sgt")).result
-                    s = bb.insert(arith.SelectOp(above, neg_inf, s)).result
-                bb.insert(memref.StoreOp.get(s, self.scores, [self.c(t), c]))
-            return []
+            self.loop(bb, F, update)
 
-        for_loop(b, self.c(0), cols, self.c(1), [], per_key)
+        self.loop(b, cols, pv)
+
+
+def block_rows(F: int, L: int) -> int:
+    """Query rows per task: QUERY_BLOCK, fewer when a row's accumulator is long (the rows'
+    accumulators stay within ACC_BYTES), never more than L needs."""
+    rows = max(ROW_TILE, min(QUERY_BLOCK, ACC_BYTES // (4 * max(F, 1))) // ROW_TILE * ROW_TILE)
+    return min(rows, -(-L // ROW_TILE) * ROW_TILE)
+
+
+def keys_per_block(E: int, S: int) -> int:
+    """Keys per block: KEY_BLOCK, fewer when the transposed k tile would pass KT_BYTES."""
+    keys = max(16, min(KEY_BLOCK, KT_BYTES // (4 * max(E, 1))) // 16 * 16)
+    return min(keys, -(-S // 16) * 16)
 
 
 def lower(op: AttentionOp) -> scf.ParallelOp:
@@ -307,4 +394,4 @@ class LowerAttention(ModulePass):
                 lower(o)
 
 
-__all__ = ["LowerAttention", "QUERY_BLOCK", "ROW_TILE", "KEY_BLOCK"]
+__all__ = ["LowerAttention", "QUERY_BLOCK", "ROW_TILE", "KEY_BLOCK", "block_rows", "keys_per_block"]
