@@ -1,7 +1,8 @@
 """The `aicc_fused` dialect: kernels that fusion passes form out of several aicc ops.
 
-    %o = "aicc_fused.attention"(%q, %k, %v, %init) <{operandSegmentSizes = array<i32: 3, 1>}> ({
-    }) {scale = 0.125 : f64, causal} : (tensor<8x1024x64xf32>, ...) -> tensor<8x1024x64xf32>
+    %o = aicc_fused.attention ins(%q, %k, %v : tensor<8x1024x64xf32>, tensor<8x1024x64xf32>,
+             tensor<8x1024x64xf32>) outs(%init : tensor<8x1024x64xf32>) {scale = 0.125 : f64, causal}
+             -> tensor<8x1024x64xf32>
 
 `aicc_fused.attention` is softmax(scale * q @ k^T, masked) @ v, in destination-passing style like
 a linalg op (ins: q, k, v and an optional mask; outs: the result), on tensors or on memrefs, so
@@ -47,6 +48,8 @@ from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.attrs import IteratorTypeAttr
 from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
+from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.irdl import AttrSizedOperandSegments, irdl_op_definition, opt_attr_def, traits_def
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
@@ -111,6 +114,38 @@ class AttentionOp(LinalgStructuredOperation):
             if list(p) != list(range(len(p))):
                 attrs[f"{name}_perm"] = DenseArrayBase.from_list(i64, list(p))
         return attrs
+
+    # -- assembly: ins(...) outs(...) {attributes} [-> result type]
+
+    def print(self, printer: Printer) -> None:
+        for keyword, values in (("ins", self.inputs), ("outs", self.outputs)):
+            printer.print_string(f" {keyword}(")
+            printer.print_list(values, printer.print_ssa_value)
+            printer.print_string(" : ")
+            printer.print_list(values.types, printer.print_attribute)
+            printer.print_string(")")
+        printer.print_op_attributes(self.attributes)
+        if self.res:
+            printer.print_string(" -> ")
+            printer.print_list(self.res.types, printer.print_attribute)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> AttentionOp:
+        groups = []
+        for keyword in ("ins", "outs"):
+            pos = parser.pos
+            parser.parse_characters(keyword)
+            parser.parse_punctuation("(")
+            names = parser.parse_comma_separated_list(Parser.Delimiter.NONE, parser.parse_unresolved_operand)
+            parser.parse_punctuation(":")
+            types = parser.parse_comma_separated_list(Parser.Delimiter.NONE, parser.parse_type)
+            parser.parse_punctuation(")")
+            groups.append(parser.resolve_operands(names, types, pos))
+        attrs = parser.parse_optional_attr_dict()
+        res = []
+        if parser.parse_optional_punctuation("->"):
+            res = parser.parse_comma_separated_list(Parser.Delimiter.NONE, parser.parse_type)
+        return cls(groups[0], groups[1], res, attrs)
 
     # -- the operands, logically
 
@@ -213,7 +248,7 @@ class AttentionOp(LinalgStructuredOperation):
         if len(self.inputs) not in (3, 4) or len(self.outputs) != 1:
             raise VerifyException("aicc_fused.attention: expects ins(q, k, v[, mask]) and one out")
         if (self.mask_value is None) != (self.mask is None):
-            raise VerifyException("aicc_fused.attention: a mask operand needs a mask kind and back")
+            raise VerifyException("aicc_fused.attention: a mask operand and a mask kind go together")
         if self.mask is not None and self.mask.data not in MASK_KINDS:
             raise VerifyException(f"aicc_fused.attention: mask kind must be one of {MASK_KINDS}")
         for which in ("q", "k", "v", "out"):

@@ -232,9 +232,12 @@ def _swap_last(rank: int) -> list[int]:
 def _causal(m: Match, L: int, S: int) -> bool:
     """Is the constant mask exactly top-left causal, with masked scores at -inf?"""
     c = _constant(m.mask) if m.mask is not None else None
-    if c is None or c.ndim < 2 or c.shape[-2:] != (L, S) or any(d != 1 for d in c.shape[:-2]):
+    if c is None or c.ndim > 2 and any(d != 1 for d in c.shape[:-2]):
         return False
-    c = c.reshape(L, S)
+    try:  # a mask the same for every batch entry, possibly a splat (L = S = 1)
+        c = np.broadcast_to(c.reshape(c.shape[-2:] if c.ndim >= 2 else c.shape), (L, S))
+    except ValueError:
+        return False
     tril = np.tril(np.ones((L, S), bool))
     if m.mask_kind in ("keep", "drop"):
         keep = c.astype(bool) if m.mask_kind == "keep" else ~c.astype(bool)
@@ -280,12 +283,12 @@ class FuseAttentionPattern(RewritePattern):
             att.erase(safe_erase=False)
             empty.erase(safe_erase=False)
             return
-        rewriter.insert_op([empty, att], InsertPoint.before(replaced))
-        rewriter.replace_op(replaced, [], [att.res[0]])
+        rewriter.insert([empty, att], InsertPoint.before(replaced))
+        rewriter.replace(replaced, [], [att.res[0]])
         if replaced is not op:
-            rewriter.erase_op(op)
+            rewriter.erase(op)
         for dead in m.dead:  # outermost consumer first
-            rewriter.erase_op(dead)
+            rewriter.erase(dead)
 
 
 @dataclass(frozen=True)

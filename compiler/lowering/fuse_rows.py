@@ -475,6 +475,9 @@ class _NestBuilder:
         for i, stage in enumerate(stages):
             later = [o for s in stages[i + 1:] for o in s.ops]
             self.emit_stage(b, stage, row_ivs, later)
+        for buf in self.local.values():  # a row whose every read was forwarded
+            if not buf.uses:
+                Rewriter.erase_op(buf.owner)
         return par
 
 
