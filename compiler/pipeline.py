@@ -13,6 +13,7 @@ Stages (each printable with `CompiledModel.ir(stage)`):
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +47,7 @@ from compiler.lowering.simplify import Simplify
 from compiler.lowering.tensor_to_linalg import TensorToLinalg
 
 TARGETS = ("cpu", "cuda")
+REUSE_OUTPUT_BYTES = 1 << 20  # results this large reuse a dropped array of the previous call
 STAGES = ("tensor", "linalg", "memref", "loops", "llvm", "asm", "gpu", "cuda")
 # the stages each target produces (gpu: loops wrapped in gpu_map.kernel; cuda: CUDA C)
 TARGET_STAGES = {"cpu": STAGES[:6], "cuda": ("tensor", "linalg", "memref", "loops", "gpu", "cuda")}
@@ -140,6 +142,25 @@ class CompiledModel:
             ws = self._local.workspace = raw[start : start + self.workspace_bytes]
         return ws
 
+    def _outputs(self) -> list[np.ndarray]:
+        """Arrays for the results. A large one reuses the array this thread returned last time
+        when nothing references it any more (the caller dropped it, views included): a fresh
+        64 MB array costs about as much again as a memory-bound kernel writing it, in page
+        faults and the kernel zeroing the pages."""
+        cache = getattr(self._local, "outputs", None)
+        if cache is None:
+            cache = self._local.outputs = [None] * len(self.output_types)
+        outs = []
+        for i, (shape, dtype) in enumerate(self.output_types):
+            # referenced only by the cache and getrefcount's argument: nobody else sees it
+            if cache[i] is not None and sys.getrefcount(cache[i]) == 2:
+                outs.append(cache[i])
+                continue
+            a = np.empty(shape, dtype)
+            cache[i] = a if a.nbytes >= REUSE_OUTPUT_BYTES else None
+            outs.append(a)
+        return outs
+
     def ir(self, stage: str) -> str:
         if stage not in self.stages:
             raise CompileError(f"unknown IR stage '{stage}' (expected one of: {', '.join(STAGES)})")
@@ -169,7 +190,7 @@ class CompiledModel:
                     f"got {a.shape} {a.dtype}"
                 )
             args.append(np.ascontiguousarray(a))
-        outs = [np.empty(shape, dtype) for shape, dtype in self.output_types]
+        outs = self._outputs()
         extra = [self._workspace()] if self.workspace_bytes else []
         if self._fn is None:
             self._fn = self.executable.get(self.func_name, len(args) + len(outs) + len(extra))
