@@ -221,11 +221,13 @@ class _Stage:
 class _NestBuilder:
     """Emits one group as an scf.parallel over rows."""
 
-    def __init__(self, group: RowGroup, internal: set[SSAValue], local: set[SSAValue]):
+    def __init__(self, group: RowGroup, internal: set[SSAValue], local: set[SSAValue],
+                 alias: dict[SSAValue, SSAValue]):
         self.g = group
         self.k = group.k
         self.internal = internal  # buffers only the group uses
         self.local_values = local  # of those, the ones that shrink to a row
+        self.alias = alias  # of those, the ones that live in another buffer
         self.local: dict[SSAValue, SSAValue] = {}
         self.idx: IndexBuilder | None = None
 
@@ -239,6 +241,8 @@ class _NestBuilder:
 
     def access(self, b: Builder, v: SSAValue, m: AffineMap, dims) -> tuple[SSAValue, list[SSAValue]]:
         assert self.idx is not None
+        while v in self.alias:
+            v = self.alias[v]
         if v in self.local:
             exprs = m.results[self.k:] or (AffineConstantExpr(0),)
             return self.local[v], [self.idx.expr(b, e, dims) for e in exprs]
@@ -498,17 +502,19 @@ def fuse_group(group: RowGroup) -> scf.ParallelOp:
             o.detach()
             block.insert_op_before(o, first)
 
-    written = {v for m in members for v in m.outputs}
+    written = list(dict.fromkeys(v for m in members for v in m.outputs))  # program order
     internal = {
         v for v in written
         if isinstance(v.owner, memref.AllocOp)
         and all(u.operation in member_set or isinstance(u.operation, memref.DeallocOp) for u in v.uses)
     }
-    local = {v for v in internal if _row_bytes(v.type, group.k) <= ROW_BUFFER_BYTES}
-    nest = _NestBuilder(group, internal, local).build(first)
+    alias = in_place(group, internal)
+    local = [v for v in written if v in internal and v not in alias
+             and _row_bytes(v.type, group.k) <= ROW_BUFFER_BYTES]
+    nest = _NestBuilder(group, internal, local, alias).build(first)
     for m in members:
         Rewriter.erase_op(m)
-    for v in local:
+    for v in [*local, *alias]:
         alloc = v.owner
         for u in list(v.uses):
             Rewriter.erase_op(u.operation)
@@ -518,6 +524,36 @@ def fuse_group(group: RowGroup) -> scf.ParallelOp:
             o.detach()
             block.insert_op_after(o, nest)
     return nest
+
+
+def in_place(group: RowGroup, internal: set[SSAValue]) -> dict[SSAValue, SSAValue]:
+    """Temporaries that can live in the buffer of the op that reads them last: t -> o when
+    that op reads t[idx] and writes o[idx] at the same point, each element once, and o has t's
+    type and is touched by no other op of the group. Softmax's exp(x - max) then lives in the
+    output row, which the division rewrites in place: one row less in L1, and a row too long
+    for a stack buffer needs no full-size temporary."""
+    ops = group.ops
+    alias: dict[SSAValue, SSAValue] = {}
+    for t in [v for o in ops for v in o.op.outputs if v in internal]:  # program order
+        writers = [o for o in ops if t in o.op.outputs]
+        users = [o for o in ops if t in o.op.operands]
+        if len(writers) != 1 or not users:
+            continue
+        b = users[-1]
+        reads = [m for v, m in b.reads() if v == t]
+        if t in b.op.outputs or len(reads) != 1 or len(b.writes()) != 1:
+            continue
+        o, mo = b.writes()[0]
+        if o.type != t.type or reads[0] != mo or o in alias.values():
+            continue
+        if any(r > 1 and d not in mo.used_dims() for d, r in enumerate(b.ranges)):
+            continue  # b would read an element of t after writing it
+        if b.op.body.block.args[b.n_in].uses:
+            continue  # b reads its output (a reduction)
+        if any(root(v) == root(o) for x in ops if x is not b for v in x.op.operands):
+            continue
+        alias[t] = o
+    return alias
 
 
 def _row_bytes(t, k: int) -> int:
