@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.errors import CompileError, UnsupportedOpError
+from compiler.errors import CompileError
 from compiler.pipeline import TARGETS, CompiledModel, CompileOptions, compile_module
 
 
@@ -50,15 +50,14 @@ def compile(
         program = import_onnx(model, input_shapes, example_inputs)
         return _compile_program(program, options)
     if _is_torch_module(model):
-        try:
-            from frontends.torch_import import import_torch
-        except ImportError:
-            raise UnsupportedOpError(
-                "torch.nn.Module", "the PyTorch frontend is not available yet; export the "
-                "module to ONNX (torch.onnx.export) and compile the .onnx file"
-            ) from None
+        from frontends.torch_import import import_torch  # torch is loaded: the user made `model`
+
         if example_inputs is None:
-            raise CompileError("compiling a torch.nn.Module needs example_inputs")
+            raise CompileError(
+                f"compiling a torch.nn.Module ({type(model).__name__}) needs example_inputs"
+            )
+        if not isinstance(example_inputs, list | tuple):
+            example_inputs = (example_inputs,)
         return _compile_program(import_torch(model, tuple(example_inputs)), options)
     if callable(model) and not _is_module_object(model):
         if example_inputs is None:

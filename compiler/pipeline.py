@@ -79,9 +79,12 @@ def cleanup() -> list[ModulePass]:
 def graph_passes(target: str = "cpu") -> list[ModulePass]:
     """The tensor-level graph passes, before cleanup. Simplify after folding sees the folded
     constants; fold-conv-bn and fuse-linear-bias, which rewrite an op only when it has one
-    use, run after CSE, so that they never split a shared matmul or conv into two."""
-    return [FoldConstants(), Simplify(transpose_matmul=target != "cuda"),
-            CommonSubexpressionElimination(), FoldConvBatchNorm(), FuseLinearBias()]
+    use, run after CSE, so that they never split a shared matmul or conv into two.
+    On CUDA a bias stays an add after the matmul: map-to-gpu fuses it into the tiled matmul
+    kernel as an epilogue, while a bias-initialized accumulator would be a kernel of its own."""
+    return [FoldConstants(), Simplify(),
+            CommonSubexpressionElimination(), FoldConvBatchNorm(),
+            *([FuseLinearBias()] if target != "cuda" else [])]
 
 
 def stage_passes(target: str, fuse: bool = True) -> list[tuple[str, list[ModulePass]]]:
@@ -183,7 +186,7 @@ class CompiledModel:
             )
         args = []
         for i, (x, (shape, dtype)) in enumerate(zip(inputs, self.input_types)):
-            a = np.asarray(x)
+            a = np.asarray(_host_tensor(x))
             if a.shape != shape or a.dtype != dtype:
                 raise CompileError(
                     f"{self.func_name}: input {i} was compiled as {shape} {dtype}, "
@@ -198,6 +201,14 @@ class CompiledModel:
         if self.output_is_tuple:
             return tuple(outs)
         return outs[0]
+
+
+def _host_tensor(x):
+    """A torch tensor (duck-typed, torch is never imported here) detached and on the CPU, so
+    that NumPy can view it; anything else unchanged."""
+    if type(x).__module__.split(".")[0] == "torch" and hasattr(x, "detach"):
+        return x.detach().cpu()
+    return x
 
 
 class StageIR(dict):

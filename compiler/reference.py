@@ -42,6 +42,18 @@ _COMPARE = {
 }
 
 
+def _div(x: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Float division, or integer division truncating toward zero with x / 0 = 0."""
+    if x.dtype.kind not in "iu":
+        return np.divide(x, d)
+    safe = np.where((d == 0) | (d == -1), 1, d).astype(d.dtype)
+    q = x // safe
+    r = x - q * safe
+    q = q + ((r != 0) & ((x < 0) != (safe < 0)))  # floor -> toward zero
+    q = np.where(d == -1, np.negative(x), q)
+    return np.where(d == 0, 0, q).astype(x.dtype)
+
+
 def _result_shape(op: Operation) -> tuple[int, ...]:
     return aicc.shape_of(op.results[0])
 
@@ -68,10 +80,23 @@ REFERENCE_KERNELS: dict[type[Operation], Kernel] = {
     aicc.AddOp: lambda op, a: np.add(a[0], a[1]),
     aicc.SubOp: lambda op, a: np.subtract(a[0], a[1]),
     aicc.MulOp: lambda op, a: np.multiply(a[0], a[1]),
-    aicc.DivOp: lambda op, a: np.divide(a[0], a[1]),
+    aicc.DivOp: lambda op, a: _div(a[0], a[1]),
     aicc.MaximumOp: lambda op, a: np.maximum(a[0], a[1]),
     aicc.MinimumOp: lambda op, a: np.minimum(a[0], a[1]),
     aicc.PowOp: lambda op, a: np.power(a[0], a[1]),
+    aicc.ModOp: lambda op, a: np.mod(a[0], a[1]),  # x mod 0: 0 for integers, NaN for floats
+    aicc.FModOp: lambda op, a: np.fmod(a[0], a[1]),
+    aicc.FloorOp: lambda op, a: np.floor(a[0]),
+    aicc.CeilOp: lambda op, a: np.ceil(a[0]),
+    aicc.RoundOp: lambda op, a: np.round(a[0]),  # half to even
+    aicc.SinOp: lambda op, a: np.sin(a[0]),
+    aicc.CosOp: lambda op, a: np.cos(a[0]),
+    aicc.TanOp: lambda op, a: np.tan(a[0]),
+    aicc.AsinOp: lambda op, a: np.arcsin(a[0]),
+    aicc.AcosOp: lambda op, a: np.arccos(a[0]),
+    aicc.AtanOp: lambda op, a: np.arctan(a[0]),
+    aicc.SinhOp: lambda op, a: np.sinh(a[0]),
+    aicc.CoshOp: lambda op, a: np.cosh(a[0]),
     aicc.CompareOp: lambda op, a: _COMPARE[op.predicate.data](a[0], a[1]),
     aicc.SelectOp: lambda op, a: np.where(a[0], a[1], a[2]),
     aicc.CastOp: lambda op, a: a[0],  # the dtype conversion happens for every op below
@@ -80,6 +105,7 @@ REFERENCE_KERNELS: dict[type[Operation], Kernel] = {
     aicc.ReduceMeanOp: _reduce(np.mean),
     aicc.ReduceMaxOp: _reduce(np.max),
     aicc.ReduceMinOp: _reduce(np.min),
+    aicc.ReduceProdOp: _reduce(np.prod),
     aicc.SoftmaxOp: lambda op, a: nn.softmax(a[0], axis=op.axis.value.data),
     aicc.TransposeOp: lambda op, a: np.transpose(a[0], op.perm),
     aicc.ReshapeOp: lambda op, a: np.reshape(a[0], _result_shape(op)),
@@ -138,7 +164,79 @@ def _gather(op: Operation, a: list[np.ndarray]) -> np.ndarray:
     return np.take(data, idx, axis=axis)
 
 
+def _gather_elements(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    data, idx = a
+    axis = op.axis.value.data
+    idx = np.where(idx < 0, idx + data.shape[axis], idx)
+    # Off the axis the indices may be smaller than the data: read the data's leading block.
+    data = data[tuple(slice(0, n) if i != axis else slice(None) for i, n in enumerate(idx.shape))]
+    return np.take_along_axis(data, idx, axis=axis)
+
+
+def _arg_reduce(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    x, axis = a[0], op.axis.value.data
+    fn = np.argmax if isinstance(op, aicc_nn.ArgMaxOp) else np.argmin
+    if op.last:  # the last extreme: the first one of the flipped array
+        idx = x.shape[axis] - 1 - fn(np.flip(x, axis), axis=axis)
+    else:
+        idx = fn(x, axis=axis)
+    return np.expand_dims(idx, axis) if op.keep else idx
+
+
+def _cumsum(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    x, axis = a[0], op.axis.value.data
+    if op.reverse.value.data:
+        x = np.flip(x, axis)
+    y = np.cumsum(x, axis=axis, dtype=np.float64 if x.dtype.kind == "f" else x.dtype)
+    if op.exclusive.value.data:  # shifted by one: y[i] = sum of x[j] for j < i
+        y = np.concatenate([np.zeros_like(np.take(y, [0], axis)), np.take(y, range(x.shape[axis] - 1), axis)], axis)
+    return np.flip(y, axis) if op.reverse.value.data else y
+
+
+def _resample(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    x, axis = a[0], op.axis.value.data
+    idx, w = op.tables()
+    if w is None:
+        return np.take(x, idx[:, 0], axis=axis)
+    along = (-1,) + (1,) * (x.ndim - 1 - axis)
+    out = np.zeros(_result_shape(op), dtype=np.float64)
+    for t in range(idx.shape[1]):
+        wt = w[:, t].reshape(along)
+        out += np.where(wt != 0, wt * np.take(x.astype(np.float64), idx[:, t], axis=axis), 0.0)
+    return out
+
+
+def _conv_transpose2d(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    """Scatter-add of every input pixel times the kernel, then the result's window of it."""
+    x, w = (v.astype(np.float64) for v in a)
+    n, c, h, wd = x.shape
+    _, ocg, kh, kw = w.shape
+    g = op.groups.value.data
+    (sh, sw), (dh, dw), (ph, pw) = _ints(op.strides), _ints(op.dilations), _ints(op.pads)
+    fh, fw = (h - 1) * sh + dh * (kh - 1) + 1, (wd - 1) * sw + dw * (kw - 1) + 1
+    full = np.zeros((n, g, ocg, fh, fw))
+    xg, wg = x.reshape(n, g, c // g, h, wd), w.reshape(g, c // g, ocg, kh, kw)
+    for i in range(kh):
+        for j in range(kw):
+            full[:, :, :, i * dh: i * dh + (h - 1) * sh + 1: sh, j * dw: j * dw + (wd - 1) * sw + 1: sw] += \
+                np.einsum("ngchw,gco->ngohw", xg, wg[:, :, :, i, j])
+    full = full.reshape(n, g * ocg, fh, fw)
+    oh, ow = _result_shape(op)[2:]
+    out = np.zeros((n, g * ocg, oh, ow))
+    rows = np.arange(oh) + ph
+    cols = np.arange(ow) + pw
+    rk, ck = (rows >= 0) & (rows < fh), (cols >= 0) & (cols < fw)
+    out[:, :, np.ix_(rk, ck)[0], np.ix_(rk, ck)[1]] = full[:, :, rows[rk]][:, :, :, cols[ck]]
+    return out
+
+
 REFERENCE_KERNELS.update({
+    aicc_nn.ConvTranspose2dOp: _conv_transpose2d,
+    aicc_nn.ResampleOp: _resample,
+    aicc_nn.GatherElementsOp: _gather_elements,
+    aicc_nn.ArgMaxOp: _arg_reduce,
+    aicc_nn.ArgMinOp: _arg_reduce,
+    aicc_nn.CumSumOp: _cumsum,
     aicc_nn.PadOp: _pad,
     aicc_nn.Conv2dOp: _conv2d,
     aicc_nn.Pool2dOp: _pool2d,

@@ -181,6 +181,11 @@ class GraphBuilder:
             op = make(*(self.ssa(v) for v in vals))
         except ValueError as e:
             raise ShapeError(f"{self.where}: {e}") from None
+        if len(op.results) == 1 and 0 in aicc.shape_of(op.results[0]):
+            # an empty result has no values to compute: a constant, never an empty loop nest
+            t = op.results[0].type
+            op.drop_all_references()
+            return np.zeros(tuple(t.get_shape()), dtype=aicc.numpy_dtype(t.element_type))
         self.builder.insert(op)
         return op.results[0] if len(op.results) == 1 else list(op.results)
 
@@ -191,6 +196,20 @@ class GraphBuilder:
                     op, f"{self.where}: {op} on {self.dtype(v)} tensors is not supported "
                     "(aicc computes arithmetic in floating point)"
                 )
+
+    def require_numeric(self, op: str, *vals) -> None:
+        """Float or integer tensors (the ops whose aicc form also computes on i32 / i64)."""
+        for v in vals:
+            if not isinstance(v, np.ndarray) and self.dtype(v).kind not in "fi":
+                raise UnsupportedOpError(
+                    op, f"{self.where}: {op} on {self.dtype(v)} tensors is not supported"
+                )
+
+    def _require(self, cls, op: str, *vals) -> None:
+        if getattr(cls, "INTEGER_OK", False):
+            self.require_numeric(op, *vals)
+        else:
+            self.require_float(op, *vals)
 
     def cast_like(self, v, like):
         dt = self.dtype(like)
@@ -216,8 +235,11 @@ class GraphBuilder:
             if fn is not None and a.dtype == b.dtype:
                 return fn(a, b)
             if cls is aicc.DivOp and a.dtype.kind in "iu" and b.dtype.kind in "iu":
-                return np.trunc(a / b).astype(a.dtype)
-        self.require_float(op_name or cls.name, a, b)
+                from compiler.reference import _div
+
+                with np.errstate(all="ignore"):
+                    return _div(a, b.astype(a.dtype))
+        self._require(cls, op_name or cls.name, a, b)
         # A Python-side scalar operand takes the dtype of the tensor operand.
         if isinstance(b, np.ndarray) and not isinstance(a, np.ndarray):
             b = b.astype(self.dtype(a))
@@ -241,7 +263,7 @@ class GraphBuilder:
         return np.array(value, dtype=self.dtype(like))
 
     def unary(self, cls, x, op_name: str = ""):
-        self.require_float(op_name or cls.name, x)
+        self._require(cls, op_name or cls.name, x)
         return self.emit(cls, x)
 
     def compare(self, pred: str, a, b):
@@ -286,7 +308,7 @@ class GraphBuilder:
         return self.emit(lambda v: aicc.BroadcastToOp(v, shape), x)
 
     def reduce(self, cls, x, axes: Sequence[int] | None, keepdims: bool):
-        self.require_float(cls.name, x)
+        self._require(cls, cls.name, x)
         axes = aicc.normalize_axes(cls.name, axes, len(self.shape(x)))
         if not axes:
             return x
@@ -336,7 +358,11 @@ def _unsupported(imp: "OnnxImporter", node, what: str) -> UnsupportedOpError:
 
 def _const(imp, node, v, what: str) -> np.ndarray:
     if not isinstance(v, np.ndarray):
-        raise _unsupported(imp, node, f"a non-constant {what}")
+        e = _unsupported(imp, node, f"a non-constant {what}")
+        # which graph value it is, so a caller can supply it as a constant (an initializer)
+        env = getattr(imp, "env", {})
+        e.input_name = next((n for n in node.input if n and env.get(n) is v), None)
+        raise e
     return v
 
 
@@ -348,17 +374,27 @@ def _op_arith(imp, node, ins, at):
     return [imp.g.binary(_BINARY[node.op_type], ins[0], ins[1], node.op_type)]
 
 
+@handles("Mod")
+def _op_mod(imp, node, ins, at):
+    """fmod=1: the sign of the dividend (C fmod); fmod=0: the sign of the divisor (np.mod)."""
+    cls = aicc.FModOp if at.get("fmod", 0) else aicc.ModOp
+    return [imp.g.binary(cls, ins[0], ins[1], "Mod")]
+
+
 @handles("Pow")
 def _op_pow(imp, node, ins, at):
+    """Float x: y is cast to x's type. Integer x: computed in float64 and truncated back, exact
+    while |x^y| < 2^53."""
     g = imp.g
     x, y = ins
-    g.require_float("Pow", x)
-    y = g.cast_like(y, x) if isinstance(y, np.ndarray) or g.dtype(y).kind == "f" else None
-    if y is None:
-        raise _unsupported(imp, node, "an integer tensor exponent")
-    if isinstance(y, np.ndarray) and y.shape == () and float(y) == 2.0:
-        return [g.mul(x, x)]
-    return [g.emit(aicc.PowOp, x, y)]
+    g.require_numeric("Pow", x, y)
+    if g.dtype(x).kind == "f":
+        y = g.cast_like(y, x)
+        if isinstance(y, np.ndarray) and y.shape == () and float(y) == 2.0:
+            return [g.mul(x, x)]
+        return [g.emit(aicc.PowOp, x, y)]
+    p = g.emit(aicc.PowOp, g.cast(x, np.float64), g.cast(y, np.float64))
+    return [g.cast(p, g.dtype(x))]
 
 
 @handles("Max", "Min", "Sum", "Mean")
@@ -369,6 +405,8 @@ def _op_variadic(imp, node, ins, at):
     for v in ins[1:]:
         acc = g.binary(cls, acc, v, node.op_type)
     if len(ins) == 1 and not isinstance(acc, np.ndarray):
+        g._require(cls, node.op_type, acc)
+    if node.op_type == "Mean":
         g.require_float(node.op_type, acc)
     if node.op_type == "Mean":
         acc = g.div(acc, g.scalar(len(ins), acc))
@@ -378,13 +416,49 @@ def _op_variadic(imp, node, ins, at):
 _UNARY = {
     "Neg": aicc.NegOp, "Abs": aicc.AbsOp, "Exp": aicc.ExpOp, "Log": aicc.LogOp,
     "Tanh": aicc.TanhOp, "Sqrt": aicc.SqrtOp, "Relu": aicc.ReluOp, "Sigmoid": aicc.SigmoidOp,
-    "Erf": aicc.ErfOp,
+    "Erf": aicc.ErfOp, "Floor": aicc.FloorOp, "Ceil": aicc.CeilOp, "Round": aicc.RoundOp,
+    "Sin": aicc.SinOp, "Cos": aicc.CosOp, "Tan": aicc.TanOp, "Asin": aicc.AsinOp,
+    "Acos": aicc.AcosOp, "Atan": aicc.AtanOp, "Sinh": aicc.SinhOp, "Cosh": aicc.CoshOp,
 }
 
 
 @handles(*_UNARY)
 def _op_unary(imp, node, ins, at):
     return [imp.g.unary(_UNARY[node.op_type], ins[0], node.op_type)]
+
+
+@handles("Asinh", "Acosh", "Atanh")
+def _op_inverse_hyperbolic(imp, node, ins, at):
+    """Compositions: asinh x = sign(x) log(|x| + sqrt(x^2 + 1)), acosh x = log(x + sqrt(x^2 - 1)),
+    atanh x = log((1 + x) / (1 - x)) / 2."""
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    one = g.scalar(1.0, x)
+    if node.op_type == "Atanh":
+        return [g.mul(g.unary(aicc.LogOp, g.div(g.add(one, x), g.sub(one, x))), g.scalar(0.5, x))]
+    if node.op_type == "Acosh":
+        return [g.unary(aicc.LogOp, g.add(x, g.unary(aicc.SqrtOp, g.sub(g.mul(x, x), one))))]
+    ax = g.unary(aicc.AbsOp, x)
+    y = g.unary(aicc.LogOp, g.add(ax, g.unary(aicc.SqrtOp, g.add(g.mul(x, x), one))))
+    return [g.select(g.compare("lt", x, g.scalar(0.0, x)), g.unary(aicc.NegOp, y), y)]
+
+
+@handles("IsNaN")
+def _op_isnan(imp, node, ins, at):
+    imp.g.require_float(node.op_type, ins[0])
+    return [imp.g.compare("ne", ins[0], ins[0])]  # only NaN differs from itself
+
+
+@handles("IsInf")
+def _op_isinf(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    pos, neg = at.get("detect_positive", 1), at.get("detect_negative", 1)
+    if pos and neg:
+        return [g.compare("eq", g.unary(aicc.AbsOp, x), g.scalar(np.inf, x))]
+    if pos or neg:
+        return [g.compare("eq", x, g.scalar(np.inf if pos else -np.inf, x))]
+    return [np.zeros(g.shape(x), np.bool_)]
 
 
 @handles("Reciprocal")
@@ -526,7 +600,7 @@ def _op_shrink(imp, node, ins, at):
 @handles("Sign")
 def _op_sign(imp, node, ins, at):
     g, x = imp.g, ins[0]
-    g.require_float(node.op_type, x)
+    g.require_numeric(node.op_type, x)
     z = g.scalar(0.0, x)
     neg = g.select(g.compare("lt", x, z), g.scalar(-1.0, x), z)
     return [g.select(g.compare("gt", x, z), g.scalar(1.0, x), neg)]
@@ -539,7 +613,7 @@ def _op_clip(imp, node, ins, at):
     hi = ins[2] if len(ins) > 2 and ins[2] is not None else None
     if isinstance(x, np.ndarray) and all(v is None or isinstance(v, np.ndarray) for v in (lo, hi)):
         return [np.clip(x, lo, hi) if lo is not None or hi is not None else x]
-    g.require_float(node.op_type, x)
+    g.require_numeric(node.op_type, x)
     if lo is not None:
         x = g.emit(aicc.MaximumOp, x, g.cast_like(lo, x))
     if hi is not None:
@@ -661,17 +735,28 @@ def _op_reduce(imp, node, ins, at):
               "ReduceProd": np.prod}.get(op)
         if fn is not None and x.size:
             return [np.asarray(fn(x, axis=ax, keepdims=keep)).astype(x.dtype)]
-    g.require_float(op, x)
     shape = g.shape(x)
     norm = aicc.normalize_axes(op, axes, len(shape))
-    if any(shape[a] == 0 for a in norm) or 0 in shape:
-        raise _unsupported(imp, node, "a reduction over an empty tensor")
-    if op == "ReduceProd":
-        raise _unsupported(imp, node, "ReduceProd of a non-constant tensor")
-    simple = {"ReduceSum": aicc.ReduceSumOp, "ReduceMean": aicc.ReduceMeanOp,
+    out_shape = aicc.reduce_shape(shape, norm, keep)
+    if any(shape[a] == 0 for a in norm) and 0 not in out_shape:  # the reduction's identity
+        if g.dtype(x).kind == "f":
+            identity = {"ReduceMax": -np.inf, "ReduceMin": np.inf, "ReduceProd": 1.0, "ReduceMean": np.nan,
+                        "ReduceLogSum": -np.inf, "ReduceLogSumExp": -np.inf}.get(op, 0.0)
+        else:
+            info = np.iinfo(g.dtype(x)) if g.dtype(x).kind == "i" else None
+            identity = {"ReduceMax": info.min if info else False, "ReduceMin": info.max if info else True,
+                        "ReduceProd": 1}.get(op, 0)
+        return [np.full(out_shape, identity, dtype=g.dtype(x))]
+    if 0 in out_shape:  # nothing to compute
+        return [np.zeros(out_shape, dtype=g.dtype(x))]
+    simple = {"ReduceSum": aicc.ReduceSumOp, "ReduceMean": aicc.ReduceMeanOp, "ReduceProd": aicc.ReduceProdOp,
               "ReduceMax": aicc.ReduceMaxOp, "ReduceMin": aicc.ReduceMinOp}
+    if g.dtype(x) == np.bool_ and op in ("ReduceMax", "ReduceMin"):  # any / all
+        y = g.reduce(simple[op], g.cast(x, np.int32), axes, keep)
+        return [g.cast(y, np.bool_)]
     if op in simple:
         return [g.reduce(simple[op], x, axes, keep)]
+    g.require_float(op, x)
     if op == "ReduceL1":
         return [g.reduce(aicc.ReduceSumOp, g.unary(aicc.AbsOp, x), axes, keep)]
     if op in ("ReduceL2", "ReduceSumSquare"):
@@ -965,6 +1050,7 @@ class OnnxImporter:
         graph = self.model.graph
         init_names = {t.name for t in graph.initializer}
         env: dict[str, Any] = {}
+        self.env = env
         for t in graph.initializer:
             env[t.name] = _tensor_to_numpy(t)
         inputs = [vi for vi in graph.input if vi.name not in init_names]

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from compiler.dialects import aicc_nn
+from compiler.dialects import aicc, aicc_nn
 from frontends.onnx_import import _const, _unsupported, handles
 
 
@@ -121,13 +121,31 @@ def _op_pool(imp, node, ins, at):
         raise _unsupported(imp, node, "the Indices output")
     if at.get("storage_order", 0):
         raise _unsupported(imp, node, "storage_order=1")
+    return [_pool(imp, node, x, at, node.op_type == "MaxPool")]
+
+
+@handles("LpPool")
+def _op_lp_pool(imp, node, ins, at):
+    """(sum of |x|^p over the window, padding counting 0)^(1/p), as the ONNX test data."""
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    p = float(at.get("p", 2))
+    ax = g.unary(aicc.AbsOp, x)
+    xp = g.mul(ax, ax) if p == 2.0 else g.emit(aicc.PowOp, ax, g.scalar(p, x))
+    y = _pool(imp, node, xp, at, False, average=False)
+    return [g.unary(aicc.SqrtOp, y) if p == 2.0 else g.emit(aicc.PowOp, y, g.scalar(1.0 / p, x))]
+
+
+def _pool(imp, node, x, at, is_max: bool, average: bool = True):
+    """Max or average (or, with average=False, sum) pooling of an NCW / NCHW x with ONNX's pads,
+    auto_pad, ceil_mode and count_include_pad."""
+    g = imp.g
     x, one_d = _to_2d(imp, node, x)
     in_hw = g.shape(x)[2:]
     kernel, strides, dil, begin, end, out, extra = _pool_geometry(imp, node, at, in_hw, one_d)
-    is_max = node.op_type == "MaxPool"
     padded = _pad(g, x, begin, [e + x_ for e, x_ in zip(end, extra)], -math.inf if is_max else 0.0)
     y = g.emit(lambda v: aicc_nn.Pool2dOp(v, "max" if is_max else "sum", kernel, strides, dil), padded)
-    if not is_max:
+    if not is_max and average:
         include = bool(at.get("count_include_pad", 0))
         counts = []
         for size, k, s, d, pb, pe, o in zip(in_hw, kernel, strides, dil, begin, end, out):
@@ -139,14 +157,37 @@ def _op_pool(imp, node, ins, at):
     if one_d:
         s = g.shape(y)
         y = g.reshape(y, (s[0], s[1], s[3]))
-    return [y]
+    return y
+
+
+def pad_indices(n: int, low: int, high: int, mode: str) -> np.ndarray:
+    """The input index each position of a dim of size n padded by (low, high) reads, as np.pad."""
+    j = np.arange(-low, n + high)
+    if mode == "edge":
+        return np.clip(j, 0, n - 1)
+    if mode == "wrap":
+        return j % n
+    if n == 1:  # reflect
+        return np.zeros_like(j)
+    m = np.abs(j) % (2 * (n - 1))  # reflection about both ends repeats with period 2(n - 1)
+    return np.where(m >= n, 2 * (n - 1) - m, m)
+
+
+def pad_by_index(g, x, low, high, mode: str):
+    """Pad modes reflect / edge / wrap: one aicc.resample (a constant gather) per padded dim."""
+    for axis, (lo, hi) in enumerate(zip(low, high)):
+        if lo or hi:
+            idx = pad_indices(g.shape(x)[axis], lo, hi, mode)
+            x = g.emit(lambda v, axis=axis, idx=idx: aicc_nn.ResampleOp(v, axis, idx), x)
+    return x
 
 
 @handles("Pad")
 def _op_pad(imp, node, ins, at):
+    """Constant mode is aicc.pad; reflect, edge and wrap are compositions of aicc.resample."""
     g, x = imp.g, ins[0]
     mode = at.get("mode", "constant")
-    if mode != "constant":
+    if mode not in ("constant", "reflect", "edge", "wrap"):
         raise _unsupported(imp, node, f"mode='{mode}'")
     rank = len(g.shape(x))
     pads = [int(p) for p in _const(imp, node, ins[1], "pads input").reshape(-1)]
@@ -160,17 +201,23 @@ def _op_pad(imp, node, ins, at):
         low[a], high[a] = pads[i], pads[len(axes) + i]
     if isinstance(x, np.ndarray):
         neg = [slice(-lo if lo < 0 else None, (x.shape[i] + hi) if hi < 0 else None) for i, (lo, hi) in enumerate(zip(low, high))]
-        return [np.pad(x[tuple(neg)], [(max(lo, 0), max(hi, 0)) for lo, hi in zip(low, high)], constant_values=value)]
+        widths = [(max(lo, 0), max(hi, 0)) for lo, hi in zip(low, high)]
+        if mode != "constant":
+            return [np.pad(x[tuple(neg)], widths, mode=mode)]
+        return [np.pad(x[tuple(neg)], widths, constant_values=value)]
     if any(p < 0 for p in low + high):  # negative pads crop
         shape = g.shape(x)
         x = _slice(g, x, [max(-lo, 0) for lo in low], [1] * rank,
                    [d - max(-lo, 0) - max(-hi, 0) for d, lo, hi in zip(shape, low, high)])
         low, high = [max(p, 0) for p in low], [max(p, 0) for p in high]
-    if g.dtype(x).kind != "f" and value != int(value):
-        raise _unsupported(imp, node, "a fractional pad value for an integer tensor")
     if not any(low) and not any(high):
         return [x]
-    g.require_float("Pad", x)
+    if 0 in g.shape(x):
+        raise _unsupported(imp, node, "padding an empty tensor")
+    if mode != "constant":
+        return [pad_by_index(g, x, low, high, mode)]
+    if g.dtype(x).kind != "f" and value != int(value):
+        raise _unsupported(imp, node, "a fractional pad value for an integer tensor")
     return [g.emit(lambda v: aicc_nn.PadOp(v, low, high, value), x)]
 
 
@@ -191,6 +238,8 @@ def _op_concat(imp, node, ins, at):
 
 
 def _slice(g, x, starts, steps, counts):
+    if 0 in counts:  # an empty tensor has no values to compute: a constant
+        return np.zeros(counts, dtype=g.dtype(x))
     if isinstance(x, np.ndarray):
         idx = tuple(s + np.arange(n) * st for s, st, n in zip(starts, steps, counts))
         return x[np.ix_(*idx)] if idx else x
@@ -216,8 +265,6 @@ def _op_slice(imp, node, ins, at):
     for a, s, e, st in zip(axes, starts, ends, steps):
         r = range(*slice(s, e, st).indices(shape[a]))
         st_all[a], step_all[a], cnt_all[a] = (r.start if len(r) else 0), st, len(r)
-    if 0 in cnt_all and not isinstance(x, np.ndarray):
-        raise _unsupported(imp, node, "an empty result")
     return [_slice(g, x, st_all, step_all, cnt_all)]
 
 
@@ -259,7 +306,7 @@ def _op_split(imp, node, ins, at):
         n = at.get("num_outputs", n_out)
         chunk = -(-shape[axis] // n)
         sizes = [min(chunk, shape[axis] - i * chunk) for i in range(n)]
-    if sum(sizes) != shape[axis] or any(s <= 0 for s in sizes):
+    if sum(sizes) != shape[axis] or any(s < 0 for s in sizes):
         raise _unsupported(imp, node, f"split sizes {sizes} of a dim of size {shape[axis]}")
     outs, offset = [], 0
     for s in sizes:
@@ -289,3 +336,445 @@ def _op_tile(imp, node, ins, at):
 
 
 
+@handles("ArgMax", "ArgMin")
+def _op_arg_reduce(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_numeric(node.op_type, x)
+    shape = g.shape(x)
+    if not shape or 0 in shape:
+        raise _unsupported(imp, node, "an empty or rank-0 input")
+    axis = at.get("axis", 0) % len(shape)
+    cls = aicc_nn.ArgMaxOp if node.op_type == "ArgMax" else aicc_nn.ArgMinOp
+    x = g.cast(x, np.int32) if g.dtype(x) == np.bool_ else x
+    return [g.emit(lambda v: cls(v, axis, bool(at.get("keepdims", 1)), bool(at.get("select_last_index", 0))), x)]
+
+
+@handles("CumSum")
+def _op_cumsum(imp, node, ins, at):
+    g, x = imp.g, ins[0]
+    g.require_numeric(node.op_type, x)
+    shape = g.shape(x)
+    if not shape or 0 in shape:
+        raise _unsupported(imp, node, "an empty or rank-0 input")
+    axis = int(_const(imp, node, ins[1], "axis input").reshape(-1)[0]) % len(shape)
+    return [g.emit(lambda v: aicc_nn.CumSumOp(v, axis, bool(at.get("exclusive", 0)), bool(at.get("reverse", 0))), x)]
+
+
+@handles("GatherElements")
+def _op_gather_elements(imp, node, ins, at):
+    g, data, idx = imp.g, ins[0], ins[1]
+    rank = len(g.shape(data))
+    axis = at.get("axis", 0) % rank
+    size = g.shape(data)[axis]
+    if 0 in g.shape(idx) or 0 in g.shape(data):
+        raise _unsupported(imp, node, "an empty tensor")
+    if isinstance(idx, np.ndarray) and np.any((idx < -size) | (idx >= size)):
+        raise _unsupported(imp, node, "out-of-range indices")
+    return [g.emit(lambda d, i: aicc_nn.GatherElementsOp(d, i, axis), data, idx)]
+
+
+# -- Resize / Upsample: one aicc.resample per resized axis ------------------------------------
+# The tap tables follow the ONNX reference (onnx/reference/ops/op_resize.py) step by step, in
+# float64, so ties in the nearest modes and the edge clamping come out the same.
+
+
+def _coeffs_fn(mode: str, nearest_mode: str, cubic_a: float, antialias: bool):
+    def nearest(ratio, scale):
+        if float(ratio).is_integer():
+            return np.array([0.0, 1.0])
+        return {"round_prefer_floor": np.array([ratio <= 0.5, ratio > 0.5], np.float64),
+                "round_prefer_ceil": np.array([ratio < 0.5, ratio >= 0.5], np.float64),
+                "floor": np.array([1.0, 0.0]), "ceil": np.array([0.0, 1.0])}[nearest_mode]
+
+    def linear(ratio, scale):
+        if not antialias:
+            return np.array([1 - ratio, ratio])
+        scale = min(scale, 1.0)
+        start = int(np.floor(-1 / scale) + 1)
+        args = (np.arange(start, start + 2 - 2 * start) - ratio) * scale
+        c = np.clip(1 - np.abs(args), 0, 1)
+        return c / c.sum()
+
+    def cubic(ratio, scale):
+        a = cubic_a
+        if not antialias:
+            return np.array([
+                ((a * (ratio + 1) - 5 * a) * (ratio + 1) + 8 * a) * (ratio + 1) - 4 * a,
+                ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1,
+                ((a + 2) * (1 - ratio) - (a + 3)) * (1 - ratio) * (1 - ratio) + 1,
+                ((a * ((1 - ratio) + 1) - 5 * a) * ((1 - ratio) + 1) + 8 * a) * ((1 - ratio) + 1) - 4 * a,
+            ])
+        scale = min(scale, 1.0)
+
+        def k(x):
+            x = abs(x)
+            if x <= 1:
+                return (a + 2) * x**3 - (a + 3) * x**2 + 1
+            return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a if x < 2 else 0.0
+
+        start = int(np.floor(-2 / scale) + 1)
+        c = np.array([k(scale * (i - ratio)) for i in range(start, 2 - start)])
+        return c / c.sum()
+
+    return {"nearest": nearest, "linear": linear, "cubic": cubic}[mode]
+
+
+def resize_taps(in_size: int, out_size: int, scale: float, coeffs, coord: str, roi=None,
+                exclude_outside: bool = False):
+    """(indices, weights, extrapolated) for resizing one axis: indices and weights of shape
+    (out_size, taps), extrapolated a bool mask of outputs outside the input (tf_crop_and_resize)
+    or None."""
+    out_w = scale * in_size
+    y = np.arange(out_size, dtype=np.float64)
+    extrapolated = None
+    if coord == "align_corners":
+        x = np.zeros(out_size) if out_w == 1 else y * (in_size - 1) / (out_w - 1)
+    elif coord == "asymmetric":
+        x = y / scale
+    elif coord == "tf_crop_and_resize":
+        r0, r1 = roi
+        x = np.full(out_size, (r1 - r0) * (in_size - 1) / 2) if out_w == 1 else y * (r1 - r0) * (in_size - 1) / (out_w - 1)
+        x = x + r0 * (in_size - 1)
+        extrapolated = (x < 0) | (x > in_size - 1)
+    elif coord == "pytorch_half_pixel":
+        x = np.full(out_size, -0.5) if out_w == 1 else (y + 0.5) / scale - 0.5
+    elif coord == "half_pixel":
+        x = (y + 0.5) / scale - 0.5
+    elif coord == "half_pixel_symmetric":
+        offset = in_size / 2 * (1 - out_size / out_w)
+        x = offset + (y + 0.5) / scale - 0.5
+    else:
+        raise ValueError(f"coordinate_transformation_mode '{coord}'")
+    x_int = np.floor(x).astype(np.int64)
+    ratios = np.where(x == x_int, 1.0, x - x_int)
+    weights = np.array([coeffs(float(r), scale) for r in ratios], dtype=np.float64)
+    n = weights.shape[1]
+    pad = int(np.ceil(n / 2))
+    xp = x + pad
+    p = np.floor(xp).astype(np.int64)
+    frac = xp - p
+    if n % 2 == 0:
+        offset = np.where(frac == 0, -(n // 2), -(n // 2) + 1)
+    else:
+        offset = np.where(frac <= 0.5, -((n - 1) // 2), -((n - 1) // 2) + 1)
+    idx = (p + offset)[:, None] + np.arange(n)[None, :] - pad
+    if exclude_outside:
+        weights = np.where((idx < 0) | (idx >= in_size), 0.0, weights)
+        total = weights.sum(axis=1, keepdims=True)
+        weights = weights / np.where(total == 0, 1.0, total)
+    if extrapolated is not None:
+        weights = np.where(extrapolated[:, None], 0.0, weights)
+    return np.clip(idx, 0, in_size - 1), weights, extrapolated
+
+
+def resize(g, x, axis: int, idx, weights, extrapolated=None, extrapolation_value: float = 0.0):
+    """x resized along `axis` by the tap tables of resize_taps."""
+    one_hot = np.all((weights == 0) | (weights == 1)) and np.all((weights == 1).sum(axis=1) == 1)
+    if one_hot:  # nearest: a gather, for any element type
+        pick = idx[np.arange(len(idx)), np.argmax(weights == 1, axis=1)]
+        y = g.emit(lambda v: aicc_nn.ResampleOp(v, axis, pick), x)
+    else:
+        g.require_float("Resize", x)
+        y = g.emit(lambda v: aicc_nn.ResampleOp(v, axis, idx, weights.astype(np.float32)), x)
+    if extrapolated is not None and extrapolated.any():
+        rank = len(g.shape(x))
+        mask = extrapolated.reshape((-1,) + (1,) * (rank - 1 - axis))
+        y = g.select(mask, np.array(extrapolation_value, g.dtype(y)), y)
+    return y
+
+
+@handles("Resize")
+def _op_resize(imp, node, ins, at):
+    """A composition: one aicc.resample per resized axis, in axis order (as the reference)."""
+    g, x = imp.g, ins[0]
+    shape = g.shape(x)
+    rank = len(shape)
+    mode = at.get("mode", "nearest")
+    coord = at.get("coordinate_transformation_mode", "half_pixel")
+    antialias = bool(at.get("antialias", 0))
+    if mode not in ("nearest", "linear", "cubic") or (antialias and mode == "nearest"):
+        raise _unsupported(imp, node, f"mode='{mode}'" + (" with antialias" if antialias else ""))
+    coeffs = _coeffs_fn(mode, at.get("nearest_mode", "round_prefer_floor"), at.get("cubic_coeff_a", -0.75), antialias)
+    axes = [a % rank for a in at.get("axes", range(rank))]
+
+    def opt(i, what):
+        v = ins[i] if len(ins) > i and ins[i] is not None else None
+        v = None if v is None else _const(imp, node, v, what).reshape(-1)
+        return None if v is None or v.size == 0 else v
+
+    roi, scales, sizes = opt(1, "roi input"), opt(2, "scales input"), opt(3, "sizes input")
+    full_roi = [0.0] * rank + [1.0] * rank
+    if roi is not None:
+        for i, a in enumerate(axes):
+            full_roi[a], full_roi[rank + a] = float(roi[i]), float(roi[len(axes) + i])
+    scale = [1.0] * rank
+    out = list(shape)
+    if sizes is not None:
+        for i, a in enumerate(axes):
+            out[a] = int(sizes[i])
+        scale = [out[i] / shape[i] for i in range(rank)]
+        policy = at.get("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            pick = min if policy == "not_larger" else max
+            s = pick(scale[a] for a in axes)
+            scale = [s if i in axes else 1.0 for i in range(rank)]
+            out = [int(s * shape[i] + 0.5) if i in axes else shape[i] for i in range(rank)]
+    elif scales is not None:
+        for i, a in enumerate(axes):
+            scale[a] = float(scales[i])
+        out = [int(s * d) for s, d in zip(scale, shape)]
+    else:
+        raise _unsupported(imp, node, "neither scales nor sizes")
+    if 0 in out or 0 in shape:
+        raise _unsupported(imp, node, "an empty tensor")
+    for a in axes:
+        identity = math.isclose(scale[a], 1.0) and out[a] == shape[a] and (
+            roi is None or (math.isclose(full_roi[a], 0.0) and math.isclose(full_roi[rank + a], 1.0)))
+        if identity:
+            continue
+        idx, w, extra = resize_taps(g.shape(x)[a], out[a], scale[a], coeffs, coord,
+                                    (full_roi[a], full_roi[rank + a]), bool(at.get("exclude_outside", 0)))
+        x = resize(g, x, a, idx, w, extra, at.get("extrapolation_value", 0.0))
+    return [x]
+
+
+@handles("Upsample")
+def _op_upsample(imp, node, ins, at):
+    """Upsample (opsets 7-9) is Resize with asymmetric coordinates (nearest: floor)."""
+    g, x = imp.g, ins[0]
+    mode = at.get("mode", "nearest")
+    if mode not in ("nearest", "linear"):
+        raise _unsupported(imp, node, f"mode='{mode}'")
+    scales = [float(s) for s in (at["scales"] if "scales" in at else _const(imp, node, ins[1], "scales input").reshape(-1))]
+    coeffs = _coeffs_fn(mode, "floor", -0.75, False)
+    for a, s in enumerate(scales):
+        if s != 1.0:
+            n = g.shape(x)[a]
+            idx, w, _ = resize_taps(n, int(s * n), s, coeffs, "asymmetric")
+            x = resize(g, x, a, idx, w)
+    return [x]
+
+
+@handles("ConvTranspose")
+def _op_conv_transpose(imp, node, ins, at):
+    """pads / output_padding / output_shape / auto_pad as the ONNX reference resolves them;
+    1-D runs as 2-D on a height-1 view."""
+    g = imp.g
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    g.require_float("ConvTranspose", x, w)
+    x, one_d = _to_2d(imp, node, x)
+    if one_d:
+        ws = g.shape(w)
+        w = g.reshape(w, (ws[0], ws[1], 1, ws[2]))
+    nd = 1 if one_d else 2
+    in_hw, k = list(g.shape(x)[2:][-nd:]), list(g.shape(w)[2:][-nd:])
+    strides = list(at.get("strides", [1] * nd))
+    dil = list(at.get("dilations", [1] * nd))
+    out_pad = list(at.get("output_padding", [0] * nd))
+    out_shape = at.get("output_shape")
+    if out_shape is not None:
+        out_shape = list(out_shape)[-nd:]
+    auto = at.get("auto_pad", "NOTSET")
+    pads = at.get("pads")
+    if pads is None and auto in ("SAME_UPPER", "SAME_LOWER"):
+        out = out_shape or [i * s for i, s in zip(in_hw, strides)]
+        total = [s * (i - 1) + op + (kk - 1) * d + 1 - o
+                 for i, s, op, kk, d, o in zip(in_hw, strides, out_pad, k, dil, out)]
+        begin = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in total]
+    else:
+        pads = list(pads) if pads is not None else [0] * (2 * nd)
+        begin, end = pads[:nd], pads[nd:]
+        out = out_shape or [s * (i - 1) + op + (kk - 1) * d + 1 - pb - pe
+                            for i, s, op, kk, d, pb, pe in zip(in_hw, strides, out_pad, k, dil, begin, end)]
+    if min(out) < 1:
+        raise _unsupported(imp, node, f"an output of size {out}")
+    strides, dil, begin, out = (_lift(v, one_d, fill) for v, fill in ((strides, 1), (dil, 1), (begin, 0), (out, 1)))
+    groups = at.get("group", 1)
+    y = g.emit(lambda a, c: aicc_nn.ConvTranspose2dOp(a, c, out, strides, dil, groups, begin), x, w)
+    if b is not None:
+        y = g.add(y, g.reshape(g.cast_like(b, y), (g.shape(b)[0], 1, 1)))
+    if one_d:
+        s = g.shape(y)
+        y = g.reshape(y, (s[0], s[1], s[3]))
+    return [y]
+
+
+# -- normalizations that are compositions --------------------------------------------------------
+
+
+@handles("LRN")
+def _op_lrn(imp, node, ins, at):
+    """y = x / (bias + alpha/size * sum of x^2 over a window of `size` channels)^beta: the
+    window sum is a sum pool2d (kernel size x 1) over the squares viewed as (N, 1, C, rest),
+    padded with floor((size-1)/2) zeros before and ceil((size-1)/2) after."""
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    shape = g.shape(x)
+    if len(shape) < 2 or 0 in shape:
+        raise _unsupported(imp, node, f"an input of shape {shape}")
+    size = int(at["size"])
+    alpha, beta, bias = at.get("alpha", 1e-4), at.get("beta", 0.75), at.get("bias", 1.0)
+    n, c, rest = shape[0], shape[1], math.prod(shape[2:])
+    sq = g.reshape(g.mul(x, x), (n, 1, c, rest))
+    sq = _pad(g, sq, [(size - 1) // 2, 0], [-(-(size - 1) // 2), 0], 0.0)
+    s = g.emit(lambda v: aicc_nn.Pool2dOp(v, "sum", (size, 1)), sq)
+    s = g.reshape(s, shape)
+    denom = g.add(g.mul(s, g.scalar(alpha / size, x)), g.scalar(bias, x))
+    if beta != 1.0:
+        denom = g.emit(aicc.PowOp, denom, g.scalar(beta, x))
+    return [g.div(x, denom)]
+
+
+@handles("LpNormalization")
+def _op_lp_normalization(imp, node, ins, at):
+    """x / ||x||_p along `axis` (p = 1 or 2); where the norm is 0 the result is 0, as in the
+    ONNX reference."""
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    rank = len(g.shape(x))
+    axis = at.get("axis", -1) % rank
+    p = at.get("p", 2)
+    if p not in (1, 2):
+        raise _unsupported(imp, node, f"p={p}")
+    if p == 1:
+        norm = g.reduce(aicc.ReduceSumOp, g.unary(aicc.AbsOp, x), [axis], True)
+    else:
+        norm = g.unary(aicc.SqrtOp, g.reduce(aicc.ReduceSumOp, g.mul(x, x), [axis], True))
+    zero = g.scalar(0.0, x)
+    return [g.select(g.compare("eq", norm, zero), zero, g.div(x, norm))]
+
+
+@handles("RMSNormalization")
+def _op_rms_normalization(imp, node, ins, at):
+    """x / sqrt(mean(x^2 over the axes from `axis` on) + epsilon) * scale."""
+    g, x, scale = imp.g, ins[0], ins[1]
+    g.require_float(node.op_type, x)
+    if at.get("stash_type", 1) != 1:
+        raise _unsupported(imp, node, "stash_type other than float32")
+    rank = len(g.shape(x))
+    axis = at.get("axis", -1) % rank
+    ms = g.reduce(aicc.ReduceMeanOp, g.mul(x, x), list(range(axis, rank)), True)
+    inv = g.unary(aicc.RsqrtOp, g.add(ms, g.scalar(at.get("epsilon", 1e-5), x)))
+    return [g.mul(g.mul(x, inv), g.cast_like(scale, x))]
+
+
+@handles("MeanVarianceNormalization")
+def _op_mvn(imp, node, ins, at):
+    """(x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9) over `axes`, as the ONNX function body."""
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    axes = list(at.get("axes", [0, 2, 3]))
+    mean = g.reduce(aicc.ReduceMeanOp, x, axes, True)
+    var = g.sub(g.reduce(aicc.ReduceMeanOp, g.mul(x, x), axes, True), g.mul(mean, mean))
+    std = g.add(g.unary(aicc.SqrtOp, var), g.scalar(1e-9, x))
+    return [g.div(g.sub(x, mean), std)]
+
+
+# -- rearrangements, masks and one-hot encodings (compositions) ----------------------------------
+
+
+@handles("DepthToSpace", "SpaceToDepth")
+def _op_depth_space(imp, node, ins, at):
+    """A reshape to 6-D, a transpose and a reshape back (modes DCR / CRD as the reference)."""
+    g, x = imp.g, ins[0]
+    shape = g.shape(x)
+    if len(shape) != 4:
+        raise _unsupported(imp, node, f"a rank-{len(shape)} input")
+    b, c, h, w = shape
+    bs = int(at["blocksize"])
+    mode = at.get("mode", "DCR")
+    if node.op_type == "DepthToSpace":
+        if mode == "DCR":
+            y = g.transpose(g.reshape(x, (b, bs, bs, c // (bs * bs), h, w)), (0, 3, 4, 1, 5, 2))
+        else:
+            y = g.transpose(g.reshape(x, (b, c // (bs * bs), bs, bs, h, w)), (0, 1, 4, 2, 5, 3))
+        return [g.reshape(y, (b, c // (bs * bs), h * bs, w * bs))]
+    perm = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
+    y = g.transpose(g.reshape(x, (b, c, h // bs, bs, w // bs, bs)), perm)
+    return [g.reshape(y, (b, c * bs * bs, h // bs, w // bs))]
+
+
+@handles("Trilu")
+def _op_trilu(imp, node, ins, at):
+    """A select with a constant triangular mask over the last two dims."""
+    g, x = imp.g, ins[0]
+    k = int(_const(imp, node, ins[1], "k input").reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None else 0
+    shape = g.shape(x)
+    if len(shape) < 2:
+        raise _unsupported(imp, node, "a rank below 2")
+    ones = np.ones(shape[-2:], np.bool_)
+    mask = np.triu(ones, k) if at.get("upper", 1) else np.tril(ones, k)
+    if isinstance(x, np.ndarray):
+        return [np.where(mask, x, np.zeros((), x.dtype))]
+    return [g.select(mask, x, np.zeros((), g.dtype(x)))]
+
+
+@handles("Hardmax")
+def _op_hardmax(imp, node, ins, at):
+    """1 at the first maximum along `axis`, 0 elsewhere: argmax compared with the positions."""
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    shape = g.shape(x)
+    if not shape or 0 in shape:
+        raise _unsupported(imp, node, "an empty or rank-0 input")
+    axis = at.get("axis", -1) % len(shape)
+    idx = g.emit(lambda v: aicc_nn.ArgMaxOp(v, axis, True, False), x)
+    pos = np.arange(shape[axis], dtype=np.int64).reshape((-1,) + (1,) * (len(shape) - 1 - axis))
+    return [g.cast(g.compare("eq", idx, pos), g.dtype(x))]
+
+
+@handles("OneHot")
+def _op_one_hot(imp, node, ins, at):
+    """values[1] where (indices, negative ones + depth) equals the position along the new axis."""
+    g, idx = imp.g, ins[0]
+    depth = int(_const(imp, node, ins[1], "depth input").reshape(-1)[0])
+    values = _const(imp, node, ins[2], "values input").reshape(-1)
+    shape = g.shape(idx)
+    axis = at.get("axis", -1) % (len(shape) + 1)
+    g.require_numeric(node.op_type, idx)
+    if g.dtype(idx).kind == "f":  # ONNX casts float indices to integers
+        idx = g.cast(idx, np.int64)
+    idx = g.reshape(idx, (*shape[:axis], 1, *shape[axis:]))
+    pos = np.arange(depth).reshape((-1,) + (1,) * (len(shape) - axis)).astype(g.dtype(idx))
+    wrapped = g.select(g.compare("lt", idx, np.zeros((), g.dtype(idx))), g.add(idx, np.array(depth, g.dtype(idx))), idx)
+    return [g.select(g.compare("eq", wrapped, pos), values[1:2].reshape(()), values[0:1].reshape(()))]
+
+
+@handles("EyeLike")
+def _op_eye_like(imp, node, ins, at):
+    from frontends.onnx_import import _ONNX_DTYPES, _dtype_name
+
+    g, x = imp.g, ins[0]
+    shape = g.shape(x)
+    if len(shape) != 2:
+        raise _unsupported(imp, node, f"a rank-{len(shape)} input")
+    dt = g.dtype(x)
+    if "dtype" in at:
+        if at["dtype"] not in _ONNX_DTYPES:
+            raise _unsupported(imp, node, f"dtype {_dtype_name(at['dtype'])}")
+        dt = _ONNX_DTYPES[at["dtype"]]
+    return [np.eye(shape[0], shape[1], k=at.get("k", 0), dtype=dt)]
+
+
+@handles("CenterCropPad")
+def _op_center_crop_pad(imp, node, ins, at):
+    """Each axis cropped (a slice) or padded with zeros around the centre, as the reference."""
+    g, x = imp.g, ins[0]
+    target = [int(v) for v in _const(imp, node, ins[1], "shape input").reshape(-1)]
+    shape = g.shape(x)
+    rank = len(shape)
+    axes = [a % rank for a in at.get("axes", range(rank))]
+    starts, counts, low, high = [0] * rank, list(shape), [0] * rank, [0] * rank
+    for a, size in zip(axes, target):
+        d = abs(size - shape[a])
+        if size < shape[a]:
+            starts[a], counts[a] = d // 2, size
+        elif size > shape[a]:
+            low[a], high[a] = d // 2, d - d // 2
+    x = _slice(g, x, starts, [1] * rank, counts)
+    if any(low) or any(high):
+        if isinstance(x, np.ndarray):
+            return [np.pad(x, list(zip(low, high)))]
+        x = g.emit(lambda v: aicc_nn.PadOp(v, low, high, 0.0), x)
+    return [x]

@@ -10,7 +10,8 @@ A case is *run* when every op type in its graph is one aicc's importer supports.
   unsupported  the importer refused it with UnsupportedOpError (a feature of a supported op
                that aicc does not have, e.g. an attribute value or a non-constant shape input);
   skipped      its inputs or outputs have element types the pipeline does not compute
-               (float16, bfloat16, uint8, strings, ...), or it is an opset outside 13-28.
+               (float16, bfloat16, uint8, strings, ...), or its opset is newer than 28 (older ones are
+               upgraded to 13 by the importer).
 """
 
 from __future__ import annotations
@@ -86,9 +87,10 @@ def _array(x) -> np.ndarray:
     return np.asarray(x, dtype=object)  # sequences, maps, optionals
 
 
-def _freeze_int_inputs(model, inputs):
-    """The model with its integer inputs made initializers of the case's values (the way an
-    exported model carries its axes / shapes), and the remaining inputs."""
+def _freeze_int_inputs(model, inputs, names=None):
+    """The model with its integer inputs (or the inputs `names`) made initializers of the case's
+    values (the way an exported model carries its axes / shapes / scales), and the remaining
+    inputs."""
     from onnx import numpy_helper
 
     frozen = type(model)()
@@ -96,9 +98,9 @@ def _freeze_int_inputs(model, inputs):
     graph = frozen.graph
     keep_vi, keep_x = [], []
     init = {t.name for t in graph.initializer}
-    names = [vi for vi in graph.input if vi.name not in init]
-    for vi, x in zip(names, inputs):
-        if x.dtype.kind in "iu":
+    graph_inputs = [vi for vi in graph.input if vi.name not in init]
+    for vi, x in zip(graph_inputs, inputs):
+        if (x.dtype.kind in "iu") if names is None else (vi.name in names):
             graph.initializer.append(numpy_helper.from_array(x, vi.name))
         else:
             keep_vi.append(vi)
@@ -108,14 +110,32 @@ def _freeze_int_inputs(model, inputs):
     return frozen, keep_x
 
 
+def _compile_freezing_named(compiler, model, inputs):
+    """compiler.compile, freezing each graph input an UnsupportedOpError names as needed constant;
+    (compiled, model, remaining inputs)."""
+    from compiler.errors import UnsupportedOpError
+
+    for _ in range(len(inputs) + 1):
+        try:
+            return compiler.compile(model, inputs), model, inputs
+        except UnsupportedOpError as e:
+            init = {t.name for t in model.graph.initializer}
+            graph_inputs = [vi.name for vi in model.graph.input if vi.name not in init]
+            name = getattr(e, "input_name", None)
+            if name not in graph_inputs:
+                raise
+            model, inputs = _freeze_int_inputs(model, inputs, {name})
+    return compiler.compile(model, inputs), model, inputs
+
+
 def run_case(case) -> Outcome:
     import compiler
     from compiler.errors import CompileError, UnsupportedOpError
-    from frontends.onnx_import import MAX_OPSET, MIN_OPSET
+    from frontends.onnx_import import MAX_OPSET
 
     op = primary_op(case)
     opset = max([o.version for o in case.model.opset_import if o.domain in ("", "ai.onnx")] or [0])
-    if not MIN_OPSET <= opset <= MAX_OPSET:
+    if opset > MAX_OPSET:  # older opsets are upgraded by the importer (onnx.version_converter)
         return Outcome(case.name, op, "skipped", f"opset {opset}")
     inputs, expected = case.data_sets[0]
     inputs = [_array(x) for x in inputs]
@@ -129,14 +149,15 @@ def run_case(case) -> Outcome:
     model = case.model
     try:
         try:
-            m = compiler.compile(model, inputs)
+            m, model, inputs = _compile_freezing_named(compiler, model, inputs)
         except UnsupportedOpError as e:
             # aicc compiles for static shapes: integer inputs that must be known at compile time
-            # (axes, shapes, pads) are frozen to the case's values, then it tries again.
+            # (axes, shapes, pads) are frozen to the case's values, then it tries again; so is
+            # a float input the importer names as one it needs constant (Resize's scales).
             if "non-constant" not in str(e) or not any(x.dtype.kind in "iu" for x in inputs):
                 raise
             model, inputs = _freeze_int_inputs(model, inputs)
-            m = compiler.compile(model, inputs)
+            m, model, inputs = _compile_freezing_named(compiler, model, inputs)
     except UnsupportedOpError as e:
         return Outcome(case.name, op, "unsupported", str(e))
     except CompileError as e:

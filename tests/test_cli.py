@@ -104,6 +104,16 @@ def test_other_examples_ok(example):
     assert "OK" in r.stdout and "MISMATCH" not in r.stdout
 
 
+def test_torch_module_checked_against_torch():
+    pytest.importorskip("torch")
+    r = aicc("examples/torch_cnn.py", "--repeat", "2")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    assert "OK" in r.stdout and "MISMATCH" not in r.stdout
+    timing_lines = [line for line in r.stdout.splitlines() if " ms (median of" in line]
+    assert [line.split()[0] for line in timing_lines] == ["aicc", "torch"], r.stdout
+
+
 def test_threads_and_no_fuse_options(small_model):
     r = aicc(small_model, "--threads", "1", "--no-fuse", "--repeat", "1")
     assert r.returncode == 0, r.stderr
@@ -309,6 +319,24 @@ def test_error_data_dependent_control_flow(tmp_path):
         example_inputs = (np.ones(3, np.float32),)
     """)
     assert_one_line_error(aicc(f), "branch_model.py:4", "np.where")
+
+
+def test_error_torch_export_failure(tmp_path):
+    pytest.importorskip("torch")
+    f = write(tmp_path, "torch_branch.py", """
+        import torch
+
+        class Branchy(torch.nn.Module):
+            def forward(self, x):
+                if x.sum() > 0:
+                    return x * 2
+                return x
+
+        model = Branchy()
+        example_inputs = (torch.ones(3),)
+    """)
+    assert_one_line_error(aicc(f), "torch_branch.py:5", "torch.export could not export Branchy",
+                          "data-dependent")
 
 
 def test_error_float64_inputs(tmp_path):

@@ -76,7 +76,8 @@ def test_cli_without_gpu(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "row_reduce" in out and "registers" in out and "spill" in out
     assert out.strip().splitlines()[-1].startswith("aicc: running the cuda target needs an NVIDIA GPU")
-    assert (tmp_path / "model.cu").read_text().count("extern \"C\" __global__") == 6
+    # softmax's six loop nests run as one kernel: a block per row, the row in registers
+    assert (tmp_path / "model.cu").read_text().count("extern \"C\" __global__") == 1
     assert (tmp_path / "model.cubin").stat().st_size > 0
     assert aicc_main(["examples/softmax.py", "--target", "cuda", "--run"]) == 1
 
@@ -85,4 +86,18 @@ def test_cli_emit_gpu_and_cuda(capsys):
     assert aicc_main(["examples/layernorm.py", "--target", "cuda", "--emit", "gpu"]) == 0
     assert '"row_reduce"' in capsys.readouterr().out
     assert aicc_main(["examples/mlp.py", "--target", "cuda", "--emit", "cuda", "--arch", "sm_80"]) == 0
-    assert "__shared__ float As" in capsys.readouterr().out
+    assert "__shared__ __align__(16) float As" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(has_gpu(), reason="checks the no-GPU path")
+def test_cuda_benchmark_without_gpu_fails_with_one_line():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "run.py"), "--target", "cuda"],
+                       capture_output=True, text=True, cwd=root)
+    assert r.returncode == 1
+    assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert "no NVIDIA GPU" in r.stderr

@@ -123,9 +123,9 @@ def test_symbolic_dim_names_input_and_flag():
 
 
 def test_unsupported_attribute_is_refused_not_wrong():
-    nodes = [helper.make_node("Pad", ["x", "p"], ["y"], mode="reflect")]
-    model = _model(nodes, [("x", TP.FLOAT, [2, 4])], ["y"], [("p", np.array([0, 1, 0, 1], np.int64))])
-    with pytest.raises(compiler.UnsupportedOpError, match="mode='reflect'"):
+    nodes = [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], storage_order=1)]
+    model = _model(nodes, [("x", TP.FLOAT, [1, 1, 4, 4])], ["y"])
+    with pytest.raises(compiler.UnsupportedOpError, match="storage_order=1"):
         compiler.compile(model)
 
 

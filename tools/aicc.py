@@ -1,8 +1,10 @@
-"""aicc: compile a model, run it on its example inputs, and check it against eager NumPy.
+"""aicc: compile a model, run it on its example inputs, and check it against running it eagerly
+(NumPy for a function, PyTorch for a torch.nn.Module).
 
     aicc examples/mlp.py --target cpu
     aicc examples/mlp.py --emit loops
     aicc examples/mlp.py -o out/ --time-passes
+    aicc examples/torch_cnn.py
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from pathlib import Path
 
 STAGES = ("tensor", "linalg", "memref", "loops", "llvm", "asm", "gpu", "cuda")
 
-# An output matches eager NumPy when |out - ref| <= ATOL + RTOL * |ref| everywhere (float32 work,
-# summation order differs from NumPy's).
+# An output matches the eager run when |out - ref| <= ATOL + RTOL * |ref| everywhere (float32 work,
+# summation order differs from NumPy's and torch's).
 RTOL, ATOL = 1e-4, 1e-5
 
 
@@ -34,9 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="aicc",
         description="Compile a model with aicc, run it on its example inputs and compare the "
-        "result and the time with running it eagerly in NumPy.",
-        epilog="MODEL.py defines `model` (a NumPy-style function) and `example_inputs` (a tuple "
-        "of arrays, or a function returning one).",
+        "result and the time with running it eagerly (in NumPy, or in PyTorch for a torch.nn.Module).",
+        epilog="MODEL.py defines `model` (a NumPy-style function or a torch.nn.Module) and "
+        "`example_inputs` (a tuple of arrays or torch tensors, or a function returning one).",
     )
     p.add_argument("model", metavar="MODEL", help="a .py file defining `model` and `example_inputs`, or a .onnx model")
     p.add_argument(
@@ -160,6 +162,32 @@ def print_stats(m) -> None:
     print(format_stats(m.stats))
 
 
+def report_compiled(m, args: argparse.Namespace, import_s: float | None = None) -> int | None:
+    """What every model kind prints after compiling (--stats, --time-passes, --emit, -o, the
+    no-GPU report); an exit status when nothing is left to run."""
+    if args.stats:
+        print_stats(m)
+    if args.time_passes:
+        timings = [("import", import_s)] if import_s is not None else []
+        timings += [(t.name, t.seconds) for t in m.timings]
+        total = sum(s for _, s in timings)
+        print("pass timings:")
+        for name, seconds in timings:
+            print(f"  {seconds * 1e3:9.2f} ms  {100 * seconds / total:5.1f}%  {name}")
+        print(f"  {total * 1e3:9.2f} ms  total")
+    if args.emit:
+        print(m.ir(args.emit))
+        return 0
+    if args.output_dir:
+        for path in write_outputs(m, args.output_dir):
+            print(f"wrote {path}")
+    if args.target == "cuda":
+        from compiler.runtime.cuda import report_without_gpu
+
+        return report_without_gpu(m, args.run)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -184,34 +212,16 @@ def run(args: argparse.Namespace) -> int:
             print_ir_after_all=print_after if args.print_ir_after_all else None,
         )
     compile_s = time.perf_counter() - t0
-    if args.stats:
-        print_stats(m)
-
-    if args.time_passes:
-        total = sum(t.seconds for t in m.timings)
-        print("pass timings:")
-        for t in m.timings:
-            print(f"  {t.seconds * 1e3:9.2f} ms  {100 * t.seconds / total:5.1f}%  {t.name}")
-        print(f"  {total * 1e3:9.2f} ms  total")
-
-    if args.emit:
-        print(m.ir(args.emit))
-        return 0
-    if args.output_dir:
-        for path in write_outputs(m, args.output_dir):
-            print(f"wrote {path}")
-    if args.target == "cuda":
-        from compiler.runtime.cuda import report_without_gpu
-
-        status = report_without_gpu(m, args.run)
-        if status is not None:
-            return status
+    status = report_compiled(m, args)
+    if status is not None:
+        return status
 
     out = m(*inputs)
+    ref_name, eager = eager_runner(model, inputs, m.threads)
     try:
-        ref = model(*inputs)
+        ref = eager()
     except Exception as e:
-        raise CompileError(f"running `model` eagerly in NumPy failed: {type(e).__name__}: {e}") from None
+        raise CompileError(f"running `model` eagerly in {ref_name} failed: {type(e).__name__}: {e}") from None
     outs = out if isinstance(out, tuple) else (out,)
     refs = ref if isinstance(ref, tuple | list) else (ref,)
 
@@ -229,13 +239,40 @@ def run(args: argparse.Namespace) -> int:
               f"{'OK' if good else 'MISMATCH'}")
 
     t_aicc = _median_seconds(lambda: m(*inputs), args.repeat)
-    t_numpy = _median_seconds(lambda: model(*inputs), args.repeat)
+    t_ref = _median_seconds(eager, args.repeat)
     print(f"  aicc  {t_aicc * 1e3:10.3f} ms (median of {args.repeat})")
-    print(f"  numpy {t_numpy * 1e3:10.3f} ms (median of {args.repeat})  -> aicc is {t_numpy / t_aicc:.2f}x")
+    print(f"  {ref_name:<5} {t_ref * 1e3:10.3f} ms (median of {args.repeat})  -> aicc is {t_ref / t_aicc:.2f}x")
     if not ok:
-        print(f"aicc: error: compiled output differs from NumPy beyond rtol={RTOL}, atol={ATOL}", file=sys.stderr)
+        print(f"aicc: error: compiled output differs from {ref_name} beyond rtol={RTOL}, atol={ATOL}",
+              file=sys.stderr)
         return 1
     return 0
+
+
+def eager_runner(model, inputs, threads: int):
+    """(name, function) that runs `model` eagerly on `inputs`: the NumPy function itself, or a
+    torch.nn.Module in eval mode without autograd on `threads` threads (as many as aicc's),
+    its outputs as NumPy arrays."""
+    from compiler.api import _is_torch_module
+
+    if not _is_torch_module(model):
+        return "numpy", lambda: model(*inputs)
+    import torch
+
+    from frontends.torch_import import to_torch_inputs
+
+    args = to_torch_inputs(inputs)
+    model.eval()
+    torch.set_num_threads(threads)
+
+    def run():
+        with torch.no_grad():
+            out = model(*args)
+        if isinstance(out, tuple | list):
+            return tuple(o.numpy() for o in out)
+        return out.numpy()
+
+    return "torch", run
 
 
 def run_onnx(args: argparse.Namespace) -> int:
@@ -249,6 +286,7 @@ def run_onnx(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     program = import_onnx(args.model, parse_input_shapes(args.input_shape))
+    import_s = time.perf_counter() - t0
     tensor_level = program.module.clone()
     inputs = make_inputs(program.input_types)
 
@@ -259,20 +297,18 @@ def run_onnx(args: argparse.Namespace) -> int:
                              print_after if args.print_ir_after_all else None)
     m = compiler.api._compile_program(program, options)
     compile_s = time.perf_counter() - t0
-    if args.stats:
-        print_stats(m)
-    if args.emit:
-        print(m.ir(args.emit))
-        return 0
-    if args.output_dir:
-        for path in write_outputs(m, args.output_dir):
-            print(f"wrote {path}")
+    status = report_compiled(m, args, import_s)
+    if status is not None:
+        return status
     out = m(*inputs)
     outs = out if isinstance(out, tuple) else (out,)
     try:
         import onnxruntime as ort
 
-        sess = ort.InferenceSession(args.model, providers=["CPUExecutionProvider"])
+        so = ort.SessionOptions()
+        so.log_severity_level = 3  # errors only: zoo models trip its unused-initializer warnings
+        so.intra_op_num_threads = m.threads
+        sess = ort.InferenceSession(args.model, so, providers=["CPUExecutionProvider"])
         feeds = dict(zip(program.input_names, inputs))
         refs = sess.run(None, feeds)
         ref_name = "onnxruntime"

@@ -7,9 +7,13 @@ emulation harness in tests/) executes: allocations, frees, views into a buffer, 
 launch per kernel.
 
     elementwise  gid = blockIdx.x * blockDim.x + threadIdx.x, guarded, split into the band ivs
-    row_reduce   blockIdx.x is the band point; the scf.for is strided over threadIdx.x, then
-                 combined across the block with __shfl_xor_sync and a 32-slot __shared__ array
-    matmul       64x64x16 tiles of A and B in __shared__, a 4x4 register tile per thread,
+    row_reduce   one block per row runs all the group's nests; thread t holds the row's
+                 elements t + blockDim.x * e in registers (one read of the input, one write of
+                 the output); reductions combine with __shfl_xor_sync and a __shared__ array
+    col_reduce   threads over the kept contiguous dim, each looping over the reduced dims;
+                 threadIdx.y splits the loop when there are few outputs
+    matmul       BM x BN tiles of A and B in double-buffered __shared__ (float4 loads), a
+                 register tile per thread, batch on grid z, the fill and epilogues fused,
                  guards on every edge tile
     single       one thread runs the body
 """
@@ -23,15 +27,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects import builtin
-from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.ir import Operation, OpResult, SSAValue
 
-from compiler.dialects.gpu_map import (
+from compiler.dialects.gpu_map import KernelOp
+from compiler.dialects.gpu_patterns import (
     COMBINERS,
-    KernelOp,
+    accesses,
+    analyze_row_group,
     band_ranges,
     const_int,
+    match_col_reduce,
     match_matmul,
     match_row_reduce,
+    split_main_group,
+    used_after,
 )
 from compiler.errors import CompileError, UnsupportedOpError
 
@@ -43,6 +52,11 @@ PRELUDE = """\
 #ifndef NAN
 #define NAN __int_as_float(0x7fffffff)
 #endif
+// arith.maximumf / minimumf: a NaN operand gives NaN (fmaxf/fminf would return the other one)
+__device__ __forceinline__ float aicc_max(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
+__device__ __forceinline__ float aicc_min(float a, float b) { return (a != a || b != b) ? a + b : fminf(a, b); }
+__device__ __forceinline__ double aicc_max(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
+__device__ __forceinline__ double aicc_min(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
 """
 
 # ------------------------------------------------------------------------------ types
@@ -238,9 +252,8 @@ _BIN = {"arith.addf": "+", "arith.subf": "-", "arith.mulf": "*", "arith.divf": "
         "arith.addi": "+", "arith.subi": "-", "arith.muli": "*", "arith.divsi": "/",
         "arith.remsi": "%", "arith.andi": "&", "arith.ori": "|", "arith.xori": "^",
         "arith.shli": "<<", "arith.shrsi": ">>"}
-_FCALL2 = {"arith.maximumf": "fmax", "arith.maxnumf": "fmax", "arith.minimumf": "fmin",
-           "arith.minnumf": "fmin", "arith.remf": "fmod", "math.powf": "pow",
-           "math.copysign": "copysign", "math.atan2": "atan2"}
+_FCALL2 = {"arith.maxnumf": "fmax", "arith.minnumf": "fmin", "arith.remf": "fmod",
+           "math.powf": "pow", "math.copysign": "copysign", "math.atan2": "atan2"}
 _FCALL1 = {"math.exp": "exp", "math.log": "log", "math.tanh": "tanh", "math.erf": "erf",
            "math.sqrt": "sqrt", "math.rsqrt": "rsqrt", "math.absf": "fabs", "math.floor": "floor",
            "math.ceil": "ceil", "math.round": "round", "math.roundeven": "rint",
@@ -249,6 +262,8 @@ _FCALL1 = {"math.exp": "exp", "math.log": "log", "math.tanh": "tanh", "math.erf"
            "math.log1p": "log1p", "math.expm1": "expm1", "math.atan": "atan",
            "math.asin": "asin", "math.acos": "acos", "math.sinh": "sinh", "math.cosh": "cosh",
            "math.erfc": "erfc", "math.cbrt": "cbrt"}
+# NaN-propagating, like LLVM's llvm.maximum/minimum that the CPU emitter uses (fmaxf drops NaN)
+_NAN_MINMAX = {"arith.maximumf": "aicc_max", "arith.minimumf": "aicc_min"}
 _CMPF = {1: "{a} == {b}", 2: "{a} > {b}", 3: "{a} >= {b}", 4: "{a} < {b}", 5: "{a} <= {b}",
          6: "({a} < {b} || {a} > {b})", 7: "({a} == {a} && {b} == {b})",
          8: "!({a} < {b} || {a} > {b})", 9: "!({a} <= {b})", 10: "!({a} < {b})",
@@ -258,13 +273,24 @@ _CMPI = {0: "==", 1: "!=", 2: "<", 3: "<=", 4: ">", 5: ">=", 6: "<", 7: "<=", 8:
 _CASTS = ("arith.sitofp", "arith.fptosi", "arith.extf", "arith.truncf", "arith.index_cast",
           "arith.extsi", "arith.trunci", "arith.uitofp", "arith.fptoui", "arith.extui",
           "arith.index_castui")
+_UNSIGNED = {"bool": "bool", "signed char": "unsigned char", "short": "unsigned short",
+             "int": "unsigned", "long long": "unsigned long long"}
+
+INT32_LIMIT = 1 << 31
 
 
 def _fname(base: str, t) -> str:
     return base + "f" if isinstance(t, builtin.Float32Type) else base
 
 
+def _elements(t) -> int:
+    return math.prod(t.get_shape()) if isinstance(t, builtin.MemRefType) else 0
+
+
 class _KernelWriter:
+    """Writes one __global__ function. Loads and stores go through `load_hook`/`store_hook`
+    when a kind keeps values in registers instead of memory (fused row, matmul epilogue)."""
+
     def __init__(self, kernel: KernelOp, bufs: dict[SSAValue, int]):
         self.k = kernel
         self.bufs = bufs
@@ -273,15 +299,28 @@ class _KernelWriter:
         self.ind = 1
         self.n = 0
         self.params: list[SSAValue] = []
+        self.min_blocks = 0  # __launch_bounds__'s second argument, when set
+        self.load_hook = None  # (memref.load) -> C expression | None
+        self.store_hook = None  # (memref.store, value) -> handled?
+        # 32-bit index arithmetic when every buffer and bound fits: 64-bit integer multiply and
+        # divide cost several instructions on a GPU
+        big = any(_elements(v.type) >= INT32_LIMIT for o in kernel.walk() for v in o.operands)
+        big = big or any(abs(c) >= INT32_LIMIT for o in kernel.walk()
+                         if o.name == "arith.constant" and (c := const_int(o.results[0])) is not None)
+        self.idx = "long long" if big else "int"
 
     # -- values
+
+    def ct(self, t) -> str:
+        return self.idx if isinstance(t, builtin.IndexType) else c_type(t)
 
     def fresh(self, prefix: str = "v") -> str:
         self.n += 1
         return f"{prefix}{self.n}"
 
     def line(self, s: str) -> None:
-        self.lines.append("  " * self.ind + s)
+        for part in s.split("\n"):
+            self.lines.append("  " * self.ind + part)
 
     def val(self, v: SSAValue) -> str:
         if v in self.names:
@@ -312,24 +351,30 @@ class _KernelWriter:
             v = attr.value.data
             if isinstance(t, builtin.IntegerType) and t.width.data == 1:
                 return "true" if v else "false"
-            return f"{v}LL" if isinstance(t, builtin.IndexType) or (
-                isinstance(t, builtin.IntegerType) and t.width.data == 64) else str(v)
+            wide = (isinstance(t, builtin.IndexType) and self.idx == "long long") or (
+                isinstance(t, builtin.IntegerType) and t.width.data == 64)
+            return f"{v}LL" if wide else (str(v) if v >= 0 else f"({v})")
         raise UnsupportedOpError("arith.constant", f"no CUDA lowering for constant {attr}")
 
-    def define(self, result: SSAValue, expr: str) -> None:
+    def define(self, result: SSAValue, expr: str) -> str:
         name = self.fresh()
-        self.line(f"const {c_type(result.type)} {name} = {expr};")
+        self.line(f"const {self.ct(result.type)} {name} = {expr};")
         self.names[result] = name
+        return name
 
-    def addr(self, mem: SSAValue, indices: Sequence[SSAValue]) -> str:
+    def addr(self, mem: SSAValue, indices: Sequence[SSAValue | str]) -> str:
         base = self.val(mem)
+        return f"{base}[{self.offset(mem, indices)}]"
+
+    def offset(self, mem: SSAValue, indices: Sequence[SSAValue | str]) -> str:
         shape = mem.type.get_shape()
-        if not indices:
-            return f"{base}[0]"
         terms = []
         for idx, s in zip(indices, _strides(shape)):
-            terms.append(self.val(idx) if s == 1 else f"{self.val(idx)} * {s}")
-        return f"{base}[{' + '.join(terms)}]"
+            x = idx if isinstance(idx, str) else self.val(idx)
+            if x in ("0", "0LL"):
+                continue
+            terms.append(x if s == 1 else f"{x} * {s}")
+        return " + ".join(terms) or "0"
 
     # -- ops
 
@@ -345,13 +390,22 @@ class _KernelWriter:
         if n == "arith.constant":
             self.names[r] = self.literal(op)
         elif n == "memref.load":
-            self.define(r, self.addr(op.memref, op.indices))
+            hooked = self.load_hook(op) if self.load_hook else None
+            if hooked is not None:
+                self.names[r] = hooked
+            else:
+                self.define(r, self.addr(op.memref, op.indices))
         elif n == "memref.store":
-            self.line(f"{self.addr(op.memref, op.indices)} = {self.val(op.value)};")
+            value = self.val(op.value)
+            if not (self.store_hook and self.store_hook(op, value)):
+                self.line(f"{self.addr(op.memref, op.indices)} = {value};")
         elif n in _BIN:
             self.define(r, f"{self.val(op.operands[0])} {_BIN[n]} {self.val(op.operands[1])}")
         elif n in _FCALL2:
             self.define(r, f"{_fname(_FCALL2[n], r.type)}({self.val(op.operands[0])}, "
+                           f"{self.val(op.operands[1])})")
+        elif n in _NAN_MINMAX:
+            self.define(r, f"{_NAN_MINMAX[n]}({self.val(op.operands[0])}, "
                            f"{self.val(op.operands[1])})")
         elif n in _FCALL1:
             self.define(r, f"{_fname(_FCALL1[n], r.type)}({self.val(op.operands[0])})")
@@ -367,7 +421,8 @@ class _KernelWriter:
             p = op.predicate.value.data
             a, b = self.val(op.lhs), self.val(op.rhs)
             if p >= 6:
-                a, b = f"(unsigned long long){a}", f"(unsigned long long){b}"
+                u = _UNSIGNED[self.ct(op.lhs.type)]
+                a, b = f"({u}){a}", f"({u}){b}"
             self.define(r, f"{a} {_CMPI[p]} {b}")
         elif n == "arith.select":
             c, a, b = (self.val(v) for v in op.operands)
@@ -381,8 +436,9 @@ class _KernelWriter:
         elif n in _CASTS:
             src = self.val(op.operands[0])
             if n in ("arith.uitofp", "arith.extui", "arith.index_castui"):
-                src = f"(unsigned long long){src}"
-            self.define(r, f"({c_type(r.type)}){src}")
+                # unsigned at the source's own width: (unsigned long long)(int)-1 is not 2^32-1
+                src = f"({_UNSIGNED[self.ct(op.operands[0].type)]}){src}"
+            self.define(r, f"({self.ct(r.type)}){src}")
         elif n == "scf.for":
             self.emit_for(op)
         elif n == "scf.if":
@@ -400,36 +456,39 @@ class _KernelWriter:
         accs = []
         for i, (arg, init) in enumerate(zip(block.args[1:], op.iter_args)):
             name = self.fresh("acc")
-            self.line(f"{c_type(arg.type)} {name} = {inits[i] if inits else self.val(init)};")
+            self.line(f"{self.ct(arg.type)} {name} = {inits[i] if inits else self.val(init)};")
             self.names[arg] = name
             accs.append(name)
         iv = self.fresh("i")
         self.names[block.args[0]] = iv
         ub = self.val(op.ub)
-        self.line(f"for (long long {iv} = {lb or self.val(op.lb)}; {iv} < {ub}; "
+        self.line(f"for ({self.idx} {iv} = {lb or self.val(op.lb)}; {iv} < {ub}; "
                   f"{iv} += {step or self.val(op.step)}) {{")
         self.ind += 1
         self.emit_ops(block.ops)
-        yielded = [self.val(v) for v in block.last_op.operands]
-        if len(accs) > 1:
-            tmps = [self.fresh("t") for _ in accs]
-            for t, y, arg in zip(tmps, yielded, block.args[1:]):
-                self.line(f"const {c_type(arg.type)} {t} = {y};")
-            yielded = tmps
-        for a, y in zip(accs, yielded):
-            if a != y:
-                self.line(f"{a} = {y};")
+        self.assign_yield(accs, block)
         self.ind -= 1
         self.line("}")
         for res, a in zip(op.results, accs):
             self.names[res] = a
         return accs
 
+    def assign_yield(self, accs: list[str], block) -> None:
+        yielded = [self.val(v) for v in block.last_op.operands]
+        if len(accs) > 1:
+            tmps = [self.fresh("t") for _ in accs]
+            for t, y, arg in zip(tmps, yielded, block.args[1:]):
+                self.line(f"const {self.ct(arg.type)} {t} = {y};")
+            yielded = tmps
+        for a, y in zip(accs, yielded):
+            if a != y:
+                self.line(f"{a} = {y};")
+
     def emit_if(self, op) -> None:
         outs = []
         for res in op.results:
             name = self.fresh("r")
-            self.line(f"{c_type(res.type)} {name};")
+            self.line(f"{self.ct(res.type)} {name};")
             outs.append(name)
         self.line(f"if ({self.val(op.cond)}) {{")
         for k, region in enumerate(op.regions):
@@ -454,7 +513,7 @@ class _KernelWriter:
         for arg, lb, ub, st in zip(block.args, op.lowerBound, op.upperBound, op.step):
             iv = self.fresh("i")
             self.names[arg] = iv
-            self.line(f"for (long long {iv} = {self.val(lb)}; {iv} < {self.val(ub)}; "
+            self.line(f"for ({self.idx} {iv} = {self.val(lb)}; {iv} < {self.val(ub)}; "
                       f"{iv} += {self.val(st)}) {{")
             self.ind += 1
             depth += 1
@@ -463,22 +522,34 @@ class _KernelWriter:
             self.ind -= 1
             self.line("}")
 
+    def split_linear(self, linear: str, extents: Sequence[int]) -> list[str]:
+        """Names of the indices that linear index `linear` splits into (last dim fastest)."""
+        names = [""] * len(extents)
+        rem = linear
+        for d in reversed(range(len(extents))):
+            iv = self.fresh("i")
+            names[d] = iv
+            if len(extents) == 1:
+                self.line(f"const {self.idx} {iv} = {rem};")
+                break
+            self.line(f"const {self.idx} {iv} = {rem if d == 0 else f'{rem} % {extents[d]}'};")
+            if d:
+                nxt = self.fresh("q")
+                self.line(f"const {self.idx} {nxt} = {rem} / {extents[d]};")
+                rem = nxt
+        return names
+
     def band_ivs(self, par, linear: str) -> None:
         """Split the linear point index `linear` into the band's ivs (last dim fastest)."""
         ranges = band_ranges(par)
-        rem = linear
-        for d in reversed(range(len(ranges))):
-            lb, ub, st = ranges[d]
-            extent = -(-(ub - lb) // st)
-            iv = self.fresh("i")
-            idx = rem if d == 0 else f"{rem} % {extent}"
-            expr = idx if (lb, st) == (0, 1) else f"{lb} + ({idx}) * {st}"
-            self.line(f"const long long {iv} = {expr};")
-            self.names[par.body.block.args[d]] = iv
-            if d:
-                nxt = self.fresh("q")
-                self.line(f"const long long {nxt} = {rem} / {extent};")
-                rem = nxt
+        extents = [-(-(ub - lb) // st) for lb, ub, st in ranges]
+        names = self.split_linear(linear, extents)
+        for d, (lb, _, st) in enumerate(ranges):
+            name = names[d]
+            if (lb, st) != (0, 1):
+                name = self.fresh("i")
+                self.line(f"const {self.idx} {name} = {lb} + {names[d]} * {st};")
+            self.names[par.body.block.args[d]] = name
 
     # -- kinds
 
@@ -490,11 +561,12 @@ class _KernelWriter:
             self.line("if (blockIdx.x != 0 || threadIdx.x != 0) return;")
             self.emit_ops(ops)
         else:
-            if len(ops) != 1 or ops[0].name != "scf.parallel":
-                raise CompileError(f"gpu_map.kernel {k.sym_name.data}: a {kind} kernel must "
-                                   "hold one scf.parallel")
-            par = ops[0]
-            getattr(self, f"emit_{kind}")(par)
+            nests = [o for o in ops if o.name in ("scf.parallel", "scf.for")]
+            if not nests or len(nests) != len(ops) or (
+                    kind == "elementwise" and (len(ops) != 1 or ops[0].name != "scf.parallel")):
+                raise CompileError(f"gpu_map.kernel {k.sym_name.data}: a {kind} kernel must hold "
+                                   + ("one scf.parallel" if kind == "elementwise" else "loop nests"))
+            getattr(self, f"emit_{kind}")(nests)
         counts = Counter(o.name for o in k.body.walk() if o is not k
                          and o.name not in ("scf.yield", "scf.reduce"))
         source_ops = ", ".join(f"{n}" + (f" x{c}" if c > 1 else "") for n, c in counts.items())
@@ -502,99 +574,507 @@ class _KernelWriter:
                           [self.bufs[p] for p in self.params], source_ops)
         return self.render(info), info
 
-    def emit_elementwise(self, par) -> None:
+    def fail(self, what: str):
+        raise CompileError(f"gpu_map.kernel {self.k.sym_name.data}: {what}")
+
+    def live_out(self, mem: SSAValue) -> bool:
+        return used_after(mem, self.k)
+
+    def private_buffers(self, nests) -> set[SSAValue]:
+        """Buffers of their own (not arena views) that the kernel writes."""
+        return {a.mem for n in nests for a in accesses(n)
+                if a.store and isinstance(a.mem, OpResult) and a.mem.op.name == "memref.alloc"}
+
+    def emit_elementwise(self, nests) -> None:
+        par = nests[0]
         ranges = band_ranges(par)
+        if ranges is None:
+            self.fail("scf.parallel bounds must be constants")
         total = math.prod(-(-(ub - lb) // st) for lb, ub, st in ranges)
-        self.line("const long long gid = (long long)blockIdx.x * blockDim.x + threadIdx.x;")
-        self.line(f"if (gid >= {total}LL) return;")
+        wide = "(long long)" if self.idx == "long long" else ""
+        self.line(f"const {self.idx} gid = {wide}blockIdx.x * blockDim.x + threadIdx.x;")
+        self.line(f"if (gid >= {total}) return;")
         self.band_ivs(par, "gid")
         self.emit_ops(par.body.block.ops)
 
-    def emit_row_reduce(self, par) -> None:
-        rr = match_row_reduce(par)
-        if rr is None:
-            raise CompileError(f"{self.k.sym_name.data}: body is not a row reduction")
-        loop, comb = rr.loop, rr.combiner
-        t = loop.iter_args[0].type
+    # -- row reductions
+
+    def block_reduce(self, acc: str, ident: str, expr: str, nthreads: int, slot: int) -> None:
+        """Combine `acc` over the block: warp shuffles, the warps' partials through shared
+        memory, then every warp combines the partials the same way, so every thread ends
+        with the same total after one barrier."""
+        f = lambda a, b: expr.format(a=a, b=b)  # noqa: E731
+        L = self.line
+        nw = nthreads // 32
+        L(f"// block reduction: within each warp, then across the {nw} warps' partials")
+        L("#pragma unroll")
+        L("for (int o = 16; o > 0; o >>= 1)")
+        L(f"  {acc} = {f(acc, f'__shfl_xor_sync(0xffffffffu, {acc}, o)')};")
+        if nthreads <= 32:
+            return
+        L(f"if ((threadIdx.x & 31) == 0) red[{slot}][threadIdx.x >> 5] = {acc};")
+        L("__syncthreads();")
+        L(f"{acc} = " + (f"red[{slot}][threadIdx.x & 31];" if nw == 32 else
+                         f"(threadIdx.x & 31) < {nw} ? red[{slot}][threadIdx.x & 31] : {ident};"))
+        L("#pragma unroll")
+        L("for (int o = 16; o > 0; o >>= 1)  // a full butterfly: every lane gets the total")
+        L(f"  {acc} = {f(acc, f'__shfl_xor_sync(0xffffffffu, {acc}, o)')};")
+
+    def combiner(self, comb: Operation, t) -> tuple[str, str, str]:
         ct = c_type(t)
         expr, ident = COMBINERS[comb.name]
         if not isinstance(t, builtin.Float32Type):
             expr = expr.replace("fmaxf", "fmax").replace("fminf", "fmin")
+        return ct, expr, f"({ct}){ident}"
+
+    def emit_row_reduce(self, nests) -> None:
+        tile = self.k.tile_dims
+        nthreads = self.k.block_dims[0]
+        group = analyze_row_group(nests, self.live_out, registers=tile is not None,
+                                  private=frozenset(self.private_buffers(nests)))
+        if group is None:
+            if tile is None and len(nests) == 1 and match_row_reduce(nests[0]) is not None:
+                return self.emit_row_reduce_strided(nests[0], nthreads)
+            self.fail("its nests do not form a row group (see analyze_row_group)")
+        elems = tile[0] if tile is not None else None
+        n = group.n
+        if nthreads % 32 or (elems is not None and elems * nthreads < n):
+            self.fail(f"block {nthreads} x tile {elems} does not cover rows of {n}")
+        L = self.line
+        if elems is not None:
+            L(f"// one block per row of {n}: thread t holds elements t + {nthreads} * e, "
+              f"e < {elems}, in registers")
+        else:
+            L(f"// one block per row of {n}: threads stride over the row")
+        if any(x.role == "reduce" for x in group.nests) and nthreads > 32:
+            L("__shared__ float red[2][32];" if not any(
+                isinstance(x.reduce.loop.iter_args[0].type, builtin.Float64Type)
+                for x in group.nests if x.reduce) else "__shared__ double red[2][32];")
+        rows = self.split_linear("blockIdx.x", group.rows)
+        regs: dict[SSAValue, str] = {}
+        for mem, kind in group.kind.items():
+            if kind == "row" and elems is not None:
+                regs[mem] = self.fresh("row")
+                L(f"{c_type(mem.type.element_type)} {regs[mem]}[{elems}];")
+            elif kind == "scalar" and mem in group.written:
+                regs[mem] = self.fresh("s")
+                L(f"{c_type(mem.type.element_type)} {regs[mem]};")
+        have: set[SSAValue] = set()  # row buffers whose registers hold the values
+        live = {m: self.live_out(m) for m in group.written}
+
+        def load(op):
+            mem = op.memref
+            kind = group.kind.get(mem)
+            if kind == "row" and elems is None:
+                return None  # strided: read from memory every time
+            if kind == "row":
+                ref = f"{regs[mem]}[e]"
+                if mem not in have:  # the first read: from memory, once
+                    L(f"{ref} = {self.addr(mem, op.indices)};")
+                    have.add(mem)
+                return ref
+            if kind == "scalar" and mem in have:
+                return regs[mem]
+            return None  # read from memory
+
+        def store(op, value):
+            mem = op.memref
+            kind = group.kind[mem]
+            have.add(mem)
+            if kind == "row":
+                L(f"{regs[mem]}[e] = {value};")
+                if live[mem]:
+                    L(f"{self.addr(mem, op.indices)} = {value};")
+            else:
+                L(f"{regs[mem]} = {value};")
+                if live[mem]:
+                    L(f"if (threadIdx.x == 0) {self.addr(mem, op.indices)} = {value};")
+            return True
+
+        self.load_hook, self.store_hook = load, store
+        slot = 0
+        for nest in group.nests:
+            args = nest.par.body.block.args
+            for a, name in zip(args, rows):
+                self.names[a] = name
+            for z in nest.zeros:
+                self.names[z] = "0"
+            L(f"// {nest.role}")
+            if nest.role == "scalar":
+                self.emit_ops(nest.par.body.block.ops)
+            elif nest.role == "map":
+                self.open_elements(nest.col, n, nthreads, elems)
+                self.emit_ops(nest.par.body.block.ops)
+                self.close_elements(n, nthreads, elems)
+            else:
+                loop, comb = nest.reduce.loop, nest.reduce.combiner
+                ops = list(nest.par.body.block.ops)
+                at = ops.index(loop)
+                self.emit_ops(ops[:at])
+                ct, expr, ident = self.combiner(comb, loop.iter_args[0].type)
+                acc = self.fresh("acc")
+                L(f"{ct} {acc} = {ident};")
+                self.names[loop.body.block.args[1]] = acc
+                self.open_elements(nest.col, n, nthreads, elems)
+                self.emit_ops(loop.body.block.ops)
+                self.assign_yield([acc], loop.body.block)
+                self.close_elements(n, nthreads, elems)
+                self.block_reduce(acc, ident, expr, nthreads, slot)
+                slot ^= 1
+                self.define(loop.results[0], expr.format(a=self.val(loop.iter_args[0]), b=acc))
+                self.emit_ops(ops[at + 1:])
+        self.load_hook = self.store_hook = None
+
+    def open_elements(self, col: SSAValue, n: int, nthreads: int, elems: int | None) -> None:
+        if elems is None:
+            j = self.fresh("j")
+            self.line(f"for ({self.idx} {j} = threadIdx.x; {j} < {n}; {j} += {nthreads}) {{")
+            self.ind += 1
+            self.names[col] = j
+            return
+        self.line("#pragma unroll")
+        self.line(f"for (int e = 0; e < {elems}; ++e) {{")
+        self.ind += 1
+        j = self.fresh("j")
+        self.line(f"const {self.idx} {j} = threadIdx.x + e * {nthreads};")
+        self.names[col] = j
+        if elems * nthreads != n:
+            self.line(f"if ({j} < {n}) {{")
+            self.ind += 1
+
+    def close_elements(self, n: int, nthreads: int, elems: int | None) -> None:
+        if elems is not None and elems * nthreads != n:
+            self.ind -= 1
+            self.line("}")
+        self.ind -= 1
+        self.line("}")
+
+    def emit_row_reduce_strided(self, par, nthreads: int) -> None:
+        """One block per row, threads striding over a row too long for registers."""
+        rr = match_row_reduce(par)
+        loop, comb = rr.loop, rr.combiner
+        ct, expr, ident = self.combiner(comb, loop.iter_args[0].type)
         ops = list(par.body.block.ops)
         at = ops.index(loop)
-        self.line(f"__shared__ {ct} red[32];")
-        self.band_ivs(par, "(long long)blockIdx.x")
+        if nthreads > 32:
+            self.line(f"__shared__ {ct} red[1][32];")
+        self.band_ivs(par, "blockIdx.x")
         self.emit_ops(ops[:at])
         init = self.val(loop.iter_args[0])
         lb, step = self.val(loop.lb), self.val(loop.step)
-        accs = self.emit_for(loop, lb=f"{lb} + (long long)threadIdx.x * {step}",
-                             step=f"(long long)blockDim.x * {step}", inits=[f"({ct}){ident}"])
-        acc = accs[0]
-        f = lambda a, b: expr.format(a=a, b=b)  # noqa: E731
-        self.line("// block reduction: within each warp, then across the warps' partials")
-        self.line("for (int o = 16; o > 0; o >>= 1)")
-        self.line(f"  {acc} = {f(acc, f'__shfl_xor_sync(0xffffffffu, {acc}, o)')};")
-        self.line("if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = " + acc + ";")
-        self.line("__syncthreads();")
-        self.line("if (threadIdx.x < 32) {")
-        self.ind += 1
-        self.line(f"{acc} = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : ({ct}){ident};")
-        self.line("for (int o = 16; o > 0; o >>= 1)")
-        self.line(f"  {acc} = {f(acc, f'__shfl_xor_sync(0xffffffffu, {acc}, o)')};")
-        self.ind -= 1
-        self.line("}")
+        accs = self.emit_for(loop, lb=f"{lb} + threadIdx.x * {step}",
+                             step=f"{nthreads} * {step}", inits=[ident])
+        self.block_reduce(accs[0], ident, expr, nthreads, 0)
         self.line("if (threadIdx.x != 0) return;")
-        self.define(loop.results[0], f(init, acc))
+        self.define(loop.results[0], expr.format(a=init, b=accs[0]))
         self.emit_ops(ops[at + 1:])
 
-    def emit_matmul(self, par) -> None:
-        mm = match_matmul(par)
-        if mm is None:
-            raise CompileError(f"{self.k.sym_name.data}: body is not a matmul")
-        bm, bn, bk = self.k.tile_dims
-        tx, ty = self.k.block_dims[0], self.k.block_dims[1]
+    # -- outputs finished by one thread each: matmul and column reductions
+
+    def finish_point(self, out: SSAValue, value: str, index: list[str],
+                     epilogues: list[Operation]) -> None:
+        """Store `value` as out[index] (when read later) and run the epilogue nests at that
+        point, with the outputs they produce kept in registers."""
+        point: dict[SSAValue, str] = {out: value}
+
+        def load(op):
+            return point.get(op.memref)
+
+        def store(op, v):
+            point[op.memref] = v
+            if self.live_out(op.memref):
+                return False  # also to memory
+            return True
+
+        if self.live_out(out):
+            self.line(f"{self.addr(out, index)} = {value};")
+        self.load_hook, self.store_hook = load, store
+        for e in epilogues:
+            for a, name in zip(e.body.block.args, index):
+                self.names[a] = name
+            self.emit_ops(e.body.block.ops)
+        self.load_hook = self.store_hook = None
+
+    def emit_matmul(self, nests) -> None:
+        found = split_main_group(nests, match_matmul, lambda mm: mm.c)
+        if found is None:
+            self.fail("its nests are not [fill] matmul [epilogues]")
+        mm, group = found
+        cfg = self.k.tile_dims
+        if cfg is None or len(cfg) != 3 or len(self.k.block_dims) != 2:
+            self.fail("a matmul kernel needs tile = [BM, BN, BK] and a 2-D block")
+        bm, bn, bk = cfg
+        tx, ty = self.k.block_dims
+        nt = tx * ty
+        if bm % ty or bn % tx or (bm // ty) % 4 or (bn // tx) % 4 or bk % 4 or bm % 16 or bn % 16 \
+                or (bm * bk // 4) % nt or (bk * bn // 4) % nt:
+            self.fail(f"tile {bm}x{bn}x{bk} with {tx}x{ty} threads is not a supported shape")
         tm, tn = bm // ty, bn // tx
-        nthreads = tx * ty
-        A, B, C = self.val(mm.a), self.val(mm.b), self.val(mm.c)
-        M, N, K = mm.m, mm.n, mm.k
+        if tm * tn >= 64:  # at most 128 registers: two 256-thread blocks per SM hide latency
+            self.min_blocks = 65536 // (nt * 128)
+        M, N, K = mm.m, mm.n, mm.k_ext
+        I = self.idx
         L = self.line
-        L(f"// C[{M}x{N}] += A[{M}x{K}] @ B[{K}x{N}]: {bm}x{bn} tile per block, "
-          f"{tm}x{tn} per thread, k step {bk}")
-        L(f"__shared__ float As[{bk}][{bm + 4}];  // A tile, transposed; padded against bank conflicts")
-        L(f"__shared__ float Bs[{bk}][{bn}];")
+        desc = lambda o, name: name + ("" if o.plain else "(computed)") + (  # noqa: E731
+            "" if o.k_contig == (name == "A") else "ᵀ")
+        L(f"// C[{M}x{N}] += {desc(mm.a, 'A')}[{M}x{K}] @ {desc(mm.b, 'B')}[{K}x{N}]"
+          + (f", {mm.batch_size} batches on grid z" if mm.batch else "")
+          + f": {bm}x{bn} tile per block, {tm}x{tn} per thread, k step {bk}, double-buffered")
+        L(f"__shared__ __align__(16) float As[2][{bk}][{bm + 4}];  // k-major; the pad keeps "
+          "the transposing stores free of bank conflicts")
+        L(f"__shared__ __align__(16) float Bs[2][{bk}][{bn + 4}];")
         L(f"const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * {tx} + tx;")
         L(f"const int row0 = blockIdx.y * {bm}, col0 = blockIdx.x * {bn};")
+        batch = self.split_linear("blockIdx.z", mm.batch_extents) if mm.batch else []
+        for a, name in zip(mm.batch, batch):
+            self.names[a] = name
+
+        def base(load) -> str:
+            idx = list(load.indices[:-2]) + ["0", "0"]
+            off = self.offset(load.memref, idx)
+            return "" if off == "0" else f"{off} + "
+
+        # operand -> (smem, operand, its iv, mn extent, mn origin, tile mn, staging registers)
+        ops = [("As", mm.a, mm.i, M, "row0", bm, "ra"), ("Bs", mm.b, mm.j, N, "col0", bn, "rb")]
+        for sm, _, _, _, _, tmn, reg in ops:
+            L(f"float4 {reg}[{(tmn * bk // 4) // nt}];  // the next k step's {sm[0]} tile, "
+              "staged in registers")
         L(f"float acc[{tm}][{tn}];")
         L(f"#pragma unroll\nfor (int i = 0; i < {tm}; ++i)")
         L(f"  #pragma unroll\n  for (int j = 0; j < {tn}; ++j) acc[i][j] = 0.0f;")
-        L(f"for (int k0 = 0; k0 < {K}; k0 += {bk}) {{")
-        self.ind += 1
-        L(f"for (int l = tid; l < {bm * bk}; l += {nthreads}) {{")
-        L(f"  const int m = l / {bk}, kk = l % {bk}, gm = row0 + m, gk = k0 + kk;")
-        L(f"  As[kk][m] = (gm < {M} && gk < {K}) ? {A}[(long long)gm * {K} + gk] : 0.0f;")
-        L("}")
-        L(f"for (int l = tid; l < {bk * bn}; l += {nthreads}) {{")
-        L(f"  const int kk = l / {bn}, n = l % {bn}, gk = k0 + kk, gn = col0 + n;")
-        L(f"  Bs[kk][n] = (gk < {K} && gn < {N}) ? {B}[(long long)gk * {N} + gn] : 0.0f;")
-        L("}")
+
+        def computed(o, own, g_mn: str, g_k: str, ok: str, dst: str) -> None:
+            """dst = the operand computed at (g_mn, g_k), or 0 outside the matrix."""
+            L(f"{{ const {I} gmn = {g_mn}, gk = {g_k};")
+            L(f"  if ({ok.format(mn='gmn', k='gk')}) {{")
+            self.ind += 2
+            self.names[own], self.names[mm.k] = "gmn", "gk"
+            self.emit_ops(o.ops)
+            L(f"{dst} = {self.val(o.value)};")
+            self.ind -= 2
+            L(f"  }} else {dst} = 0.0f;")
+            L("}")
+
+        def gload(k0: str) -> None:
+            for sm, o, own, ext, org, tmn, reg in ops:
+                count = (tmn * bk // 4) // nt
+                ptr = self.val(o.load.memref) if o.plain else None
+                off = base(o.load) if o.plain else ""
+                for t in range(count):
+                    l = f"tid + {t * nt}" if t else "tid"
+                    if o.k_contig:  # rows of the tile run along k: 16 rows x 2 float4 per warp
+                        kq = bk // 4
+                        mn = f"(({l}) % 16 + 16 * (({l}) / {16 * kq}))"
+                        kk = f"((({l}) / 16) % {kq}) * 4"
+                        g = lambda q: (f"{org} + {mn}", f"{k0} + {kk}" + (f" + {q}" if q else ""))  # noqa: E731
+                        ld, vec = K, K % 4 == 0
+                    else:  # the tile's rows run along m (or n): float4 along the contiguous dim
+                        per = tmn // 4
+                        kk, mn = f"({l}) / {per}", f"(({l}) % {per}) * 4"
+                        g = lambda q: (f"{org} + {mn}" + (f" + {q}" if q else ""), f"{k0} + {kk}")  # noqa: E731
+                        ld, vec = ext, ext % 4 == 0
+                    ok = f"{{mn}} < {ext} && {{k}} < {K}"
+                    if not o.plain:
+                        for q, c in enumerate("xyzw"):
+                            computed(o, own, *g(q), ok, f"{reg}[{t}].{c}")
+                        continue
+                    g_mn, g_k = g(0)
+                    addr = f"{off}({I})({g_k if not o.k_contig else g_mn}) * {ld} + " \
+                           f"{g_mn if not o.k_contig else g_k}"
+                    if vec:
+                        L(f"{reg}[{t}] = ({ok.format(mn=g_mn, k=g_k)}) ? *reinterpret_cast"
+                          f"<const float4*>(&{ptr}[{addr}]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);")
+                    else:
+                        for q, c in enumerate("xyzw"):
+                            L(f"{reg}[{t}].{c} = ({ok.format(mn=g(q)[0], k=g(q)[1])}) ? "
+                              f"{ptr}[{addr} + {q}] : 0.0f;")
+
+        def sstore(buf: str) -> None:
+            for sm, o, own, ext, org, tmn, reg in ops:
+                count = (tmn * bk // 4) // nt
+                for t in range(count):
+                    l = f"tid + {t * nt}" if t else "tid"
+                    if o.k_contig:
+                        kq = bk // 4
+                        mn = f"({l}) % 16 + 16 * (({l}) / {16 * kq})"
+                        kk = f"((({l}) / 16) % {kq}) * 4"
+                        L("{")
+                        L(f"  const int mn = {mn}, kk = {kk};")
+                        for q, c in enumerate("xyzw"):
+                            L(f"  {sm}[{buf}][kk + {q}][mn] = {reg}[{t}].{c};")
+                        L("}")
+                    else:
+                        per = tmn // 4
+                        L(f"*reinterpret_cast<float4*>(&{sm}[{buf}][({l}) / {per}]"
+                          f"[(({l}) % {per}) * 4]) = {reg}[{t}];")
+
+        L("// prologue: the first k step's tiles")
+        gload("0")
+        sstore("0")
         L("__syncthreads();")
-        L(f"#pragma unroll\nfor (int kk = 0; kk < {bk}; ++kk) {{")
-        L(f"  float a[{tm}], b[{tn}];")
-        L(f"  #pragma unroll\n  for (int i = 0; i < {tm}; ++i) a[i] = As[kk][ty + {ty} * i];")
-        L(f"  #pragma unroll\n  for (int j = 0; j < {tn}; ++j) b[j] = Bs[kk][tx + {tx} * j];")
-        L(f"  #pragma unroll\n  for (int i = 0; i < {tm}; ++i)")
-        L(f"    #pragma unroll\n    for (int j = 0; j < {tn}; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);")
+        L(f"for (int k0 = 0, cur = 0; k0 < {K}; k0 += {bk}, cur ^= 1) {{")
+        self.ind += 1
+        L(f"const bool more = k0 + {bk} < {K};")
+        L("if (more) {  // issue the next step's global loads before computing on this one")
+        self.ind += 1
+        gload(f"(k0 + {bk})")
+        self.ind -= 1
+        L("}")
+        L("#pragma unroll")
+        L(f"for (int kk = 0; kk < {bk}; ++kk) {{")
+        self.ind += 1
+        L(f"float a[{tm}], b[{tn}];")
+        for g in range(tm // 4):
+            L(f"{{ const float4 t = *reinterpret_cast<const float4*>(&As[cur][kk][ty * 4 + {g * 4 * ty}]);"
+              f" a[{4 * g}] = t.x; a[{4 * g + 1}] = t.y; a[{4 * g + 2}] = t.z; a[{4 * g + 3}] = t.w; }}")
+        for g in range(tn // 4):
+            L(f"{{ const float4 t = *reinterpret_cast<const float4*>(&Bs[cur][kk][tx * 4 + {g * 4 * tx}]);"
+              f" b[{4 * g}] = t.x; b[{4 * g + 1}] = t.y; b[{4 * g + 2}] = t.z; b[{4 * g + 3}] = t.w; }}")
+        L(f"#pragma unroll\nfor (int i = 0; i < {tm}; ++i)")
+        L(f"  #pragma unroll\n  for (int j = 0; j < {tn}; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);")
+        self.ind -= 1
+        L("}")
+        L("if (more) {  // fill the other buffer; the barrier below publishes it")
+        self.ind += 1
+        sstore("cur ^ 1")
+        self.ind -= 1
         L("}")
         L("__syncthreads();")
         self.ind -= 1
         L("}")
-        L(f"#pragma unroll\nfor (int i = 0; i < {tm}; ++i) {{")
-        L(f"  const int r = row0 + ty + {ty} * i;")
-        L(f"  #pragma unroll\n  for (int j = 0; j < {tn}; ++j) {{")
-        L(f"    const int c = col0 + tx + {tx} * j;")
-        L(f"    if (r < {M} && c < {N}) {C}[(long long)r * {N} + c] += acc[i][j];")
-        L("  }")
+        # results: thread (tx, ty) holds rows ty*4 + 4*ty_count*g + 0..3, likewise columns
+        init = None if group.fill is None else self.val(group.fill)
+        L("#pragma unroll")
+        L(f"for (int i = 0; i < {tm}; ++i) {{")
+        self.ind += 1
+        L(f"const {I} r = row0 + ty * 4 + (i / 4) * {4 * ty} + (i & 3);")
+        if not group.epilogues and N % 4 == 0:  # float4 stores
+            L("#pragma unroll")
+            L(f"for (int g = 0; g < {tn // 4}; ++g) {{")
+            self.ind += 1
+            L(f"const {I} c = col0 + tx * 4 + g * {4 * tx};")
+            L(f"if (r < {M} && c < {N}) {{")
+            self.ind += 1
+            cidx = f"{base(mm.c_init)}({I})r * {N} + c"
+            C = self.val(mm.c)
+            L("float4 v = make_float4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], "
+              "acc[i][4 * g + 3]);")
+            if init is None:
+                L(f"const float4 c0 = *reinterpret_cast<const float4*>(&{C}[{cidx}]);")
+                L("v.x += c0.x; v.y += c0.y; v.z += c0.z; v.w += c0.w;")
+            elif init not in ("0.0f", "0"):
+                L(f"v.x += {init}; v.y += {init}; v.z += {init}; v.w += {init};")
+            L(f"*reinterpret_cast<float4*>(&{C}[{cidx}]) = v;")
+            self.ind -= 1
+            L("}")
+            self.ind -= 1
+            L("}")
+        else:
+            L("#pragma unroll")
+            L(f"for (int j = 0; j < {tn}; ++j) {{")
+            self.ind += 1
+            L(f"const {I} c = col0 + tx * 4 + (j / 4) * {4 * tx} + (j & 3);")
+            L(f"if (r < {M} && c < {N}) {{")
+            self.ind += 1
+            index = [*batch, "r", "c"]
+            if init is None:
+                v = f"acc[i][j] + {self.addr(mm.c, index)}"
+            else:
+                v = "acc[i][j]" if init in ("0.0f", "0") else f"acc[i][j] + {init}"
+            L(f"const float v = {v};")
+            self.finish_point(mm.c, "v", index, group.epilogues)
+            self.ind -= 1
+            L("}")
+            self.ind -= 1
+            L("}")
+        self.ind -= 1
         L("}")
+
+    def emit_col_reduce(self, nests) -> None:
+        found = split_main_group(nests, match_col_reduce, lambda cr: cr.c)
+        if found is None:
+            self.fail("its nests are not [fill] column-reduction [epilogues]")
+        cr, group = found
+        bx = self.k.block_dims[0]
+        by = self.k.block_dims[1] if len(self.k.block_dims) > 1 else 1
+        if by > 1 and (cr.combiner is None or by & (by - 1)):
+            self.fail("splitting the reduction over threadIdx.y needs a combiner and a power of 2")
+        I, L = self.idx, self.line
+        n = cr.n
+        nblocks = -(-n // bx)
+        L(f"// each output C[p, j] reduces over {cr.reduced} values; threadIdx.x walks j "
+          f"(coalesced){f', threadIdx.y splits the reduction {by} ways' if by > 1 else ''}")
+        band = self.split_linear(f"(blockIdx.x / {nblocks})", cr.band_extents) if cr.band else []
+        for a, name in zip(cr.band, band):
+            self.names[a] = name
+        j = self.fresh("j")
+        L(f"const {I} {j} = (blockIdx.x % {nblocks}) * {bx} + threadIdx.x;")
+        self.names[cr.jloop.body.block.args[0]] = j
+        index = [self.val(x) for x in cr.store.indices]
+        t = cr.store.value.type
+        ct = c_type(t)
+        acc = self.fresh("acc")
+        init = self.val(group.fill) if group.fill is not None else None
+
+        def load(op):
+            return acc if op is cr.c_load else None
+
+        def store(op, value):
+            if op is cr.store:
+                self.line(f"{acc} = {value};")
+                return True
+            return False
+
+        def body(rl_names: list[str]) -> None:
+            for r, name in zip(cr.rloops, rl_names):
+                self.names[r.body.block.args[0]] = name
+            self.load_hook, self.store_hook = load, store
+            self.emit_ops(cr.jloop.body.block.ops)
+            self.load_hook = self.store_hook = None
+
+        extents = [const_int(r.ub) for r in cr.rloops]
+        if by == 1:
+            L(f"if ({j} >= {n}) return;")
+            L(f"{ct} {acc} = {init if init is not None else self.addr(cr.c, index)};")
+            names = []
+            for ext in extents:
+                iv = self.fresh("r")
+                L(f"for ({I} {iv} = 0; {iv} < {ext}; ++{iv}) {{")
+                self.ind += 1
+                names.append(iv)
+            body(names)
+            for _ in extents:
+                self.ind -= 1
+                L("}")
+            self.finish_point(cr.c, acc, index, group.epilogues)
+            return
+        _, expr, ident = self.combiner(cr.combiner, t)
+        f = lambda a, b: expr.format(a=a, b=b)  # noqa: E731
+        L(f"__shared__ {ct} part[{by}][{bx}];")
+        L(f"{ct} {acc} = {ident};")
+        L(f"if ({j} < {n}) {{")
+        self.ind += 1
+        rl = self.fresh("rl")
+        L(f"for ({I} {rl} = threadIdx.y; {rl} < {cr.reduced}; {rl} += {by}) {{")
+        self.ind += 1
+        body(self.split_linear(rl, extents))
+        self.ind -= 1
+        L("}")
+        self.ind -= 1
+        L("}")
+        L(f"part[threadIdx.y][threadIdx.x] = {acc};")
+        L("__syncthreads();")
+        L("#pragma unroll")
+        L(f"for (int s = {by // 2}; s > 0; s >>= 1) {{")
+        L(f"  if (threadIdx.y < s) part[threadIdx.y][threadIdx.x] = "
+          f"{f('part[threadIdx.y][threadIdx.x]', 'part[threadIdx.y + s][threadIdx.x]')};")
+        L("  __syncthreads();")
+        L("}")
+        L(f"if (threadIdx.y != 0 || {j} >= {n}) return;")
+        start = init if init is not None else self.addr(cr.c, index)
+        total = self.fresh("v")
+        L(f"const {ct} {total} = {f(start, 'part[0][threadIdx.x]')};")
+        self.finish_point(cr.c, total, index, group.epilogues)
 
     def render(self, info: KernelInfo) -> str:
         ids = [self.bufs[p] for p in self.params]
@@ -605,11 +1085,12 @@ class _KernelWriter:
             const = "" if written else "const "
             params.append(f"{const}{c_type(p.type.element_type)}*{restrict} p{i}")
         nthreads = math.prod(info.block)
+        bounds = f", {self.min_blocks}" if self.min_blocks else ""
         grid = " x ".join(map(str, info.grid))
         block = " x ".join(map(str, info.block))
         head = (f"// {info.name}: {info.kind}, grid {grid}, block {block}\n"
                 f"// from: {info.source_ops}\n"
-                f'extern "C" __global__ void __launch_bounds__({nthreads}) '
+                f'extern "C" __global__ void __launch_bounds__({nthreads}{bounds}) '
                 f"{info.name}({', '.join(params)}) {{")
         return "\n".join([head, *self.lines, "}", ""])
 

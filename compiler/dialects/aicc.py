@@ -180,6 +180,14 @@ def _require_float(op: IRDLOperation, *values: SSAValue) -> None:
             raise VerifyException(f"{op.name}: expected a floating-point tensor, got {v.type}")
 
 
+def _require_numeric(op: IRDLOperation, *values: SSAValue) -> None:
+    """Float or integer (not i1) element types: the ops that also compute on i32 / i64."""
+    for v in values:
+        e = element_type_of(v)
+        if not isinstance(e, AnyFloat) and not (isinstance(e, IntegerType) and e.width.data > 1):
+            raise VerifyException(f"{op.name}: expected a float or integer tensor, got {v.type}")
+
+
 def _require_result(op: IRDLOperation, shape: Shape, elem: Attribute) -> None:
     res = op.results[0].type
     assert isinstance(res, TensorType)
@@ -276,7 +284,10 @@ def numpy_from_dense(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
 
 
 class UnaryOp(IRDLOperation):
-    """Elementwise op on one float tensor; the result has the operand's type."""
+    """Elementwise op on one float tensor (also integer where `INTEGER_OK`); the result has the
+    operand's type."""
+
+    INTEGER_OK: ClassVar[bool] = False
 
     T: ClassVar = VarConstraint("T", base(TensorType))
     input = operand_def(T)
@@ -288,17 +299,19 @@ class UnaryOp(IRDLOperation):
         super().__init__(operands=[input], result_types=[input.type], attributes=attributes or {})
 
     def verify_(self) -> None:
-        _require_float(self, self.input)
+        (_require_numeric if self.INTEGER_OK else _require_float)(self, self.input)
 
 
 @irdl_op_definition
 class NegOp(UnaryOp):
     name = "aicc.neg"
+    INTEGER_OK: ClassVar[bool] = True
 
 
 @irdl_op_definition
 class AbsOp(UnaryOp):
     name = "aicc.abs"
+    INTEGER_OK: ClassVar[bool] = True
 
 
 @irdl_op_definition
@@ -365,8 +378,68 @@ class GeluOp(UnaryOp):
             )
 
 
+@irdl_op_definition
+class FloorOp(UnaryOp):
+    name = "aicc.floor"
+
+
+@irdl_op_definition
+class CeilOp(UnaryOp):
+    name = "aicc.ceil"
+
+
+@irdl_op_definition
+class RoundOp(UnaryOp):
+    """Round half to even (np.round, ONNX Round)."""
+
+    name = "aicc.round"
+
+
+@irdl_op_definition
+class SinOp(UnaryOp):
+    name = "aicc.sin"
+
+
+@irdl_op_definition
+class CosOp(UnaryOp):
+    name = "aicc.cos"
+
+
+@irdl_op_definition
+class TanOp(UnaryOp):
+    name = "aicc.tan"
+
+
+@irdl_op_definition
+class AsinOp(UnaryOp):
+    name = "aicc.asin"
+
+
+@irdl_op_definition
+class AcosOp(UnaryOp):
+    name = "aicc.acos"
+
+
+@irdl_op_definition
+class AtanOp(UnaryOp):
+    name = "aicc.atan"
+
+
+@irdl_op_definition
+class SinhOp(UnaryOp):
+    name = "aicc.sinh"
+
+
+@irdl_op_definition
+class CoshOp(UnaryOp):
+    name = "aicc.cosh"
+
+
 class BinaryOp(IRDLOperation):
-    """Elementwise op on two float tensors with NumPy broadcasting."""
+    """Elementwise op on two float tensors (also integer where `INTEGER_OK`) with NumPy
+    broadcasting."""
+
+    INTEGER_OK: ClassVar[bool] = False
 
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
@@ -381,7 +454,7 @@ class BinaryOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        _require_float(self, self.lhs, self.rhs)
+        (_require_numeric if self.INTEGER_OK else _require_float)(self, self.lhs, self.rhs)
         if element_type_of(self.lhs) != element_type_of(self.rhs):
             raise VerifyException(
                 f"{self.name}: operand element types differ: {self.lhs.type} and {self.rhs.type}"
@@ -393,36 +466,62 @@ class BinaryOp(IRDLOperation):
 @irdl_op_definition
 class AddOp(BinaryOp):
     name = "aicc.add"
+    INTEGER_OK: ClassVar[bool] = True
 
 
 @irdl_op_definition
 class SubOp(BinaryOp):
     name = "aicc.sub"
+    INTEGER_OK: ClassVar[bool] = True
 
 
 @irdl_op_definition
 class MulOp(BinaryOp):
     name = "aicc.mul"
+    INTEGER_OK: ClassVar[bool] = True
 
 
 @irdl_op_definition
 class DivOp(BinaryOp):
+    """a / b; on integers it truncates toward zero (C, ONNX), and x / 0 is 0."""
+
     name = "aicc.div"
+    INTEGER_OK: ClassVar[bool] = True
 
 
 @irdl_op_definition
 class MaximumOp(BinaryOp):
     name = "aicc.maximum"
+    INTEGER_OK: ClassVar[bool] = True
 
 
 @irdl_op_definition
 class MinimumOp(BinaryOp):
     name = "aicc.minimum"
+    INTEGER_OK: ClassVar[bool] = True
 
 
 @irdl_op_definition
 class PowOp(BinaryOp):
     name = "aicc.pow"
+
+
+@irdl_op_definition
+class ModOp(BinaryOp):
+    """np.mod: the remainder of floored division, with the sign of the divisor (x mod 0 is 0
+    for integers, NaN for floats)."""
+
+    name = "aicc.mod"
+    INTEGER_OK: ClassVar[bool] = True
+
+
+@irdl_op_definition
+class FModOp(BinaryOp):
+    """np.fmod: the remainder of truncated division, with the sign of the dividend (x fmod 0 is
+    0 for integers, NaN for floats)."""
+
+    name = "aicc.fmod"
+    INTEGER_OK: ClassVar[bool] = True
 
 
 COMPARE_PREDICATES = ("gt", "ge", "lt", "le", "eq", "ne")
@@ -586,7 +685,10 @@ class MatmulOp(IRDLOperation):
 
 
 class ReduceOp(IRDLOperation):
-    """Reduction over `axes` (sorted, non-negative), keeping them as size 1 when `keepdims`."""
+    """Reduction over `axes` (sorted, non-negative), keeping them as size 1 when `keepdims`.
+    Float tensors, and integer ones where `INTEGER_OK`."""
+
+    INTEGER_OK: ClassVar[bool] = False
 
     input = operand_def(TensorType)
     result = result_def(TensorType)
@@ -616,7 +718,7 @@ class ReduceOp(IRDLOperation):
         return bool(self.keepdims.value.data)
 
     def verify_(self) -> None:
-        _require_float(self, self.input)
+        (_require_numeric if self.INTEGER_OK else _require_float)(self, self.input)
         shape = shape_of(self.input)
         axes = self.axes_tuple
         if tuple(sorted(set(axes))) != axes or any(not 0 <= a < len(shape) for a in axes):
@@ -629,6 +731,7 @@ class ReduceOp(IRDLOperation):
 @irdl_op_definition
 class ReduceSumOp(ReduceOp):
     name = "aicc.reduce_sum"
+    INTEGER_OK: ClassVar[bool] = True
 
 
 @irdl_op_definition
@@ -639,11 +742,19 @@ class ReduceMeanOp(ReduceOp):
 @irdl_op_definition
 class ReduceMaxOp(ReduceOp):
     name = "aicc.reduce_max"
+    INTEGER_OK: ClassVar[bool] = True
 
 
 @irdl_op_definition
 class ReduceMinOp(ReduceOp):
     name = "aicc.reduce_min"
+    INTEGER_OK: ClassVar[bool] = True
+
+
+@irdl_op_definition
+class ReduceProdOp(ReduceOp):
+    name = "aicc.reduce_prod"
+    INTEGER_OK: ClassVar[bool] = True
 
 
 @irdl_op_definition
@@ -752,6 +863,17 @@ AICC = Dialect(
         ReluOp,
         SigmoidOp,
         GeluOp,
+        FloorOp,
+        CeilOp,
+        RoundOp,
+        SinOp,
+        CosOp,
+        TanOp,
+        AsinOp,
+        AcosOp,
+        AtanOp,
+        SinhOp,
+        CoshOp,
         AddOp,
         SubOp,
         MulOp,
@@ -759,6 +881,8 @@ AICC = Dialect(
         MaximumOp,
         MinimumOp,
         PowOp,
+        ModOp,
+        FModOp,
         CompareOp,
         SelectOp,
         CastOp,
@@ -767,6 +891,7 @@ AICC = Dialect(
         ReduceMeanOp,
         ReduceMaxOp,
         ReduceMinOp,
+        ReduceProdOp,
         SoftmaxOp,
         TransposeOp,
         ReshapeOp,

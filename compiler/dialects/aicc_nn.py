@@ -3,10 +3,15 @@ in the same `aicc` Dialect, see compiler/dialects/aicc.py).
 
     %p = aicc.pad %x {low = array<i64: 0, 0, 1, 1>, high = array<i64: 0, 0, 1, 1>, value = 0.0 : f64} : tensor<1x3x8x8xf32> -> tensor<1x3x10x10xf32>
     %y = aicc.conv2d %p, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x3x10x10xf32>, tensor<16x3x3x3xf32> -> tensor<1x16x8x8xf32>
+    %t = aicc.conv_transpose2d %y, %w2 {strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, groups = 1 : i64, pads = array<i64: 1, 1>} : tensor<1x16x8x8xf32>, tensor<16x4x3x3xf32> -> tensor<1x4x15x15xf32>
     %m = aicc.pool2d %y {kind = "max", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>} : tensor<1x16x8x8xf32> -> tensor<1x16x4x4xf32>
     %c = aicc.concat %a, %b {axis = 1 : i64} : (tensor<1x2xf32>, tensor<1x3xf32>) -> tensor<1x5xf32>
     %s = aicc.slice %x {starts = array<i64: 0, 7>, steps = array<i64: 1, -2>} : tensor<4x8xf32> -> tensor<4x4xf32>
     %g = aicc.gather %table, %ids {axis = 0 : i64} : tensor<10x4xf32>, tensor<3xi64> -> tensor<3x4xf32>
+    %e = aicc.gather_elements %x, %ids2 {axis = 1 : i64} : tensor<4x8xf32>, tensor<4x2xi64> -> tensor<4x2xf32>
+    %a = aicc.argmax %x {axis = 1 : i64, keepdims = true, select_last_index = false} : tensor<4x8xf32> -> tensor<4x1xi64>
+    %s = aicc.cumsum %x {axis = 1 : i64, exclusive = false, reverse = true} : tensor<4x8xf32>
+    %r = aicc.resample %x {axis = 1 : i64, indices = array<i64: 0, 0, 1, 1, ...>, weights = array<f64: ...>} : tensor<4x8xf32> -> tensor<4x16xf32>
 
 Convolution and pooling take NCHW inputs that are already padded (frontends insert aicc.pad),
 so their lowerings never test bounds. Shape inference is in the `*_shape` helpers, shared by
@@ -16,8 +21,12 @@ the builders, the verifiers and the frontends, like in aicc.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
 
 from xdsl.dialects.builtin import (
+    BoolAttr,
     DenseArrayBase,
     FloatAttr,
     IntegerAttr,
@@ -30,9 +39,12 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import SSAValue
 from xdsl.irdl import (
     IRDLOperation,
+    VarConstraint,
+    base,
     attr_def,
     irdl_op_definition,
     operand_def,
+    opt_attr_def,
     result_def,
     traits_def,
     var_operand_def,
@@ -45,6 +57,7 @@ from compiler.dialects.aicc import (
     _check,
     _fmt,
     _require_float,
+    _require_numeric,
     _require_result,
     element_type_of,
     shape_of,
@@ -182,6 +195,64 @@ class Conv2dOp(IRDLOperation):
         _require_result(self, shape, element_type_of(self.input))
 
 
+def conv_transpose2d_check(op: str, x: Sequence[int], w: Sequence[int], out: Sequence[int], groups: int) -> Shape:
+    if len(x) != 4 or len(w) != 4 or len(out) != 4:
+        raise ValueError(f"{op}: expected NCHW input, (C, OC/groups, KH, KW) weight and NCHW result, "
+                         f"got {_fmt(x)}, {_fmt(w)} and {_fmt(out)}")
+    if groups < 1 or x[1] % groups or w[0] != x[1]:
+        raise ValueError(f"{op}: input channels {x[1]}, weight {_fmt(w)} and groups {groups} do not agree")
+    if out[0] != x[0] or out[1] != w[1] * groups or out[2] < 1 or out[3] < 1:
+        raise ValueError(f"{op}: result {_fmt(out)} does not fit input {_fmt(x)}, weight {_fmt(w)}, groups {groups}")
+    return tuple(out)
+
+
+def conv_transpose_full(size: int, k: int, stride: int, dilation: int) -> int:
+    """The length of a transposed convolution's output before any padding is cropped."""
+    return (size - 1) * stride + dilation * (k - 1) + 1
+
+
+@irdl_op_definition
+class ConvTranspose2dOp(IRDLOperation):
+    """Transposed 2-D convolution (the gradient of conv2d), NCHW input, (C, OC/groups, KH, KW)
+    weight: input pixel (h, w) adds x * weight[kh, kw] to output position
+    (h*sh + kh*dh - pads[0], w*sw + kw*dw - pads[1]); the result's spatial size (its type) keeps
+    the positions that land in it, so end padding, output_padding and output_shape are all just
+    the result size. `pads` may be negative (zeros in front)."""
+
+    name = "aicc.conv_transpose2d"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    result = result_def(TensorType)
+    strides = attr_def(DenseArrayBase)
+    dilations = attr_def(DenseArrayBase)
+    groups = attr_def(IntegerAttr)
+    pads = attr_def(DenseArrayBase)
+    traits = traits_def(Pure())
+    assembly_format = "$input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)"
+
+    def __init__(self, input: SSAValue, weight: SSAValue, out_hw: Sequence[int], strides=(1, 1),
+                 dilations=(1, 1), groups: int = 1, pads=(0, 0)):
+        x, w = shape_of(input), shape_of(weight)
+        out = (x[0], w[1] * groups, *out_hw) if len(x) == 4 and len(w) == 4 else tuple(out_hw)
+        conv_transpose2d_check(self.name, x, w, out, groups)
+        super().__init__(
+            operands=[input, weight],
+            result_types=[TensorType(element_type_of(input), out)],
+            attributes={"strides": _arr(strides), "dilations": _arr(dilations),
+                        "groups": IntegerAttr(groups, i64), "pads": _arr(pads)},
+        )
+
+    def verify_(self) -> None:
+        _require_float(self, self.input, self.weight)
+        if len(_ints(self.strides)) != 2 or len(_ints(self.dilations)) != 2 or len(_ints(self.pads)) != 2:
+            raise VerifyException(f"{self.name}: strides, dilations and pads need 2 values each")
+        if min(_ints(self.strides) + _ints(self.dilations)) < 1:
+            raise VerifyException(f"{self.name}: strides and dilations must be positive")
+        shape = _check(conv_transpose2d_check, self.name, shape_of(self.input), shape_of(self.weight),
+                       shape_of(self.result), self.groups.value.data)
+        _require_result(self, shape, element_type_of(self.input))
+
+
 POOL_KINDS = ("max", "sum")
 
 
@@ -295,4 +366,200 @@ class GatherOp(IRDLOperation):
         _require_result(self, shape, element_type_of(self.data))
 
 
-NN_OPS = [PadOp, Conv2dOp, Pool2dOp, ConcatOp, SliceOp, GatherOp]
+def gather_elements_shape(op: str, data: Sequence[int], indices: Sequence[int], axis: int) -> Shape:
+    if len(data) != len(indices) or not 0 <= axis < len(data):
+        raise ValueError(f"{op}: data {_fmt(data)} and indices {_fmt(indices)} need the same rank, axis {axis}")
+    if any(i > d for j, (d, i) in enumerate(zip(data, indices)) if j != axis):
+        raise ValueError(f"{op}: indices {_fmt(indices)} exceed data {_fmt(data)} off axis {axis}")
+    return tuple(indices)
+
+
+@irdl_op_definition
+class GatherElementsOp(IRDLOperation):
+    """np.take_along_axis: result[i] = data[i with i[axis] replaced by indices[i]]; the result
+    has the indices' shape; negative indices count from the end, as in ONNX GatherElements."""
+
+    name = "aicc.gather_elements"
+    data = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = attr_def(IntegerAttr)
+    traits = traits_def(Pure())
+    assembly_format = "$data `,` $indices attr-dict `:` type($data) `,` type($indices) `->` type($result)"
+
+    def __init__(self, data: SSAValue, indices: SSAValue, axis: int):
+        shape = gather_elements_shape(self.name, shape_of(data), shape_of(indices), axis)
+        super().__init__(
+            operands=[data, indices],
+            result_types=[TensorType(element_type_of(data), shape)],
+            attributes={"axis": IntegerAttr(axis, i64)},
+        )
+
+    def verify_(self) -> None:
+        if not isinstance(element_type_of(self.indices), IntegerType):
+            raise VerifyException(f"aicc.gather_elements: indices must be integers, got {self.indices.type}")
+        shape = _check(gather_elements_shape, self.name, shape_of(self.data), shape_of(self.indices),
+                       self.axis.value.data)
+        _require_result(self, shape, element_type_of(self.data))
+
+
+def axis_check(op: str, shape: Sequence[int], axis: int) -> int:
+    if not 0 <= axis < len(shape):
+        raise ValueError(f"{op}: axis {axis} out of range for {_fmt(shape)}")
+    if shape[axis] == 0:
+        raise ValueError(f"{op}: axis {axis} of {_fmt(shape)} is empty")
+    return axis
+
+
+class ArgReduceOp(IRDLOperation):
+    """The index (i64) of the largest / smallest element along `axis`: the first one, or the last
+    one with `select_last_index`; NaN counts as the extreme value, as in np.argmax."""
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = attr_def(IntegerAttr)
+    keepdims = attr_def(BoolAttr)
+    select_last_index = attr_def(BoolAttr)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, axis: int, keepdims: bool = True, select_last_index: bool = False):
+        shape = shape_of(input)
+        axis_check(self.name, shape, axis)
+        out = tuple(1 if i == axis else d for i, d in enumerate(shape) if keepdims or i != axis)
+        super().__init__(
+            operands=[input],
+            result_types=[TensorType(i64, out)],
+            attributes={"axis": IntegerAttr(axis, i64), "keepdims": BoolAttr.from_bool(keepdims),
+                        "select_last_index": BoolAttr.from_bool(select_last_index)},
+        )
+
+    @property
+    def keep(self) -> bool:
+        return bool(self.keepdims.value.data)
+
+    @property
+    def last(self) -> bool:
+        return bool(self.select_last_index.value.data)
+
+    def verify_(self) -> None:
+        _require_numeric(self, self.input)
+        shape = shape_of(self.input)
+        axis = _check(axis_check, self.name, shape, self.axis.value.data)
+        out = tuple(1 if i == axis else d for i, d in enumerate(shape) if self.keep or i != axis)
+        _require_result(self, out, i64)
+
+
+@irdl_op_definition
+class ArgMaxOp(ArgReduceOp):
+    name = "aicc.argmax"
+
+
+@irdl_op_definition
+class ArgMinOp(ArgReduceOp):
+    name = "aicc.argmin"
+
+
+@irdl_op_definition
+class CumSumOp(IRDLOperation):
+    """Cumulative sum along `axis`: result[i] = sum of input[j] for j <= i (j < i when
+    `exclusive`; j >= i / j > i when `reverse`), as ONNX CumSum."""
+
+    name = "aicc.cumsum"
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    input = operand_def(T)
+    result = result_def(T)
+    axis = attr_def(IntegerAttr)
+    exclusive = attr_def(BoolAttr)
+    reverse = attr_def(BoolAttr)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input)"
+
+    def __init__(self, input: SSAValue, axis: int, exclusive: bool = False, reverse: bool = False):
+        axis_check(self.name, shape_of(input), axis)
+        super().__init__(
+            operands=[input],
+            result_types=[input.type],
+            attributes={"axis": IntegerAttr(axis, i64), "exclusive": BoolAttr.from_bool(exclusive),
+                        "reverse": BoolAttr.from_bool(reverse)},
+        )
+
+    def verify_(self) -> None:
+        _require_numeric(self, self.input)
+        _check(axis_check, self.name, shape_of(self.input), self.axis.value.data)
+
+
+def resample_check(op: str, shape: Sequence[int], out: Sequence[int], axis: int,
+                   indices: Sequence[int], weights: Sequence[float] | None) -> Shape:
+    if len(shape) != len(out) or not 0 <= axis < len(shape):
+        raise ValueError(f"{op}: axis {axis} and result {_fmt(out)} do not fit the input {_fmt(shape)}")
+    if any(a != b for i, (a, b) in enumerate(zip(shape, out)) if i != axis):
+        raise ValueError(f"{op}: result {_fmt(out)} differs from the input {_fmt(shape)} off axis {axis}")
+    n = out[axis]
+    if n == 0 or not indices or len(indices) % n:
+        raise ValueError(f"{op}: {len(indices)} indices are not a whole number of taps for {n} outputs")
+    if any(not 0 <= i < shape[axis] for i in indices):
+        raise ValueError(f"{op}: an index is outside [0, {shape[axis]})")
+    if weights is None and len(indices) != n:
+        raise ValueError(f"{op}: without weights there is one index per output")
+    if weights is not None and len(weights) != len(indices):
+        raise ValueError(f"{op}: {len(weights)} weights for {len(indices)} indices")
+    return tuple(out)
+
+
+@irdl_op_definition
+class ResampleOp(IRDLOperation):
+    """A fixed linear map along one axis: with T taps per output position o,
+
+        result[.., o, ..] = sum over t of weights[o*T + t] * input[.., indices[o*T + t], ..]
+
+    where taps of weight 0 are skipped (they contribute nothing, even against inf or NaN).
+    Without weights it is a gather with constant indices (one per output, any element type).
+    ONNX Resize / Upsample (every mode: one resample per resized axis, interpolation being
+    separable) and Pad's reflect / edge / wrap modes are compositions of it.
+    """
+
+    name = "aicc.resample"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = attr_def(IntegerAttr)
+    indices = attr_def(DenseArrayBase)
+    weights = opt_attr_def(DenseArrayBase)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, axis: int, indices, weights=None):
+        """`indices` (and `weights`) of shape (outputs, taps) or (outputs,)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        n = idx.shape[0] if idx.ndim else 0
+        shape = list(shape_of(input))
+        if not 0 <= axis < len(shape):
+            raise ValueError(f"{self.name}: axis {axis} out of range for {_fmt(shape)}")
+        shape[axis] = n
+        w = None if weights is None else [float(v) for v in np.asarray(weights, np.float64).reshape(-1)]
+        resample_check(self.name, shape_of(input), shape, axis, [int(i) for i in idx.reshape(-1)], w)
+        attrs = {"axis": IntegerAttr(axis, i64), "indices": _arr(idx.reshape(-1))}
+        if w is not None:
+            attrs["weights"] = DenseArrayBase.from_list(f64, w)
+        super().__init__(operands=[input], result_types=[TensorType(element_type_of(input), shape)],
+                         attributes=attrs)
+
+    def tables(self):
+        """(indices, weights or None), each of shape (outputs, taps)."""
+        n = shape_of(self.result)[self.axis.value.data]
+        idx = np.array(_ints(self.indices), dtype=np.int64).reshape(n, -1)
+        if self.weights is None:
+            return idx, None
+        return idx, np.array(self.weights.get_values(), dtype=np.float64).reshape(n, -1)
+
+    def verify_(self) -> None:
+        w = None if self.weights is None else list(self.weights.get_values())
+        if w is not None:
+            _require_float(self, self.input)
+        shape = _check(resample_check, self.name, shape_of(self.input), shape_of(self.result),
+                       self.axis.value.data, _ints(self.indices), w)
+        _require_result(self, shape, element_type_of(self.input))
+
+
+NN_OPS = [ResampleOp, ConvTranspose2dOp, PadOp, Conv2dOp, Pool2dOp, ConcatOp, SliceOp, GatherOp, GatherElementsOp, ArgMaxOp,
+          ArgMinOp, CumSumOp]

@@ -68,6 +68,17 @@ def _ranges_defined(op: linalg.GenericOp) -> bool:
     return plain >= set(range(_maps(op)[0].num_dims))
 
 
+def _loop_ranges(op: linalg.GenericOp) -> list[int | None]:
+    """Each loop's range as linalg-to-loops infers it: from the first operand reading it plainly."""
+    ranges: list[int | None] = [None] * _maps(op)[0].num_dims
+    for value, m in zip(op.operands, _maps(op)):
+        shape = value.type.get_shape()
+        for pos, e in enumerate(m.results):
+            if isinstance(e, AffineDimExpr) and ranges[e.position] is None:
+                ranges[e.position] = shape[pos]
+    return ranges
+
+
 def _cheap(producer: linalg.GenericOp) -> bool:
     ops = list(producer.body.block.ops)[:-1]
     return len(ops) <= MAX_RECOMPUTED_OPS and not any(isinstance(o, EXPENSIVE) for o in ops)
@@ -177,7 +188,8 @@ class FuseProducerIntoConsumer(RewritePattern):
             if not _is_permutation(maps[index]) and not _cheap(producer):
                 continue
             fused = fuse(op, index, producer)
-            if not _ranges_defined(fused):
+            # A slice read plainly at d + 0 would set the loop range to the sliced tensor's size.
+            if not _ranges_defined(fused) or _loop_ranges(fused) != _loop_ranges(op):
                 fused.erase()  # the detached candidate still holds uses of its operands
                 continue
             rewriter.replace(op, fused)

@@ -6,22 +6,39 @@ Windows and offsets live in the indexing maps, as affine expressions of the loop
   * conv2d:  loops (n, g, oc, oh, ow | ic, kh, kw) over the input viewed as (N, G, IC/G, H, W)
              read at (n, g, ic, oh*sh + kh*dh, ow*sw + kw*dw), the weight viewed as
              (G, OC/G, IC/G, KH, KW); the (N, G, OC/G, OH, OW) result is reshaped back;
+  * conv_transpose2d: the input scattered with stride s (zeros between, a generic writing at
+             h*s + offset into a filled tensor) and padded by d*(k-1) - pads, then a conv2d of
+             stride 1 with the weight flipped and its channel dims swapped per group (s^2 more
+             multiply-adds than a direct scatter, all of them affine);
   * pool2d:  loops (n, c, oh, ow | kh, kw), a max or add reduction from -inf or 0;
   * concat:  one copy generic per operand into the same destination, offset along the axis;
   * slice:   a generic reading the input at (start + d * step);
   * gather:  a reduction over the gathered axis k that selects data[.., k, ..] where
-             indices == k (or k - size, for negative indices), with k read from an iota constant.
+             indices == k (or k - size, for negative indices), with k read from an iota constant;
+  * gather_elements: the same select-reduction, with the indices read at the result's index;
+  * argmax / argmin: reduce_max / reduce_min (keepdims), then a reduction over the axis that
+             keeps the smallest (largest, for the last index) k where x == max (or x is NaN);
+  * resample: the constant (index, weight) tables split into pieces, each a run of output
+             positions o = o0 + p*i (one residue class of a period p) whose taps read the input
+             at s_t + q_t*i with constant weights: one generic per piece, the index arithmetic
+             in its affine maps (an upsampling by 2 is 2 pieces per axis, plus the edges). When
+             no period gives few pieces, a constant gather per tap (select-reduction) instead;
+  * cumsum:  log2(n) rounds of y += y shifted by 1, 2, 4, ... along the axis (Hillis-Steele),
+             each round two generics (the shifted sum, and the copied first k); reverse shifts
+             the other way, exclusive shifts once more. O(N log n) work, and float sums with
+             O(log n) rounding error.
 Reshapes are emitted as aicc.reshape, which the same pattern walk then lowers.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import AnyFloat, IntegerType, TensorType, i64
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
@@ -41,6 +58,7 @@ from compiler.lowering.utils import (
     empty_tensor,
     filled_tensor,
     insert_result,
+    scalar_constant,
 )
 
 
@@ -173,10 +191,7 @@ class LowerGather(RewritePattern):
         axis = op.axis.value.data
         dshape, ishape = aicc.shape_of(op.data), aicc.shape_of(op.indices)
         size = dshape[axis]
-        idx_dt = aicc.numpy_dtype(aicc.element_type_of(op.indices))
-        iota = aicc.ConstantOp.from_array(np.arange(size, dtype=idx_dt))
-        iota_neg = aicc.ConstantOp.from_array(np.arange(size, dtype=idx_dt) - size)
-        rewriter.insert([iota, iota_neg])
+        iota, iota_neg = _iotas(rewriter, size, aicc.element_type_of(op.indices))
         rank_out = len(dshape) - 1 + len(ishape)
         k = _d(rank_out)  # the reduction loop over the gathered axis
         n_loops = rank_out + 1
@@ -188,18 +203,330 @@ class LowerGather(RewritePattern):
         k_map = AffineMap(n_loops, 0, (k,))
         out_map = AffineMap(n_loops, 0, tuple(_d(i) for i in range(rank_out)))
         acc = filled_tensor(rewriter, op, op.result.type, 0.0)
-
-        def body(b: Builder, a):
-            data, idx, kk, kneg, out = a
-            hit = insert_result(b, arith.OrIOp(insert_result(b, arith.CmpiOp(idx, kk, "eq")), insert_result(b, arith.CmpiOp(idx, kneg, "eq"))))
-            return [insert_result(b, arith.SelectOp(hit, data, out))]
-
         generic = build_generic(
-            [op.data, op.indices, iota.result, iota_neg.result], [acc],
+            [op.data, op.indices, iota, iota_neg], [acc],
             [data_map, idx_map, k_map, k_map, out_map],
-            [PARALLEL] * rank_out + [REDUCTION], body, [op.result.type],
+            [PARALLEL] * rank_out + [REDUCTION], _select_matching, [op.result.type],
         )
         rewriter.replace(op, generic)
 
 
-NN_PATTERNS = [LowerPad(), LowerConv2d(), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather()]
+class LowerGatherElements(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc_nn.GatherElementsOp, rewriter: PatternRewriter) -> None:
+        axis = op.axis.value.data
+        size = aicc.shape_of(op.data)[axis]
+        rank = len(aicc.shape_of(op.result))
+        iota, iota_neg = _iotas(rewriter, size, aicc.element_type_of(op.indices))
+        k = _d(rank)  # the reduction loop over the data's axis
+        # Off the axis the data is read at the result's index; `+ 0` keeps its (possibly larger)
+        # dims from setting the loop ranges, which the indices and the result give.
+        data_map = AffineMap(rank + 1, 0, tuple(k if i == axis else _off(_d(i), 0) for i in range(rank)))
+        res_map = AffineMap(rank + 1, 0, tuple(_d(i) for i in range(rank)))
+        k_map = AffineMap(rank + 1, 0, (k,))
+        acc = filled_tensor(rewriter, op, op.result.type, 0.0)
+        generic = build_generic(
+            [op.data, op.indices, iota, iota_neg], [acc], [data_map, res_map, k_map, k_map, res_map],
+            [PARALLEL] * rank + [REDUCTION], _select_matching, [op.result.type],
+        )
+        rewriter.replace(op, generic)
+
+
+def _iotas(rewriter: PatternRewriter, size: int, elem) -> tuple[SSAValue, SSAValue]:
+    """Constants [0, size) and [-size, 0) of the index type."""
+    dt = aicc.numpy_dtype(elem)
+    ops = [aicc.ConstantOp.from_array(np.arange(size, dtype=dt)),
+           aicc.ConstantOp.from_array(np.arange(size, dtype=dt) - size)]
+    rewriter.insert(ops)
+    return ops[0].result, ops[1].result
+
+
+def _select_matching(b: Builder, a):
+    """data where index == k or index == k - size, else the accumulator."""
+    data, idx, kk, kneg, out = a
+    hit = insert_result(b, arith.OrIOp(insert_result(b, arith.CmpiOp(idx, kk, "eq")),
+                                       insert_result(b, arith.CmpiOp(idx, kneg, "eq"))))
+    return [insert_result(b, arith.SelectOp(hit, data, out))]
+
+
+class LowerArgReduce(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc_nn.ArgReduceOp, rewriter: PatternRewriter) -> None:
+        axis, last = op.axis.value.data, op.last
+        shape = aicc.shape_of(op.input)
+        rank, size = len(shape), shape[axis]
+        cls = aicc.ReduceMaxOp if isinstance(op, aicc_nn.ArgMaxOp) else aicc.ReduceMinOp
+        extreme = cls(op.input, [axis], keepdims=True)
+        iota = aicc.ConstantOp.from_array(np.arange(size, dtype=np.int64))
+        rewriter.insert([extreme, iota])
+        acc = filled_tensor(rewriter, op, op.result.type, -1 if last else size)
+        is_float = isinstance(aicc.element_type_of(op.input), AnyFloat)
+        in_map = AffineMap.identity(rank)
+        ext_map = AffineMap(rank, 0, tuple(AffineConstantExpr(0) if i == axis else _d(i) for i in range(rank)))
+        out_map = AffineMap(rank, 0, tuple(
+            AffineConstantExpr(0) if i == axis else _d(i) for i in range(rank) if op.keep or i != axis))
+
+        def body(b: Builder, a):
+            x, m, k, out = a
+            if is_float:  # x == extreme, or x is NaN (then so is the extreme, as in np.argmax)
+                hit = insert_result(b, arith.OrIOp(insert_result(b, arith.CmpfOp(x, m, "oeq")),
+                                                   insert_result(b, arith.CmpfOp(x, x, "uno"))))
+            else:
+                hit = insert_result(b, arith.CmpiOp(x, m, "eq"))
+            # a min (max) reduction of k or the neutral sentinel, which LLVM vectorizes
+            cand = insert_result(b, arith.SelectOp(hit, k, scalar_constant(b, -1 if last else size, i64)))
+            return [insert_result(b, (arith.MaxSIOp if last else arith.MinSIOp)(out, cand))]
+
+        generic = build_generic(
+            [op.input, extreme.result, iota.result], [acc],
+            [in_map, ext_map, AffineMap(rank, 0, (_d(axis),)), out_map],
+            [REDUCTION if i == axis else PARALLEL for i in range(rank)], body, [op.result.type],
+        )
+        rewriter.replace(op, generic)
+
+
+class LowerCumSum(RewritePattern):
+    """Round k adds y shifted by k along the axis: out[i] = y[i] + y[i - k] for i >= k and
+    out[i] = y[i] below (reversed: y[i + k], for i < n - k), each part one generic whose axis
+    loop runs over a run of positions at an offset."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc_nn.CumSumOp, rewriter: PatternRewriter) -> None:
+        axis = op.axis.value.data
+        shape = aicc.shape_of(op.input)
+        rank, n = len(shape), shape[axis]
+        res_t = op.result.type
+        reverse = op.reverse.value.data
+        add = arith.AddfOp if isinstance(aicc.element_type_of(op.input), AnyFloat) else arith.AddiOp
+
+        def part(acc, length: int, out_at: int, reads: list[tuple[SSAValue, int]]):
+            """out[out_at + d] = sum of v[at + d] over reads, for d < length along the axis."""
+            span = aicc.ConstantOp.from_array(np.zeros(length, dtype=np.bool_))
+            rewriter.insert(span)
+
+            def axis_map(offset: int) -> AffineMap:
+                return AffineMap(rank, 0, tuple(_off(_d(i), offset) if i == axis else _d(i) for i in range(rank)))
+
+            def body(b: Builder, a):
+                total = a[0]
+                for v in a[1:len(reads)]:
+                    total = insert_result(b, add(total, v))
+                return [total]
+
+            generic = build_generic(
+                [v for v, _ in reads] + [span.result], [acc],
+                [axis_map(at) for _, at in reads] + [AffineMap(rank, 0, (_d(axis),)), axis_map(out_at)],
+                [PARALLEL] * rank, body, [res_t],
+            )
+            rewriter.insert(generic)
+            return generic.results[0]
+
+        y = op.input
+        k = 1
+        while k < n:
+            acc = empty_tensor(rewriter, res_t)
+            if reverse:
+                acc = part(acc, n - k, 0, [(y, 0), (y, k)])
+                y = part(acc, k, n - k, [(y, n - k)])
+            else:
+                acc = part(acc, n - k, k, [(y, k), (y, 0)])
+                y = part(acc, k, 0, [(y, 0)])
+            k *= 2
+        if op.exclusive.value.data:  # shifted by one more, a zero at the start (end)
+            acc = filled_tensor(rewriter, op, res_t, 0)
+            if n > 1:
+                acc = part(acc, n - 1, 0, [(y, 1)]) if reverse else part(acc, n - 1, 1, [(y, 0)])
+            y = acc
+        rewriter.replace(op, [], [y])
+
+
+MAX_PIECES = 32
+
+
+@dataclass
+class _Piece:
+    start: int  # the first output position
+    period: int  # output positions start + period * i, i < length
+    length: int
+    taps: list[tuple[int, int, float]]  # (first input index, step, weight)
+
+
+def _rows(idx: np.ndarray, w: np.ndarray | None) -> list[tuple[tuple[int, float], ...]]:
+    """Per output position, its (index, weight) taps; taps of weight 0 are dropped."""
+    if w is None:
+        return [((int(i), 1.0),) for i in idx[:, 0]]
+    return [tuple((int(i), float(x)) for i, x in zip(ir, wr) if x != 0.0) for ir, wr in zip(idx, w)]
+
+
+def _pieces(rows, period: int, limit: int) -> list[_Piece] | None:
+    """Split the output positions into pieces for `period`; None beyond `limit` pieces."""
+    out: list[_Piece] = []
+    for r in range(min(period, len(rows))):
+        seq = range(r, len(rows), period)
+        j = 0
+        while j < len(seq):
+            first = rows[seq[j]]
+            weights = [x for _, x in first]
+            steps = None
+            k = j + 1
+            while k < len(seq):
+                row, prev = rows[seq[k]], rows[seq[k - 1]]
+                if len(row) != len(first) or [x for _, x in row] != weights:
+                    break
+                st = [a[0] - b[0] for a, b in zip(row, prev)]
+                if steps is not None and st != steps:
+                    break
+                steps = st
+                k += 1
+            steps = steps or [0] * len(first)
+            out.append(_Piece(seq[j], period, k - j, [(i, q, x) for (i, x), q in zip(first, steps)]))
+            if len(out) > limit:
+                return None
+            j = k
+    return out
+
+
+def resample_pieces(idx: np.ndarray, w: np.ndarray | None, in_size: int) -> list[_Piece] | None:
+    """The fewest pieces over a few candidate periods (1..8 and the period of the size ratio)."""
+    rows = _rows(idx, w)
+    n = len(rows)
+    natural = n // math.gcd(n, in_size)
+    best = None
+    for period in sorted({*range(1, 9), natural, 2 * natural}):
+        if period > n:
+            continue
+        got = _pieces(rows, period, MAX_PIECES if best is None else min(MAX_PIECES, len(best) - 1))
+        if got is not None and (best is None or len(got) < len(best)):
+            best = got
+    return best
+
+
+class LowerResample(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc_nn.ResampleOp, rewriter: PatternRewriter) -> None:
+        axis = op.axis.value.data
+        shape = aicc.shape_of(op.input)
+        idx, w = op.tables()
+        pieces = resample_pieces(idx, w, shape[axis])
+        if pieces is None:
+            self.by_gathers(op, rewriter, idx, w)
+            return
+        rank = len(shape)
+        res_t = op.result.type
+        elem = aicc.element_type_of(op.input)
+        acc = empty_tensor(rewriter, res_t)
+        for piece in pieces:
+            # A bool operand of the piece's length gives the axis loop its range.
+            span = aicc.ConstantOp.from_array(np.zeros(piece.length, dtype=np.bool_))
+            rewriter.insert(span)
+            d = _d(axis)
+
+            def at(first: int, step: int) -> AffineExpr:
+                if step == 0:
+                    return AffineConstantExpr(first)
+                return _off(d * step if step != 1 else d, first)
+
+            def axis_map(e: AffineExpr) -> AffineMap:
+                return AffineMap(rank, 0, tuple(e if i == axis else _d(i) for i in range(rank)))
+
+            maps = [axis_map(at(i, q)) for i, q, _ in piece.taps]
+            maps += [AffineMap(rank, 0, (d,)), axis_map(at(piece.start, piece.period))]
+            weights = [x for _, _, x in piece.taps]
+
+            def body(b: Builder, a, weights=weights):
+                if not weights:
+                    return [scalar_constant(b, 0, elem)]
+                total = None
+                for v, x in zip(a, weights):
+                    if w is not None and x != 1.0:
+                        v = insert_result(b, arith.MulfOp(v, scalar_constant(b, x, elem)))
+                    total = v if total is None else insert_result(b, arith.AddfOp(total, v))
+                return [total]
+
+            generic = build_generic(
+                [op.input] * len(piece.taps) + [span.result], [acc], maps, [PARALLEL] * rank, body, [res_t],
+            )
+            rewriter.insert(generic)
+            acc = generic.results[0]
+        rewriter.replace(op, [], [acc])
+
+    @staticmethod
+    def by_gathers(op: aicc_nn.ResampleOp, rewriter: PatternRewriter, idx: np.ndarray, w: np.ndarray | None):
+        """sum over taps t of select(w_t != 0, w_t * gather(input, indices_t), 0)."""
+        axis = op.axis.value.data
+        rank = len(aicc.shape_of(op.input))
+        dt = aicc.numpy_dtype(aicc.element_type_of(op.input))
+        new, total = [], None
+
+        def emit(o):
+            new.append(o)
+            return o.results[0]
+
+        along = (-1,) + (1,) * (rank - 1 - axis)  # a per-output-position table, broadcast
+        for t in range(idx.shape[1]):
+            g = emit(aicc_nn.GatherOp(op.input, emit(aicc.ConstantOp.from_array(idx[:, t].copy())), axis))
+            if w is not None:
+                wt = emit(aicc.ConstantOp.from_array(w[:, t].astype(dt).reshape(along)))
+                g = emit(aicc.MulOp(g, wt))
+                if np.any(w[:, t] == 0):
+                    keep = emit(aicc.ConstantOp.from_array((w[:, t] != 0).reshape(along)))
+                    g = emit(aicc.SelectOp(keep, g, emit(aicc.ConstantOp.from_array(np.zeros((), dt)))))
+            total = g if total is None else emit(aicc.AddOp(total, g))
+        rewriter.insert(new)
+        rewriter.replace(op, [], [total])
+
+
+class LowerConvTranspose2d(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc_nn.ConvTranspose2dOp, rewriter: PatternRewriter) -> None:
+        n, c, *in_hw = aicc.shape_of(op.input)
+        _, ocg, kh, kw = aicc.shape_of(op.weight)
+        _, oc, *out_hw = aicc.shape_of(op.result)
+        g = op.groups.value.data
+        strides, dils, pads = (aicc_nn._ints(a) for a in (op.strides, op.dilations, op.pads))
+        elem = aicc.element_type_of(op.input)
+        new: list = []
+
+        def emit(o):
+            new.append(o)
+            return o.results[0]
+
+        # Per spatial dim: which input rows land in the scattered buffer of length
+        # out + d*(k-1), and at what offset (rows before `first` or from `last` fall outside).
+        starts, counts, offsets, lengths = [0, 0], [n, c], [0, 0], [n, c]
+        for size, k, s, d, p, o in zip(in_hw, (kh, kw), strides, dils, pads, out_hw):
+            length = o + d * (k - 1)
+            lo = d * (k - 1) - p  # where input row 0 goes
+            first = max(0, -(-(-lo) // s))
+            last = min(size, -(-(length - lo) // s))  # rows with h*s + lo < length
+            starts.append(first)
+            counts.append(last - first)
+            offsets.append(first * s + lo)
+            lengths.append(length)
+        if min(counts) <= 0:  # no input lands in the result
+            zeros = np.zeros(aicc.shape_of(op.result), dtype=aicc.numpy_dtype(elem))
+            rewriter.replace(op, aicc.ConstantOp.from_array(zeros))
+            return
+        x = op.input
+        if counts[2:] != list(in_hw):
+            x = emit(aicc_nn.SliceOp(x, starts, [1, 1, 1, 1], counts))
+        buf_t = TensorType(elem, lengths)
+        rewriter.insert(new)
+        new.clear()
+        acc = filled_tensor(rewriter, op, buf_t, 0.0)
+        out_map = AffineMap(4, 0, (_d(0), _d(1), *(_off(_d(2 + i) * strides[i], offsets[2 + i]) for i in range(2))))
+        scatter = build_generic([x], [acc], [AffineMap.identity(4), out_map], [PARALLEL] * 4,
+                                lambda b, a: [a[0]], [buf_t])
+        rewriter.insert(scatter)
+        # weight (C, OC/g, KH, KW) -> (OC, C/g, KH, KW), flipped in KH and KW
+        cg = c // g
+        wt = emit(aicc.ReshapeOp(op.weight, (g, cg, ocg, kh, kw)))
+        wt = emit(aicc.TransposeOp(wt, (0, 2, 1, 3, 4)))
+        wt = emit(aicc.ReshapeOp(wt, (oc, cg, kh, kw)))
+        wt = emit(aicc_nn.SliceOp(wt, [0, 0, kh - 1, kw - 1], [1, 1, -1, -1], [oc, cg, kh, kw]))
+        rewriter.insert(new)
+        rewriter.replace(op, aicc_nn.Conv2dOp(scatter.results[0], wt, (1, 1), dils, g))
+
+
+NN_PATTERNS = [LowerConvTranspose2d(), LowerResample(), LowerPad(), LowerConv2d(), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
+               LowerGatherElements(), LowerArgReduce(), LowerCumSum()]

@@ -21,6 +21,8 @@ from xdsl.dialects.linalg import ops as linalg
 from xdsl.dialects.builtin import (
     AnyFloat,
     ArrayAttr,
+    Float32Type,
+    Float64Type,
     IntegerAttr,
     IntegerType,
     ModuleOp,
@@ -88,6 +90,24 @@ UNARY: dict[type[Operation], Body] = {
     aicc.RsqrtOp: lambda b, a, t: insert_result(b, xmath.RsqrtOp(a[0])),
     aicc.ReluOp: lambda b, a, t: insert_result(b, arith.MaximumfOp(a[0], _c(b, 0.0, t))),  # max(x, 0)
     aicc.SigmoidOp: lambda b, a, t: _sigmoid(b, a[0], t),  # 1 / (1 + exp(-x))
+    aicc.FloorOp: lambda b, a, t: insert_result(b, xmath.FloorOp(a[0])),
+    aicc.CeilOp: lambda b, a, t: insert_result(b, xmath.CeilOp(a[0])),
+    aicc.RoundOp: lambda b, a, t: insert_result(b, xmath.RoundEvenOp(a[0])),  # half to even
+    aicc.SinOp: lambda b, a, t: insert_result(b, xmath.SinOp(a[0])),
+    aicc.CosOp: lambda b, a, t: insert_result(b, xmath.CosOp(a[0])),
+    aicc.TanOp: lambda b, a, t: insert_result(b, xmath.TanOp(a[0])),
+    aicc.AsinOp: lambda b, a, t: insert_result(b, xmath.AsinOp(a[0])),
+    aicc.AcosOp: lambda b, a, t: insert_result(b, xmath.AcosOp(a[0])),
+    aicc.AtanOp: lambda b, a, t: insert_result(b, xmath.AtanOp(a[0])),
+    aicc.SinhOp: lambda b, a, t: insert_result(b, xmath.SinhOp(a[0])),
+    aicc.CoshOp: lambda b, a, t: insert_result(b, xmath.CoshOp(a[0])),
+}
+
+# Integer tensors (i32 / i64): the ops whose dialect marks INTEGER_OK.
+INT_UNARY: dict[type[Operation], Body] = {
+    aicc.NegOp: lambda b, a, t: insert_result(b, arith.SubiOp(_c(b, 0, t), a[0])),  # 0 - x
+    aicc.AbsOp: lambda b, a, t: _select(b, _cmpi(b, a[0], _c(b, 0, t), "slt"),
+                                        insert_result(b, arith.SubiOp(_c(b, 0, t), a[0])), a[0]),
 }
 
 BINARY: dict[type[Operation], Body] = {
@@ -98,7 +118,81 @@ BINARY: dict[type[Operation], Body] = {
     aicc.MaximumOp: lambda b, a, t: insert_result(b, arith.MaximumfOp(a[0], a[1])),  # NaN-propagating
     aicc.MinimumOp: lambda b, a, t: insert_result(b, arith.MinimumfOp(a[0], a[1])),
     aicc.PowOp: lambda b, a, t: insert_result(b, xmath.PowFOp(a[0], a[1])),
+    aicc.FModOp: lambda b, a, t: _fmodf(b, a[0], a[1], t),
+    aicc.ModOp: lambda b, a, t: _floor_mod(b, _fmodf(b, a[0], a[1], t), a[1], t),
 }
+
+INT_BINARY: dict[type[Operation], Body] = {
+    aicc.AddOp: lambda b, a, t: insert_result(b, arith.AddiOp(a[0], a[1])),
+    aicc.SubOp: lambda b, a, t: insert_result(b, arith.SubiOp(a[0], a[1])),
+    aicc.MulOp: lambda b, a, t: insert_result(b, arith.MuliOp(a[0], a[1])),
+    aicc.DivOp: lambda b, a, t: _divsi(b, a[0], a[1], t),
+    aicc.MaximumOp: lambda b, a, t: insert_result(b, arith.MaxSIOp(a[0], a[1])),
+    aicc.MinimumOp: lambda b, a, t: insert_result(b, arith.MinSIOp(a[0], a[1])),
+    aicc.FModOp: lambda b, a, t: _remsi(b, a[0], a[1], t),
+    aicc.ModOp: lambda b, a, t: _floor_mod(b, _remsi(b, a[0], a[1], t), a[1], t),
+}
+
+
+def _cmpi(b: Builder, x: SSAValue, y: SSAValue, pred: str) -> SSAValue:
+    return insert_result(b, arith.CmpiOp(x, y, pred))
+
+
+def _select(b: Builder, c: SSAValue, x: SSAValue, y: SSAValue) -> SSAValue:
+    return insert_result(b, arith.SelectOp(c, x, y))
+
+
+def _safe_divisor(b: Builder, d: SSAValue, t: Attribute) -> tuple[SSAValue, SSAValue, SSAValue]:
+    """(d, or 1 where d is 0 or -1; d == 0; d == -1): x / 0 and MIN / -1 trap on the CPU."""
+    is0 = _cmpi(b, d, _c(b, 0, t), "eq")
+    is_m1 = _cmpi(b, d, _c(b, -1, t), "eq")
+    safe = _select(b, insert_result(b, arith.OrIOp(is0, is_m1)), _c(b, 1, t), d)
+    return safe, is0, is_m1
+
+
+def _divsi(b: Builder, x: SSAValue, d: SSAValue, t: Attribute) -> SSAValue:
+    """Truncating division; x / 0 = 0, x / -1 = -x (wrapping, as NumPy does for MIN / -1)."""
+    safe, is0, is_m1 = _safe_divisor(b, d, t)
+    q = insert_result(b, arith.DivSIOp(x, safe))
+    q = _select(b, is_m1, insert_result(b, arith.SubiOp(_c(b, 0, t), x)), q)
+    return _select(b, is0, _c(b, 0, t), q)
+
+
+def _remsi(b: Builder, x: SSAValue, d: SSAValue, t: Attribute) -> SSAValue:
+    """Remainder with the sign of x; x rem 0 = 0 (x rem -1 = x rem 1 = 0)."""
+    safe, is0, _ = _safe_divisor(b, d, t)
+    return _select(b, is0, _c(b, 0, t), insert_result(b, arith.RemSIOp(x, safe)))
+
+
+def _fmodf(b: Builder, x: SSAValue, d: SSAValue, t: Attribute) -> SSAValue:
+    """x - trunc(x / d) * d, in f64 for f32 operands: exact whenever |x / d| < 2^24."""
+    wide = Float64Type()
+    if isinstance(t, Float32Type):
+        x, d = (insert_result(b, arith.ExtFOp(v, wide)) for v in (x, d))
+    q = insert_result(b, xmath.TruncOp(insert_result(b, arith.DivfOp(x, d))))
+    r = insert_result(b, arith.SubfOp(x, insert_result(b, arith.MulfOp(q, d))))
+    # |x| < |d| (also d = inf, where q * d would be NaN): x itself
+    r = _select(b, insert_result(b, arith.CmpfOp(q, _c(b, 0.0, q.type), "oeq")), x, r)
+    r = insert_result(b, xmath.CopySignOp(r, x))  # a zero remainder keeps the sign of x
+    return insert_result(b, arith.TruncFOp(r, t)) if isinstance(t, Float32Type) else r
+
+
+def _floor_mod(b: Builder, r: SSAValue, d: SSAValue, t: Attribute) -> SSAValue:
+    """From the truncated remainder r of x / d to the floored one: r + d where r != 0 and the
+    signs of r and d differ."""
+    if isinstance(t, IntegerType):
+        zero = _c(b, 0, t)
+        nonzero = _cmpi(b, r, zero, "ne")
+        differ = insert_result(b, arith.XOrIOp(_cmpi(b, r, zero, "slt"), _cmpi(b, d, zero, "slt")))
+        fix = insert_result(b, arith.AddiOp(r, d))
+    else:
+        zero = _c(b, 0.0, t)
+        nonzero = insert_result(b, arith.CmpfOp(r, zero, "one"))
+        differ = insert_result(b, arith.XOrIOp(insert_result(b, arith.CmpfOp(r, zero, "olt")),
+                                               insert_result(b, arith.CmpfOp(d, zero, "olt"))))
+        fix = insert_result(b, arith.AddfOp(r, d))
+        r = _select(b, nonzero, r, insert_result(b, xmath.CopySignOp(r, d)))  # a zero takes d's sign
+    return _select(b, insert_result(b, arith.AndIOp(nonzero, differ)), fix, r)
 
 # NumPy semantics: every comparison with NaN is False except `!=` (unordered not-equal).
 CMPF_PREDICATE = {"gt": "ogt", "ge": "oge", "lt": "olt", "le": "ole", "eq": "oeq", "ne": "une"}
@@ -140,6 +234,8 @@ class LowerUnary(RewritePattern):
         if isinstance(op, aicc.GeluOp):
             tanh_form = op.is_tanh
             _elementwise(rewriter, op, [op.input], lambda b, a, t: _gelu(b, a[0], t, tanh_form))
+        elif isinstance(tensor_elem(op.input), IntegerType) and type(op) in INT_UNARY:
+            _elementwise(rewriter, op, [op.input], INT_UNARY[type(op)])
         elif type(op) in UNARY:
             _elementwise(rewriter, op, [op.input], UNARY[type(op)])
 
@@ -147,7 +243,8 @@ class LowerUnary(RewritePattern):
 class LowerBinary(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc.BinaryOp, rewriter: PatternRewriter) -> None:
-        _elementwise(rewriter, op, [op.lhs, op.rhs], BINARY[type(op)])
+        table = INT_BINARY if isinstance(tensor_elem(op.lhs), IntegerType) else BINARY
+        _elementwise(rewriter, op, [op.lhs, op.rhs], table[type(op)])
 
 
 class LowerCompare(RewritePattern):
@@ -281,7 +378,19 @@ REDUCTIONS: dict[type[Operation], tuple[float, type[Operation]]] = {
     aicc.ReduceSumOp: (0.0, arith.AddfOp),
     aicc.ReduceMaxOp: (-math.inf, arith.MaximumfOp),
     aicc.ReduceMinOp: (math.inf, arith.MinimumfOp),
+    aicc.ReduceProdOp: (1.0, arith.MulfOp),
 }
+
+
+def _int_reduction(op: Operation, t: IntegerType) -> tuple[int, type[Operation]]:
+    """(identity, combiner) of an integer reduction."""
+    width = t.width.data
+    return {
+        aicc.ReduceSumOp: (0, arith.AddiOp),
+        aicc.ReduceMaxOp: (-(1 << (width - 1)), arith.MaxSIOp),
+        aicc.ReduceMinOp: ((1 << (width - 1)) - 1, arith.MinSIOp),
+        aicc.ReduceProdOp: (1, arith.MuliOp),
+    }[type(op)]
 
 
 class LowerReduce(RewritePattern):
@@ -298,7 +407,11 @@ class LowerReduce(RewritePattern):
             rewriter.insert([s, scale])
             rewriter.replace(op, aicc.MulOp(s.result, scale.result))
             return
-        identity, combiner = REDUCTIONS[type(op)]
+        elem = tensor_elem(op.input)
+        if isinstance(elem, IntegerType):
+            identity, combiner = _int_reduction(op, elem)
+        else:
+            identity, combiner = REDUCTIONS[type(op)]
         res_t = op.result.type
         acc = filled_tensor(rewriter, op, res_t, identity)
         rank = len(aicc.shape_of(op.input))

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,13 +204,23 @@ def describe_nvrtc_failure(source: str, log: str) -> str:
         n = int(m.group(1))
         kernel = "?"
         for text in reversed(lines[:n]):
-            k = re.search(r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(", text)
+            k = re.search(r"__global__ void (?:__launch_bounds__\([\d, ]+\) )?(\w+)\(", text)
             if k:
                 kernel = k.group(1)
                 break
         code = lines[n - 1].strip() if 0 < n <= len(lines) else ""
         where = f" in kernel {kernel}, line {n}: `{code}`"
     return f"NVRTC failed to compile the generated CUDA C{where}\n{log.strip()}"
+
+
+def relax_launch_bounds(source: str, stats: dict[str, KernelStats]) -> str:
+    """`source` with the minimum-blocks argument of __launch_bounds__ removed from every kernel
+    that spills."""
+    for name, s in stats.items():
+        if s.spill_stores or s.spill_loads:
+            source = re.sub(rf"__launch_bounds__\((\d+), \d+\) {re.escape(name)}\(",
+                            rf"__launch_bounds__(\1) {name}(", source)
+    return source
 
 
 # ------------------------------------------------------------------------------ devices
@@ -250,57 +261,81 @@ def device_arch() -> str | None:
     return f"sm_{major}{minor}"
 
 
+class CudaError(RuntimeError):
+    """A CUDA driver call failed: names the call and the CUresult."""
+
+
+def kernel_params(ptrs) -> tuple:
+    """cuLaunchKernel's kernelParams for a kernel taking pointers only: cuda-bindings packs a
+    (values, ctypes types) pair into the void** array of pointers to each argument."""
+    return (tuple(int(p) for p in ptrs), tuple(ctypes.c_void_p for _ in ptrs))
+
+
+def check_driver(result, call: str):
+    """The values a cuda-bindings driver call returned after its CUresult, or CudaError."""
+    from cuda.bindings import driver
+
+    err, *rest = result
+    if err != driver.CUresult.CUDA_SUCCESS:
+        name = getattr(err, "name", str(err))
+        try:
+            _, msg = driver.cuGetErrorString(err)
+            msg = msg.decode() if isinstance(msg, bytes) else str(msg)
+        except Exception:  # no driver library to ask
+            msg = ""
+        raise CudaError(f"{call} failed: {name}" + (f" ({msg})" if msg else ""))
+    return rest[0] if len(rest) == 1 else tuple(rest)
+
+
 class DriverDevice:
-    """cuda-bindings driver API on device 0's primary context."""
+    """cuda-bindings' driver API on device 0's primary context (the one torch and cupy use, so
+    buffers can be shared). Launches go to the legacy default stream (0)."""
 
     def __init__(self, cubin: bytes):
         from cuda.bindings import driver
 
         self.d = driver
-        self._ok(driver.cuInit(0))
-        dev = self._ok(driver.cuDeviceGet(0))
-        self.ctx = self._ok(driver.cuDevicePrimaryCtxRetain(dev))
-        self._ok(driver.cuCtxSetCurrent(self.ctx))
-        self.module = self._ok(driver.cuModuleLoadData(cubin))
+        check_driver(driver.cuInit(0), "cuInit")
+        dev = check_driver(driver.cuDeviceGet(0), "cuDeviceGet")
+        self.ctx = check_driver(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        check_driver(driver.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+        self.module = check_driver(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
         self.functions: dict[str, object] = {}
 
-    def _ok(self, result):
-        err, *rest = result if isinstance(result, tuple) else (result,)
-        if err != self.d.CUresult.CUDA_SUCCESS:
-            _, msg = self.d.cuGetErrorString(err)
-            raise RuntimeError(f"CUDA driver error: {msg.decode() if msg else err}")
-        return rest[0] if len(rest) == 1 else rest
+    def current(self) -> None:
+        """Make the primary context current on the calling thread (contexts are per thread)."""
+        check_driver(self.d.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
 
     def alloc(self, n: int) -> int:
-        self._ok(self.d.cuCtxSetCurrent(self.ctx))
-        return int(self._ok(self.d.cuMemAlloc(max(n, 1))))
+        return int(check_driver(self.d.cuMemAlloc(max(n, 1)), f"cuMemAlloc({n})"))
 
     def free(self, ptr: int) -> None:
-        self._ok(self.d.cuMemFree(ptr))
+        check_driver(self.d.cuMemFree(ptr), "cuMemFree")
 
     def htod(self, ptr: int, a: np.ndarray) -> None:
         if a.nbytes:
-            self._ok(self.d.cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes))
+            check_driver(self.d.cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
 
     def dtoh(self, a: np.ndarray, ptr: int) -> None:
         if a.nbytes:
-            self._ok(self.d.cuMemcpyDtoH(a.ctypes.data, ptr, a.nbytes))
+            check_driver(self.d.cuMemcpyDtoH(a.ctypes.data, ptr, a.nbytes), "cuMemcpyDtoH")
 
     def dtod(self, dst: int, src: int, n: int) -> None:
         if n:
-            self._ok(self.d.cuMemcpyDtoD(dst, src, n))
+            check_driver(self.d.cuMemcpyDtoDAsync(dst, src, n, 0), "cuMemcpyDtoDAsync")
 
     def launch(self, name: str, grid, block, ptrs) -> None:
         f = self.functions.get(name)
         if f is None:
-            f = self.functions[name] = self._ok(self.d.cuModuleGetFunction(self.module, name.encode()))
+            f = self.functions[name] = check_driver(
+                self.d.cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
         g = (*grid, 1, 1)[:3]
         b = (*block, 1, 1)[:3]
-        args = (tuple(ptrs), tuple(ctypes.c_void_p for _ in ptrs))
-        self._ok(self.d.cuLaunchKernel(f, *g, *b, 0, 0, args, 0))
+        check_driver(self.d.cuLaunchKernel(f, *g, *b, 0, 0, kernel_params(ptrs), 0),
+                     f"cuLaunchKernel({name}, grid {g}, block {b})")
 
     def sync(self) -> None:
-        self._ok(self.d.cuCtxSynchronize())
+        check_driver(self.d.cuCtxSynchronize(), "cuCtxSynchronize")
 
 
 class PyCudaDevice(DriverDevice):
@@ -316,6 +351,10 @@ class PyCudaDevice(DriverDevice):
         self.module = drv.module_from_buffer(cubin)
         self.functions = {}
         self.allocs: dict[int, object] = {}
+
+    def current(self) -> None:
+        if self.drv.Context.get_current() != self.ctx:
+            self.ctx.push()
 
     def alloc(self, n: int) -> int:
         a = self.drv.mem_alloc(max(n, 1))
@@ -341,7 +380,7 @@ class PyCudaDevice(DriverDevice):
         f = self.functions.get(name)
         if f is None:
             f = self.functions[name] = self.module.get_function(name)
-        f(*[np.uintp(p) for p in ptrs], block=(*block, 1, 1)[:3], grid=(*grid, 1)[:2])
+        f(*[np.uintp(p) for p in ptrs], block=(*block, 1, 1)[:3], grid=(*grid, 1, 1)[:3])
 
     def sync(self) -> None:
         self.drv.Context.synchronize()
@@ -361,57 +400,110 @@ def open_device(cubin: bytes):
 class PlanRunner:
     """Runs a HostPlan on a device: buffers, copies and one launch per kernel.
 
-    Globals and scratch arguments beyond inputs/outputs (plan-memory's workspace) live on the
-    device for the runner's lifetime; inputs and outputs are copied in and out on every call.
+    Every device buffer is allocated once, on the first call, and reused by every call after
+    it (the shapes are static): globals (copied in once), plan-memory's workspace, the plan's
+    own allocations (its frees are no-ops) and the staging buffers of the inputs and outputs.
+    A call from NumPy copies the inputs in, launches, and copies the outputs out; `launch`
+    runs on device pointers the caller owns (torch or cupy tensors) with no copy and no sync.
     """
 
     def __init__(self, plan, device, n_inputs: int, n_outputs: int):
         self.plan, self.dev = plan, device
         self.n_in, self.n_out = n_inputs, n_outputs
-        self.persistent: dict[int, int] = {}
+        self.persistent: dict[int, int] = {}  # buffer id -> device pointer, for the runner's life
+        self.io: dict[int, int] = {}  # buffer id of an input/output -> its staging buffer
+        self.allocations = 0
+        self._lock = threading.Lock()
         for i, b in enumerate(plan.buffers):
             if b.kind == "global":
-                ptr = device.alloc(b.nbytes)
-                device.htod(ptr, np.frombuffer(plan.globals[b.name], np.uint8))
-                self.persistent[i] = ptr
-            elif b.kind == "arg" and b.index >= n_inputs + n_outputs:
-                self.persistent[i] = device.alloc(b.nbytes)
+                self.persistent[i] = self._alloc(b.nbytes)
+                device.htod(self.persistent[i], np.frombuffer(plan.globals[b.name], np.uint8))
+            elif b.kind == "alloc" or (b.kind == "arg" and b.index >= n_inputs + n_outputs):
+                self.persistent[i] = self._alloc(b.nbytes)
+
+    def _alloc(self, n: int) -> int:
+        self.allocations += 1
+        return self.dev.alloc(n)
+
+    def close(self) -> None:
+        """Free the device buffers (also done when the runner is collected)."""
+        ptrs = [*self.persistent.values(), *self.io.values()]
+        self.persistent, self.io = {}, {}
+        for p in ptrs:
+            self.dev.free(p)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # the driver may be gone at interpreter exit
+            pass
 
     def __call__(self, *arrays: np.ndarray) -> None:
         plan, dev = self.plan, self.dev
-        ptr: dict[int, int] = dict(self.persistent)
-        owned = []
-        for i, b in enumerate(plan.buffers):
-            if b.kind == "arg" and b.index < self.n_in + self.n_out:
-                ptr[i] = dev.alloc(b.nbytes)
-                owned.append(ptr[i])
+        with self._lock:
+            dev.current()
+            if not self.io:
+                for i, b in enumerate(plan.buffers):
+                    if b.kind == "arg" and b.index < self.n_in + self.n_out:
+                        self.io[i] = self._alloc(b.nbytes)
+            for i, p in self.io.items():
+                b = plan.buffers[i]
                 if b.index < self.n_in:
-                    dev.htod(ptr[i], np.ascontiguousarray(arrays[b.index]))
-        try:
-            for step in plan.steps:
-                op = step[0]
-                if op == "alloc":
-                    ptr[step[1]] = dev.alloc(plan.buffers[step[1]].nbytes)
-                elif op == "free":
-                    dev.free(ptr.pop(step[1]))
-                elif op == "copy":
-                    dev.dtod(self._ptr(ptr, step[1]), self._ptr(ptr, step[2]), step[3])
-                elif op == "launch":
-                    k = plan.kernels[step[1]]
-                    dev.launch(k.name, k.grid, k.block, [self._ptr(ptr, b) for b in k.params])
-            for i, b in enumerate(plan.buffers):
-                if b.kind == "arg" and self.n_in <= b.index < self.n_in + self.n_out:
-                    dev.dtoh(arrays[b.index], ptr[i])
+                    dev.htod(p, np.ascontiguousarray(arrays[b.index]))
+            self._steps(self.io)
+            for i, p in self.io.items():
+                b = plan.buffers[i]
+                if b.index >= self.n_in:
+                    dev.dtoh(arrays[b.index], p)
             dev.sync()
-        finally:
-            for p in owned:
-                dev.free(p)
+
+    def launch(self, pointers) -> None:
+        """Run on device buffers: `pointers` to the inputs then the outputs, in argument
+        order. Asynchronous on the default stream."""
+        if len(pointers) != self.n_in + self.n_out:
+            raise CompileError(f"{self.plan.func_name} takes {self.n_in} inputs and "
+                               f"{self.n_out} outputs, got {len(pointers)} device buffers")
+        args = {i: int(pointers[b.index]) for i, b in enumerate(self.plan.buffers)
+                if b.kind == "arg" and b.index < self.n_in + self.n_out}
+        with self._lock:
+            self.dev.current()
+            self._steps(args)
+
+    def _steps(self, args: dict[int, int]) -> None:
+        plan, dev = self.plan, self.dev
+        ptr = {**self.persistent, **args}
+        for step in plan.steps:
+            op = step[0]
+            if op == "copy":
+                dev.dtod(self._ptr(ptr, step[1]), self._ptr(ptr, step[2]), step[3])
+            elif op == "launch":
+                k = plan.kernels[step[1]]
+                dev.launch(k.name, k.grid, k.block, [self._ptr(ptr, b) for b in k.params])
+            # alloc / free: the buffer lives for the runner's life, allocated at start
 
     def _ptr(self, ptr: dict[int, int], buf: int) -> int:
         b = self.plan.buffers[buf]
         if b.kind == "view":
             return self._ptr(ptr, b.index) + b.offset
         return ptr[buf]
+
+
+def device_pointer(x) -> int:
+    """The device address of a torch/cupy array (__cuda_array_interface__) or an int."""
+    if isinstance(x, int):
+        return x
+    iface = getattr(x, "__cuda_array_interface__", None)
+    if iface is None:
+        raise CompileError(f"{type(x).__name__} is not a device array (no __cuda_array_interface__)")
+    strides = iface.get("strides")
+    if strides is not None:
+        expect, acc = [], np.dtype(iface["typestr"]).itemsize
+        for d in reversed(iface["shape"]):
+            expect.append(acc)
+            acc *= d
+        if tuple(strides) != tuple(reversed(expect)):
+            raise CompileError("device arrays passed to aicc must be contiguous")
+    return int(iface["data"][0])
 
 
 # ------------------------------------------------------------------------------ executable
@@ -437,14 +529,23 @@ class CudaExecutable:
     def cubin(self) -> Cubin:
         if self._cubin is None:
             arch = self.arch or os.environ.get("AICC_CUDA_ARCH") or device_arch() or DEFAULT_ARCH
-            self._cubin = NVRTCCompiler(arch).compile(self.source)
+            cubin = NVRTCCompiler(arch).compile(self.source)
+            relaxed = relax_launch_bounds(self.source, cubin.stats)
+            if relaxed != self.source:
+                # a kernel asked for a register cap (several blocks per SM) that made ptxas spill:
+                # spills cost more than the occupancy gains, so compile it without the cap
+                self.program.source = relaxed
+                cubin = NVRTCCompiler(arch).compile(relaxed)
+            self._cubin = cubin
         return self._cubin
 
     @property
     def stats(self) -> dict[str, KernelStats]:
         return self.cubin.stats
 
-    def get(self, name: str, nargs: int):
+    def get(self, name: str, nargs: int = 0) -> PlanRunner:
+        """The runner of function `name`: call it with NumPy arrays, or `.launch(pointers)`
+        on device buffers."""
         if not has_gpu():
             raise CompileError(NO_GPU_MESSAGE)
         if name not in self._runners:
@@ -471,6 +572,7 @@ def compile_cuda(module, stages: dict, timings: list, n_inputs: int, n_outputs: 
         return exe  # compiled on first need, which then reports the missing package
     t0 = time.perf_counter()
     exe.cubin  # noqa: B018  compile now, so errors and statistics come with compile()
+    stages["cuda"] = program.source  # as compiled (launch bounds relaxed where they spilled)
     timings.append(PassTiming("nvrtc", time.perf_counter() - t0))
     return exe
 

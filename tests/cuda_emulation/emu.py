@@ -81,6 +81,9 @@ class EmuDevice:
         b = (*block, 1, 1)[:3]
         getattr(self.lib, f"aicc_emu_{name}")(*map(ctypes.c_uint, (*g, *b)), args)
 
+    def current(self) -> None:
+        pass
+
     def sync(self) -> None:
         pass
 

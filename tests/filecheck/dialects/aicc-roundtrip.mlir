@@ -71,3 +71,41 @@ func.func @all_ops(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x1xf32> {
   %sum = aicc.reduce_sum %s {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
   func.return %sum : tensor<4x1xf32>
 }
+
+// Rounding and trigonometry on floats; integer arithmetic, mod / fmod and reductions on i32 / i64.
+// CHECK-LABEL: func.func @math_and_integer_ops
+func.func @math_and_integer_ops(%x: tensor<4x8xf32>, %i: tensor<4x8xi64>, %j: tensor<8xi64>) -> tensor<4xi64> {
+  // CHECK: aicc.floor %{{.*}} : tensor<4x8xf32>
+  %0 = aicc.floor %x : tensor<4x8xf32>
+  // CHECK: aicc.ceil
+  %1 = aicc.ceil %0 : tensor<4x8xf32>
+  // CHECK: aicc.round
+  %2 = aicc.round %1 : tensor<4x8xf32>
+  // CHECK: aicc.sin
+  %3 = aicc.sin %2 : tensor<4x8xf32>
+  // CHECK: aicc.cos
+  %4 = aicc.cos %3 : tensor<4x8xf32>
+  // CHECK: aicc.tan
+  %5 = aicc.tan %4 : tensor<4x8xf32>
+  // CHECK: aicc.asin
+  %6 = aicc.asin %5 : tensor<4x8xf32>
+  // CHECK: aicc.acos
+  %7 = aicc.acos %6 : tensor<4x8xf32>
+  // CHECK: aicc.atan
+  %8 = aicc.atan %7 : tensor<4x8xf32>
+  // CHECK: aicc.sinh
+  %9 = aicc.sinh %8 : tensor<4x8xf32>
+  // CHECK: aicc.cosh
+  %10 = aicc.cosh %9 : tensor<4x8xf32>
+  // CHECK: aicc.mod %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %11 = aicc.mod %10, %x : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  // CHECK: aicc.fmod %{{.*}}, %{{.*}} : tensor<4x8xi64>, tensor<8xi64> -> tensor<4x8xi64>
+  %12 = aicc.fmod %i, %j : tensor<4x8xi64>, tensor<8xi64> -> tensor<4x8xi64>
+  // CHECK: aicc.div %{{.*}}, %{{.*}} : tensor<4x8xi64>, tensor<8xi64> -> tensor<4x8xi64>
+  %13 = aicc.div %12, %j : tensor<4x8xi64>, tensor<8xi64> -> tensor<4x8xi64>
+  // CHECK: aicc.neg %{{.*}} : tensor<4x8xi64>
+  %14 = aicc.neg %13 : tensor<4x8xi64>
+  // CHECK: aicc.reduce_prod %{{.*}} {axes = array<i64: 1>, keepdims = false} : tensor<4x8xi64> -> tensor<4xi64>
+  %15 = aicc.reduce_prod %14 {axes = array<i64: 1>, keepdims = false} : tensor<4x8xi64> -> tensor<4xi64>
+  func.return %15 : tensor<4xi64>
+}

@@ -84,3 +84,45 @@ func.func @bad_float(%x: tensor<3xi64>) -> tensor<3xi64> {
   func.return %0 : tensor<3xi64>
 }
 // CHECK: aicc.exp: expected a floating-point tensor, got tensor<3xi64>
+
+// -----
+func.func @bad_bool_arithmetic(%x: tensor<3xi1>) -> tensor<3xi1> {
+  %0 = aicc.add %x, %x : tensor<3xi1>, tensor<3xi1> -> tensor<3xi1>
+  func.return %0 : tensor<3xi1>
+}
+// CHECK: aicc.add: expected a float or integer tensor, got tensor<3xi1>
+
+// -----
+func.func @bad_integer_mean(%x: tensor<3xi32>) -> tensor<i32> {
+  %0 = aicc.reduce_mean %x {axes = array<i64: 0>, keepdims = false} : tensor<3xi32> -> tensor<i32>
+  func.return %0 : tensor<i32>
+}
+// CHECK: aicc.reduce_mean: expected a floating-point tensor, got tensor<3xi32>
+
+// -----
+func.func @bad_gather_elements(%x: tensor<4x8xf32>, %ids: tensor<5x2xi64>) -> tensor<5x2xf32> {
+  %0 = aicc.gather_elements %x, %ids {axis = 1 : i64} : tensor<4x8xf32>, tensor<5x2xi64> -> tensor<5x2xf32>
+  func.return %0 : tensor<5x2xf32>
+}
+// CHECK: aicc.gather_elements: indices (5, 2) exceed data (4, 8) off axis 1
+
+// -----
+func.func @bad_argmax(%x: tensor<4x8xf32>) -> tensor<4xi32> {
+  %0 = aicc.argmax %x {axis = 1 : i64, keepdims = false, select_last_index = false} : tensor<4x8xf32> -> tensor<4xi32>
+  func.return %0 : tensor<4xi32>
+}
+// CHECK: aicc.argmax: result type tensor<4xi32> does not match the inferred tensor<4xi64>
+
+// -----
+func.func @bad_resample_index(%x: tensor<4xf32>) -> tensor<2xf32> {
+  %0 = aicc.resample %x {axis = 0 : i64, indices = array<i64: 0, 4>} : tensor<4xf32> -> tensor<2xf32>
+  func.return %0 : tensor<2xf32>
+}
+// CHECK: aicc.resample: an index is outside [0, 4)
+
+// -----
+func.func @bad_conv_transpose(%x: tensor<1x4x5x5xf32>, %w: tensor<3x2x3x3xf32>) -> tensor<1x2x7x7xf32> {
+  %0 = aicc.conv_transpose2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, pads = array<i64: 0, 0>} : tensor<1x4x5x5xf32>, tensor<3x2x3x3xf32> -> tensor<1x2x7x7xf32>
+  func.return %0 : tensor<1x2x7x7xf32>
+}
+// CHECK: aicc.conv_transpose2d: input channels 4, weight (3, 2, 3, 3) and groups 1 do not agree

@@ -24,9 +24,10 @@ func.func @relu(%x: memref<7x65xf32>, %y: memref<7x65xf32>) {
 
 // -----
 
-// A row reduction (one scf.for with one iter_arg in the band): one block per row.
+// A row reduction (one scf.for with one iter_arg in the band): one block per row, 32 threads
+// each holding 2 of the row's 37 elements in registers.
 // CHECK-LABEL: func.func @row_max
-// CHECK:       gpu_map.kernel "row_max_k0" "row_reduce" attributes {grid = array<i64: 5>, block = array<i64: 64>} {
+// CHECK:       gpu_map.kernel "row_max_k0" "row_reduce" attributes {grid = array<i64: 5>, block = array<i64: 32>, tile = array<i64: 2>} {
 // CHECK:         scf.for {{.*}} iter_args
 // CHECK:           arith.maximumf
 func.func @row_max(%x: memref<5x37xf32>, %m: memref<5x1xf32>) {
@@ -50,9 +51,10 @@ func.func @row_max(%x: memref<5x37xf32>, %m: memref<5x1xf32>) {
 
 // -----
 
-// The i{k{j}} matmul nest: 64x64x16 tiles, 16x16 threads; grid (ceil(N/64), ceil(M/64)).
+// The i{k{j}} matmul nest: 64x64x16 tiles, 16x16 threads; grid (ceil(N/64), ceil(M/64), batch).
+// Too few blocks for the 128-wide tiles to fill a GPU: the 64x64 tile is chosen.
 // CHECK-LABEL: func.func @matmul
-// CHECK:       gpu_map.kernel "matmul_k0" "matmul" attributes {grid = array<i64: 1, 2>, block = array<i64: 16, 16>, tile = array<i64: 64, 64, 16>} {
+// CHECK:       gpu_map.kernel "matmul_k0" "matmul" attributes {grid = array<i64: 1, 2, 1>, block = array<i64: 16, 16>, tile = array<i64: 64, 64, 16>} {
 func.func @matmul(%a: memref<67x33xf32>, %b: memref<33x45xf32>, %c: memref<67x45xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -127,5 +129,33 @@ func.func @total(%x: memref<9xf32>, %out: memref<f32>) {
   memref.store %r, %t[] : memref<f32>
   "memref.copy"(%t, %out) : (memref<f32>, memref<f32>) -> ()
   memref.dealloc %t : memref<f32>
+  func.return
+}
+
+// -----
+
+// A large matmul: 128x128 tiles give 16 x 16 = 256 blocks, enough for a GPU's 132 SMs, so
+// 16x16 threads each compute an 8x8 register tile.
+// CHECK-LABEL: func.func @matmul_large
+// CHECK:       gpu_map.kernel "matmul_large_k0" "matmul" attributes {grid = array<i64: 16, 16, 1>, block = array<i64: 16, 16>, tile = array<i64: 128, 128, 8>} {
+func.func @matmul_large(%a: memref<2048x512xf32>, %b: memref<512x2048xf32>, %c: memref<2048x2048xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %cm = arith.constant 2048 : index
+  %ck = arith.constant 512 : index
+  "scf.parallel"(%c0, %cm, %c1) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
+  ^bb0(%i: index):
+    scf.for %k = %c0 to %ck step %c1 {
+      scf.for %j = %c0 to %cm step %c1 {
+        %x = memref.load %a[%i, %k] : memref<2048x512xf32>
+        %y = memref.load %b[%k, %j] : memref<512x2048xf32>
+        %z = memref.load %c[%i, %j] : memref<2048x2048xf32>
+        %p = arith.mulf %x, %y : f32
+        %s = arith.addf %p, %z : f32
+        memref.store %s, %c[%i, %j] : memref<2048x2048xf32>
+      }
+    }
+    scf.reduce
+  }) : (index, index, index) -> ()
   func.return
 }

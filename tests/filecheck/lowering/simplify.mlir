@@ -133,7 +133,7 @@ func.func @splat_operand(%x: tensor<4x8xf32>, %v: tensor<8xf32>) -> (tensor<4x8x
 // CHECK-NEXT:    %[[T:.*]] = aicc.transpose %[[A]] {permutation = array<i64: 1, 0, 2>}
 // CHECK-NEXT:    aicc.matmul %[[T]], %[[C]] : tensor<8x2x4xf32>, tensor<4x3xf32> -> tensor<8x2x3xf32>
 // CHECK-NOT:     aicc.transpose
-// Without transpose-matmul (the CUDA pipeline) the transposes stay.
+// Without transpose-matmul the transposes stay.
 // NOMM-LABEL:  func.func @matmul_transposes
 // NOMM:          aicc.transpose
 // NOMM:          aicc.transpose

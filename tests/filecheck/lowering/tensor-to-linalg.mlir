@@ -140,3 +140,46 @@ func.func @activations(%x: tensor<16xf32>) -> tensor<16xf32> {
   %2 = aicc.relu %1 : tensor<16xf32>
   func.return %2 : tensor<16xf32>
 }
+
+// -----
+// Rounding is math.floor / math.ceil / math.roundeven (half to even); sin is math.sin.
+// CHECK-LABEL: func.func @rounding
+// CHECK:         math.floor
+// CHECK:         math.ceil
+// CHECK:         math.roundeven
+// CHECK:         math.sin
+func.func @rounding(%x: tensor<7xf32>) -> tensor<7xf32> {
+  %0 = aicc.floor %x : tensor<7xf32>
+  %1 = aicc.ceil %0 : tensor<7xf32>
+  %2 = aicc.round %1 : tensor<7xf32>
+  %3 = aicc.sin %2 : tensor<7xf32>
+  func.return %3 : tensor<7xf32>
+}
+
+// -----
+// Integer tensors get integer arithmetic; division guards the divisors 0 and -1 (which trap).
+// CHECK-LABEL: func.func @integer_arith
+// CHECK:         arith.addi
+// CHECK:         arith.muli
+// CHECK:         arith.cmpi eq
+// CHECK:         arith.divsi
+// CHECK:         arith.maxsi
+// CHECK:         arith.remsi
+func.func @integer_arith(%a: tensor<5xi32>, %b: tensor<5xi32>) -> tensor<5xi32> {
+  %0 = aicc.add %a, %b : tensor<5xi32>, tensor<5xi32> -> tensor<5xi32>
+  %1 = aicc.mul %0, %b : tensor<5xi32>, tensor<5xi32> -> tensor<5xi32>
+  %2 = aicc.div %1, %b : tensor<5xi32>, tensor<5xi32> -> tensor<5xi32>
+  %3 = aicc.maximum %2, %a : tensor<5xi32>, tensor<5xi32> -> tensor<5xi32>
+  %4 = aicc.mod %3, %b : tensor<5xi32>, tensor<5xi32> -> tensor<5xi32>
+  func.return %4 : tensor<5xi32>
+}
+
+// -----
+// Integer reductions start from the integer identity: the smallest i64 for max.
+// CHECK-LABEL: func.func @integer_reduce_max
+// CHECK:         arith.constant -9223372036854775808 : i64
+// CHECK:         arith.maxsi
+func.func @integer_reduce_max(%a: tensor<3x5xi64>) -> tensor<3xi64> {
+  %0 = aicc.reduce_max %a {axes = array<i64: 1>, keepdims = false} : tensor<3x5xi64> -> tensor<3xi64>
+  func.return %0 : tensor<3xi64>
+}
