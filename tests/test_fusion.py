@@ -172,6 +172,24 @@ def test_softmax_example_and_stats():
     assert fused.stats["intermediate_bytes"] == 0 and unfused.stats["intermediate_bytes"] > 0
 
 
+def test_layernorm_with_inverse_std_output():
+    """ONNX LayerNormalization's expanded form ends with Reciprocal(StdDev) after the normalize
+    op. The reciprocal, a per-row scalar op, runs early in the row; the standard deviation must
+    then not live in the reciprocal's output buffer (it did, once)."""
+    def fn(x):
+        mean = x.mean(axis=-1, keepdims=True)
+        d = x - mean
+        std = np.sqrt((d * d).mean(axis=-1, keepdims=True) + np.float32(1e-5))
+        return d / std, np.float32(1) / std
+
+    x = randn(7, 129)
+    fused, unfused = compile_both(fn, (x,))
+    refs = fn(x.astype(np.float64))
+    for y, yu, ref in zip(fused(x), unfused(x), refs):
+        assert close(y, yu, FUSED_RTOL, FUSED_ATOL) and close(y, ref, REF_RTOL, REF_ATOL)
+    assert fused.stats["kernel_ops"] == {"rows": 1}
+
+
 def test_rows_take_the_elementwise_producer():
     """A residual add before a layer norm joins its row kernel: one nest for both."""
     x, r = randn(7, 129), randn(7, 129)

@@ -221,9 +221,10 @@ class _Stage:
 class _NestBuilder:
     """Emits one group as an scf.parallel over rows."""
 
-    def __init__(self, group: RowGroup, internal: set[SSAValue], local: set[SSAValue],
-                 alias: dict[SSAValue, SSAValue]):
+    def __init__(self, group: RowGroup, order: list[RowOp], internal: set[SSAValue],
+                 local: list[SSAValue], alias: dict[SSAValue, SSAValue]):
         self.g = group
+        self.order = order  # the group's ops in the order the row runs them
         self.k = group.k
         self.internal = internal  # buffers only the group uses
         self.local_values = local  # of those, the ones that shrink to a row
@@ -314,16 +315,8 @@ class _NestBuilder:
 
     def stages(self) -> list[_Stage]:
         k = self.k
-        order = list(self.g.ops)
-        for i in range(len(order)):  # ops without a loop in the row move up
-            if order[i].inner(k):
-                continue
-            j = i
-            while j > 0 and _independent(order[j - 1], order[j]):
-                order[j - 1], order[j] = order[j], order[j - 1]
-                j -= 1
         stages: list[_Stage] = []
-        for x in order:
+        for x in self.order:
             inner = x.inner(k)
             kind = "point" if not inner else "line" if len(inner) == 1 else "nest"
             if kind == "line" and stages and stages[-1].kind == "line" and self.can_share(stages[-1], x):
@@ -508,10 +501,11 @@ def fuse_group(group: RowGroup) -> scf.ParallelOp:
         if isinstance(v.owner, memref.AllocOp)
         and all(u.operation in member_set or isinstance(u.operation, memref.DeallocOp) for u in v.uses)
     }
-    alias = in_place(group, internal)
+    order = row_order(group)
+    alias = in_place(order, internal)
     local = [v for v in written if v in internal and v not in alias
              and _row_bytes(v.type, group.k) <= ROW_BUFFER_BYTES]
-    nest = _NestBuilder(group, internal, local, alias).build(first)
+    nest = _NestBuilder(group, order, internal, local, alias).build(first)
     for m in members:
         Rewriter.erase_op(m)
     for v in [*local, *alias]:
@@ -526,13 +520,28 @@ def fuse_group(group: RowGroup) -> scf.ParallelOp:
     return nest
 
 
-def in_place(group: RowGroup, internal: set[SSAValue]) -> dict[SSAValue, SSAValue]:
+def row_order(group: RowGroup) -> list[RowOp]:
+    """The group's ops in program order, except that ops without a loop of their own in the
+    row (fills of an accumulator, a row's scalar arithmetic) move up as far as dependences
+    allow, so that the loops around them can share a pass."""
+    order = list(group.ops)
+    for i in range(len(order)):
+        if order[i].inner(group.k):
+            continue
+        j = i
+        while j > 0 and _independent(order[j - 1], order[j]):
+            order[j - 1], order[j] = order[j], order[j - 1]
+            j -= 1
+    return order
+
+
+def in_place(ops: list[RowOp], internal: set[SSAValue]) -> dict[SSAValue, SSAValue]:
     """Temporaries that can live in the buffer of the op that reads them last: t -> o when
     that op reads t[idx] and writes o[idx] at the same point, each element once, and o has t's
-    type and is touched by no other op of the group. Softmax's exp(x - max) then lives in the
+    type and is touched by no other op of the group. `ops` are in the order the row runs them
+    (row_order), so "last" is last in that order. Softmax's exp(x - max) then lives in the
     output row, which the division rewrites in place: one row less in L1, and a row too long
     for a stack buffer needs no full-size temporary."""
-    ops = group.ops
     alias: dict[SSAValue, SSAValue] = {}
     for t in [v for o in ops for v in o.op.outputs if v in internal]:  # program order
         writers = [o for o in ops if t in o.op.outputs]
