@@ -234,6 +234,8 @@ def markdown(results: dict, command: str) -> str:
     md = [f"# aicc CPU benchmarks\n\n{machine['cpu']}, {machine['cores']} cores, Python {machine['python']}\n",
           f"Command: `{command}`\n",
           f"Clock: {results['clock']} (medians); a peer cell is `ms (peer/aicc)`, > 1 means aicc is faster.\n"]
+    if results.get("note"):
+        md.append(f"Note: {results['note']}\n")
     for t, rows in results["runs"].items():
         peers = [p for p in PEERS if any(p in r["peers"] for r in rows)]
         md.append(f"\n## {t} thread(s)\n")
@@ -266,6 +268,7 @@ def main() -> int:
     p.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated peers (default: {','.join(PEERS)})")
     p.add_argument("--clock", choices=["wall", "thread"], default="wall",
                    help="wall time, or (one thread only) the calling thread's CPU time")
+    p.add_argument("--note", help="a remark recorded with the results (say, the machine was shared)")
     p.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -288,7 +291,7 @@ def main() -> int:
     threads = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, ncpu})
     machine = {"cpu": cpu_model(), "cores": ncpu, "python": platform.python_version()}
     print(f"aicc CPU benchmarks on {machine['cpu']} ({ncpu} cores)")
-    results = {"machine": machine, "clock": args.clock, "runs": {}}
+    results = {"machine": machine, "clock": args.clock, "note": args.note, "runs": {}}
     for t in threads:
         print(f"\n== {t} thread(s) ==", flush=True)
         env = dict(os.environ, **{v: str(t) for v in THREAD_VARS})
