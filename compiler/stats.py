@@ -1,15 +1,19 @@
 """Per-model statistics (`CompiledModel.stats`, `aicc MODEL --stats`), read off the IR.
 
 Counted on the memref stage, after fusion, bufferization and plan-memory, where each linalg op
-is exactly one loop nest that linalg-to-loops will emit (one GPU kernel under map-to-gpu):
+is exactly one loop nest that linalg-to-loops will emit (one GPU kernel under map-to-gpu), and
+each loop nest that a fusion pass already emitted carries `aicc.kernel = "<kind>"`
+(fuse-rows' "rows"):
 
-    kernels             linalg ops (generic, matmul, fill, ...): loop nests the program runs;
-                        a matmul that tile-matmul (CPU) already tiled counts as one, its zero
-                        fill folded into it
-    kernel_ops          those counts per op name
+    kernels             linalg ops (generic, matmul, fill, ...) and fused nests: loop nests the
+                        program runs; a matmul that tile-matmul (CPU) already tiled counts as
+                        one, its zero fill or bias copy folded into it
+    kernel_ops          those counts per op name (a fused nest by its kind, e.g. "rows"; a
+                        tiled matmul by the linalg op it replaced)
     copies              memref.copy ops that bufferize inserted (memcpy, not counted as kernels)
     flops               sum over linalg ops of (iteration-space size) x (floating-point ops in
-                        the scalar body): 2*M*N*K for an MxK @ KxN matmul. Every arith float op
+                        the scalar body): 2*M*N*K for an MxK @ KxN matmul; for a fused nest,
+                        each float op times the trip counts of the loops around it. Every arith float op
                         and math op counts 1 (exp, erf, tanh too); compares, selects, casts and
                         the zero fill count 0.
     intermediate_bytes  the workspace arena that plan-memory sizes (bytes of temporaries live
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from xdsl.dialects import arith, func, memref
+from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import AnyFloat, MemRefType, ModuleOp, ShapedType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.ir import Operation
@@ -68,28 +72,74 @@ def flops(op: LinalgStructuredOperation) -> int:
     return iteration_space(op) * body_flops
 
 
+KERNEL_ATTR = "aicc.kernel"  # on a loop nest a fusion pass emitted: its kind
+
+
+def _const_index(v) -> int | None:
+    owner = getattr(v, "owner", None)
+    if isinstance(owner, arith.ConstantOp) and hasattr(owner.value, "value"):
+        return owner.value.value.data
+    return None
+
+
+def _trips(lbs, ubs, steps) -> int:
+    n = 1
+    for lb, ub, st in zip(lbs, ubs, steps):
+        lo, hi, s = _const_index(lb), _const_index(ub), _const_index(st)
+        if lo is None or hi is None or not s:
+            raise ValueError("loop bounds are not constants")
+        n *= max(0, -(-(hi - lo) // s))
+    return n
+
+
+def loop_flops(op: Operation) -> int:
+    """Float ops an op executes, counting each op inside loops once per iteration."""
+    if is_flop(op):
+        return 1
+    inner = sum(loop_flops(o) for r in op.regions for b in r.blocks for o in b.ops)
+    if isinstance(op, scf.ForOp):
+        return inner * _trips([op.lb], [op.ub], [op.step])
+    if isinstance(op, scf.ParallelOp):
+        return inner * _trips(op.lowerBound, op.upperBound, op.step)
+    return inner
+
+
 def _linalg_ops(module: ModuleOp) -> list[LinalgStructuredOperation]:
     return [o for o in module.walk() if isinstance(o, LinalgStructuredOperation)
             and not isinstance(o.parent_op(), LinalgStructuredOperation)]
 
 
-def _tiled_ops(module: ModuleOp) -> list[tuple[str, int]]:
-    """(linalg op name, flops) of each op that tile-matmul turned into loops already (its
-    zero fill, folded into the kernels, is no longer a kernel of its own)."""
-    from compiler.lowering.tile_matmul import TILED_ATTR
+def _tiled_attr() -> str:
+    from compiler.lowering.tile_matmul import TILED_ATTR  # {op = "matmul", flops = N}
 
-    out = []
-    for o in module.walk():
-        attr = o.attributes.get(TILED_ATTR)
-        if attr is not None:
-            out.append(("linalg." + attr.data["op"].data, attr.data["flops"].value.data))
-    return out
+    return TILED_ATTR
+
+
+def _fused_nests(module: ModuleOp) -> list[Operation]:
+    tiled = _tiled_attr()
+    return [o for o in module.walk() if KERNEL_ATTR in o.attributes or tiled in o.attributes]
+
+
+def _kernel_name(op: Operation) -> str:
+    tiled = op.attributes.get(_tiled_attr())
+    if tiled is not None:
+        return "linalg." + tiled.data["op"].data
+    return op.attributes[KERNEL_ATTR].data if KERNEL_ATTR in op.attributes else op.name
+
+
+def _kernel_flops(op: Operation) -> int:
+    tiled = op.attributes.get(_tiled_attr())
+    if tiled is not None:  # its bounds are not all constants: tile-matmul recorded them
+        return tiled.data["flops"].value.data
+    if isinstance(op, LinalgStructuredOperation):
+        own = getattr(op, "flop_count", None)  # an op whose body is not its semantics
+        return own() if own is not None else flops(op)
+    return loop_flops(op)
 
 
 def memref_stats(module: ModuleOp) -> dict:
     """Kernels, flops and temporaries of a module at the memref stage."""
-    kernels = _linalg_ops(module)
-    tiled = _tiled_ops(module)
+    kernels = _linalg_ops(module) + _fused_nests(module)
     fns = [o for o in module.ops if isinstance(o, func.FuncOp)]
     views = [o for o in module.walk() if isinstance(o, memref.ViewOp)]
     arenas = {v.source for v in views}  # plan-memory's arena: an argument or one alloc
@@ -99,10 +149,10 @@ def memref_stats(module: ModuleOp) -> dict:
     arena += sum(byte_size(a.type) for a in arenas if isinstance(a.owner, memref.AllocOp))
     unplanned = sum(byte_size(a.type) for a in allocs if isinstance(a.type, MemRefType))
     return {
-        "kernels": len(kernels) + len(tiled),
-        "kernel_ops": dict(sorted(Counter([o.name for o in kernels] + [n for n, _ in tiled]).items())),
+        "kernels": len(kernels),
+        "kernel_ops": dict(sorted(Counter(_kernel_name(o) for o in kernels).items())),
         "copies": sum(1 for o in module.walk() if isinstance(o, memref.CopyOp)),
-        "flops": sum(flops(o) for o in kernels) + sum(f for _, f in tiled),
+        "flops": sum(_kernel_flops(o) for o in kernels),
         "intermediate_bytes": arena + unplanned,
         "intermediate_bytes_before_reuse": sum(byte_size(t.type) for t in temps if isinstance(t.type, MemRefType)),
         "intermediate_buffers": len(temps),
@@ -111,7 +161,8 @@ def memref_stats(module: ModuleOp) -> dict:
 
 def tensor_stats(module: ModuleOp) -> dict:
     """aicc ops per name at the tensor stage."""
-    ops = Counter(o.name for o in module.walk() if o.dialect_name() == "aicc" and o.name != "aicc.constant")
+    ops = Counter(o.name for o in module.walk()
+                  if o.dialect_name() in ("aicc", "aicc_fused") and o.name != "aicc.constant")
     return {"tensor_ops": dict(sorted(ops.items()))}
 
 
@@ -124,7 +175,8 @@ def stage_stats(stage: str, module: ModuleOp) -> dict:
     return fn(module) if fn else {}
 
 
-__all__ = ["format_stats", "memref_stats", "tensor_stats", "stage_stats", "flops", "iteration_space"]
+__all__ = ["format_stats", "memref_stats", "tensor_stats", "stage_stats", "flops", "iteration_space",
+           "loop_flops"]
 
 
 def format_stats(stats: dict) -> str:

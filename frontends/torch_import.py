@@ -47,6 +47,7 @@ from compiler.dialects import aicc, aicc_nn
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
 from frontends.numpy_trace import TracedProgram
 from frontends.onnx_import import GraphBuilder
+from frontends.onnx_nn import pad_by_index
 
 __all__ = ["import_torch", "SUPPORTED_OPS", "to_torch_inputs"]
 
@@ -418,8 +419,8 @@ class TorchImporter:
     def require_float(self, *vals) -> None:
         for v in vals:
             if not isinstance(v, np.ndarray | bool | int | float) and self.g.dtype(v).kind != "f":
-                raise self.unsupported(f"{self.g.dtype(v)} arithmetic on a computed tensor "
-                                       "(aicc computes arithmetic in floating point)")
+                raise self.unsupported(f"a computed {self.g.dtype(v)} tensor as input (aicc computes "
+                                       "this op in floating point only)")
 
     # -- the walk --------------------------------------------------------------------------------
     def run(self, exported=None) -> TracedProgram:
@@ -462,11 +463,12 @@ class TorchImporter:
                 env[node] = self.fold(node, env)
             elif node.target is operator.getitem:
                 env[node] = env[node.args[0]][node.args[1]]
-                if env[node] is None and node.users:
+                if (env[node] is None or isinstance(env[node], Refused)) and node.users:
                     src = node.args[0]
+                    why = f" ({env[node].why})" if env[node] is not None else ""
                     raise UnsupportedOpError(
                         _op_name(src.target), f"{self.where}: result {node.args[1]} of node "
-                        f"'{src.name}' ({_op_name(src.target)}) is not supported", location=loc)
+                        f"'{src.name}' ({_op_name(src.target)}) is not supported{why}", location=loc)
             elif _op_name(node.target) in _NO_OPS:
                 env[node] = None
             else:
@@ -511,7 +513,7 @@ class TorchImporter:
         return self._check_one(out, val)
 
     def _check_one(self, out, fake):
-        if out is None or not isinstance(fake, torch.Tensor):
+        if out is None or isinstance(out, Refused) or not isinstance(fake, torch.Tensor):
             return out
         shape = tuple(int(d) for d in fake.shape)
         if isinstance(out, np.ndarray):
@@ -526,6 +528,18 @@ class TorchImporter:
                     f"{tuple(shape)} {fake.dtype}"
                 )
         return out
+
+
+class Refused:
+    """A result of a node that the importer does not compute (the indices of max pooling);
+    a node that uses it is refused with `why`."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+
+_POOL_INDICES = Refused("the indices of max pooling, which only max_unpool (a scatter) reads; "
+                        "aicc computes the pooled values")
 
 
 def _fakes(val):
@@ -590,12 +604,30 @@ def _to(imp, a):
 # -- elementwise ----------------------------------------------------------------------------------
 
 
+def _require_arith(imp, cls, *vals) -> None:
+    """Float operands, or integer ones too for the ops the dialect computes on i32 / i64."""
+    if not getattr(cls, "INTEGER_OK", False):
+        imp.require_float(*vals)
+        return
+    for v in vals:
+        if not isinstance(v, np.ndarray | bool | int | float) and imp.g.dtype(v).kind not in "fiu":
+            raise imp.unsupported(f"{imp.g.dtype(v)} arithmetic on a computed tensor")
+
+
+# bool arithmetic, as torch computes it: in integers, then != 0 (add and max are `or`, mul and
+# min are `and`)
+_BOOL_ARITH = (aicc.AddOp, aicc.MulOp, aicc.MaximumOp, aicc.MinimumOp)
+
+
 def _arith(imp, cls, x, y):
     """`cls` on x and y cast to the node's result dtype (torch's promotion)."""
-    dt = imp.out_dtype()
+    g, dt = imp.g, imp.out_dtype()
+    if dt == np.bool_ and cls in _BOOL_ARITH:
+        r = g.binary(cls, imp.operand(x, np.int32), imp.operand(y, np.int32))
+        return g.compare("ne", r, np.array(0, np.int32))
     x, y = imp.operand(x, dt), imp.operand(y, dt)
-    imp.require_float(x, y)
-    return imp.g.binary(cls, x, y)
+    _require_arith(imp, cls, x, y)
+    return g.binary(cls, x, y)
 
 
 @handles("aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar")
@@ -620,58 +652,122 @@ def _mul(imp, a):
     return _arith(imp, aicc.MulOp, a["input"], a["other"])
 
 
-def _trunc(imp, x):
-    """Round toward zero through an i64 cast; values of 2**23 and more are integers already."""
-    g = imp.g
-    t = g.cast(g.cast(x, np.int64), g.dtype(x))
-    big = g.compare("ge", g.unary(aicc.AbsOp, x), g.scalar(2.0 ** 23, x))
-    return g.select(big, x, t)
+def _trunc(g, x):
+    """Round toward zero: ceil below 0, floor elsewhere (NaN and inf stay)."""
+    return g.select(g.compare("lt", x, g.scalar(0.0, x)), g.unary(aicc.CeilOp, x), g.unary(aicc.FloorOp, x))
 
 
-def _floor(imp, x):
-    g = imp.g
-    t = _trunc(imp, x)
-    return g.sub(t, g.cast(g.compare("gt", t, x), g.dtype(x)))
+def _and(g, p, q):
+    return g.select(p, q, np.array(False))
+
+
+def _int_floor_div(g, x, y):
+    """Floored division of integers as torch computes it (div_floor_integer): the truncated
+    quotient, less one where the remainder is not 0 and the signs of remainder and divisor
+    differ. A zero divisor gives 0 (torch raises ZeroDivisionError)."""
+    q = g.div(x, y)
+    r = g.binary(aicc.FModOp, x, y)
+    zero = np.array(0, g.dtype(x))
+    fix = _and(g, g.compare("ne", r, zero), g.compare("ne", g.compare("lt", r, zero), g.compare("lt", y, zero)))
+    return g.sub(q, g.cast(fix, g.dtype(q)))
+
+
+def _float_floor_div(g, x, y):
+    """Floored division of floats as torch computes it (div_floor_floating, the same as Python's
+    //): from the exact remainder, so that 1 // 0.1 is 9 where floor(1 / 0.1) is 10."""
+    q = g.div(x, y)
+    s = lambda v: g.scalar(v, q)  # noqa: E731
+    mod = g.binary(aicc.FModOp, x, y)
+    div = g.div(g.sub(x, mod), y)
+    neg = g.compare("ne", g.compare("lt", y, s(0.0)), g.compare("lt", mod, s(0.0)))
+    div = g.sub(div, g.cast(_and(g, g.compare("ne", mod, s(0.0)), neg), g.dtype(q)))
+    fl = g.unary(aicc.FloorOp, div)
+    fl = g.add(fl, g.cast(g.compare("gt", g.sub(div, fl), s(0.5)), g.dtype(q)))
+    fl = g.select(g.compare("eq", div, s(0.0)), g.mul(q, s(0.0)), fl)  # a zero keeps the sign of x / y
+    return g.select(g.compare("eq", y, s(0.0)), q, fl)  # x / 0: inf or NaN, as IEEE division
+
+
+def _rounded_div(imp, x, y, mode):
+    g, dt = imp.g, imp.out_dtype()
+    if mode is None:
+        return _arith(imp, aicc.DivOp, x, y)
+    if mode not in ("trunc", "floor"):
+        raise imp.unsupported(f"rounding_mode='{mode}'")
+    x, y = imp.operand(x, dt), imp.operand(y, dt)
+    _require_arith(imp, aicc.DivOp, x, y)
+    if dt.kind in "iu":
+        return g.div(x, y) if mode == "trunc" else _int_floor_div(g, x, y)
+    return _trunc(g, g.div(x, y)) if mode == "trunc" else _float_floor_div(g, x, y)
 
 
 @handles("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode")
 def _div(imp, a):
-    mode = a.get("rounding_mode")
-    if mode is not None and imp.out_dtype().kind != "f":
-        raise imp.unsupported(f"integer division (rounding_mode='{mode}') of a computed tensor")
-    q = _arith(imp, aicc.DivOp, a["input"], a["other"])
-    if mode == "trunc":
-        return _trunc(imp, q)
-    if mode == "floor":
-        return _floor(imp, q)
-    return q
+    return _rounded_div(imp, a["input"], a["other"], a.get("rounding_mode"))
 
 
-@handles("aten.floor_divide.default")
+@handles("aten.floor_divide.default", "aten.floor_divide.Scalar")
 def _floor_divide(imp, a):
-    if imp.out_dtype().kind != "f":
-        raise imp.unsupported("integer floor division of a computed tensor")
-    return _floor(imp, _arith(imp, aicc.DivOp, a["input"], a["other"]))
+    return _rounded_div(imp, a["input"], a["other"], "floor")
 
 
-@handles("aten.floor.default", "aten.trunc.default", "aten.ceil.default")
+@handles("aten.remainder.Tensor", "aten.remainder.Scalar", "aten.remainder.Scalar_Tensor")
+def _remainder(imp, a):  # Python's %: the sign of the divisor
+    return _arith(imp, aicc.ModOp, a["input"], a["other"])
+
+
+@handles("aten.fmod.Tensor", "aten.fmod.Scalar")
+def _fmod(imp, a):  # C's fmod: the sign of the dividend
+    return _arith(imp, aicc.FModOp, a["input"], a["other"])
+
+
+@handles("aten.floor.default", "aten.trunc.default", "aten.ceil.default", "aten.round.default",
+         "aten.frac.default", "aten.fix.default")
 def _rounding(imp, a):
-    x = a["input"]
-    if imp.g.dtype(x).kind != "f":
-        return x
-    name = _op_name(imp.node.target)
-    if "trunc" in name:
-        return _trunc(imp, x)
-    if "floor" in name:
-        return _floor(imp, x)
-    g = imp.g
-    return g.unary(aicc.NegOp, _floor(imp, g.unary(aicc.NegOp, x)))
+    g, x = imp.g, a["input"]
+    name = _op_name(imp.node.target).split(".")[1]
+    if g.dtype(x).kind != "f":
+        if name == "frac":
+            raise imp.unsupported("frac of an integer tensor")
+        return x  # torch rounds integers to themselves
+    if name in ("trunc", "fix"):
+        return _trunc(g, x)
+    if name == "frac":  # x - trunc(x), as torch
+        return g.sub(x, _trunc(g, x))
+    return g.unary({"floor": aicc.FloorOp, "ceil": aicc.CeilOp, "round": aicc.RoundOp}[name], x)
+
+
+@handles("aten.round.decimals")
+def _round_decimals(imp, a):
+    """torch's rounding to `decimals` places: round(x * 10^d) / 10^d (for d < 0,
+    round(x / 10^-d) * 10^-d), half to even."""
+    g, x, d = imp.g, a["input"], int(a["decimals"])
+    if g.dtype(x).kind != "f":
+        raise imp.unsupported("round(decimals=...) of an integer tensor")
+    if d == 0:
+        return g.unary(aicc.RoundOp, x)
+    p = g.scalar(10.0 ** abs(d), x)
+    if d > 0:
+        return g.div(g.unary(aicc.RoundOp, g.mul(x, p)), p)
+    return g.mul(g.unary(aicc.RoundOp, g.div(x, p)), p)
 
 
 @handles("aten.maximum.default", "aten.minimum.default")
 def _max_min(imp, a):
-    cls = aicc.MaximumOp if "maximum" in _op_name(imp.node.target) else aicc.MinimumOp
+    cls = aicc.MaximumOp if "max" in _op_name(imp.node.target) else aicc.MinimumOp
     return _arith(imp, cls, a["input"], a["other"])
+
+
+def _int_power(g, x, e: int):
+    """x ** e for an integer e >= 0 by repeated squaring (at most 2 log2(e) multiplies)."""
+    result, base = None, x
+    while True:
+        if e & 1:
+            result = base if result is None else g.mul(result, base)
+        e >>= 1
+        if not e:
+            break
+        base = g.mul(base, base)
+    return np.ones((), g.dtype(x)) if result is None else result
 
 
 @handles("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar")
@@ -680,6 +776,10 @@ def _pow(imp, a):
     x, e = a["input"], a["exponent"]
     if isinstance(e, int | float) and not isinstance(e, bool):
         x = imp.operand(x, dt)
+        if dt.kind in "iu":
+            if not float(e).is_integer() or e < 0:
+                raise imp.unsupported(f"an integer tensor to the power {e}")
+            return g.broadcast_to(_int_power(g, x, int(e)), g.shape(x))
         imp.require_float(x)
         special = {1.0: lambda: x, 2.0: lambda: g.mul(x, x), 3.0: lambda: g.mul(g.mul(x, x), x),
                    0.5: lambda: g.unary(aicc.SqrtOp, x), -0.5: lambda: g.unary(aicc.RsqrtOp, x),
@@ -693,7 +793,9 @@ _UNARY = {
     "aten.neg.default": aicc.NegOp, "aten.abs.default": aicc.AbsOp, "aten.exp.default": aicc.ExpOp,
     "aten.log.default": aicc.LogOp, "aten.tanh.default": aicc.TanhOp, "aten.erf.default": aicc.ErfOp,
     "aten.sqrt.default": aicc.SqrtOp, "aten.rsqrt.default": aicc.RsqrtOp, "aten.relu.default": aicc.ReluOp,
-    "aten.sigmoid.default": aicc.SigmoidOp,
+    "aten.sigmoid.default": aicc.SigmoidOp, "aten.sin.default": aicc.SinOp, "aten.cos.default": aicc.CosOp,
+    "aten.tan.default": aicc.TanOp, "aten.asin.default": aicc.AsinOp, "aten.acos.default": aicc.AcosOp,
+    "aten.atan.default": aicc.AtanOp, "aten.sinh.default": aicc.SinhOp, "aten.cosh.default": aicc.CoshOp,
 }
 
 
@@ -706,15 +808,23 @@ def _float_input(imp, x):
 
 @handles(*_UNARY)
 def _unary(imp, a):
-    return imp.g.unary(_UNARY[_op_name(imp.node.target)], _float_input(imp, a["input"]))
+    cls = _UNARY[_op_name(imp.node.target)]
+    x = a["input"]
+    if cls.INTEGER_OK and imp.out_dtype().kind in "iu":  # neg, abs of integers
+        return imp.g.unary(cls, x)
+    if cls is aicc.ReluOp and imp.out_dtype().kind in "iu":
+        return imp.g.emit(aicc.MaximumOp, x, np.zeros((), imp.g.dtype(x)))
+    return imp.g.unary(cls, _float_input(imp, x))
 
 
 @handles("aten.reciprocal.default", "aten.square.default", "aten.log2.default", "aten.log10.default",
          "aten.log1p.default", "aten.expm1.default", "aten.exp2.default", "aten.sign.default")
 def _unary_composite(imp, a):
-    g, x = imp.g, _float_input(imp, a["input"])
-    s = lambda v: g.scalar(v, x)  # noqa: E731
+    g = imp.g
     name = _op_name(imp.node.target).split(".")[1]
+    integer = name in ("square", "sign") and imp.out_dtype().kind in "iu"
+    x = imp.operand(a["input"], imp.out_dtype()) if integer else _float_input(imp, a["input"])
+    s = lambda v: g.scalar(v, x)  # noqa: E731
     if name == "reciprocal":
         return g.div(s(1.0), x)
     if name == "square":
@@ -749,7 +859,7 @@ def _clamp(imp, x, lo, hi):
     g = imp.g
     dt = imp.out_dtype()
     x = imp.operand(x, dt)
-    imp.require_float(x)
+    _require_arith(imp, aicc.MaximumOp, x)
     if lo is not None:
         x = g.emit(aicc.MaximumOp, x, imp.operand(lo, dt))
     if hi is not None:
@@ -948,22 +1058,26 @@ def _addmm(imp, a):
 
 
 def _reduce(imp, cls, x, dim, keepdim: bool):
-    g = imp.g
-    x = _float_input(imp, x)
-    return g.reduce(cls, x, _dims(dim, len(g.shape(x))), bool(keepdim))
+    g, dt = imp.g, imp.out_dtype()
+    axes = _dims(dim, len(g.shape(x)))
+    if dt == np.bool_ and cls in (aicc.ReduceMaxOp, aicc.ReduceMinOp):  # max / min of bools
+        r = g.reduce(cls, imp.operand(x, np.int32), axes, bool(keepdim))
+        return g.compare("ne", r, np.array(0, np.int32))
+    if cls.INTEGER_OK and dt.kind in "iu":
+        x = imp.operand(x, dt)  # torch sums and multiplies integers and bools in int64
+    else:
+        x = _float_input(imp, x)
+    return g.reduce(cls, x, axes, bool(keepdim))
 
 
 @handles("aten.sum.dim_IntList", "aten.sum.default")
 def _sum(imp, a):
-    g, x = imp.g, a["input"]
-    if not isinstance(x, np.ndarray) and g.dtype(x) == np.bool_ and imp.out_dtype().kind in "iu":
-        # counting: exact in float32 while fewer than 2**24 elements are summed
-        axes = _dims(a.get("dim"), len(g.shape(x)))
-        if math.prod(g.shape(x)[d] for d in axes) >= 2 ** 24:
-            raise imp.unsupported("counting more than 2**24 elements")
-        r = g.reduce(aicc.ReduceSumOp, g.cast(x, np.float32), axes, bool(a.get("keepdim", False)))
-        return g.cast(r, imp.out_dtype())
-    return _reduce(imp, aicc.ReduceSumOp, x, a.get("dim"), a.get("keepdim", False))
+    return _reduce(imp, aicc.ReduceSumOp, a["input"], a.get("dim"), a.get("keepdim", False))
+
+
+@handles("aten.prod.dim_int", "aten.prod.default")
+def _prod(imp, a):
+    return _reduce(imp, aicc.ReduceProdOp, a["input"], a.get("dim"), a.get("keepdim", False))
 
 
 @handles("aten.mean.dim", "aten.mean.default")
@@ -977,10 +1091,56 @@ def _amax(imp, a):
     return _reduce(imp, cls, a["input"], a.get("dim"), a.get("keepdim", False))
 
 
+def _arg_reduce(imp, cls, x, axis: int, keepdim: bool):
+    """aicc.argmax / argmin of x along `axis` (the first extreme element; NaN counts as the
+    extreme, as torch)."""
+    g = imp.g
+    if not g.shape(x):
+        return np.zeros((), np.int64)
+    if g.dtype(x) == np.bool_:
+        x = g.cast(x, np.int32)
+    _require_arith(imp, aicc.MaximumOp, x)
+    if 0 in g.shape(x):
+        raise imp.unsupported("the index of the extreme element of an empty tensor")
+    return g.emit(lambda v: cls(v, axis, keepdim, False), x)
+
+
 @handles("aten.max.dim", "aten.min.dim")
-def _max_dim(imp, a):  # the indices (argmax/argmin) are None: using them is an error at getitem
-    cls = aicc.ReduceMaxOp if ".max." in _op_name(imp.node.target) else aicc.ReduceMinOp
-    return [_reduce(imp, cls, a["input"], a["dim"], a["keepdim"]), None]
+def _max_dim(imp, a):
+    """(values, indices): a reduction and an argmax / argmin; unused indices are dead code."""
+    g, x = imp.g, a["input"]
+    is_max = ".max." in _op_name(imp.node.target)
+    values = _reduce(imp, aicc.ReduceMaxOp if is_max else aicc.ReduceMinOp, x, a["dim"], a["keepdim"])
+    axis = a["dim"] % max(len(g.shape(x)), 1)
+    cls = aicc_nn.ArgMaxOp if is_max else aicc_nn.ArgMinOp
+    return [values, g.reshape(_arg_reduce(imp, cls, x, axis, bool(a["keepdim"])), imp.out_shape(1))]
+
+
+@handles("aten.argmax.default", "aten.argmin.default")
+def _argmax(imp, a):
+    """The index along `dim`, or (dim=None) into the flattened tensor."""
+    g, x = imp.g, a["input"]
+    cls = aicc_nn.ArgMaxOp if "argmax" in _op_name(imp.node.target) else aicc_nn.ArgMinOp
+    if a.get("dim") is None:
+        y = _arg_reduce(imp, cls, g.reshape(x, (math.prod(g.shape(x)),)), 0, False)
+    else:
+        y = _arg_reduce(imp, cls, x, a["dim"] % max(len(g.shape(x)), 1), bool(a.get("keepdim")))
+    return g.reshape(y, imp.out_shape())
+
+
+@handles("aten.cumsum.default")
+def _cumsum(imp, a):
+    """aicc.cumsum in the result dtype (integers and bools sum in int64, as torch)."""
+    g = imp.g
+    x = imp.operand(a["input"], imp.out_dtype())
+    _require_arith(imp, aicc.AddOp, x)
+    shape = g.shape(x)
+    if not shape:
+        return x
+    if 0 in shape:
+        return np.zeros(shape, g.dtype(x))
+    axis = a["dim"] % len(shape)
+    return g.emit(lambda v: aicc_nn.CumSumOp(v, axis), x)
 
 
 def _var(imp, x, dim, correction, keepdim):
@@ -1227,8 +1387,6 @@ def _lift_2d(imp, x, nd: int):
 def _conv(imp, a):
     g = imp.g
     x, w, b = _float_input(imp, a["input"]), a["weight"], a.get("bias")
-    if a.get("transposed"):
-        raise imp.unsupported("transposed convolution (aicc has no conv_transpose op)")
     nd = len(g.shape(w)) - 2
     if nd not in (1, 2):
         raise imp.unsupported(f"{nd}-D convolution")
@@ -1239,6 +1397,16 @@ def _conv(imp, a):
         w = g.reshape(w, (ws[0], ws[1], 1, ws[2]))
     lift = (lambda v, unit=1: [unit, *_pair(v, 1)]) if nd == 1 else (lambda v, unit=1: _pair(v))
     stride, dilation = lift(a["stride"]), lift(a["dilation"])
+    if a.get("transposed"):
+        # (C, OC/groups, KH, KW) weights, as aicc's; padding crops the full output at the start,
+        # and output_padding (like the rest of the end) is just the result size torch recorded
+        out_hw = [1, imp.out_shape()[-1]] if nd == 1 else list(imp.out_shape()[-2:])
+        pads = lift(a["padding"], 0)
+        y = g.emit(lambda v, ww: aicc_nn.ConvTranspose2dOp(v, ww, out_hw, stride, dilation, int(a["groups"]), pads),
+                   x4, w)
+        if b is not None:
+            y = g.add(y, g.reshape(imp.operand(b, g.dtype(y)), (g.shape(b)[0], 1, 1)))
+        return back(y)
     k = g.shape(w)[2:]
     padding = a["padding"]
     if isinstance(padding, str):
@@ -1288,7 +1456,7 @@ def _max_pool(imp, a):
     pad_ = [0, *_pair(a["padding"], 1)] if nd == 1 else _pair(a["padding"])
     y, _ = _pool_windows(imp, x4, nd, kernel, stride, pad_, lift(a["dilation"]), -math.inf, "max")
     if "with_indices" in name:
-        return [g.reshape(y, imp.out_shape(0)), None]
+        return [g.reshape(y, imp.out_shape(0)), _POOL_INDICES]
     return back(y)
 
 
@@ -1305,15 +1473,60 @@ def _avg_pool(imp, a):
     divisor = a.get("divisor_override")
     if divisor:
         return back(g.div(y, g.scalar(float(divisor), y)))
-    counts = []
-    for o, s, k, p, n in zip(out, stride, kernel, pad_, g.shape(x4)[2:]):
-        start = np.arange(o) * s - p
-        end = np.minimum(start + k, n + p)
-        if not a.get("count_include_pad", True):
-            start, end = np.maximum(start, 0), np.minimum(end, n)
-        counts.append(end - start)
+    counts = _pool_counts(out, stride, kernel, pad_, g.shape(x4)[2:], a.get("count_include_pad", True))
     table = (1.0 / np.outer(counts[0], counts[1])).astype(g.dtype(y))
     return back(g.mul(y, table))
+
+
+def _pool_counts(out, stride, kernel, padding, sizes, include_pad: bool) -> list[np.ndarray]:
+    """Per dim, the number of elements torch's average pooling divides each window by."""
+    counts = []
+    for o, s, k, p, n in zip(out, stride, kernel, padding, sizes):
+        start = np.arange(o) * s - p
+        end = np.minimum(start + k, n + p)
+        if not include_pad:
+            start, end = np.maximum(start, 0), np.minimum(end, n)
+        counts.append(end - start)
+    return counts
+
+
+@handles("aten.max_pool3d.default", "aten.max_pool3d_with_indices.default", "aten.avg_pool3d.default")
+def _pool3d(imp, a):
+    """3-D pooling is separable: an H x W pool2d with D as the channels, then a D x 1 pool2d
+    over (D, H*W); padded with -inf (max) or 0 (sum) as far as the last window torch records
+    needs. Average pooling divides by the product of the three dims' counts."""
+    g = imp.g
+    name = _op_name(imp.node.target)
+    is_max = "max" in name
+    x = _float_input(imp, a["input"])
+    shape = g.shape(x)
+    if len(shape) not in (4, 5):
+        raise imp.unsupported(f"3-D pooling of a rank-{len(shape)} input")
+    lead, sizes = shape[:-3], list(shape[-3:])
+    n = math.prod(lead)
+    kernel = _pair(a["kernel_size"], 3)
+    stride = _pair(a["stride"], 3) if a["stride"] else kernel
+    pad_ = _pair(a["padding"], 3)
+    dil = _pair(a.get("dilation", 1), 3)
+    out = list(imp.out_shape(0 if "with_indices" in name else None)[-3:])
+    high = [max(0, (o - 1) * s + d * (k - 1) + 1 - sz - p)
+            for o, s, d, k, sz, p in zip(out, stride, dil, kernel, sizes, pad_)]
+    kind = "max" if is_max else "sum"
+    y = _pad(g, g.reshape(x, (n, *sizes)), [0, *pad_], [0, *high], -math.inf if is_max else 0.0)
+    y = g.emit(lambda v: aicc_nn.Pool2dOp(v, kind, kernel[1:], stride[1:], dil[1:]), y)
+    ys = g.shape(y)
+    y = _slice(g, y, [0] * 4, [1] * 4, [*ys[:2], *out[1:]])
+    y = g.reshape(y, (n, 1, ys[1], out[1] * out[2]))
+    y = g.emit(lambda v: aicc_nn.Pool2dOp(v, kind, (kernel[0], 1), (stride[0], 1), (dil[0], 1)), y)
+    ys = g.shape(y)
+    y = g.reshape(_slice(g, y, [0] * 4, [1] * 4, [*ys[:2], out[0], ys[3]]), (*lead, *out))
+    if is_max:
+        return [y, _POOL_INDICES] if "with_indices" in name else y
+    if a.get("divisor_override"):
+        return g.div(y, g.scalar(float(a["divisor_override"]), y))
+    cd, ch, cw = _pool_counts(out, stride, kernel, pad_, sizes, a.get("count_include_pad", True))
+    table = 1.0 / (cd[:, None, None] * ch[None, :, None] * cw[None, None, :])
+    return g.mul(y, table.astype(g.dtype(y)))
 
 
 def _adaptive_matrix(n: int, o: int) -> np.ndarray:
@@ -1345,7 +1558,7 @@ def _adaptive_pool(imp, a):
             y = g.emit(lambda v: aicc_nn.Pool2dOp(v, "max" if is_max else "sum", k, k), x4)
             if not is_max:
                 y = g.div(y, g.scalar(float(k[0] * k[1]), y))
-        return [back(y), None] if is_max else back(y)
+        return [back(y), _POOL_INDICES] if is_max else back(y)
     if is_max:
         raise imp.unsupported(f"adaptive max pooling from {tuple(hw)} to {tuple(out)} (not a whole "
                               "number of windows)")
@@ -1356,15 +1569,28 @@ def _adaptive_pool(imp, a):
     return back(y)
 
 
-@handles("aten.constant_pad_nd.default", "aten.pad.default")
-def _constant_pad(imp, a):
+# torch's padding modes as np.pad's, which frontends.onnx_nn.pad_by_index takes
+_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+@handles("aten.constant_pad_nd.default", "aten.pad.default", "aten.reflection_pad1d.default",
+         "aten.reflection_pad2d.default", "aten.reflection_pad3d.default",
+         "aten.replication_pad1d.default", "aten.replication_pad2d.default",
+         "aten.replication_pad3d.default", "aten._pad_circular.default")
+def _pad_op(imp, a):
+    """Constant padding is aicc.pad; reflect, replicate and circular are one aicc.resample (a
+    gather with a constant index table) per padded dim, as ONNX Pad's modes. Negative pads crop."""
     g = imp.g
     x = a["input"]
-    mode = a.get("mode") or "constant"
-    if mode != "constant":
-        raise imp.unsupported(f"mode='{mode}' padding (aicc has constant padding only)")
+    name = _op_name(imp.node.target)
+    if "reflection" in name or "replication" in name:
+        mode, pads = ("reflect" if "reflection" in name else "replicate"), list(a["padding"])
+    else:
+        mode, pads = ("circular" if "circular" in name else a.get("mode") or "constant"), list(a["pad"])
+    if mode != "constant" and mode not in _PAD_MODES:
+        raise imp.unsupported(f"mode='{mode}' padding")
     shape = g.shape(x)
-    rank, pads = len(shape), list(a["pad"])
+    rank = len(shape)
     low, high = [0] * rank, [0] * rank
     for i in range(len(pads) // 2):
         low[rank - 1 - i], high[rank - 1 - i] = pads[2 * i], pads[2 * i + 1]
@@ -1372,12 +1598,119 @@ def _constant_pad(imp, a):
         x = _slice(g, x, [max(-p, 0) for p in low], [1] * rank,
                    [d - max(-lo, 0) - max(-hi, 0) for d, lo, hi in zip(shape, low, high)])
         low, high = [max(p, 0) for p in low], [max(p, 0) for p in high]
-    value = a.get("value")
-    value = 0.0 if value is None else float(value)
     if not any(low) and not any(high):
         return x
-    imp.require_float(x)
+    if mode != "constant":
+        limit = {"reflect": lambda n: n - 1, "replicate": lambda n: math.inf, "circular": lambda n: n}[mode]
+        for d, lo, hi in zip(g.shape(x), low, high):
+            if (lo or hi) and (d == 0 or max(lo, hi) > limit(d)):
+                raise imp.unsupported(f"{mode} padding by {max(lo, hi)} of a dim of size {d}")
+        return pad_by_index(g, x, low, high, _PAD_MODES[mode])
+    value = a.get("value")
+    value = 0.0 if value is None else float(value)
+    if g.dtype(x).kind == "b" or (g.dtype(x).kind in "iu" and not value.is_integer()):
+        raise imp.unsupported(f"padding a {g.dtype(x)} tensor with {value}")
     return _pad(g, x, low, high, value)
+
+
+# -- interpolation ------------------------------------------------------------------------------
+# One aicc.resample per resized dim (interpolation is separable), as the ONNX importer's Resize.
+# The tap tables are torch's own (aten/src/ATen/native/UpSample.h and cpu/UpSampleKernel.cpp),
+# computed in float32 as torch computes them: the source index of output i is
+#     nearest         floor(i * s)                   (ONNX: asymmetric + floor)
+#     nearest-exact   floor((i + 0.5) * s - 0.5 + 0.5)  (ONNX: half_pixel + round_prefer_ceil)
+#     linear, cubic   (i + 0.5) * s - 0.5, or i * s with align_corners  (ONNX: pytorch_half_pixel
+#                     / align_corners, with a cubic coefficient of -0.75)
+# with s = 1 / scale_factor when the caller gave one, in / out otherwise ((in-1) / (out-1) with
+# align_corners). ONNX's reference computes these in float64, which picks another source pixel
+# where float32 rounds across an integer (nearest from 6 to 74 pixels: output 37 reads pixel 2
+# in torch, 3 in float64), and gives an output of size 1 its first pixel rather than torch's
+# centre; hence torch's arithmetic here.
+
+_F32 = np.float32
+
+
+def _upsample_scale(n_in: int, n_out: int, align_corners: bool, scale) -> np.float32:
+    """torch's area_pixel_compute_scale, in float32."""
+    if align_corners:
+        return _F32(n_in - 1) / _F32(n_out - 1) if n_out > 1 else _F32(0.0)
+    if scale is not None and scale > 0:
+        return _F32(1.0 / scale)
+    return _F32(n_in) / _F32(n_out)
+
+
+def upsample_taps(kind: str, n_in: int, n_out: int, align_corners: bool = False, scale=None):
+    """(indices, weights) of torch's interpolation of one dim from n_in to n_out elements:
+    `kind` is nearest, nearest_exact, linear or cubic; indices (n_out,) and weights None for
+    the nearest modes (and for linear with n_out == n_in, an identity), else (n_out, taps)."""
+    i = np.arange(n_out).astype(_F32)
+    if kind in ("nearest", "nearest_exact"):
+        s = _upsample_scale(n_in, n_out, False, scale)
+        if kind == "nearest":
+            src = np.floor(s * i)
+        else:
+            src = np.floor(np.maximum(s * (i + _F32(0.5)) - _F32(0.5), _F32(0.0)) + _F32(0.5))
+        return np.minimum(src.astype(np.int64), n_in - 1), None
+    if kind == "linear" and n_out == n_in and not align_corners:
+        return np.arange(n_out), None
+    s = _upsample_scale(n_in, n_out, align_corners, scale)
+    if align_corners:
+        real = s * i
+    else:
+        real = s * (i + _F32(0.5)) - _F32(0.5)
+        if kind == "linear":
+            real = np.maximum(real, _F32(0.0))
+    i0 = np.minimum(np.floor(real).astype(np.int64), n_in - 1)
+    t = np.clip(real - i0.astype(_F32), _F32(0.0), _F32(1.0))
+    if kind == "linear":
+        i1 = np.where(i0 < n_in - 1, i0 + 1, i0)
+        return np.stack([i0, i1], 1), np.stack([_F32(1.0) - t, t], 1)
+    a = _F32(-0.75)  # torch's cubic convolution coefficient
+
+    def near(x):  # |x| <= 1
+        return ((a + _F32(2)) * x - (a + _F32(3))) * x * x + _F32(1)
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - _F32(5) * a) * x + _F32(8) * a) * x - _F32(4) * a
+
+    w = np.stack([far(t + _F32(1)), near(t), near(_F32(1) - t), far((_F32(1) - t) + _F32(1))], 1)
+    return np.clip(i0[:, None] - 1 + np.arange(4)[None, :], 0, n_in - 1), w
+
+
+_UPSAMPLE_KINDS = {"upsample_nearest": "nearest", "_upsample_nearest_exact": "nearest_exact",
+                   "upsample_linear": "linear", "upsample_bilinear": "linear",
+                   "upsample_trilinear": "linear", "upsample_bicubic": "cubic"}
+_UPSAMPLE_OPS = [f"aten.{base}{nd}d.{overload}"
+                 for base, nds in (("upsample_nearest", "123"), ("_upsample_nearest_exact", "123"),
+                                   ("upsample_linear", "1"), ("upsample_bilinear", "2"),
+                                   ("upsample_trilinear", "3"), ("upsample_bicubic", "2"))
+                 for nd in nds for overload in ("vec", "default")]
+
+
+@handles(*_UPSAMPLE_OPS)
+def _upsample(imp, a):
+    """F.interpolate: one aicc.resample per resized spatial dim, with torch's tap tables."""
+    g, x = imp.g, a["input"]
+    name = _op_name(imp.node.target).split(".")[1]  # upsample_bilinear2d
+    kind, nd = _UPSAMPLE_KINDS[name[:-2]], int(name[-2])
+    shape = g.shape(x)
+    if len(shape) != nd + 2 or 0 in shape:
+        raise imp.unsupported(f"interpolating a tensor of shape {shape}")
+    if "scale_factors" in a:
+        scales = list(a["scale_factors"] or [None] * nd)
+    else:  # scales / scales_h, scales_w / scales_d, scales_h, scales_w, in schema order
+        scales = [v for k, v in a.items() if k.startswith("scales")]
+    align = bool(a.get("align_corners") or False)
+    if kind != "nearest" and kind != "nearest_exact":
+        x = _float_input(imp, x)
+    out = imp.out_shape()[-nd:]
+    for d in range(nd):
+        axis = 2 + d
+        idx, w = upsample_taps(kind, shape[axis], out[d], align, scales[d])
+        if w is None and np.array_equal(idx, np.arange(shape[axis])):
+            continue
+        x = g.emit(lambda v, axis=axis, idx=idx, w=w: aicc_nn.ResampleOp(v, axis, idx, w), x)
+    return x
 
 
 # -- shapes ------------------------------------------------------------------------------------------
@@ -1620,11 +1953,17 @@ def _index_tensor(imp, a):
 
 @handles("aten.gather.default")
 def _gather(imp, a):
+    """torch.gather: constant indices are one take from the flattened input; computed ones an
+    aicc.gather_elements (an index outside the dim is not checked at run time)."""
     g, x, idx = imp.g, a["input"], a["index"]
-    if not isinstance(idx, np.ndarray):
-        raise imp.unsupported("torch.gather with computed indices")
     shape = g.shape(x)
+    if not shape:
+        return g.reshape(x, imp.out_shape())
     dim = a["dim"] % len(shape)
+    if 0 in g.shape(idx):
+        return np.zeros(g.shape(idx), imp.out_dtype())
+    if not isinstance(idx, np.ndarray):
+        return g.emit(lambda d, i: aicc_nn.GatherElementsOp(d, i, dim), x, idx)
     grid = list(np.indices(idx.shape))
     grid[dim] = np.where(idx < 0, idx + shape[dim], idx)
     flat = np.ravel_multi_index(tuple(grid), shape).astype(np.int64)  # one take from the flat tensor

@@ -121,6 +121,8 @@ def pow2_reciprocal(value: SSAValue) -> np.ndarray | None:
     if attr is None or not (attr.is_splat() or np.prod(attr.get_type().get_shape()) <= 1 << 20):
         return None
     c = constant_value(value)
+    if c.dtype.kind != "f":  # integer division truncates: x / 4 is not x * 0
+        return None
     with np.errstate(all="ignore"):
         recip = (1 / c).astype(c.dtype)
     mantissa, _ = np.frexp(c)
@@ -197,8 +199,8 @@ MATMUL_RULES: list[Rule] = [
 FAST_MATH_RULES: list[Rule] = [
     Rule(A.SubOp, lambda o: o.lhs is o.rhs, zeros),                                         # x - x = 0   (NaN for x = ±Inf, NaN)
     Rule(A.MulOp, lambda o: is_(o.rhs, 0) or is_(o.lhs, 0), zeros),                         # x * 0 = 0 * x = 0   (NaN for x = ±Inf, NaN)
-    Rule(A.DivOp, lambda o: constant_attr(o.rhs) is not None,
-         lambda o: times_reciprocal(o, reciprocal(o.rhs))),                                 # x / c = x * (1/c)   (within 1 ulp)
+    Rule(A.DivOp, lambda o: constant_attr(o.rhs) is not None and constant_value(o.rhs).dtype.kind == "f",
+         lambda o: times_reciprocal(o, reciprocal(o.rhs))),                                 # x / c = x * (1/c)   (within 1 ulp; floats)
 ]
 
 

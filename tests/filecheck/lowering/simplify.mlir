@@ -69,6 +69,24 @@ func.func @div_by_constant(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) 
 }
 
 // -----
+// Integer division truncates, so x / 4 is no multiplication by 1/4 (which is 0 in integers),
+// not even under fast-math; x / 1 is still x.
+// CHECK-LABEL: func.func @int_div_by_constant
+// CHECK-SAME:    (%[[X:.*]]: tensor<4xi64>)
+// CHECK:         %[[Q:.*]] = aicc.div %[[X]], %{{.*}} : tensor<4xi64>, tensor<i64>
+// CHECK-NEXT:    func.return %[[Q]], %[[X]]
+// FAST-LABEL:  func.func @int_div_by_constant
+// FAST:          %[[Q:.*]] = aicc.div %{{.*}}, %{{.*}} : tensor<4xi64>, tensor<i64>
+// FAST-NEXT:     func.return %[[Q]]
+func.func @int_div_by_constant(%x: tensor<4xi64>) -> (tensor<4xi64>, tensor<4xi64>) {
+  %c = aicc.constant dense<4> : tensor<i64>
+  %one = aicc.constant dense<1> : tensor<i64>
+  %0 = aicc.div %x, %c : tensor<4xi64>, tensor<i64> -> tensor<4xi64>
+  %1 = aicc.div %x, %one : tensor<4xi64>, tensor<i64> -> tensor<4xi64>
+  func.return %0, %1 : tensor<4xi64>, tensor<4xi64>
+}
+
+// -----
 // transpose(transpose(x, p), q) is one transpose by p∘q, or x when that is the identity.
 // CHECK-LABEL: func.func @double_transpose
 // CHECK-SAME:    (%[[X:.*]]: tensor<2x3x4xf32>)

@@ -1,0 +1,397 @@
+"""lower-attention: aicc_fused.attention on memrefs -> one loop nest with online softmax.
+
+Flash-attention style: no L x S score matrix exists. One scf.parallel runs over
+(batch entries x blocks of QUERY_BLOCK query rows); each iteration walks its rows ROW_TILE at a
+time, and for each tile sweeps the keys in blocks of KEY_BLOCK:
+
+    for each tile of ROW_TILE query rows i (the last tile's rows clamp to L-1: recomputed,
+                                              rewritten with the same values)
+      m_i = -inf, l_i = 0, acc_i[:] = 0                       // running max, sum, p @ v
+      for j0 in 0 .. kend step KEY_BLOCK                      // kend: S, or i_last + 1 if causal
+        s[i][c] = scale * (q_i . k_{j0+c}), then masked      // one pass over e per key, all
+                                                             //   rows of the tile share k's loads
+        m_new = max(m_i, max_c s[i][c])
+        ms = m_new == -inf ? 0 : m_new                        // an all-masked block adds nothing
+        p[i][c] = exp(s[i][c] - ms);  l_i = l_i * exp(m_i - ms) + sum_c p[i][c]
+        acc_i[:] = acc_i[:] * exp(m_i - ms) + sum_c p[i][c] * v_{j0+c}[:]
+        m_i = m_new
+      out_i[:] = acc_i[:] / l_i
+
+The score tile, p and acc live in per-thread stack buffers (a few KB); q's rows, k and v are
+read in place through each operand's permutation and broadcast batch dims, and the result is
+written through its permutation. Causal attention stops each tile's key sweep at its last row
+and masks the one block that crosses the diagonal. Scores are computed as in the unfused
+program (dot product, then the scale, then the mask); the softmax is online, so its rounding
+differs from the unfused one by a few ulps.
+
+Innermost loops run over contiguous e (the dot products, a reduction marked reassoc) and f
+(the p @ v update), so LLVM vectorizes both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import arith, func, math as xmath, memref, scf
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+)
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from compiler.dialects.aicc_fused import AttentionOp
+from compiler.lowering.loop_builder import IndexBuilder, for_loop
+
+KERNEL_ATTR = "aicc.kernel"
+QUERY_BLOCK = 64  # query rows per parallel task
+ROW_TILE = 4  # rows that share each load of k^T and v
+KEY_BLOCK = 64  # keys per block: a 4 x 64 score tile stays in registers
+ACC_BYTES = 64 * 1024
+KT_BYTES = 32 * 1024
+REASSOC = arith.FastMathFlagsAttr([arith.FastMathFlag.REASSOC])
+# the products of q . k and p @ v may fuse into FMAs (one rounding instead of two)
+CONTRACT = arith.FastMathFlagsAttr([arith.FastMathFlag.ALLOW_CONTRACT])
+REASSOC_CONTRACT = arith.FastMathFlagsAttr([arith.FastMathFlag.REASSOC, arith.FastMathFlag.ALLOW_CONTRACT])
+
+
+class _Emitter:
+    def __init__(self, op: AttentionOp):
+        self.op = op
+        self.batch, self.L, self.S, self.E, self.F = op.sizes()
+        self.ety = op.out.type.element_type
+        self.idx: IndexBuilder | None = None
+
+    # -- small builders
+
+    def c(self, v: int) -> SSAValue:
+        assert self.idx is not None
+        return self.idx.const(v)
+
+    def f(self, b: Builder, v: float) -> SSAValue:
+        return b.insert(arith.ConstantOp(FloatAttr(v, self.ety))).result
+
+    @staticmethod
+    def op2(b: Builder, cls, x, y, fast: bool = False, flags=None) -> SSAValue:
+        o = cls(x, y, flags or REASSOC) if fast or flags else cls(x, y)
+        return b.insert(o).result
+
+    def fma(self, b: Builder, acc, x, y, reassoc: bool) -> SSAValue:
+        """acc + x * y, contractible into one FMA."""
+        prod = self.op2(b, arith.MulfOp, x, y, flags=CONTRACT)
+        return self.op2(b, arith.AddfOp, acc, prod, flags=REASSOC_CONTRACT if reassoc else CONTRACT)
+
+    def minsi(self, b, x, y):
+        return b.insert(arith.MinSIOp(x, y)).result
+
+    def addi(self, b, x, y):
+        return b.insert(arith.AddiOp(x, y)).result
+
+    def muli(self, b, x, y):
+        return b.insert(arith.MuliOp(x, y)).result
+
+    # -- operand access: logical index -> stored index
+
+    def index(self, value: SSAValue, perm: list[int] | None, logical: list[SSAValue]) -> list[SSAValue]:
+        """Stored indices of `value` for a logical index over (batch..., a, b), broadcasting
+        the value's batch dims against the result's."""
+        shape = value.type.get_shape()
+        rank = len(shape)
+        nb = len(self.batch)
+        batch_ix, tail = logical[:nb], logical[nb:]
+        if perm is None:  # the mask: no permutation, plain broadcasting over all dims
+            full = [*self.batch, self.L, self.S]
+            ix = [*batch_ix, *tail]
+            return [self.c(0) if shape[i] == 1 and full[i + len(full) - rank] != 1
+                    else ix[i + len(full) - rank] for i in range(rank)]
+        lshape = [shape[p] for p in perm]
+        lix = [self.c(0) if lshape[i] == 1 and self.batch[i + nb - (rank - 2)] != 1
+               else batch_ix[i + nb - (rank - 2)] for i in range(rank - 2)] + tail
+        stored: list[SSAValue] = [None] * rank  # type: ignore[list-item]
+        for t, p in enumerate(perm):
+            stored[p] = lix[t]
+        return stored
+
+    def load(self, b: Builder, which: str, logical: list[SSAValue]) -> SSAValue:
+        value = {"q": self.op.q, "k": self.op.k, "v": self.op.v, "mask": self.op.mask_value}[which]
+        perm = None if which == "mask" else self.op.perm(which)
+        return b.insert(memref.LoadOp.get(value, self.index(value, perm, logical))).res
+
+    # -- the nest
+
+    def build(self) -> scf.ParallelOp:
+        op = self.op
+        L, S, E, F = self.L, self.S, self.E, self.F
+        self.bq = block_rows(F, L)
+        self.kb = keys_per_block(E, S)
+        nbatch = math.prod(self.batch)
+        qblocks = -(-L // self.bq)
+        outer = Builder(InsertPoint.before(op))
+        lb, ub, st = (outer.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result
+                      for v in (0, nbatch * qblocks, 1))
+        body = Block(arg_types=[IndexType()])
+        par = scf.ParallelOp([lb], [ub], [st], Region(body))
+        par.attributes[KERNEL_ATTR] = StringAttr("attention")
+        outer.insert(par)
+        body.add_op(scf.ReduceOp())
+        self.idx = IndexBuilder(Builder(InsertPoint.before(par)))
+        b = Builder(InsertPoint.before(body.last_op))
+
+        task = body.args[0]
+        qb = b.insert(arith.RemUIOp(task, self.c(qblocks))).result
+        rest = b.insert(arith.DivUIOp(task, self.c(qblocks))).result
+        batch_ix: list[SSAValue] = [self.c(0)] * len(self.batch)
+        nonunit = [d for d, n in enumerate(self.batch) if n != 1]
+        for d in reversed(nonunit[1:]):
+            batch_ix[d] = b.insert(arith.RemUIOp(rest, self.c(self.batch[d]))).result
+            rest = b.insert(arith.DivUIOp(rest, self.c(self.batch[d]))).result
+        if nonunit:
+            batch_ix[nonunit[0]] = rest
+        self.batch_ix = batch_ix
+
+        ety = self.ety
+        self.kt = b.insert(memref.AllocaOp.get(ety, 64, [E, self.kb])).memref
+        self.scores = b.insert(memref.AllocaOp.get(ety, 64, [ROW_TILE, self.kb])).memref
+        self.acc = b.insert(memref.AllocaOp.get(ety, 64, [self.bq, F])).memref
+        self.m = b.insert(memref.AllocaOp.get(ety, 64, [self.bq])).memref
+        self.l = b.insert(memref.AllocaOp.get(ety, 64, [self.bq])).memref
+        self.i0 = self.muli(b, qb, self.c(self.bq))
+        self.nrows = self.minsi(b, self.c(self.bq), b.insert(arith.SubiOp(self.c(L), self.i0)).result)
+        neg_inf, zero = self.f(b, -math.inf), self.f(b, 0.0)
+
+        def init(bb: Builder, r: SSAValue, _):
+            bb.insert(memref.StoreOp.get(neg_inf, self.m, [r]))
+            bb.insert(memref.StoreOp.get(zero, self.l, [r]))
+            self.loop(bb, F, lambda b2, f: b2.insert(memref.StoreOp.get(zero, self.acc, [r, f])))
+            return []
+
+        for_loop(b, self.c(0), self.c(self.bq), self.c(1), [], init)
+        kend = self.c(S)
+        if op.causal is not None:  # the block's last row sees keys up to itself
+            kend = self.minsi(b, self.addi(b, self.i0, self.nrows), self.c(S))
+
+        def key_block(bb: Builder, j0: SSAValue, _):
+            self.key_block(bb, j0, kend)
+            return []
+
+        for_loop(b, self.c(0), kend, self.c(self.kb), [], key_block)
+
+        def write(bb: Builder, r: SSAValue, _):
+            i = self.addi(bb, self.i0, r)
+            lr = bb.insert(memref.LoadOp.get(self.l, [r])).res
+
+            def store(b2: Builder, f: SSAValue):
+                a = b2.insert(memref.LoadOp.get(self.acc, [r, f])).res
+                y = self.op2(b2, arith.DivfOp, a, lr)
+                ix = self.index(op.out, op.perm("out"), [*self.batch_ix, i, f])
+                b2.insert(memref.StoreOp.get(y, op.out, ix))
+
+            self.loop(bb, F, store)
+            return []
+
+        for_loop(b, self.c(0), self.nrows, self.c(1), [], write)
+        return par
+
+    def loop(self, b: Builder, n: int | SSAValue, body) -> None:
+        """for x in 0..n: body(builder, x), nothing carried."""
+        ub = self.c(n) if isinstance(n, int) else n
+
+        def inner(bb: Builder, x: SSAValue, _):
+            body(bb, x)
+            return []
+
+        for_loop(b, self.c(0), ub, self.c(1), [], inner)
+
+    def key_block(self, b: Builder, j0: SSAValue, kend: SSAValue) -> None:
+        """Keys j0 .. j0 + cols: k^T into the stack tile, then every row tile of the block."""
+        S, E, kb = self.S, self.E, self.kb
+        cols = self.minsi(b, self.c(kb), b.insert(arith.SubiOp(kend, j0)).result)
+        last = self.c(S - 1)
+
+        def transpose(bb: Builder, e: SSAValue):
+            def row(b2: Builder, c: SSAValue):
+                j = self.minsi(b2, self.addi(b2, j0, c), last)  # past the end: a real key, masked later
+                b2.insert(memref.StoreOp.get(self.load(b2, "k", [*self.batch_ix, j, e]), self.kt, [e, c]))
+
+            self.loop(bb, kb, row)
+
+        self.loop(b, E, transpose)
+        first = self.c(0)
+        if self.op.causal is not None:  # rows above the block's first key see none of it
+            skip = b.insert(arith.SubiOp(j0, self.i0)).result
+            skip = b.insert(arith.MaxSIOp(skip, self.c(0))).result
+            first = self.muli(b, b.insert(arith.DivUIOp(skip, self.c(ROW_TILE))).result, self.c(ROW_TILE))
+
+        def tile(bb: Builder, r0: SSAValue, _):
+            self.row_tile(bb, r0, j0, cols)
+            return []
+
+        for_loop(b, first, self.nrows, self.c(ROW_TILE), [], tile)
+
+    def row_tile(self, b: Builder, r0: SSAValue, j0: SSAValue, cols: SSAValue) -> None:
+        """ROW_TILE rows (state slots r0 .. r0+3; rows past L read row L-1 and are not written)
+        against one key block."""
+        op, L, S, E, F, kb = self.op, self.L, self.S, self.E, self.F, self.kb
+        slots = [self.addi(b, r0, self.c(t)) for t in range(ROW_TILE)]
+        rows = [self.minsi(b, self.addi(b, self.i0, r), self.c(L - 1)) for r in slots]
+        neg_inf, zero = self.f(b, -math.inf), self.f(b, 0.0)
+        scale = op.scale_value
+        scale_c = self.f(b, scale) if scale != 1.0 else None
+        fill = self.f(b, op.fill_value) if op.mask_kind in ("keep", "drop") else None
+
+        # s[t][:] = q_t . k^T tile: an outer-product update per e, vectorized over the keys
+        for t in range(ROW_TILE):
+            self.loop(b, kb, lambda bb, c, t=t: bb.insert(memref.StoreOp.get(zero, self.scores, [self.c(t), c])))
+
+        def per_e(bb: Builder, e: SSAValue):
+            qs = [self.load(bb, "q", [*self.batch_ix, rows[t], e]) for t in range(ROW_TILE)]
+
+            def per_c(b2: Builder, c: SSAValue):
+                kv = b2.insert(memref.LoadOp.get(self.kt, [e, c])).res
+                for t in range(ROW_TILE):
+                    a = b2.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res
+                    b2.insert(memref.StoreOp.get(self.fma(b2, a, qs[t], kv, False), self.scores, [self.c(t), c]))
+
+            self.loop(bb, kb, per_c)
+
+        self.loop(b, E, per_e)
+
+        # scale, mask, and the block max per row. Row t sees the block's first lim_t keys
+        # (fewer past the end of k, or past the diagonal when causal); only a block where some
+        # row sees fewer than all of them pays for the compare.
+        lims = []
+        for t in range(ROW_TILE):
+            lim = cols
+            if op.causal is not None:
+                upto = self.addi(b, b.insert(arith.SubiOp(rows[t], j0)).result, self.c(1))
+                lim = self.minsi(b, lim, upto)
+            lims.append(lim)
+        fewest = lims[0]
+        for lim in lims[1:]:
+            fewest = self.minsi(b, fewest, lim)
+        partial = b.insert(arith.CmpiOp(fewest, self.c(kb), "slt")).result
+
+        def finish_loop(bb: Builder, masked: bool) -> list[SSAValue]:
+            def finish(b2: Builder, c: SSAValue, acc):
+                jc = self.minsi(b2, self.addi(b2, j0, c), self.c(S - 1))
+                out = []
+                for t in range(ROW_TILE):
+                    s = b2.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res
+                    if scale_c is not None:
+                        s = self.op2(b2, arith.MulfOp, s, scale_c)
+                    if op.mask_kind == "add":
+                        s = self.op2(b2, arith.AddfOp, s, self.load(b2, "mask", [*self.batch_ix, rows[t], jc]))
+                    elif op.mask_kind in ("keep", "drop"):
+                        keep = self.load(b2, "mask", [*self.batch_ix, rows[t], jc])
+                        a, bsel = (s, fill) if op.mask_kind == "keep" else (fill, s)
+                        s = b2.insert(arith.SelectOp(keep, a, bsel)).result
+                    if masked:
+                        dead = b2.insert(arith.CmpiOp(c, lims[t], "sge")).result
+                        s = b2.insert(arith.SelectOp(dead, neg_inf, s)).result
+                    b2.insert(memref.StoreOp.get(s, self.scores, [self.c(t), c]))
+                    out.append(self.op2(b2, arith.MaximumfOp, acc[t], s, True))
+                return out
+
+            return list(for_loop(bb, self.c(0), self.c(kb), self.c(1), [neg_inf] * ROW_TILE, finish))
+
+        branches = []
+        for masked in (True, False):
+            block = Block()
+            inner = Builder(InsertPoint.at_end(block))
+            inner.insert(scf.YieldOp(*finish_loop(inner, masked)))
+            branches.append(Region(block))
+        maxes = b.insert(scf.IfOp(partial, [self.ety] * ROW_TILE, *branches)).results
+
+        # online softmax: new running max, rescale factor, p = exp(s - max), the row sums
+        ms, alpha, safe = [], [], []
+        for t in range(ROW_TILE):
+            m_old = b.insert(memref.LoadOp.get(self.m, [slots[t]])).res
+            m_new = self.op2(b, arith.MaximumfOp, m_old, maxes[t])
+            is_inf = b.insert(arith.CmpfOp(m_new, neg_inf, "oeq")).result
+            sf = b.insert(arith.SelectOp(is_inf, zero, m_new)).result  # an all-masked row so far
+            alpha.append(b.insert(xmath.ExpOp(self.op2(b, arith.SubfOp, m_old, sf))).result)
+            b.insert(memref.StoreOp.get(m_new, self.m, [slots[t]]))
+            ms.append(m_new), safe.append(sf)
+
+        def exp_sum(bb: Builder, c: SSAValue, acc):
+            out = []
+            for t in range(ROW_TILE):
+                s = bb.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res
+                p = bb.insert(xmath.ExpOp(self.op2(bb, arith.SubfOp, s, safe[t]))).result
+                bb.insert(memref.StoreOp.get(p, self.scores, [self.c(t), c]))
+                out.append(self.op2(bb, arith.AddfOp, acc[t], p, True))
+            return out
+
+        sums = for_loop(b, self.c(0), self.c(kb), self.c(1), [zero] * ROW_TILE, exp_sum)
+        for t in range(ROW_TILE):
+            l_old = b.insert(memref.LoadOp.get(self.l, [slots[t]])).res
+            l_new = self.op2(b, arith.AddfOp, self.op2(b, arith.MulfOp, l_old, alpha[t]), sums[t])
+            b.insert(memref.StoreOp.get(l_new, self.l, [slots[t]]))
+
+        # acc = acc * alpha + p @ v: the rows' accumulators stay in registers over the keys
+        def rescale(bb: Builder, f: SSAValue):
+            for t in range(ROW_TILE):
+                a = bb.insert(memref.LoadOp.get(self.acc, [slots[t], f])).res
+                bb.insert(memref.StoreOp.get(self.op2(bb, arith.MulfOp, a, alpha[t]), self.acc, [slots[t], f]))
+
+        self.loop(b, F, rescale)
+
+        def pv(bb: Builder, c: SSAValue):
+            j = self.addi(bb, j0, c)
+            ps = [bb.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res for t in range(ROW_TILE)]
+
+            def update(b2: Builder, f: SSAValue):
+                vv = self.load(b2, "v", [*self.batch_ix, j, f])
+                for t in range(ROW_TILE):
+                    a = b2.insert(memref.LoadOp.get(self.acc, [slots[t], f])).res
+                    b2.insert(memref.StoreOp.get(self.fma(b2, a, ps[t], vv, False), self.acc, [slots[t], f]))
+
+            self.loop(bb, F, update)
+
+        self.loop(b, cols, pv)
+
+
+def block_rows(F: int, L: int) -> int:
+    """Query rows per task: QUERY_BLOCK, fewer when a row's accumulator is long (the rows'
+    accumulators stay within ACC_BYTES), never more than L needs."""
+    rows = max(ROW_TILE, min(QUERY_BLOCK, ACC_BYTES // (4 * max(F, 1))) // ROW_TILE * ROW_TILE)
+    return min(rows, -(-L // ROW_TILE) * ROW_TILE)
+
+
+def keys_per_block(E: int, S: int) -> int:
+    """Keys per block: KEY_BLOCK, fewer when the transposed k tile would pass KT_BYTES."""
+    keys = max(16, min(KEY_BLOCK, KT_BYTES // (4 * max(E, 1))) // 16 * 16)
+    return min(keys, -(-S // 16) * 16)
+
+
+def lower(op: AttentionOp) -> scf.ParallelOp:
+    par = _Emitter(op).build()
+    Rewriter.erase_op(op)
+    return par
+
+
+@dataclass(frozen=True)
+class LowerAttention(ModulePass):
+    """aicc_fused.attention on memrefs becomes a flash-attention loop nest."""
+
+    name = "lower-attention"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for o in list(op.walk()):
+            if isinstance(o, AttentionOp):
+                if any(not isinstance(v.type, MemRefType) for v in o.operands):
+                    from compiler.errors import CompileError
+
+                    raise CompileError("lower-attention: run bufferize first (attention on tensors)")
+                lower(o)
+
+
+__all__ = ["LowerAttention", "QUERY_BLOCK", "ROW_TILE", "KEY_BLOCK", "block_rows", "keys_per_block"]

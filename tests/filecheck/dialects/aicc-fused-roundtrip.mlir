@@ -1,0 +1,20 @@
+// RUN: aicc-opt %s | aicc-opt | filecheck %s
+// aicc_fused.attention prints as ins(...) outs(...) {attributes} -> result, on tensors and memrefs.
+
+// CHECK-LABEL: func.func @tensors
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<2x7x3xf32>
+// CHECK-NEXT:    %[[O:.*]] = aicc_fused.attention ins(%q, %k, %v, %m : tensor<2x7x4xf32>, tensor<2x9x4xf32>, tensor<9x2x3xf32>, tensor<7x9xf32>) outs(%[[E]] : tensor<2x7x3xf32>) {scale = 5.000000e-01 : f64, mask = "add", v_perm = array<i64: 1, 0, 2>} -> tensor<2x7x3xf32>
+// CHECK-NEXT:    func.return %[[O]]
+func.func @tensors(%q: tensor<2x7x4xf32>, %k: tensor<2x9x4xf32>, %v: tensor<9x2x3xf32>, %m: tensor<7x9xf32>) -> tensor<2x7x3xf32> {
+  %e = tensor.empty() : tensor<2x7x3xf32>
+  %o = aicc_fused.attention ins(%q, %k, %v, %m : tensor<2x7x4xf32>, tensor<2x9x4xf32>, tensor<9x2x3xf32>, tensor<7x9xf32>) outs(%e : tensor<2x7x3xf32>) {scale = 5.000000e-01 : f64, mask = "add", v_perm = array<i64: 1, 0, 2>} -> tensor<2x7x3xf32>
+  func.return %o : tensor<2x7x3xf32>
+}
+
+// CHECK-LABEL: func.func @memrefs
+// CHECK-NEXT:    aicc_fused.attention ins(%q, %k, %v : memref<1x7x4xf32>, memref<3x7x4xf32>, memref<3x7x4xf32>) outs(%o : memref<3x7x4xf32>) {scale = 1.000000e+00 : f64, causal}
+// CHECK-NEXT:    func.return
+func.func @memrefs(%q: memref<1x7x4xf32>, %k: memref<3x7x4xf32>, %v: memref<3x7x4xf32>, %o: memref<3x7x4xf32>) {
+  aicc_fused.attention ins(%q, %k, %v : memref<1x7x4xf32>, memref<3x7x4xf32>, memref<3x7x4xf32>) outs(%o : memref<3x7x4xf32>) {scale = 1.000000e+00 : f64, causal}
+  func.return
+}

@@ -1,0 +1,57 @@
+// RUN: aicc-opt %s -p lower-attention,canonicalize,cse | filecheck %s
+
+// Causal attention over 2 heads, q and k read out of a (L, H, E) = (5, 2, 4) layout, v and the
+// result (H, L, F) = (2, 5, 3). One scf.parallel over (heads x query blocks): 2 x 1 tasks.
+// Per task: stack buffers for the transposed k tile (E x 16 keys), the 4 x 16 score tile, and
+// the block's accumulators, running max and sum (8 rows: 5 rounded up to the row tile).
+// CHECK-LABEL: func.func @causal
+// CHECK-SAME:    (%[[Q:.*]]: memref<5x2x4xf32>, %[[K:.*]]: memref<5x2x4xf32>, %[[V:.*]]: memref<2x5x3xf32>, %[[OUT:.*]]: memref<2x5x3xf32>)
+// CHECK:         %[[C2:.*]] = arith.constant 2 : index
+// CHECK:         "scf.parallel"(%{{.*}}, %[[C2]], %{{.*}})
+// CHECK-NEXT:    ^bb0(%[[T:.*]]: index):
+// CHECK-DAG:       %[[KT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<4x16xf32>
+// CHECK-DAG:       %[[ACC:.*]] = memref.alloca() {alignment = 64 : i64} : memref<8x3xf32>
+// CHECK-DAG:       %[[M:.*]] = memref.alloca() {alignment = 64 : i64} : memref<8xf32>
+// CHECK-DAG:       %[[L:.*]] = memref.alloca() {alignment = 64 : i64} : memref<8xf32>
+// Causal: the key sweep ends after the block's last row.
+// CHECK:           %[[NEG:.*]] = arith.constant 0xff800000 : f32
+// CHECK:           %[[KEND:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK:           %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK:           scf.for %[[J0:.*]] = %{{.*}} to %[[KEND]] step %{{.*}} {
+// k^T tile, read through k's permutation (head = the task's batch index).
+// CHECK:             memref.load %[[K]][%{{.*}}, %[[T]], %{{.*}}] : memref<5x2x4xf32>
+// CHECK:             memref.store %{{.*}}, %[[KT]]
+// Row tiles start at the first one that reaches this key block.
+// CHECK:             arith.maxsi
+// CHECK:             scf.for
+// The scores: one multiply-add of a q element and a k^T row per e, four rows at a time.
+// CHECK:               memref.load %[[Q]]
+// CHECK:               arith.mulf {{.*}} fastmath<contract>
+// CHECK:               arith.addf {{.*}} fastmath<contract>
+// Only a block some row does not see whole pays for the mask.
+// CHECK:               scf.if %{{.*}} -> (f32, f32, f32, f32) {
+// CHECK:                 arith.mulf %{{.*}}, %[[HALF]] : f32
+// CHECK:                 arith.select %{{.*}}, %[[NEG]], %{{.*}} : f32
+// CHECK:               } else {
+// CHECK-NOT:             arith.select
+// CHECK:               }
+// Online softmax: the new max, exp(old - new) rescales the sum and the accumulators.
+// CHECK:               memref.load %[[M]]
+// CHECK:               arith.maximumf
+// CHECK:               math.exp
+// CHECK:               memref.store %{{.*}}, %[[M]]
+// CHECK:               math.exp
+// CHECK:               memref.store %{{.*}}, %[[L]]
+// p @ v into the accumulators.
+// CHECK:               memref.load %[[V]][%[[T]], %{{.*}}, %{{.*}}] : memref<2x5x3xf32>
+// CHECK:               memref.store %{{.*}}, %[[ACC]]
+// The result: accumulators over the sums, for the block's real rows only.
+// CHECK:           scf.for
+// CHECK:             arith.divf
+// CHECK:             memref.store %{{.*}}, %[[OUT]][%[[T]], %{{.*}}, %{{.*}}] : memref<2x5x3xf32>
+// CHECK:         }) {aicc.kernel = "attention"}
+// CHECK-NOT:     aicc_fused.attention
+func.func @causal(%q: memref<5x2x4xf32>, %k: memref<5x2x4xf32>, %v: memref<2x5x3xf32>, %out: memref<2x5x3xf32>) {
+  aicc_fused.attention ins(%q, %k, %v : memref<5x2x4xf32>, memref<5x2x4xf32>, memref<2x5x3xf32>) outs(%out : memref<2x5x3xf32>) {scale = 5.000000e-01 : f64, causal, q_perm = array<i64: 1, 0, 2>, k_perm = array<i64: 1, 0, 2>}
+  func.return
+}
