@@ -31,7 +31,6 @@ Fields (GotoBLAS/BLIS names; rows of C are M, columns N, the reduction K):
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
@@ -52,6 +51,7 @@ from xdsl.ir import Attribute, Operation, OpResult, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
 
 from compiler.errors import CompileError
+from compiler.threads import default_threads
 
 SCHEDULE_ATTR = "aicc.schedule"
 
@@ -364,16 +364,6 @@ def is_constant(v: SSAValue) -> bool:
 
 L1_BYTES = 48 * 1024  # data cache per core, when the host's is unknown
 L2_BYTES = 2048 * 1024
-
-
-def default_threads() -> int:
-    env = os.environ.get("AICC_NUM_THREADS")
-    if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            pass
-    return os.cpu_count() or 1
 
 
 def _round_up(x: int, m: int) -> int:

@@ -18,6 +18,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from compiler.codegen.llvm import PARALLEL_FOR_SYMBOL
+from compiler.threads import default_threads
 
 _init_lock = threading.Lock()
 _initialized = False
@@ -96,16 +97,6 @@ def host_cache_bytes() -> tuple[int, int]:
     except (OSError, ValueError):
         pass
     return sizes.get(1, 0), sizes.get(2, 0)
-
-
-def default_threads() -> int:
-    env = os.environ.get("AICC_NUM_THREADS")
-    if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            pass
-    return os.cpu_count() or 1
 
 
 # ----------------------------------------------------------------------- thread pool
