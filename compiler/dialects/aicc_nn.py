@@ -20,7 +20,7 @@ the builders, the verifiers and the frontends, like in aicc.py.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -339,11 +339,12 @@ class SliceOp(IRDLOperation):
         _require_result(self, shape, element_type_of(self.input))
 
 
-@irdl_op_definition
-class GatherOp(IRDLOperation):
-    """np.take(data, indices, axis); negative indices count from the end, as in ONNX."""
+class _GatherBase(IRDLOperation):
+    """data, integer indices and an axis; `SHAPE_FN(op, data, indices, axis)` gives the result
+    shape (and raises ValueError naming the op)."""
 
-    name = "aicc.gather"
+    SHAPE_FN: ClassVar[Callable[[str, Sequence[int], Sequence[int], int], Shape]]
+
     data = operand_def(TensorType)
     indices = operand_def(TensorType)
     result = result_def(TensorType)
@@ -352,7 +353,7 @@ class GatherOp(IRDLOperation):
     assembly_format = "$data `,` $indices attr-dict `:` type($data) `,` type($indices) `->` type($result)"
 
     def __init__(self, data: SSAValue, indices: SSAValue, axis: int):
-        shape = gather_shape(self.name, shape_of(data), shape_of(indices), axis)
+        shape = type(self).SHAPE_FN(self.name, shape_of(data), shape_of(indices), axis)
         super().__init__(
             operands=[data, indices],
             result_types=[TensorType(element_type_of(data), shape)],
@@ -361,9 +362,18 @@ class GatherOp(IRDLOperation):
 
     def verify_(self) -> None:
         if not isinstance(element_type_of(self.indices), IntegerType):
-            raise VerifyException(f"aicc.gather: indices must be integers, got {self.indices.type}")
-        shape = _check(gather_shape, self.name, shape_of(self.data), shape_of(self.indices), self.axis.value.data)
+            raise VerifyException(f"{self.name}: indices must be integers, got {self.indices.type}")
+        shape = _check(type(self).SHAPE_FN, self.name, shape_of(self.data), shape_of(self.indices),
+                       self.axis.value.data)
         _require_result(self, shape, element_type_of(self.data))
+
+
+@irdl_op_definition
+class GatherOp(_GatherBase):
+    """np.take(data, indices, axis); negative indices count from the end, as in ONNX."""
+
+    name = "aicc.gather"
+    SHAPE_FN = staticmethod(gather_shape)
 
 
 def gather_elements_shape(op: str, data: Sequence[int], indices: Sequence[int], axis: int) -> Shape:
@@ -375,32 +385,12 @@ def gather_elements_shape(op: str, data: Sequence[int], indices: Sequence[int], 
 
 
 @irdl_op_definition
-class GatherElementsOp(IRDLOperation):
+class GatherElementsOp(_GatherBase):
     """np.take_along_axis: result[i] = data[i with i[axis] replaced by indices[i]]; the result
     has the indices' shape; negative indices count from the end, as in ONNX GatherElements."""
 
     name = "aicc.gather_elements"
-    data = operand_def(TensorType)
-    indices = operand_def(TensorType)
-    result = result_def(TensorType)
-    axis = attr_def(IntegerAttr)
-    traits = traits_def(Pure())
-    assembly_format = "$data `,` $indices attr-dict `:` type($data) `,` type($indices) `->` type($result)"
-
-    def __init__(self, data: SSAValue, indices: SSAValue, axis: int):
-        shape = gather_elements_shape(self.name, shape_of(data), shape_of(indices), axis)
-        super().__init__(
-            operands=[data, indices],
-            result_types=[TensorType(element_type_of(data), shape)],
-            attributes={"axis": IntegerAttr(axis, i64)},
-        )
-
-    def verify_(self) -> None:
-        if not isinstance(element_type_of(self.indices), IntegerType):
-            raise VerifyException(f"aicc.gather_elements: indices must be integers, got {self.indices.type}")
-        shape = _check(gather_elements_shape, self.name, shape_of(self.data), shape_of(self.indices),
-                       self.axis.value.data)
-        _require_result(self, shape, element_type_of(self.data))
+    SHAPE_FN = staticmethod(gather_elements_shape)
 
 
 def axis_check(op: str, shape: Sequence[int], axis: int) -> int:
