@@ -48,6 +48,20 @@ def _to_2d(imp, node, x):
     raise _unsupported(imp, node, f"a rank-{rank} input (aicc has 1-D and 2-D {node.op_type})")
 
 
+def _conv_operands(imp, node, ins):
+    """(x, w, bias or None, one_d) of a Conv / ConvTranspose: float operands, a 1-D input and
+    weight viewed as 2-D with height 1."""
+    g = imp.g
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    g.require_float(node.op_type, x, w)
+    x, one_d = _to_2d(imp, node, x)
+    if one_d:
+        ws = g.shape(w)
+        w = g.reshape(w, (ws[0], ws[1], 1, ws[2]))
+    return x, w, b, one_d
+
+
 def _lift(values, one_d, fill):
     return [fill, *values] if one_d else list(values)
 
@@ -63,13 +77,7 @@ def _pad(g, x, begin, end, value):
 @handles("Conv")
 def _op_conv(imp, node, ins, at):
     g = imp.g
-    x, w = ins[0], ins[1]
-    b = ins[2] if len(ins) > 2 else None
-    g.require_float("Conv", x, w)
-    x, one_d = _to_2d(imp, node, x)
-    if one_d:
-        ws = g.shape(w)
-        w = g.reshape(w, (ws[0], ws[1], 1, ws[2]))
+    x, w, b, one_d = _conv_operands(imp, node, ins)
     k = g.shape(w)[2:]
     strides = _lift(at.get("strides", [1] * (2 - one_d)), one_d, 1)
     dil = _lift(at.get("dilations", [1] * (2 - one_d)), one_d, 1)
@@ -560,13 +568,7 @@ def _op_conv_transpose(imp, node, ins, at):
     """pads / output_padding / output_shape / auto_pad as the ONNX reference resolves them;
     1-D runs as 2-D on a height-1 view."""
     g = imp.g
-    x, w = ins[0], ins[1]
-    b = ins[2] if len(ins) > 2 else None
-    g.require_float("ConvTranspose", x, w)
-    x, one_d = _to_2d(imp, node, x)
-    if one_d:
-        ws = g.shape(w)
-        w = g.reshape(w, (ws[0], ws[1], 1, ws[2]))
+    x, w, b, one_d = _conv_operands(imp, node, ins)
     nd = 1 if one_d else 2
     in_hw, k = list(g.shape(x)[2:][-nd:]), list(g.shape(w)[2:][-nd:])
     strides = list(at.get("strides", [1] * nd))
