@@ -196,6 +196,54 @@ def test_accumulator_init_folded_into_kernels(name, fn, sx, sb, schedule):
         assert m.stats["kernels"] == 1, m.stats
 
 
+EPILOGUES = [  # elementwise consumers of C that tile-matmul runs on each tile of C
+    ("relu_residual", lambda x, w, r: np.maximum(x @ w + r, 0.0), True),
+    ("gelu_tanh", lambda x, w, r: 0.5 * (x @ w) * (1 + np.tanh(0.8 * (x @ w))), True),
+    ("scale_residual", lambda x, w, r: (x @ w) * 0.5 + r, True),
+    ("shifted_relu", lambda x, w, r: np.maximum(x @ w - 0.25, 0.0), True),
+    ("reads_c_twice", lambda x, w, r: (x @ w) + np.maximum(x @ w, 0.0), True),  # one generic
+    ("c_is_a_result", lambda x, w, r: (np.maximum(x @ w, 0.0), x @ w), True),  # C stays
+    ("c_read_later", lambda x, w, r: (np.maximum(x @ w, 0.0), (x @ w).sum(axis=0)), False),
+]
+
+
+@pytest.mark.parametrize("name, fn, fused", EPILOGUES, ids=[e[0] for e in EPILOGUES])
+@pytest.mark.parametrize("mkn", [(1, 7, 129), (129, 33, 7), (37, 65, 70)], ids=str)
+@pytest.mark.parametrize("schedule", [None, {"kc": 8}, {"mc": 14, "nc": 32, "order": "nm"},
+                                      {"pack_b": False}])
+def test_epilogue_runs_on_each_tile(name, fn, fused, mkn, schedule):
+    """The consumer runs once per tile after the last K block (kc=8 splits K into several
+    blocks: applying it per block would be wrong). It is not taken when another op reads C
+    after the matmul."""
+    m_, k, n = mkn
+    x, w, r = rand(m_, k, seed=31), rand(k, n, seed=32), rand(m_, n, seed=33)
+    m, out = run(fn, (x, w, r), schedule=schedule)
+    ref = fn(*(a.astype(np.float64) for a in (x, w, r)))
+    for o, want in zip(out, ref) if isinstance(ref, tuple) else [(out, ref)]:
+        check(o, want, k)
+    assert ("epilogue" in m.ir("loops")) == fused
+    if fused:
+        assert m.stats["kernel_ops"] == {"linalg.matmul": 1}, m.stats
+
+
+def test_batched_and_transposed_epilogues():
+    a, b, bt = rand(3, 17, 9, seed=34), rand(3, 9, 33, seed=35), rand(33, 9, seed=36)
+    for fn, args in ((lambda a, b: np.maximum(a @ b, 0.0), (a, b)),
+                     (lambda a, bt: np.tanh(a @ bt.T), (a, bt))):
+        m, out = run(fn, args, schedule={"kc": 4})
+        check(out, fn(*(v.astype(np.float64) for v in args)), 9)
+        assert m.stats["kernels"] == 1, m.stats
+
+
+def test_epilogue_writes_the_result_in_place():
+    """relu(x @ W + b): the matmul accumulates straight into the returned array."""
+    x = rand(40, 45, seed=37)
+    m, out = run(dense_relu, (x,))
+    check(out, np.maximum(ref_matmul(x, W) + BIAS, 0.0), 45)
+    assert m.stats["kernels"] == 1 and m.stats["intermediate_buffers"] == 0, m.stats
+    assert "epilogue = \"arith.maximumf\"" in m.ir("loops")
+
+
 def test_chained_matmuls_per_op_schedules():
     def mlp(x, w1, w2):
         return np.maximum(x @ w1, 0.0) @ w2

@@ -142,7 +142,7 @@ def transpose_dims(op: linalg.GenericOp, order: Sequence[int], ranges: Sequence[
     return None if best is None else (best, inner)
 
 
-def _emit_body(op: linalg.GenericOp, b: Builder, ivs: dict[int, SSAValue],
+def emit_body(op: linalg.GenericOp, b: Builder, ivs: dict[int, SSAValue],
                accs: Sequence[SSAValue] | None):
     """Loads, the cloned scalar body, and stores (or the yielded accumulators)."""
     maps = [m.data for m in op.indexing_maps]
@@ -203,7 +203,7 @@ def _lower_tiled(op: linalg.GenericOp, rewriter: PatternRewriter, ranges: Sequen
         Builder(InsertPoint.at_end(body)).insert(scf.YieldOp())
         b = Builder(InsertPoint.before(body.last_op))
         ivs[x] = body.args[0]
-    _emit_body(op, b, ivs, None)
+    emit_body(op, b, ivs, None)
     rewriter.erase(op)
 
 
@@ -249,8 +249,8 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter, transpose_til
         Builder(InsertPoint.at_end(block)).insert(scf.ReduceOp())
         b = Builder(InsertPoint.before(block.last_op))
 
-    def emit_body(b: Builder, ivs: dict[int, SSAValue], accs: Sequence[SSAValue] | None):
-        return _emit_body(op, b, ivs, accs)
+    def body(b: Builder, ivs: dict[int, SSAValue], accs: Sequence[SSAValue] | None):
+        return emit_body(op, b, ivs, accs)
 
     for d in seq[:-1] if reg_acc else seq:
         block = Block(arg_types=[IndexType()])
@@ -271,12 +271,12 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter, transpose_til
         for_op = scf.ForOp(zero, bounds[inner], one, inits, Region(block))
         b.insert(for_op)
         inner_b = Builder(InsertPoint.at_end(block))
-        results = emit_body(inner_b, {**ivs, inner: block.args[0]}, block.args[1:])
+        results = body(inner_b, {**ivs, inner: block.args[0]}, block.args[1:])
         inner_b.insert(scf.YieldOp(*results))
         for res, v, ix in zip(for_op.results, op.outputs, out_indices):
             b.insert(memref.StoreOp.get(res, v, ix))
     else:
-        emit_body(b, ivs, None)
+        body(b, ivs, None)
     rewriter.erase(op)
 
 

@@ -18,17 +18,24 @@ into a new global in the panel layout, and nothing packs it at run time. A zero
 `linalg.fill` of C right before the matmul is dropped: the first K block overwrites C.
 Sizes that are not multiples of the tile are handled by the micro-kernel (`rows`/`cols`
 below mr/nr), reading the zero padding of the packed operands.
+
+Epilogues: a copy of a bias or residual into C before the matmul becomes the first K
+block's starting value (`init`), and an elementwise op right after it that is C's only
+reader (activation, bias, residual add, scaling) runs on each mc x nc tile of C after the
+tile's last K block, while the tile is in cache; a temporary C then goes, the matmul
+accumulating in the epilogue's output. Neither leaves a loop nest of its own.
 """
 
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseIntOrFPElementsAttr,
@@ -53,6 +60,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
 from compiler.dialects.aicc_cpu import MicrokernelOp
 from compiler.errors import CompileError
+from compiler.stats import flops
+from compiler.lowering.linalg_to_loops import emit_body
 from compiler.lowering.schedule import (
     MatmulMatch,
     MatmulSchedule,
@@ -243,6 +252,8 @@ class _Tiler:
         self.init = None if first_overwrites else self._fold_init_copy()
         if self.init is not None:
             first_overwrites = True  # the first K block starts from the init operand
+        self.epilogue = self._take_epilogue()
+        mm = self.match  # C may now be the epilogue's output
         ix = _Ix(op)
         top = Builder(InsertPoint.before(op))
         elem = mm.element_type
@@ -286,13 +297,19 @@ class _Tiler:
         compute = last_pack.next_op
         while not isinstance(compute, scf.ParallelOp | scf.ForOp | MicrokernelOp):
             compute = compute.next_op
-        compute.attributes[TILED_ATTR] = DictionaryAttr({
-            "op": StringAttr(op.name.removeprefix("linalg.")),
-            "flops": IntegerAttr(2 * math.prod(mm.batch) * M * N * K, i64)})
+        info = {"op": StringAttr(op.name.removeprefix("linalg.")),
+                "flops": IntegerAttr(2 * math.prod(mm.batch) * M * N * K
+                                     + (flops(self.epilogue) if self.epilogue else 0), i64)}
+        if self.epilogue is not None:  # the fused ops, by name
+            info["epilogue"] = StringAttr(",".join(
+                o.name for o in self.epilogue.body.block.ops if not isinstance(o, linalg.YieldOp)))
+        compute.attributes[TILED_ATTR] = DictionaryAttr(info)
         after = Builder(InsertPoint.after(op))
         for a in allocs:
             after.insert(memref.DeallocOp.get(a))
         Rewriter.erase_op(op)
+        if self.epilogue is not None:
+            Rewriter.erase_op(self.epilogue)
 
     # -- the zero fill
 
@@ -315,17 +332,16 @@ class _Tiler:
         return True
 
     def _fold_init_copy(self):
-        """A copy of a row-contiguous operand into C right before the matmul (a bias or a
-        residual that fuse-linear-bias made the accumulator's start): erase it, and let the
-        kernels' first K block read the operand instead. Returns (operand, its flat view
-        made later, strides of the loop dims (batch..., m, n) in it) or None."""
+        """A copy of a row-contiguous operand into C before the matmul (a bias or a residual
+        that fuse-linear-bias made the accumulator's start): erase it, and let the kernels'
+        first K block read the operand instead. Ops in between (a fused row nest, say) may
+        stay when they touch neither C nor the operand; a dealloc of the operand moves after
+        the matmul, which now reads it. Returns (operand, strides of the loop dims
+        (batch..., m, n) in it) or None."""
         op, c = self.match.op, self.match.c
         aliases = _aliases(c)
         prev = op.prev_op
-        while prev is not None:
-            if any(v in aliases for v in prev.operands) or prev.regions and not isinstance(
-                    prev, linalg.GenericOp):
-                break
+        while prev is not None and not _touches(prev, aliases):
             prev = prev.prev_op
         if not (isinstance(prev, linalg.GenericOp) and len(prev.inputs) == 1
                 and list(prev.outputs) == [c]):
@@ -350,13 +366,84 @@ class _Tiler:
         if strides[-1] != 1:  # the kernel reads init along n, vw lanes at a time
             return None
         src_aliases = _aliases(src)
+        late_deallocs = []
         between = prev.next_op
         while between is not op:  # nothing in between may write the operand
-            if any(v in src_aliases for v in between.operands):
+            if isinstance(between, memref.DeallocOp) and between.memref is src:
+                late_deallocs.append(between)
+            elif _touches(between, src_aliases):
                 return None
             between = between.next_op
+        for d in late_deallocs:
+            d.detach()
+            Rewriter.insert_op(d, InsertPoint.after(op))
         Rewriter.erase_op(prev)
         return src, strides
+
+    # -- the epilogue
+
+    def _take_epilogue(self) -> linalg.GenericOp | None:
+        """An elementwise op right after the matmul that reads C where it writes (bias,
+        activation, residual, scaling: `D[i] = f(C[i], others...)`) and is C's only reader:
+        it runs on each tile of C right after the tile's last K block, while the tile is in
+        cache, and no pass over C remains. When C is a temporary, the matmul accumulates in D
+        instead and C goes. Ops between the two may only be allocations, views, constants
+        and deallocations (moved before the matmul, deallocations left where they are)."""
+        op, c = self.match.op, self.match.c
+        shape = c.type.get_shape()
+        rank = len(shape)
+        nxt, between = op.next_op, []
+        while isinstance(nxt, arith.ConstantOp | memref.AllocOp | memref.DeallocOp
+                         | memref.ViewOp | memref.GetGlobalOp):
+            if isinstance(nxt, memref.DeallocOp) and nxt.memref is c:
+                return None
+            between.append(nxt)
+            nxt = nxt.next_op
+        g = nxt
+        if not (isinstance(g, linalg.GenericOp) and len(g.outputs) == 1
+                and all(it.data == IteratorType.PARALLEL for it in g.iterator_types)):
+            return None
+        maps = [m.data for m in g.indexing_maps]
+        ident = AffineMap.identity(rank)
+        d = g.outputs[0]
+        c_in = [i for i, v in enumerate(g.inputs) if v is c]
+        if (len(c_in) != 1 or maps[c_in[0]] != ident or maps[-1] != ident
+                or not isinstance(d.type, MemRefType) or d.type.get_shape() != shape
+                or d.type.element_type != c.type.element_type
+                or any(o.dialect_name() not in ("arith", "math") for o in g.body.block.ops
+                       if not isinstance(o, linalg.YieldOp))):
+            return None
+        others = [v for v in g.inputs if v is not c]
+        c_aliases, d_aliases = _aliases(c), _aliases(d)
+        if any(v in c_aliases or v in d_aliases for v in others):
+            return None
+        # After the matmul, only the epilogue reads C (and deallocates it); before it, ops
+        # may write C's initial value (a bias that fuse-rows wrote with a row nest, say).
+        block = op.parent_block()
+
+        def before_matmul(user: Operation) -> bool:
+            top = block.find_ancestor_op_in_block(user)
+            return top is not None and top.is_before_in_block(op)
+
+        if c_aliases != {c} or any(u.operation not in (op, g) and not isinstance(
+                u.operation, memref.DeallocOp) and not before_matmul(u.operation)
+                for u in c.uses):
+            return None
+        replace_c = d is not c and isinstance(c, OpResult) and isinstance(c.op, memref.AllocOp)
+        for o in between:  # before C's allocation when D replaces C, else before the matmul
+            if not isinstance(o, memref.DeallocOp):
+                o.detach()
+                Rewriter.insert_op(o, InsertPoint.before(c.op if replace_c else op))
+        if replace_c:
+            # a temporary C goes: the matmul accumulates in D, the epilogue works in place
+            for u in list(c.uses):
+                if isinstance(u.operation, memref.DeallocOp):
+                    Rewriter.erase_op(u.operation)
+            alloc = c.op
+            c.replace_all_uses_with(d)
+            Rewriter.erase_op(alloc)
+            self.match = dataclasses.replace(self.match, c=d)
+        return g
 
     # -- packing
 
@@ -562,6 +649,8 @@ class _Tiler:
                             sliver(b, ir)))
 
             _for(b, ix, 0, K, s.kc, kblock)
+            if self.epilogue is not None:
+                self._emit_epilogue(b, ix, bidx, ic, jc, mcv, ncv)
 
         def nest(b: Builder, idx: dict[str, Index], dims: list[str]) -> None:
             if not dims:
@@ -579,6 +668,28 @@ class _Tiler:
             _parallel(b, ix, math.prod(ext), par_body)
         else:
             nest(b, {}, seq)
+
+
+    def _emit_epilogue(self, b: Builder, ix: _Ix, bidx: list[Index], ic: Index, jc: Index,
+                       mcv: Index, ncv: Index) -> None:
+        """The epilogue's scalar body over the mcv x ncv tile of C at (batch, ic, jc)."""
+        nb = len(self.match.batch)
+
+        def row(b: Builder, i: Index) -> None:
+            def col(b: Builder, j: Index) -> None:
+                ivs = {d: ix.v(v) for d, v in enumerate(bidx)}
+                ivs[nb] = ix.v(ix.add(b, ic, i))
+                ivs[nb + 1] = ix.v(ix.add(b, jc, j))
+                emit_body(self.epilogue, b, ivs, None)
+
+            _for(b, ix, 0, ncv, 1, col)
+
+        _for(b, ix, 0, mcv, 1, row)
+
+
+def _touches(op: Operation, values: set[SSAValue]) -> bool:
+    """Whether `op` or any op nested in it has an operand in `values`."""
+    return any(v in values for o in op.walk() for v in o.operands)
 
 
 def _aliases(v: SSAValue) -> set[SSAValue]:

@@ -138,3 +138,44 @@ func.func @bias(%x: memref<6x5xf32>, %w: memref<5x16xf32>, %bias: memref<16xf32>
   linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 16 : i64, vw = 16 : i64, kc = 5 : i64, mc = 6 : i64, nc = 16 : i64, ku = 1 : i64, pack_a = false, pack_b = false, parallel = "", order = "mn", pf = 0 : i64}} ins(%x, %w : memref<6x5xf32>, memref<5x16xf32>) outs(%c : memref<6x16xf32>)
   func.return
 }
+
+// -----
+// An epilogue: relu(C + bias) right after the matmul, C a temporary read by nothing else.
+// C goes: the matmul accumulates in the result %d, and after the last K block of each
+// tile (K = 24 in blocks of 16) a loop nest over the tile's rows and columns applies the
+// epilogue's body in place. No loop nest of its own remains, and the tile loop names the
+// fused ops (its flops: 2 * 20 * 40 * 24 + 2 * 20 * 40).
+// CHECK-LABEL: func.func @epilogue
+// CHECK-SAME:      (%[[A:.*]]: memref<20x24xf32>, %[[B:.*]]: memref<24x40xf32>, %[[BIAS:.*]]: memref<40xf32>, %[[D:.*]]: memref<20x40xf32>)
+// CHECK-NOT:     memref.alloc() {alignment = 64 : i64} : memref<20x40xf32>
+// CHECK:         %[[DF:.*]] = memref.collapse_shape %[[D]]
+// CHECK:         "scf.parallel"
+// CHECK:         "scf.parallel"
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:             aicc_cpu.microkernel %{{.*}}, %{{.*}}, %[[DF]][%{{.*}}]
+// CHECK:           }
+// CHECK:           scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:             scf.for %[[J:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:               %[[ROW:.*]] = arith.addi %{{.*}}, %[[I]] : index
+// CHECK:               %[[COL:.*]] = arith.addi %{{.*}}, %[[J]] : index
+// CHECK:               %[[X:.*]] = memref.load %[[D]][%[[ROW]], %[[COL]]] : memref<20x40xf32>
+// CHECK:               %[[BV:.*]] = memref.load %[[BIAS]][%[[COL]]] : memref<40xf32>
+// CHECK:               %[[S:.*]] = arith.addf %[[X]], %[[BV]] : f32
+// CHECK:               %[[R:.*]] = arith.maximumf %[[S]], %{{.*}} : f32
+// CHECK:               memref.store %[[R]], %[[D]][%[[ROW]], %[[COL]]] : memref<20x40xf32>
+// CHECK:         }) {aicc.tiled = {op = "matmul", flops = 40000 : i64, epilogue = "arith.addf,arith.maximumf"}} : (index, index, index) -> ()
+// CHECK-NOT:     linalg.generic
+func.func @epilogue(%a: memref<20x24xf32>, %b: memref<24x40xf32>, %bias: memref<40xf32>, %d: memref<20x40xf32>) {
+  %z = arith.constant 0.0 : f32
+  %c = memref.alloc() {alignment = 64 : i64} : memref<20x40xf32>
+  linalg.fill ins(%z : f32) outs(%c : memref<20x40xf32>)
+  linalg.matmul {aicc.schedule = {mr = 4 : i64, nr = 16 : i64, vw = 8 : i64, kc = 16 : i64, mc = 8 : i64, nc = 32 : i64, ku = 2 : i64, pack_a = false, pack_b = true, parallel = "mn", order = "mn", pf = 0 : i64}} ins(%a, %b : memref<20x24xf32>, memref<24x40xf32>) outs(%c : memref<20x40xf32>)
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%c, %bias : memref<20x40xf32>, memref<40xf32>) outs(%d : memref<20x40xf32>) {
+  ^bb0(%x: f32, %bv: f32, %o: f32):
+    %s = arith.addf %x, %bv : f32
+    %r = arith.maximumf %s, %z : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %c : memref<20x40xf32>
+  func.return
+}
