@@ -235,6 +235,23 @@ def test_batched_and_transposed_epilogues():
         assert m.stats["kernels"] == 1, m.stats
 
 
+@pytest.mark.parametrize("schedule", [None, {"kc": 8, "mr": 3}, {"nc": 16, "order": "nm"}])
+def test_epilogue_through_a_reshape(schedule):
+    """A conv-shaped consumer: the (N, OC, OH*OW) matmul read as (N, OC, OH, OW) by bias +
+    relu. The epilogue maps each element through its flat index; C is a view of the result."""
+    w, b = rand(5, 27, seed=38), rand(1, 5, 1, 1, seed=39)
+    col = rand(2, 27, 63, seed=40)
+
+    def fn(col):
+        return np.maximum((w @ col).reshape(2, 5, 7, 9) + b, 0.0)
+
+    m, out = run(fn, (col,), schedule=schedule)
+    check(out, np.maximum((w.astype(np.float64) @ col).reshape(2, 5, 7, 9) + b, 0.0), 27)
+    assert m.stats["kernels"] == 1, m.stats
+    ir = m.ir("memref")  # no temporary C: neither shape is a workspace view or an alloc
+    assert "xi8> to memref<2x5x63xf32>" not in ir and "alloc() {alignment = 64 : i64} : memref<2x5x" not in ir
+
+
 def test_epilogue_writes_the_result_in_place():
     """relu(x @ W + b): the matmul accumulates straight into the returned array."""
     x = rand(40, 45, seed=37)

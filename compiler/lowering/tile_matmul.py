@@ -38,6 +38,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
     FloatAttr,
@@ -191,6 +192,19 @@ def _flat(b: Builder, v: SSAValue) -> SSAValue:
         else ArrayAttr([])
     op = memref.CollapseShapeOp.create(operands=[v], result_types=[flat_t],
                                        properties={"reassociation": groups})
+    return b.insert(op).results[0]
+
+
+def _reshaped(b: Builder, v: SSAValue, t: MemRefType) -> SSAValue:
+    """A row-major view of contiguous `v` as type `t` (same element count): flat, expanded."""
+    flat = _flat(b, v)
+    if len(t.get_shape()) == 1:
+        return flat
+    op = memref.ExpandShapeOp.create(
+        operands=[flat], result_types=[t],
+        properties={"reassociation": ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in range(
+            len(t.get_shape()))])]), "static_output_shape": DenseArrayBase.from_list(
+                i64, list(t.get_shape()))})
     return b.insert(op).results[0]
 
 
@@ -384,65 +398,84 @@ class _Tiler:
 
     def _take_epilogue(self) -> linalg.GenericOp | None:
         """An elementwise op right after the matmul that reads C where it writes (bias,
-        activation, residual, scaling: `D[i] = f(C[i], others...)`) and is C's only reader:
-        it runs on each tile of C right after the tile's last K block, while the tile is in
-        cache, and no pass over C remains. When C is a temporary, the matmul accumulates in D
-        instead and C goes. Ops between the two may only be allocations, views, constants
-        and deallocations (moved before the matmul, deallocations left where they are)."""
+        activation, residual, scaling: `D[i] = f(C[i], others...)`) and is C's only reader,
+        possibly through reshapes (a row-major view of C: a conv's (N, OC, OH*OW) result
+        read as (N, OC, OH, OW)): it runs on each tile of C right after the tile's last K
+        block, while the tile is in cache, and no pass over C remains. When C is a
+        temporary, the matmul accumulates in D (a view of it in C's shape) and C goes.
+        Before the matmul, ops may write C's start (a bias a fused row nest wrote). Between
+        the two, only allocations, views, constants and deallocations (moved before the
+        matmul, deallocations left where they are)."""
         op, c = self.match.op, self.match.c
-        shape = c.type.get_shape()
-        rank = len(shape)
-        nxt, between = op.next_op, []
-        while isinstance(nxt, arith.ConstantOp | memref.AllocOp | memref.DeallocOp
-                         | memref.ViewOp | memref.GetGlobalOp):
-            if isinstance(nxt, memref.DeallocOp) and nxt.memref is c:
-                return None
-            between.append(nxt)
-            nxt = nxt.next_op
-        g = nxt
-        if not (isinstance(g, linalg.GenericOp) and len(g.outputs) == 1
-                and all(it.data == IteratorType.PARALLEL for it in g.iterator_types)):
-            return None
-        maps = [m.data for m in g.indexing_maps]
-        ident = AffineMap.identity(rank)
-        d = g.outputs[0]
-        c_in = [i for i, v in enumerate(g.inputs) if v is c]
-        if (len(c_in) != 1 or maps[c_in[0]] != ident or maps[-1] != ident
-                or not isinstance(d.type, MemRefType) or d.type.get_shape() != shape
-                or d.type.element_type != c.type.element_type
-                or any(o.dialect_name() not in ("arith", "math") for o in g.body.block.ops
-                       if not isinstance(o, linalg.YieldOp))):
-            return None
-        others = [v for v in g.inputs if v is not c]
-        c_aliases, d_aliases = _aliases(c), _aliases(d)
-        if any(v in c_aliases or v in d_aliases for v in others):
-            return None
-        # After the matmul, only the epilogue reads C (and deallocates it); before it, ops
-        # may write C's initial value (a bias that fuse-rows wrote with a row nest, say).
         block = op.parent_block()
 
         def before_matmul(user: Operation) -> bool:
             top = block.find_ancestor_op_in_block(user)
             return top is not None and top.is_before_in_block(op)
 
-        if c_aliases != {c} or any(u.operation not in (op, g) and not isinstance(
-                u.operation, memref.DeallocOp) and not before_matmul(u.operation)
-                for u in c.uses):
+        # C's one reader after the matmul, through a chain of single-use reshapes
+        view, chain = c, []
+        while True:
+            readers = [u.operation for u in view.uses if u.operation is not op
+                       and not isinstance(u.operation, memref.DeallocOp)
+                       and not (view is c and before_matmul(u.operation))]
+            if len(readers) != 1:
+                return None
+            if not isinstance(readers[0], memref.CollapseShapeOp | memref.ExpandShapeOp):
+                break
+            if view is not c and any(isinstance(u.operation, memref.DeallocOp) for u in view.uses):
+                return None
+            chain.append(readers[0])
+            view = readers[0].result
+        g = readers[0]
+        nxt, between = op.next_op, []
+        while nxt is not g:
+            if not isinstance(nxt, arith.ConstantOp | memref.AllocOp | memref.DeallocOp
+                              | memref.ViewOp | memref.GetGlobalOp | memref.CollapseShapeOp
+                              | memref.ExpandShapeOp) or (
+                    isinstance(nxt, memref.DeallocOp) and nxt.memref is c):
+                return None
+            between.append(nxt)
+            nxt = nxt.next_op
+        shape = view.type.get_shape()
+        if not (isinstance(g, linalg.GenericOp) and len(g.outputs) == 1
+                and all(it.data == IteratorType.PARALLEL for it in g.iterator_types)):
             return None
-        replace_c = d is not c and isinstance(c, OpResult) and isinstance(c.op, memref.AllocOp)
+        maps = [m.data for m in g.indexing_maps]
+        ident = AffineMap.identity(len(shape))
+        d = g.outputs[0]
+        c_in = [i for i, v in enumerate(g.inputs) if v is view]
+        if (len(c_in) != 1 or maps[c_in[0]] != ident or maps[-1] != ident
+                or not isinstance(d.type, MemRefType) or d.type.get_shape() != shape
+                or d.type.element_type != c.type.element_type
+                or any(o.dialect_name() not in ("arith", "math") for o in g.body.block.ops
+                       if not isinstance(o, linalg.YieldOp))):
+            return None
+        others = [v for v in g.inputs if v is not view]
+        c_aliases, d_aliases = _aliases(c), _aliases(d)
+        if c_aliases != {c, *(v.result for v in chain)} or any(
+                v in c_aliases or v in d_aliases for v in others):
+            return None
+        replace_c = d is not view and isinstance(c, OpResult) and isinstance(c.op, memref.AllocOp)
         for o in between:  # before C's allocation when D replaces C, else before the matmul
-            if not isinstance(o, memref.DeallocOp):
+            if not isinstance(o, memref.DeallocOp) and o not in chain:
                 o.detach()
                 Rewriter.insert_op(o, InsertPoint.before(c.op if replace_c else op))
+        self.epilogue_shape = shape
         if replace_c:
             # a temporary C goes: the matmul accumulates in D, the epilogue works in place
             for u in list(c.uses):
                 if isinstance(u.operation, memref.DeallocOp):
                     Rewriter.erase_op(u.operation)
             alloc = c.op
-            c.replace_all_uses_with(d)
+            b = Builder(InsertPoint.before(alloc))
+            new_c = d if d.type == c.type else _reshaped(b, d, c.type)
+            c.replace_all_uses_with(new_c)
             Rewriter.erase_op(alloc)
-            self.match = dataclasses.replace(self.match, c=d)
+            self.match = dataclasses.replace(self.match, c=new_c)
+        for o in chain:  # the epilogue, now inside the tile loops, reads C through them
+            o.detach()
+            Rewriter.insert_op(o, InsertPoint.before(op))
         return g
 
     # -- packing
@@ -672,15 +705,21 @@ class _Tiler:
 
     def _emit_epilogue(self, b: Builder, ix: _Ix, bidx: list[Index], ic: Index, jc: Index,
                        mcv: Index, ncv: Index) -> None:
-        """The epilogue's scalar body over the mcv x ncv tile of C at (batch, ic, jc)."""
-        nb = len(self.match.batch)
+        """The epilogue's scalar body over the mcv x ncv tile of C at (batch, ic, jc); on a
+        reshaped view of C, at the row-major digits of the element's flat index."""
+        mm = self.match
+        c_shape = list(mm.batch) + [mm.m, mm.n]
+        e_shape = list(self.epilogue_shape)
 
         def row(b: Builder, i: Index) -> None:
             def col(b: Builder, j: Index) -> None:
-                ivs = {d: ix.v(v) for d, v in enumerate(bidx)}
-                ivs[nb] = ix.v(ix.add(b, ic, i))
-                ivs[nb + 1] = ix.v(ix.add(b, jc, j))
-                emit_body(self.epilogue, b, ivs, None)
+                at = [*bidx, ix.add(b, ic, i), ix.add(b, jc, j)]
+                if e_shape != c_shape:
+                    flat: Index = 0
+                    for v, size in zip(at, c_shape):
+                        flat = ix.add(b, ix.mul(b, flat, size), v)
+                    at = _split_flat(b, ix, flat, e_shape)
+                emit_body(self.epilogue, b, {dim: ix.v(v) for dim, v in enumerate(at)}, None)
 
             _for(b, ix, 0, ncv, 1, col)
 
