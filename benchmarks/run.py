@@ -6,14 +6,18 @@ at one thread and at all threads.
     python benchmarks/run.py --only softmax,attention --threads 1
     python benchmarks/run.py --peers numpy,torch    # leave out torch.compile and ONNX Runtime
     python benchmarks/run.py --clock thread --threads 1   # CPU time of the calling thread
+    python benchmarks/run.py --chart-only    # redraw cpu.png from cpu.json
 
 Each thread count runs in its own process (BLAS reads its thread count at start-up), with
 OPENBLAS/OMP/MKL_NUM_THREADS and AICC_NUM_THREADS set alike, torch.set_num_threads and ONNX
 Runtime's intra-op threads set to the same count, and times aicc and every peer that applies
 on the same inputs in that one process. It reports medians and the ratio peer/aicc (> 1: aicc is
-faster), checks that every peer agrees with aicc, and writes benchmarks/results/cpu.json and
-cpu.md. A peer that fails (torch.compile without a working C++ toolchain, say) is reported with
-its error and skipped. No assertion is made on any time.
+faster), checks that every peer agrees with aicc (max_scaled_err), and writes
+benchmarks/results/cpu.json, cpu.md and, with matplotlib (the `bench` extra), cpu.png: peer
+time / aicc time, one subplot per thread count. A peer that fails (torch.compile without a
+working C++ toolchain, say) is reported with its error and skipped. cpu.md ends with the issue's
+one-thread bars (BARS), each met or not met by the numbers of the same run; this is reporting:
+no assertion is made on any time.
 
 `--clock thread` measures the calling thread's CPU time instead of wall time: at one thread
 every library here computes on the calling thread, and CPU time ignores the time other
@@ -21,7 +25,14 @@ processes take the core away, which is what a shared machine needs. It has no me
 threads, where wall time is used regardless.
 
 The fusion workloads of issue 5 (softmax, layer norm, gelu(x @ W + b), causal attention, an
-encoder layer) come from workloads.py, which also builds their torch and ONNX forms.
+encoder layer) come from workloads.py, which also builds their torch and ONNX forms. The model
+workloads (an MLP 784-512-512-10, a CNN on 3x32x32 images, a transformer encoder layer with
+d_model 256, 4 heads, ffn 1024, sequence 128; each at batch 1 and 32) are torch.nn.Modules
+(models.py) that aicc compiles through its torch frontend; ONNX Runtime runs them exported with
+torch.onnx.export, NumPy (MLP, encoder) with the same weights.
+
+Peak fp32 FLOP/s is measured once (benchmarks/peak.py): FMA units x f32 lanes x 2 x the measured
+clock, times the thread count.
 """
 
 from __future__ import annotations
@@ -453,7 +464,8 @@ def write_chart(results: dict, path: Path) -> bool:
             ax.bar([x for x, _ in bars], [y - 1 for _, y in bars], width, bottom=1, label=p)
         ax.axhline(1.0, color="black", linewidth=1)
         ax.set_yscale("log")
-        ax.set_xticks(range(len(rows)), [r["name"] for r in rows], rotation=35, ha="right", fontsize=8)
+        ax.set_xticks(range(len(rows)), [r["name"] for r in rows], rotation=35, ha="right",
+                      rotation_mode="anchor", fontsize=8)
         ax.set_ylabel("peer time / aicc time")
         ax.set_title(f"{t} thread(s): above 1, aicc is faster")
         if peers:
