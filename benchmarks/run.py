@@ -41,6 +41,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -544,7 +545,7 @@ def main() -> int:
             print(f"  {verdict(met):8s} {statement}: {numbers}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "cpu.json").write_text(json.dumps(results, indent=2))
-    command = "python benchmarks/run.py " + " ".join(sys.argv[1:])
+    command = "python benchmarks/run.py " + shlex.join(sys.argv[1:])
     (args.out / "cpu.md").write_text(markdown(results, command.strip()))
     print(f"\nwrote {args.out / 'cpu.json'} and {args.out / 'cpu.md'}")
     if write_chart(results, args.out / "cpu.png"):
