@@ -6,14 +6,18 @@ at one thread and at all threads.
     python benchmarks/run.py --only softmax,attention --threads 1
     python benchmarks/run.py --peers numpy,torch    # leave out torch.compile and ONNX Runtime
     python benchmarks/run.py --clock thread --threads 1   # CPU time of the calling thread
+    python benchmarks/run.py --chart-only    # redraw cpu.png from cpu.json
 
 Each thread count runs in its own process (BLAS reads its thread count at start-up), with
 OPENBLAS/OMP/MKL_NUM_THREADS and AICC_NUM_THREADS set alike, torch.set_num_threads and ONNX
 Runtime's intra-op threads set to the same count, and times aicc and every peer that applies
 on the same inputs in that one process. It reports medians and the ratio peer/aicc (> 1: aicc is
-faster), checks that every peer agrees with aicc, and writes benchmarks/results/cpu.json and
-cpu.md. A peer that fails (torch.compile without a working C++ toolchain, say) is reported with
-its error and skipped. No assertion is made on any time.
+faster), checks that every peer agrees with aicc (max_scaled_err), and writes
+benchmarks/results/cpu.json, cpu.md and, with matplotlib (the `bench` extra), cpu.png: peer
+time / aicc time, one subplot per thread count. A peer that fails (torch.compile without a
+working C++ toolchain, say) is reported with its error and skipped. cpu.md ends with the issue's
+one-thread bars (BARS), each met or not met by the numbers of the same run; this is reporting:
+no assertion is made on any time.
 
 `--clock thread` measures the calling thread's CPU time instead of wall time: at one thread
 every library here computes on the calling thread, and CPU time ignores the time other
@@ -21,7 +25,14 @@ processes take the core away, which is what a shared machine needs. It has no me
 threads, where wall time is used regardless.
 
 The fusion workloads of issue 5 (softmax, layer norm, gelu(x @ W + b), causal attention, an
-encoder layer) come from workloads.py, which also builds their torch and ONNX forms.
+encoder layer) come from workloads.py, which also builds their torch and ONNX forms. The model
+workloads (an MLP 784-512-512-10, a CNN on 3x32x32 images, a transformer encoder layer with
+d_model 256, 4 heads, ffn 1024, sequence 128; each at batch 1 and 32) are torch.nn.Modules
+(models.py) that aicc compiles through its torch frontend; ONNX Runtime runs them exported with
+torch.onnx.export, NumPy (MLP, encoder) with the same weights.
+
+Peak fp32 FLOP/s is measured once (benchmarks/peak.py): FMA units x f32 lanes x 2 x the measured
+clock, times the thread count.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -48,12 +60,16 @@ PEERS = ("numpy", "torch", "torch.compile", "onnxruntime")
 @dataclass
 class Case:
     name: str
-    aicc: Callable  # the NumPy-style function aicc compiles
+    # the NumPy-style function aicc compiles, or (module=True) a factory of the torch.nn.Module
+    # it compiles through its torch frontend (torch is imported only when the case runs)
+    aicc: Callable
     inputs: tuple
     # peer name -> factory returning the peer's function of the NumPy inputs (lazily: torch and
     # onnxruntime are imported only when a case needs them)
     peers: dict[str, Callable[[], Callable]] = field(default_factory=dict)
     work: tuple | None = None  # ("bytes", n) or ("flops", n)
+    module: bool = False
+    bar: str | None = None  # the key in BARS of the issue's bar this case (at this size) decides
 
 
 def torch_peer(make: Callable[[], Callable], compiled: bool = False) -> Callable[[], Callable]:
@@ -87,6 +103,28 @@ def ort_peer(make_model: Callable, names: tuple[str, ...], threads: int) -> Call
     return factory
 
 
+def module_peers(make: Callable[[], Callable], inputs: tuple, threads: int) -> dict[str, Callable]:
+    """torch eager, torch.compile and ONNX Runtime (the module through torch.onnx.export) peers
+    of a torch.nn.Module built by `make`."""
+
+    def onnx_model():
+        import models
+
+        return models.to_onnx(make(), inputs)
+
+    return {"torch": torch_peer(make), "torch.compile": torch_peer(make, compiled=True),
+            "onnxruntime": ort_peer(onnx_model, ("x",), threads)}
+
+
+def module_factory(cls: str, params: dict) -> Callable:
+    def make():
+        import models
+
+        return getattr(models, cls)(params)
+
+    return make
+
+
 def cases(quick: bool, threads: int) -> list[Case]:
     import runpy
 
@@ -117,6 +155,11 @@ def cases(quick: bool, threads: int) -> list[Case]:
                 "torch.compile": torch_peer(torch_make, compiled=True),
                 "onnxruntime": ort_peer(onnx_make, names, threads)}
 
+    def model_case(name, cls, params, inputs, flops, np_fn=None, bar=None):
+        make = module_factory(cls, params)
+        peers = ({"numpy": lambda: np_fn} if np_fn else {}) | module_peers(make, inputs, threads)
+        return Case(name, make, inputs, peers, ("flops", flops), module=True, bar=bar)
+
     g = 1024 if quick else 4096
     rows = 1024 if quick else 4096
     gm, gk, gn = (256, 256, 1024) if quick else (1024, 1024, 4096)
@@ -125,13 +168,14 @@ def cases(quick: bool, threads: int) -> list[Case]:
     enc = W.encoder_params()
     encoder = W.encoder_layer(enc)
     mlp = runpy.run_path(str(ROOT / "examples" / "mlp.py"))
+    full = not quick  # the issue's bars are stated for the full sizes
     out = [
         Case(f"softmax {rows}x{rows}", W.softmax, (randn(rows, rows),),
              all_peers(W.softmax, W.softmax_torch, lambda: W.softmax_onnx((rows, rows)), ("x",)),
-             ("bytes", 8 * rows * rows)),
+             ("bytes", 8 * rows * rows), bar="softmax" if full else None),
         Case(f"layernorm {rows}x1024", W.layernorm, (randn(rows, 1024),),
              all_peers(W.layernorm, W.layernorm_torch, lambda: W.layernorm_onnx((rows, 1024)), ("x",)),
-             ("bytes", 8 * rows * 1024)),
+             ("bytes", 8 * rows * 1024), bar="layernorm" if full else None),
         Case(f"gelu(x@W+b) {gm}x{gk}x{gn}", W.gelu_linear, (randn(gm, gk), randn(gk, gn), randn(gn)),
              all_peers(W.gelu_linear_numpy, W.gelu_linear_torch, lambda: W.gelu_linear_onnx(gm, gk, gn),
                        ("x", "w", "b")),
@@ -140,7 +184,7 @@ def cases(quick: bool, threads: int) -> list[Case]:
              tuple(randn(heads, seq, head) for _ in range(3)),
              all_peers(attention, W.causal_attention_torch,
                        lambda: W.causal_attention_onnx(heads, seq, head), ("q", "k", "v")),
-             ("flops", 4 * heads * head * seq * (seq + 1) // 2)),
+             ("flops", 4 * heads * head * seq * (seq + 1) // 2), bar="attention" if full else None),
         Case("encoder layer 128x256 h4 ffn1024", encoder, (randn(enc["S"], enc["D"]),),
              all_peers(encoder, lambda: W.encoder_layer_torch(enc), lambda: W.encoder_layer_onnx(enc), ("x",))),
         Case(f"gelu(x*w+b) {g}x{g}", gelu_aicc, (randn(g, g), randn(g), randn(g)), {"numpy": lambda: gelu_np},
@@ -148,9 +192,25 @@ def cases(quick: bool, threads: int) -> list[Case]:
     ]
     for n in (256, 512) if quick else (256, 512, 1024, 2048):
         out.append(Case(f"matmul {n}", matmul, (randn(n, n), randn(n, n)),
-                        {"numpy": lambda: matmul, "torch": torch_peer(lambda: matmul)},
-                        ("flops", 2 * n**3)))
+                        {"numpy": lambda: matmul, "torch": torch_peer(lambda: matmul),
+                         "onnxruntime": ort_peer(lambda n=n: W.matmul_onnx(n), ("a", "b"), threads)},
+                        ("flops", 2 * n**3), bar="matmul" if n == 1024 else None))
     out.append(Case("examples/mlp.py", mlp["model"], tuple(mlp["example_inputs"]()), {"numpy": lambda: mlp["model"]}))
+
+    # The model workloads, compiled from torch.nn.Modules (benchmarks/models.py) with the weights
+    # of workloads.py, so the NumPy peer computes with the same numbers.
+    mlp_p, cnn_p = W.mlp_params(), W.cnn_params()
+    S, D, F = enc["S"], enc["D"], enc["F"]
+    for batch in (1, 2) if quick else (1, 32):
+        bar = full and batch == 32
+        out.append(model_case(f"MLP 784-512-512-10 b{batch}", "MLP", mlp_p, (randn(batch, 784),),
+                              2 * batch * (784 * 512 + 512 * 512 + 512 * 10), W.mlp(mlp_p), "mlp" if bar else None))
+        out.append(model_case(f"CNN 3x32x32 b{batch}", "CNN", cnn_p, (randn(batch, 3, 32, 32),),
+                              2 * batch * (32 * 32 * 32 * 27 + 32 * 32 * 64 * 288 + 64 * 16 * 16 * 10),
+                              bar="cnn" if bar else None))
+        out.append(model_case(f"encoder module b{batch} 128x256 h4 ffn1024", "EncoderLayer", enc,
+                              (randn(batch, S, D),), 2 * batch * S * (4 * D * D + 2 * D * F + 2 * S * D),
+                              W.encoder_layer(enc, batch), "transformer" if bar else None))
     return out
 
 
@@ -174,7 +234,9 @@ def scaled_err(out, ref) -> float:
 
 
 def run_here(quick: bool, only: list[str] | None, budget_s: float, threads: int, peers: list[str],
-             clock_name: str) -> list[dict]:
+             clock_name: str, peak: float | None = None) -> list[dict]:
+    """Time every selected case and its peers in this process; `peak` is the GFLOP/s of
+    `threads` cores (None: no % of peak)."""
     import compiler
 
     clock = time.thread_time if clock_name == "thread" and threads == 1 else time.perf_counter
@@ -185,19 +247,28 @@ def run_here(quick: bool, only: list[str] | None, budget_s: float, threads: int,
     except ImportError:
         pass
     rows = []
-    peak = peak_gflops(threads) if any(c.work and c.work[0] == "flops" for c in cases(quick, threads)
-                                       if not only or any(o in c.name for o in only)) else None
     for case in cases(quick, threads):
         if only and not any(o in case.name for o in only):
             continue
+        try:
+            model, example = case.aicc, case.inputs
+            if case.module:
+                import torch
+
+                model, example = case.aicc(), tuple(torch.from_numpy(a) for a in case.inputs)
+        except ImportError as e:
+            print(f"  {case.name:40s} skipped ({e})", flush=True)
+            continue
         t0 = time.perf_counter()
-        m = compiler.compile(case.aicc, case.inputs)
+        m = compiler.compile(model, example)
         compile_s = time.perf_counter() - t0
         out = m(*case.inputs)
         t_aicc = median_time(m, case.inputs, budget_s, clock)
         row = {"name": case.name, "aicc_ms": t_aicc * 1e3, "compile_s": compile_s,
                "kernels": m.stats.get("kernels"), "peers": {}}
-        line = [f"  {case.name:34s} aicc {t_aicc * 1e3:9.3f} ms"]
+        if case.bar:
+            row["bar"] = case.bar
+        line = [f"  {case.name:40s} aicc {t_aicc * 1e3:9.3f} ms"]
         for peer in peers:
             if peer not in case.peers:
                 continue
@@ -213,6 +284,9 @@ def run_here(quick: bool, only: list[str] | None, budget_s: float, threads: int,
                 continue
             row["peers"][peer] = {"ms": t * 1e3, "ratio": t / t_aicc, "max_scaled_err": scaled_err(out, ref)}
             line.append(f"{peer} {t * 1e3:9.3f} ms ({t / t_aicc:5.2f}x)")
+        errs = [v["max_scaled_err"] for v in row["peers"].values() if "max_scaled_err" in v]
+        if errs:
+            row["max_scaled_err"] = max(errs)
         if case.work and case.work[0] == "bytes":
             row["aicc_GBps"] = case.work[1] / t_aicc / 1e9
         if case.work and case.work[0] == "flops":
@@ -226,8 +300,9 @@ def run_here(quick: bool, only: list[str] | None, budget_s: float, threads: int,
     return rows
 
 
-def peak_gflops(threads: int) -> float | None:
-    """FMA units x lanes x 2 x clock x threads, measured by benchmarks/peak.py (x86 only)."""
+def peak_info() -> dict | None:
+    """The measured single-core peak (benchmarks/peak.py, x86 only): FMA units x lanes x 2 x
+    clock; None where it cannot be measured."""
     try:
         import llvmlite.binding as llvm
         import peak
@@ -239,7 +314,8 @@ def peak_gflops(threads: int) -> float | None:
         lanes = peak.host_vector_lanes()
         clock = peak.measure_clock()
         units = round(peak.measure_fma(lanes) / (lanes * 2 * clock))
-        return units * lanes * 2 * clock * threads / 1e9
+        return {"fma_units": units, "lanes_f32": lanes, "clock_GHz": clock / 1e9,
+                "GFLOPs_1_thread": units * lanes * 2 * clock / 1e9}
     except Exception:  # noqa: BLE001 - no peak on this platform: report none
         return None
 
@@ -254,18 +330,85 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# The issue's one-thread bars, by the `bar` key of the case that decides each.
+BARS = {
+    "matmul": "matmul 1024: >= 70% of peak and at least as fast as the fastest of NumPy and torch",
+    "mlp": "MLP batch 32: at least as fast as torch eager and within 1.25x of ONNX Runtime",
+    "cnn": "CNN batch 32: at least as fast as torch eager and within 1.25x of ONNX Runtime",
+    "transformer": "transformer layer batch 32: at least as fast as torch eager and within 1.25x of ONNX Runtime",
+    "softmax": "softmax: >= 2x torch eager",
+    "layernorm": "layer norm: at least as fast as torch eager",
+    "attention": "attention: at least as fast as torch SDPA",
+}
+
+
+def evaluate_bars(rows: list[dict]) -> list[tuple[str, bool | None, str]]:
+    """(statement, met, the numbers) for every bar from one run's rows; met is None where the
+    numbers are missing (the case was not run, a peer failed, no peak). Reporting only."""
+    by_bar = {r["bar"]: r for r in rows if r.get("bar")}
+    out = []
+    for key, statement in BARS.items():
+        r = by_bar.get(key)
+        if r is None:
+            out.append((statement, None, "not run"))
+            continue
+        a = r["aicc_ms"]
+        ms = {p: v["ms"] for p, v in r["peers"].items() if "ms" in v}
+        torch_ms, ort_ms = ms.get("torch"), ms.get("onnxruntime")
+        if key == "matmul":
+            pct = r.get("aicc_pct_of_peak")
+            fastest = min(((ms[p], p) for p in ("numpy", "torch") if p in ms), default=None)
+            if pct is None or fastest is None:
+                out.append((statement, None, "no peak" if pct is None else "no NumPy or torch time"))
+                continue
+            out.append((statement, pct >= 70 and a <= fastest[0],
+                        f"{pct:.0f}% of peak; aicc {a:.3f} ms, {fastest[1]} {fastest[0]:.3f} ms"))
+        elif key in ("mlp", "cnn", "transformer"):
+            if torch_ms is None or ort_ms is None:
+                out.append((statement, None, "no torch or ONNX Runtime time"))
+                continue
+            out.append((statement, a <= torch_ms and a <= 1.25 * ort_ms,
+                        f"aicc {a:.3f} ms, torch {torch_ms:.3f} ms, ONNX Runtime {ort_ms:.3f} ms "
+                        f"(aicc/ORT {a / ort_ms:.2f})"))
+        else:
+            if torch_ms is None:
+                out.append((statement, None, "no torch time"))
+                continue
+            need = 2.0 if key == "softmax" else 1.0
+            out.append((statement, torch_ms >= need * a,
+                        f"aicc {a:.3f} ms, torch {torch_ms:.3f} ms ({torch_ms / a:.2f}x)"))
+    return out
+
+
+def verdict(met: bool | None) -> str:
+    return "no data" if met is None else "met" if met else "not met"
+
+
+def machine_line(machine: dict) -> str:
+    line = f"{machine['cpu']}, {machine['cores']} cores, Python {machine['python']}"
+    pk = machine.get("peak")
+    if pk:
+        line += (f". Peak fp32: {pk['GFLOPs_1_thread']:.1f} GFLOP/s at 1 thread, "
+                 f"{pk['GFLOPs_1_thread'] * machine['cores']:.1f} GFLOP/s at {machine['cores']} threads = "
+                 f"FMA units ({pk['fma_units']}) x f32 lanes ({pk['lanes_f32']}) x 2 x measured clock "
+                 f"({pk['clock_GHz']:.2f} GHz) x threads, measured by benchmarks/peak.py")
+    else:
+        line += ". Peak fp32: not measured on this platform"
+    return line
+
+
 def markdown(results: dict, command: str) -> str:
-    machine = results["machine"]
-    md = [f"# aicc CPU benchmarks\n\n{machine['cpu']}, {machine['cores']} cores, Python {machine['python']}\n",
+    md = [f"# aicc CPU benchmarks\n\n{machine_line(results['machine'])}\n",
           f"Command: `{command}`\n",
-          f"Clock: {results['clock']} (medians); a peer cell is `ms (peer/aicc)`, > 1 means aicc is faster.\n"]
+          f"Clock: {results['clock']} (medians); a peer cell is `ms (peer/aicc)`, > 1 means aicc is faster. "
+          "`max err` is the largest max|peer - aicc| / max(1, max|peer|) over the peers.\n"]
     if results.get("note"):
         md.append(f"Note: {results['note']}\n")
     for t, rows in results["runs"].items():
         peers = [p for p in PEERS if any(p in r["peers"] for r in rows)]
         md.append(f"\n## {t} thread(s)\n")
-        md.append("| benchmark | kernels | aicc ms | " + " | ".join(peers) + " |")
-        md.append("|---|---:|---:|" + "---:|" * len(peers))
+        md.append("| benchmark | kernels | aicc ms | GFLOP/s | % of peak | max err | " + " | ".join(peers) + " |")
+        md.append("|---|---:|---:|---:|---:|---:|" + "---:|" * len(peers))
         notes = []
         for r in rows:
             cells = []
@@ -278,15 +421,60 @@ def markdown(results: dict, command: str) -> str:
                     notes.append(f"- {r['name']}, {p}: {v['error']}")
                 else:
                     cells.append(f"{v['ms']:.3f} ({v['ratio']:.2f}x)")
-            md.append(f"| {r['name']} | {r['kernels']} | {r['aicc_ms']:.3f} | " + " | ".join(cells) + " |")
-        flop_rows = [r for r in rows if "aicc_pct_of_peak" in r]
-        if flop_rows:
-            md.append("\naicc GFLOP/s and fraction of peak (FMA units x lanes x 2 x clock, benchmarks/peak.py): "
-                      + ", ".join(f"{r['name']} {r['aicc_GFLOPs']:.0f} ({r['aicc_pct_of_peak']:.0f}%)"
-                                  for r in flop_rows))
+            gflops = f"{r['aicc_GFLOPs']:.1f}" if "aicc_GFLOPs" in r else ""
+            pct = f"{r['aicc_pct_of_peak']:.0f}%" if "aicc_pct_of_peak" in r else ""
+            err = f"{r['max_scaled_err']:.1e}" if "max_scaled_err" in r else ""
+            md.append(f"| {r['name']} | {r['kernels']} | {r['aicc_ms']:.3f} | {gflops} | {pct} | {err} | "
+                      + " | ".join(cells) + " |")
         if notes:
             md.append("\n" + "\n".join(notes))
+    md.append("\n## Bars (1 thread)\n")
+    if "1" not in results["runs"]:
+        md.append("No 1-thread run: the bars are stated at one thread (`--threads 1`).")
+    else:
+        md.append("The issue's one-thread bars, evaluated on the 1-thread numbers above (reporting, not a test).\n")
+        md.append("| bar | verdict | numbers |")
+        md.append("|---|---|---|")
+        for statement, met, numbers in evaluate_bars(results["runs"]["1"]):
+            md.append(f"| {statement} | {verdict(met)} | {numbers} |")
     return "\n".join(md) + "\n"
+
+
+def write_chart(results: dict, path: Path) -> bool:
+    """A bar chart of peer time / aicc time: one subplot per thread count, one group per
+    benchmark, one bar per peer, a line at 1. False (and one line printed) without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("chart skipped: matplotlib is not installed (pip install -e '.[bench]')")
+        return False
+    runs = results["runs"]
+    n = max((len(rows) for rows in runs.values()), default=1)
+    fig, axes = plt.subplots(len(runs) or 1, 1, figsize=(max(8, 0.7 * n), 4.5 * max(1, len(runs))),
+                             squeeze=False)
+    for ax, (t, rows) in zip(axes[:, 0], runs.items()):
+        peers = [p for p in PEERS if any("ratio" in r["peers"].get(p, {}) for r in rows)]
+        width = 0.8 / max(1, len(peers))
+        for i, p in enumerate(peers):
+            bars = [(j + (i - (len(peers) - 1) / 2) * width, r["peers"][p]["ratio"])
+                    for j, r in enumerate(rows) if "ratio" in r["peers"].get(p, {})]
+            # from the line at 1 (log scale): up where aicc is faster, down where the peer is
+            ax.bar([x for x, _ in bars], [y - 1 for _, y in bars], width, bottom=1, label=p)
+        ax.axhline(1.0, color="black", linewidth=1)
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(rows)), [r["name"] for r in rows], rotation=35, ha="right",
+                      rotation_mode="anchor", fontsize=8)
+        ax.set_ylabel("peer time / aicc time")
+        ax.set_title(f"{t} thread(s): above 1, aicc is faster")
+        if peers:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
 
 
 def main() -> int:
@@ -299,13 +487,20 @@ def main() -> int:
     p.add_argument("--clock", choices=["wall", "thread"], default="wall",
                    help="wall time, or (one thread only) the calling thread's CPU time")
     p.add_argument("--note", help="a remark recorded with the results (say, the machine was shared)")
+    p.add_argument("--out", type=Path, default=RESULTS, help=f"results folder (default: {RESULTS})")
+    p.add_argument("--chart-only", action="store_true", help="redraw cpu.png from the results folder's cpu.json")
     p.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--peak", type=float, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.target == "cuda":  # GPU benchmarks live apart: aicc vs torch on the device
         from cuda_bench import main as cuda_main  # not "cuda": that would shadow cuda-bindings
 
         return cuda_main(args)
+    if args.chart_only:
+        if write_chart(json.loads((args.out / "cpu.json").read_text()), args.out / "cpu.png"):
+            print(f"wrote {args.out / 'cpu.png'}")
+        return 0
     only = args.only.split(",") if args.only else None
     peers = [x for x in args.peers.split(",") if x]
     unknown = set(peers) - set(PEERS)
@@ -313,14 +508,17 @@ def main() -> int:
         p.error(f"unknown peers {sorted(unknown)} (known: {', '.join(PEERS)})")
 
     if args.child is not None:
-        rows = run_here(args.quick, only, args.budget, args.child, peers, args.clock)
+        rows = run_here(args.quick, only, args.budget, args.child, peers, args.clock, args.peak)
         print("JSON:" + json.dumps(rows))
         return 0
 
     ncpu = os.cpu_count() or 1
     threads = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, ncpu})
-    machine = {"cpu": cpu_model(), "cores": ncpu, "python": platform.python_version()}
-    print(f"aicc CPU benchmarks on {machine['cpu']} ({ncpu} cores)")
+    if str(ROOT) not in sys.path:  # peak.py JITs through this checkout's compiler
+        sys.path.insert(0, str(ROOT))
+    peak = peak_info()
+    machine = {"cpu": cpu_model(), "cores": ncpu, "python": platform.python_version(), "peak": peak}
+    print(f"aicc CPU benchmarks on {machine_line(machine)}")
     results = {"machine": machine, "clock": args.clock, "note": args.note, "runs": {}}
     for t in threads:
         print(f"\n== {t} thread(s) ==", flush=True)
@@ -328,6 +526,7 @@ def main() -> int:
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         cmd = [sys.executable, __file__, "--child", str(t), "--budget", str(args.budget),
                "--peers", ",".join(peers), "--clock", args.clock]
+        cmd += ["--peak", str(peak["GFLOPs_1_thread"] * t)] if peak else []
         cmd += ["--quick"] if args.quick else []
         cmd += ["--only", args.only] if args.only else []
         proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
@@ -340,11 +539,17 @@ def main() -> int:
             return proc.returncode
         results["runs"][str(t)] = json.loads(next(l for l in lines if l.startswith("JSON:"))[5:])
 
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "cpu.json").write_text(json.dumps(results, indent=2))
-    command = "python benchmarks/run.py " + " ".join(sys.argv[1:])
-    (RESULTS / "cpu.md").write_text(markdown(results, command.strip()))
-    print(f"\nwrote {RESULTS / 'cpu.json'} and {RESULTS / 'cpu.md'}")
+    if "1" in results["runs"]:
+        print("\nbars (1 thread):")
+        for statement, met, numbers in evaluate_bars(results["runs"]["1"]):
+            print(f"  {verdict(met):8s} {statement}: {numbers}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "cpu.json").write_text(json.dumps(results, indent=2))
+    command = "python benchmarks/run.py " + shlex.join(sys.argv[1:])
+    (args.out / "cpu.md").write_text(markdown(results, command.strip()))
+    print(f"\nwrote {args.out / 'cpu.json'} and {args.out / 'cpu.md'}")
+    if write_chart(results, args.out / "cpu.png"):
+        print(f"wrote {args.out / 'cpu.png'}")
     return 0
 
 

@@ -4,8 +4,12 @@ and for the fusion workloads of issue 5 the same computation in torch and as an 
     softmax, layernorm                 NumPy, the row-wise kernels
     gelu_linear(x, w, b)               gelu(x @ w + b), tanh form
     causal_attention(L, E)             softmax(q k^T / sqrt(E), causal) v over a head dim
-    encoder_layer(S, D, H, F)          post-norm transformer encoder layer (self-attention,
-                                       add & norm, ReLU FFN, add & norm), written out
+    encoder_layer(p)                   post-norm transformer encoder layer (self-attention,
+                                       add & norm, ReLU FFN, add & norm), written out, on
+                                       (S, D) or (batch, S, D)
+    mlp(p)                             the MLP 784-512-512-10 (ReLU)
+    mlp_params, cnn_params, encoder_params   seeded NumPy weights of the model workloads, which
+                                       models.py loads into torch.nn.Modules
 Each `*_torch` builds the torch eager function (written out, no fused fast path, except
 attention, whose peer is torch's own scaled_dot_product_attention); each `*_onnx` an
 onnx.ModelProto with opset 20 ops.
@@ -59,13 +63,46 @@ def causal_attention(L, E):
     return attention
 
 
-def encoder_params(S=128, D=256, H=4, F=1024, seed=0):
+def _weights(seed):
+    """w(*shape): seeded float32 normals, scaled by 1/sqrt(fan-in) (shape[0]) unless given."""
     rng = np.random.default_rng(seed)
 
-    def w(*shape, scale=None):
-        scale = 1 / math.sqrt(shape[0]) if scale is None else scale
+    def w(*shape, scale=None, fan_in=None):
+        scale = 1 / math.sqrt(fan_in or shape[0]) if scale is None else scale
         return (scale * rng.standard_normal(shape)).astype(np.float32)
 
+    return w
+
+
+def mlp_params(sizes=(784, 512, 512, 10), seed=0):
+    """w1..w3 as (in, out), b1..b3."""
+    w = _weights(seed)
+    p = {}
+    for i, (n, m) in enumerate(zip(sizes, sizes[1:]), 1):
+        p[f"w{i}"], p[f"b{i}"] = w(n, m), w(m, scale=0.1)
+    return p
+
+
+def mlp(p):
+    def model(x):
+        h = np.maximum(x @ p["w1"] + p["b1"], np.float32(0))
+        h = np.maximum(h @ p["w2"] + p["b2"], np.float32(0))
+        return h @ p["w3"] + p["b3"]
+
+    return model
+
+
+def cnn_params(seed=0, image=32):
+    """conv weights as torch lays them out (out, in, kh, kw), the linear's as (out, in)."""
+    w = _weights(seed)
+    flat = 64 * (image // 2) ** 2
+    return {"c1_w": w(32, 3, 3, 3, fan_in=27), "c1_b": w(32, scale=0.1),
+            "c2_w": w(64, 32, 3, 3, fan_in=288), "c2_b": w(64, scale=0.1),
+            "fc_w": w(10, flat, fan_in=flat), "fc_b": w(10, scale=0.1)}
+
+
+def encoder_params(S=128, D=256, H=4, F=1024, seed=0):
+    w = _weights(seed)
     p = {n: w(D, D) for n in ("wq", "wk", "wv", "wo")}
     p |= {n: w(D, scale=0.1) for n in ("bq", "bk", "bv", "bo", "be1", "be2")}
     p |= {"w1": w(D, F), "b1": w(F, scale=0.1), "w2": w(F, D), "b2": w(D, scale=0.1)}
@@ -73,22 +110,27 @@ def encoder_params(S=128, D=256, H=4, F=1024, seed=0):
     return {"S": S, "D": D, "H": H, "F": F, **p}
 
 
-def encoder_layer(p):
+def encoder_layer(p, batch=None):
+    """On x of shape (S, D), or (batch, S, D) when `batch` is given."""
     S, D, H = p["S"], p["D"], p["H"]
     E = D // H
     scale = np.float32(1 / math.sqrt(E))
+    lead = () if batch is None else (batch,)
+    nb = len(lead)  # the heads axis goes in front of the sequence axis: (*lead, H, S, E)
+    to_heads = (*range(nb), nb + 1, nb, nb + 2)
+    k_t = (*range(nb + 1), nb + 2, nb + 1)
 
     def norm(x, g, b):
         return layernorm(x) * g + b
 
     def heads(t):
-        return t.reshape(S, H, E).transpose(1, 0, 2)
+        return t.reshape(*lead, S, H, E).transpose(to_heads)
 
     def layer(x):
         q, k, v = (heads(x @ p["w" + n] + p["b" + n]) for n in "qkv")
-        s = q @ k.transpose(0, 2, 1) * scale
+        s = q @ k.transpose(k_t) * scale
         e = np.exp(s - s.max(axis=-1, keepdims=True))
-        a = ((e / e.sum(axis=-1, keepdims=True)) @ v).transpose(1, 0, 2).reshape(S, D)
+        a = ((e / e.sum(axis=-1, keepdims=True)) @ v).transpose(to_heads).reshape(*lead, S, D)
         x = norm(x + a @ p["wo"] + p["bo"], p["g1"], p["be1"])
         h = np.maximum(x @ p["w1"] + p["b1"], np.float32(0))
         return norm(x + h @ p["w2"] + p["b2"], p["g2"], p["be2"])
@@ -183,6 +225,12 @@ def gelu_linear_onnx(m, k, n):
     return _model([helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["z"]),
                    helper.make_node("Gelu", ["z"], ["y"], approximate="tanh")],
                   [("x", (m, k)), ("w", (k, n)), ("b", (n,))])
+
+
+def matmul_onnx(n):
+    from onnx import helper
+
+    return _model([helper.make_node("MatMul", ["a", "b"], ["y"])], [("a", (n, n)), ("b", (n, n))])
 
 
 def causal_attention_onnx(h, L, E):

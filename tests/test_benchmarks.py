@@ -1,0 +1,106 @@
+"""benchmarks/run.py: a smoke run of one tiny case end to end (subprocess, as a user runs it),
+and the report logic (markdown, the issue's bars, the chart) on a synthetic results dict.
+No assertion on any time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "benchmarks" / "run.py"
+
+
+@pytest.fixture(scope="module")
+def run():
+    spec = importlib.util.spec_from_file_location("benchmarks_run", RUN)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[spec.name]
+
+
+def _row(name, aicc_ms, bar=None, **peers):
+    row = {"name": name, "aicc_ms": aicc_ms, "compile_s": 0.1, "kernels": 1,
+           "peers": {p: ({"error": v} if isinstance(v, str) else {"ms": v, "ratio": v / aicc_ms,
+                                                                   "max_scaled_err": 1e-7})
+                     for p, v in peers.items()}}
+    if bar:
+        row["bar"] = bar
+    return row
+
+
+def _results(peak=True):
+    matmul = _row("matmul 1024", 10.0, "matmul", numpy=11.0, torch=12.0)
+    matmul |= {"aicc_GFLOPs": 75.0, "aicc_pct_of_peak": 75.0, "max_scaled_err": 1e-7}
+    rows = [
+        matmul,
+        _row("MLP b32", 1.0, "mlp", torch=0.9, onnxruntime=1.0),  # slower than torch: not met
+        _row("CNN b32", 1.0, "cnn", torch=2.0, onnxruntime=0.85),  # 1.0 <= 1.25 * 0.85: met
+        _row("encoder b32", 1.0, "transformer", torch=2.0, onnxruntime="RuntimeError: no export"),
+        _row("softmax", 1.0, "softmax", torch=2.0),
+        _row("layernorm", 1.0, "layernorm", torch=0.5),
+        # no attention row: "not run"
+    ]
+    pk = {"fma_units": 2, "lanes_f32": 16, "clock_GHz": 1.5625, "GFLOPs_1_thread": 100.0} if peak else None
+    return {"machine": {"cpu": "Test CPU", "cores": 4, "python": "3.11", "peak": pk}, "clock": "thread",
+            "note": None, "runs": {"1": rows, "4": rows[:2]}}
+
+
+def test_bars(run):
+    verdicts = {statement.split(":")[0]: met for statement, met, _ in run.evaluate_bars(_results()["runs"]["1"])}
+    assert verdicts == {"matmul 1024": True, "MLP batch 32": False, "CNN batch 32": True,
+                        "transformer layer batch 32": None, "softmax": True, "layer norm": False,
+                        "attention": None}
+
+
+def test_markdown(run):
+    md = run.markdown(_results(), "python benchmarks/run.py --threads 1,4")
+    assert "Peak fp32: 100.0 GFLOP/s at 1 thread, 400.0 GFLOP/s at 4 threads" in md
+    assert "FMA units (2) x f32 lanes (16) x 2 x measured clock (1.56 GHz)" in md
+    assert "| matmul 1024 | 1 | 10.000 | 75.0 | 75% | 1.0e-07 | 11.000 (1.10x) | 12.000 (1.20x) |  |" in md
+    assert "- encoder b32, onnxruntime: RuntimeError: no export" in md
+    bars = md.split("## Bars (1 thread)")[1]
+    assert bars.count("| met |") == 3 and bars.count("| not met |") == 2 and bars.count("| no data |") == 2
+    assert "Peak fp32: not measured" in run.markdown(_results(peak=False), "x")
+    no_one_thread = _results()
+    del no_one_thread["runs"]["1"]
+    assert "No 1-thread run" in run.markdown(no_one_thread, "x")
+
+
+def test_chart(run, tmp_path):
+    pytest.importorskip("matplotlib")
+    assert run.write_chart(_results(), tmp_path / "cpu.png")
+    assert (tmp_path / "cpu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_chart_without_matplotlib(run, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    assert not run.write_chart(_results(), tmp_path / "cpu.png")
+    assert not (tmp_path / "cpu.png").exists()
+    assert capsys.readouterr().out.strip() == "chart skipped: matplotlib is not installed (pip install -e '.[bench]')"
+
+
+def test_quick_run(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, str(RUN), "--quick", "--only", "matmul 256", "--threads", "1", "--budget", "0.01",
+           "--peers", "numpy", "--clock", "thread", "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "cpu.json").read_text())
+    [row] = results["runs"]["1"]
+    assert row["name"] == "matmul 256" and row["aicc_ms"] > 0
+    assert row["peers"]["numpy"]["max_scaled_err"] < 1e-4
+    md = (tmp_path / "cpu.md").read_text()
+    assert "| matmul 256 |" in md and "## Bars (1 thread)" in md
+    assert (tmp_path / "cpu.png").exists() == (importlib.util.find_spec("matplotlib") is not None)
