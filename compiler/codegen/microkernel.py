@@ -76,7 +76,8 @@ def emit_microkernel(e: _FunctionEmitter, op) -> None:
         op.a_clamp is not None and bool(op.a_clamp.value.data),
         op.b_masked is not None and bool(op.b_masked.value.data),
         op.b_pf.value.data if op.b_pf is not None else 0,
-        None if op.init is None else op.init_rs.value.data)
+        None if op.init is None else op.init_rs.value.data,
+        op.init_cs.value.data if op.init_cs is not None else 1)
     fn = _kernel_function(e, cfg, ety)
     b = e.b
     buffers = [(op.a, op.a_off), (op.b, op.b_off), (op.c, op.c_off)]
@@ -95,12 +96,12 @@ def _kernel_function(e: _FunctionEmitter, cfg: tuple, ety: ir.Type) -> ir.Functi
     configuration, and cannot unswitch an enclosing loop into copies of it."""
     from compiler.codegen.llvm import _FunctionEmitter
 
-    _, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked, b_pf, init_rs = cfg
+    _, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked, b_pf, init_rs, init_cs = cfg
     a_clamp, b_masked = bool(a_clamp), bool(b_masked)
     name = "aicc.microkernel." + ".".join(str(x).replace(" ", "") for x in (
         ety, f"{mr}x{nr}", f"v{vw}", a_rs, a_ks, b_ks, ldc, ku, int(a_clamp), int(b_masked), b_pf))
     if init_rs is not None:
-        name += f".init{init_rs}"
+        name += f".init{init_rs}" + ("" if init_cs else ".rowinit")
     module = e.em.module
     fn = module.globals.get(name)
     if fn is not None:
@@ -117,14 +118,14 @@ def _kernel_function(e: _FunctionEmitter, cfg: tuple, ety: ir.Type) -> ir.Functi
         arg.add_attribute("captures(none)")
     k = _FunctionEmitter(e.em, fn)
     _emit_kernel_body(k, fn.args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked,
-                      b_pf, init_rs)
+                      b_pf, init_rs, init_cs)
     k.b.ret_void()
     k.finish()
     return fn
 
 
 def _emit_kernel_body(e: _FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku,
-                      a_clamp, b_masked, b_pf, init_rs=None) -> None:
+                      a_clamp, b_masked, b_pf, init_rs=None, init_cs=1) -> None:
     from compiler.codegen.llvm import _byte_size
 
     esize = _byte_size(ety)
@@ -270,6 +271,17 @@ def _emit_kernel_body(e: _FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_
         i = b.gep(init_base, [_c64(r * init_rs + q * vw)], inbounds=True, source_etype=ety)
         return b.select(accumulate, p, i)
 
+    def row_start(r: int, old: ir.Value) -> ir.Value:
+        """With one init value per row (init_cs = 0): C's old value, or (first K block) the
+        row's value in every lane."""
+        if init_base is None or init_cs:
+            return old
+        x = b.load(b.gep(init_base, [_c64(r * init_rs)], inbounds=True, source_etype=ety),
+                   typ=ety, align=esize)
+        splat = b.shuffle_vector(b.insert_element(undef_v, x, ir.Constant(I32, 0)), undef_v,
+                                 splat_mask)
+        return b.select(accumulate, old, splat)
+
     def update(old: ir.Value, acc: ir.Value) -> ir.Value:
         if init_base is not None:
             return b.fadd(old, acc)
@@ -279,7 +291,7 @@ def _emit_kernel_body(e: _FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_
     for r in range(mr):
         for q in range(nq):
             p = c_ptr(r, q)
-            old = b.load(src_ptr(r, q, p), typ=vty, align=esize)
+            old = row_start(r, b.load(src_ptr(r, q, p) if init_cs else p, typ=vty, align=esize))
             b.store(update(old, accs[r * nq + q]), p, align=esize)
     b.branch(done_bb)
 
@@ -292,8 +304,8 @@ def _emit_kernel_body(e: _FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_
         b.position_at_end(row_bb)
         for q in range(nq):
             p = c_ptr(r, q)
-            old = b.call(_masked(e, "load", vty),
-                         [src_ptr(r, q, p), ir.Constant(I32, esize), masks[q], zero_v])
+            old = row_start(r, b.call(_masked(e, "load", vty), [
+                src_ptr(r, q, p) if init_cs else p, ir.Constant(I32, esize), masks[q], zero_v]))
             b.call(_masked(e, "store", vty),
                    [update(old, accs[r * nq + q]), p, ir.Constant(I32, esize), masks[q]])
         b.branch(next_bb)

@@ -19,9 +19,10 @@ edge tile read row min(r, m - 1) instead; for an unpacked B, `b_masked` masks th
 an edge tile, so neither reads past its buffer.
 
 With `init %x[%off] : memref<...>`, the first K block (accumulate false) starts C from x
-instead of zero: C[r, j] = x[off + r*init_rs + j] + sum. init_rs = 0 broadcasts one row
-(a bias), init_rs = ldc reads a full matrix (a residual). This replaces the separate copy
-of a bias into C that `fuse-linear-bias` asks for.
+instead of zero: C[r, j] = x[off + r*init_rs + j*init_cs] + sum. init_rs = 0 broadcasts one
+row (a bias), init_rs = ldc reads a full matrix (a residual); init_cs = 0 (default 1) one
+value per row (a conv's per-channel bias, C being (OC, OH*OW)). This replaces the separate
+copy of a bias into C that `fuse-linear-bias` asks for.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class MicrokernelOp(IRDLOperation):
     b_masked = opt_prop_def(BoolAttr)
     b_pf = opt_prop_def(IntegerAttr)
     init_rs = opt_prop_def(IntegerAttr)
+    init_cs = opt_prop_def(IntegerAttr)  # absent: 1
 
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
@@ -86,11 +88,13 @@ class MicrokernelOp(IRDLOperation):
     def __init__(self, a: SSAValue, a_off: SSAValue, b: SSAValue, b_off: SSAValue,
                  c: SSAValue, c_off: SSAValue, kc: SSAValue, m: SSAValue, n: SSAValue,
                  accumulate: SSAValue, *, a_clamp: bool = False, b_masked: bool = False,
-                 b_pf: int = 0, init: tuple[SSAValue, SSAValue, int] | None = None,
+                 b_pf: int = 0, init: tuple[SSAValue, SSAValue, int, int] | None = None,
                  **ints: int):
         props = {k: IntegerAttr(ints[k], i64) for k in MICROKERNEL_INTS}
         if init is not None:
             props["init_rs"] = IntegerAttr(init[2], i64)
+            if init[3] != 1:
+                props["init_cs"] = IntegerAttr(init[3], i64)
         if b_pf:
             props["b_pf"] = IntegerAttr(b_pf, i64)
         if a_clamp:
@@ -116,6 +120,8 @@ class MicrokernelOp(IRDLOperation):
         if (self.init is None) != (self.init_off is None) or (self.init is None) != (
                 self.init_rs is None):
             raise VerifyException("aicc_cpu.microkernel: init needs an offset and init_rs")
+        if self.init_cs is not None and (self.init is None or self.init_cs.value.data not in (0, 1)):
+            raise VerifyException("aicc_cpu.microkernel: init_cs is 0 or 1, with an init")
         elems = {self.a.type.element_type, self.b.type.element_type, self.c.type.element_type}
         if len(elems) != 1:
             raise VerifyException("aicc_cpu.microkernel: A, B and C must have one element type")

@@ -377,7 +377,7 @@ class _Tiler:
                 strides[e.position] += row_major[pos]
             elif not (isinstance(e, AffineConstantExpr) and e.value == 0):
                 return None
-        if strides[-1] != 1:  # the kernel reads init along n, vw lanes at a time
+        if strides[-1] not in (0, 1):  # the kernel reads init along n, or one value per row
             return None
         src_aliases = _aliases(src)
         late_deallocs = []
@@ -622,7 +622,8 @@ class _Tiler:
             c_base = ix.add(b, ix.mul(b, bflat, M * N), ix.add(b, ix.mul(b, ic, N), jc))
             if self.init is not None:  # the init operand at (batch, ic, jc)
                 i_strides = self.init[1]
-                i_base: Index = ix.add(b, ix.mul(b, ic, i_strides[-2]), jc)
+                i_base: Index = ix.add(b, ix.mul(b, ic, i_strides[-2]),
+                                       ix.mul(b, jc, i_strides[-1]))
                 for d, bi in enumerate(bidx):
                     i_base = ix.add(b, i_base, ix.mul(b, bi, i_strides[d]))
 
@@ -659,9 +660,9 @@ class _Tiler:
                     c_off = ix.add(b, c_base, ix.add(b, ix.mul(b, ir, N), jr))
                     init = None
                     if self.init is not None:
-                        rs = self.init[1][-2]
-                        i_off = ix.add(b, i_base, ix.add(b, ix.mul(b, ir, rs), jr))
-                        init = (init_flat, ix.v(i_off), rs)
+                        rs, cs = self.init[1][-2:]
+                        i_off = ix.add(b, i_base, ix.add(b, ix.mul(b, ir, rs), ix.mul(b, jr, cs)))
+                        init = (init_flat, ix.v(i_off), rs, cs)
                     b.insert(MicrokernelOp(
                         a_src, ix.v(a_off), b_src, ix.v(b_off), c, ix.v(c_off), ix.v(kc),
                         ix.v(m), ix.v(n), acc,

@@ -66,3 +66,22 @@ func.func @with_bias(%a: memref<2x8xf32>, %b: memref<8x16xf32>, %c: memref<2x16x
   aicc_cpu.microkernel %a[%c0], %b[%c0], %c[%c0] k %kc rows %m cols %n accumulate %acc init %bias[%c0] : memref<16xf32> {mr = 2 : i64, nr = 16 : i64, vw = 16 : i64, a_rs = 8 : i64, a_ks = 1 : i64, b_ks = 16 : i64, ldc = 16 : i64, ku = 1 : i64, init_rs = 0 : i64} : memref<2x8xf32>, memref<8x16xf32>, memref<2x16xf32>
   func.return
 }
+
+// With one init value per row (init_cs = 0: a conv's per-channel bias, C being
+// (OC, OH*OW)), the first K block starts row r from init[r * init_rs] splat to every lane.
+// CHECK-LABEL: define internal void @"aicc.microkernel.float.2x16.v16.8.1.16.16.1.0.0.0.init1.rowinit"
+// CHECK-SAME:    i1 %[[ACC:[^,]*]], ptr captures(none) noalias %[[INIT:[^)]*]])
+// CHECK:       mk.cfull:
+// CHECK:         %[[C0:.*]] = getelementptr inbounds float, ptr %{{.*}}, i64 0
+// CHECK:         %[[OLD:.*]] = load <16 x float>, ptr %[[C0]]
+// CHECK:         %[[X:.*]] = load float, ptr %{{.*}}
+// CHECK:         %[[INS:.*]] = insertelement <16 x float> undef, float %[[X]], i32 0
+// CHECK:         %[[SPLAT:.*]] = shufflevector <16 x float> %[[INS]], <16 x float> undef, <16 x i32> zeroinitializer
+// CHECK:         %[[START:.*]] = select i1 %[[ACC]], <16 x float> %[[OLD]], <16 x float> %[[SPLAT]]
+// CHECK:         %[[NEW:.*]] = fadd <16 x float> %[[START]], %{{.*}}
+// CHECK:         store <16 x float> %[[NEW]], ptr %[[C0]]
+func.func @with_row_bias(%a: memref<2x8xf32>, %b: memref<8x16xf32>, %c: memref<2x16xf32>, %bias: memref<2xf32>, %kc: index, %m: index, %n: index, %acc: i1) {
+  %c0 = arith.constant 0 : index
+  aicc_cpu.microkernel %a[%c0], %b[%c0], %c[%c0] k %kc rows %m cols %n accumulate %acc init %bias[%c0] : memref<2xf32> {mr = 2 : i64, nr = 16 : i64, vw = 16 : i64, a_rs = 8 : i64, a_ks = 1 : i64, b_ks = 16 : i64, ldc = 16 : i64, ku = 1 : i64, init_rs = 1 : i64, init_cs = 0 : i64} : memref<2x8xf32>, memref<8x16xf32>, memref<2x16xf32>
+  func.return
+}
