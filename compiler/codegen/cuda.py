@@ -1127,6 +1127,9 @@ class _KernelWriter:
             self.fail(f"grid {self.k.grid_dims} does not cover {math.prod(batch)} x {qblocks} blocks")
         ep, fp = -(-E // (4 * T)) * 4 * T, -(-F // (4 * T)) * 4 * T  # padded head dims
         eq, fq = ep // T, fp // T  # elements per thread
+        # one block per SM at least: without it ptxas caps a 256-thread block at 128 registers
+        # and the head dim 128 kernel (146 registers) spills
+        self.min_blocks = 1
         I, Ln = self.idx, self.line
         causal = op.causal is not None
         kind, scale = op.mask_kind, op.scale_value
