@@ -1162,17 +1162,17 @@ class _KernelWriter:
         what = {None: "", "add": " + mask", "keep": " where mask", "drop": " where !mask"}[kind]
         Ln(f"// {op.name}: softmax({scale!r} * q @ kᵀ{what}{', causal' if causal else ''}) @ v, "
            f"batch {list(batch)}, L {L}, S {S}, E {E}, F {F}")
-        Ln(f"// a block per (batch entry, {bq} query rows), {T} thread(s) per row holding {eq} of "
+        Ln(f"// a block per (batch entry, {bq} query rows), {T} thread{'s' * (T > 1)} per row holding {eq} of "
            f"q's and {fq} of the output's elements; k and v in {kb}-key shared tiles; online "
            f"softmax {ch} keys at a time")
         Ln(f"__shared__ __align__(16) float Ks[{kb}][{ep}];")
         Ln(f"__shared__ __align__(16) float Vs[{kb}][{fp}];")
-        Ln(f"const int tid = threadIdx.x, lane = {'tid % ' + str(T) if T > 1 else '0'}, "
-           f"r = tid / {T};")
-        Ln(f"const {I} qb = blockIdx.x % {qblocks};")
+        Ln(f"const int tid = threadIdx.x, lane = {f'tid % {T}' if T > 1 else '0'}, "
+           f"r = {f'tid / {T}' if T > 1 else 'tid'};  // the thread's row in the block")
+        Ln(f"const {I} qb = {f'blockIdx.x % {qblocks}' if qblocks > 1 else '0'};")
         bnames: list[str] = []
         if batch:
-            Ln(f"const {I} bl = blockIdx.x / {qblocks};")
+            Ln(f"const {I} bl = blockIdx.x{f' / {qblocks}' if qblocks > 1 else ''};")
             bnames = self.split_linear("bl", batch)
         Ln(f"const {I} row = qb * {bq} + r;")
         Ln(f"const {I} qrow = row < {L} ? row : {L - 1};  // rows past L: computed, not written")

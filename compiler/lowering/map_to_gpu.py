@@ -160,7 +160,8 @@ def attention_config(op: AttentionOp) -> tuple[tuple, tuple, tuple]:
     T threads (1, 2 or 4) share a query row, each holding at most ATTENTION_ELEMS of its q and
     output elements in registers; a block runs BQ rows (64, or 32 for a short sequence), so
     BQ * T threads, and stages KB keys of k and v at a time in shared memory (64, or 32 for
-    head dims over 64: 32 KB either way). One block per (batch entry, BQ query rows)."""
+    head dims over 64: 32 KB at most; fewer for a short S). One block per (batch entry, BQ
+    query rows): the grid is flat, the emitter splits blockIdx.x."""
     batch, L, S, E, F = op.sizes()
     d = max(E, F)
     if d > MAX_ATTENTION_HEAD_DIM:
@@ -170,7 +171,7 @@ def attention_config(op: AttentionOp) -> tuple[tuple, tuple, tuple]:
     while d > t * ATTENTION_ELEMS:
         t *= 2
     bq = 64 if L > 32 else 32
-    kb = 64 if d <= 64 else 32
+    kb = min(64 if d <= 64 else 32, _cdiv(S, 16) * 16)  # a multiple of the emitter's 16-key step
     return (prod(batch) * _cdiv(L, bq),), (bq * t,), (bq, kb, t)
 
 
