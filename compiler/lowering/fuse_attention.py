@@ -24,6 +24,10 @@ constant mask that is exactly the causal one (a boolean tril kept, a boolean tri
 skips the key blocks above the diagonal.
 
 Scaling by 1/c instead of dividing by c rounds differently, within an ulp of each score.
+
+Both targets run the pass: lower-attention lowers the op on the CPU, map-to-gpu on CUDA. The
+CUDA pipeline sets `max_head_dim` (what its kernel keeps in registers, 128) and `f32_only`: an
+attention outside those stays the unfused ops.
 """
 
 from __future__ import annotations
