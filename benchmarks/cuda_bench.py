@@ -10,6 +10,8 @@ Cases, each against its torch peer in the same process:
   softmax 8192x8192 (last axis)                                   bar: at least as fast as torch
   layer norm 8192x4096 (last axis, no affine, eps 1e-5)           bar: at least as fast as torch
   examples/mlp.py                                                 (reported, no bar)
+  causal attention, 16 heads x 2048 x 64 (fp32), one fused flash-  (reported, no bar)
+    attention kernel, against torch's scaled_dot_product_attention
 
 Both sides run on device-resident buffers (aicc through its runner's device-pointer entry,
 sharing torch's primary context and default stream), timed with CUDA events: one event pair
@@ -93,6 +95,15 @@ def main(args) -> int:
     def gelu_aicc(x, w, b):
         return ops.gelu(x * w + b, approximate="tanh")
 
+    heads, seq = (4, 512) if quick else (16, 2048)
+    tril = np.tril(np.ones((seq, seq), bool))
+
+    def causal_attention(q, k, v):  # fuse-attention: one aicc_fused.attention, causal
+        s = q @ k.transpose(0, 2, 1) * np.float32(0.125)
+        s = np.where(tril, s, np.float32(-np.inf))
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        return (e / e.sum(axis=-1, keepdims=True)) @ v
+
     g = 2048 if quick else 8192  # gelu over g*g floats (64M)
     sm = 2048 if quick else 8192
     mm_sizes = (256, 1024) if quick else (1024, 4096)
@@ -108,6 +119,9 @@ def main(args) -> int:
          lambda x: F.layer_norm(x, (x.shape[-1],), eps=1e-5), (randn(sm, sm // 2),), "faster",
          None),
         ("examples/mlp.py", mlp["model"], torch_mlp, tuple(mlp["example_inputs"]()), None, None),
+        (f"attention {heads}x{seq}x64 causal", causal_attention,
+         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+         (randn(heads, seq, 64), randn(heads, seq, 64), randn(heads, seq, 64)), None, None),
     ]
     rows = []
     print(f"aicc CUDA benchmarks on {torch.cuda.get_device_name(0)} against torch "

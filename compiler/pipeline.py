@@ -114,16 +114,27 @@ def stage_passes(target: str, fuse: bool = True, schedule: str | dict | None = N
         cpu_memref = [TileMatmul()]
     elif schedule:
         raise CompileError(f"schedule= applies to the cpu target, not '{target}'")
-    # fuse-rows and fuse-attention emit loop nests with per-thread stack buffers, which the
-    # CUDA mapping does not take yet: the CUDA pipeline keeps the unfused kernels.
+    # fuse-rows emits loop nests with per-thread stack buffers, which the CUDA mapping does not
+    # take: the CUDA pipeline keeps its unfused row kernels (map-to-gpu fuses those itself).
+    # Attention fuses on both targets: lower-attention turns the op into the CPU's loop nest,
+    # while on CUDA the op stays whole through the loops stage and map-to-gpu maps it to one
+    # flash-attention kernel (head dims up to MAX_ATTENTION_HEAD_DIM; a larger one stays unfused).
     fuse_nests = fuse and target == "cpu"
+    fuse_attention: list[ModulePass] = []
+    if fuse and target == "cpu":
+        fuse_attention = [FuseAttention(), DeadCodeElimination()]
+    elif fuse:
+        from compiler.lowering.map_to_gpu import MAX_ATTENTION_HEAD_DIM
+
+        fuse_attention = [FuseAttention(max_head_dim=MAX_ATTENTION_HEAD_DIM, f32_only=True),
+                          DeadCodeElimination()]
     stages = [
-        ("tensor", [*graph_passes(target), *cleanup(), *([FuseAttention(), DeadCodeElimination()] if fuse_nests else [])]),
+        ("tensor", [*graph_passes(target), *cleanup(), *fuse_attention]),
         ("linalg", [TensorToLinalg(), *([FuseElementwise()] if fuse else []), *cleanup(),
                     *cpu_linalg]),
         ("memref", [Bufferize(), *([FuseRows()] if fuse_nests else []), *cpu_memref,
                     PlanMemory(workspace_arg=True)]),
-        ("loops", [LowerAttention(), LinalgToLoops(transpose_tile=64 if target == "cpu" else 0),
+        ("loops", [*([LowerAttention()] if target == "cpu" else []), LinalgToLoops(transpose_tile=64 if target == "cpu" else 0),
                    CanonicalizePass(), CommonSubexpressionElimination()]),
     ]
     if target == "cuda":

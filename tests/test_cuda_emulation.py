@@ -158,8 +158,9 @@ def test_batched_attention():
         return ops.softmax(s, axis=-1) @ v
 
     m = compiler.compile(attention, (q, k, v), target="cuda")
-    # Q @ Kᵀ, softmax in one row kernel, P @ V with the division fused into A
-    assert [k.kind for k in m.executable.program.kernels] == ["matmul", "row_reduce", "matmul"]
+    # one flash-attention kernel (test_attention_over_128_head_dim_stays_unfused: the unfused
+    # Q @ Kᵀ, softmax row kernel, P @ V with the division fused into A)
+    assert [k.kind for k in m.executable.program.kernels] == ["attention"]
     _no_spills(m)
     ref = lambda q, k, v: softmax(q @ k.transpose(0, 1, 3, 2) / 4.0) @ v  # noqa: E731
     _check(m, ref, (q, k, v), rtol=1e-3, atol=1e-4)
@@ -235,3 +236,206 @@ def test_device_pointers_on_gpu():
     m.executable.get(m.func_name).launch([device_pointer(dx), device_pointer(out)])
     torch.cuda.synchronize()
     np.testing.assert_allclose(out.cpu().numpy(), softmax(x), rtol=1e-4, atol=1e-6)
+
+
+# -- attention: fuse-attention + map-to-gpu give one flash-attention kernel ----------------------
+
+from compiler.dialects.aicc_fused import attention_reference  # noqa: E402
+
+
+def attention_fn(L, S, E, kind="none", fill=-np.inf):
+    """softmax(q kᵀ / sqrt(E) [masked]) v over leading batch dims, written out in NumPy (the
+    form tests/test_fusion.py compiles on the CPU)."""
+    tril = np.tril(np.ones((L, S), bool))
+    scale = np.float32(1 / np.sqrt(E))
+
+    def fn(q, k, v, *mask):
+        s = q @ k.transpose(*range(k.ndim - 2), k.ndim - 1, k.ndim - 2) * scale
+        if kind == "causal":
+            s = np.where(tril, s, np.float32(fill))
+        elif kind == "bool":
+            s = np.where(mask[0] > 0, s, np.float32(fill))
+        elif kind == "add":
+            s = s + mask[0]
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        return (e / e.sum(axis=-1, keepdims=True)) @ v
+
+    return fn
+
+
+def _attention_kernels(m):
+    kinds = [k.kind for k in m.executable.program.kernels]
+    assert kinds.count("attention") == 1, kinds
+    assert m.stats["kernel_ops"].get("aicc_fused.attention") == 1
+    return kinds
+
+
+def _check_attention(m, inputs, ref, rtol=2e-4, atol=2e-5):
+    out = run_emulated(m, *inputs)
+    np.testing.assert_allclose(out, ref, rtol=rtol, atol=atol)
+    return out
+
+
+# heads x seq x head dim; heads vary with the sequence to keep the emulation short
+ATTENTION_CASES = [(h, n, e) for n, h in ((1, 1), (7, 3), (64, 8), (129, 2)) for e in (16, 64)]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("H,L,E", ATTENTION_CASES, ids=lambda v: str(v))
+def test_attention_one_kernel(H, L, E, causal):
+    q, k, v = f32(H, L, E), f32(H, L, E), f32(H, L, E)
+    m = compiler.compile(attention_fn(L, L, E, "causal" if causal else "none"), (q, k, v),
+                         target="cuda")
+    assert _attention_kernels(m) == ["attention"] and m.stats["kernels"] == 1
+    assert ("causal" in m.ir("tensor")) == causal
+    _no_spills(m)
+    ref = attention_reference(q, k, v, scale=1 / np.sqrt(E), causal=causal)
+    _check_attention(m, (q, k, v), ref)
+
+
+@pytest.mark.parametrize("L,S,E,F", [(33, 45, 128, 128), (20, 9, 17, 9), (5, 70, 96, 40)],
+                         ids=lambda v: str(v))
+def test_attention_head_dims_and_cross_lengths(L, S, E, F):
+    """Head dims padded to the thread's float4 groups (17, 9, 40), 4 threads per row (96, 128),
+    L != S (cross attention), 32-key tiles for head dims over 64."""
+    q, k, v = f32(2, L, E), f32(2, S, E), f32(2, S, F)
+    m = compiler.compile(attention_fn(L, S, E), (q, k, v), target="cuda")
+    assert _attention_kernels(m) == ["attention"]
+    _no_spills(m)
+    _check_attention(m, (q, k, v), attention_reference(q, k, v, scale=1 / np.sqrt(E)))
+
+
+def test_attention_additive_mask():
+    L, S, E = 40, 70, 16
+    q, k, v = f32(3, L, E), f32(3, S, E), f32(3, S, E)
+    mask = np.where(rng.random((L, S)) < 0.6, 0.0, -np.inf).astype(np.float32)
+    mask[:, 0] = 0.0
+    mask += f32(L, S) * np.float32(0.5)
+    m = compiler.compile(attention_fn(L, S, E, "add"), (q, k, v, mask), target="cuda")
+    assert _attention_kernels(m) == ["attention"]
+    _no_spills(m)
+    ref = attention_reference(q, k, v, mask, scale=1 / np.sqrt(E), mask_kind="add")
+    _check_attention(m, (q, k, v, mask), ref)
+
+
+def test_attention_boolean_mask_and_fully_masked_row():
+    """A boolean mask (kept where true, -inf elsewhere); row 3 sees no key: NaN (0/0), as the
+    CPU's fused kernel and the unfused softmax give."""
+    L, S, E = 70, 33, 64
+    q, k, v = f32(2, L, E), f32(2, S, E), f32(2, S, E)
+    keep = (rng.random((L, S)) < 0.5).astype(np.float32)
+    keep[:, 1] = 1.0
+    keep[3, :] = 0.0
+    fn = attention_fn(L, S, E, "bool")
+    m = compiler.compile(fn, (q, k, v, keep), target="cuda")
+    assert _attention_kernels(m) == ["elementwise", "attention"]  # the mask's compare, then it
+    _no_spills(m)
+    with np.errstate(invalid="ignore"):
+        ref = attention_reference(q, k, v, keep > 0, scale=1 / np.sqrt(E), mask_kind="keep")
+    out = run_emulated(m, q, k, v, keep)
+    cpu = compiler.compile(fn, (q, k, v, keep))(q, k, v, keep)
+    assert np.isnan(out[:, 3]).all() and not np.isnan(np.delete(out, 3, axis=1)).any()
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(cpu))
+    np.testing.assert_allclose(out, ref, rtol=2e-4, atol=2e-5)
+
+
+def test_attention_finite_fill_masks_with_the_fill():
+    """A boolean mask filled with -1e9 (not -inf): a fully masked row averages v, like the CPU."""
+    L, S, E = 9, 20, 16
+    q, k, v = f32(2, L, E), f32(2, S, E), f32(2, S, E)
+    keep = (rng.random((L, S)) < 0.5).astype(np.float32)
+    keep[2, :] = 0.0
+    fn = attention_fn(L, S, E, "bool", fill=-1e9)
+    m = compiler.compile(fn, (q, k, v, keep), target="cuda")
+    _attention_kernels(m)
+    ref = attention_reference(q, k, v, keep > 0, scale=1 / np.sqrt(E), mask_kind="keep",
+                              fill=-1e9)
+    out = _check_attention(m, (q, k, v, keep), ref)
+    np.testing.assert_allclose(out[:, 2], np.broadcast_to(v.mean(axis=1), out[:, 2].shape),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_attention_batch_broadcast():
+    """q (2, 3, L, E) against k and v shared by the leading batch dim: one kernel reading k and
+    v at broadcast (zero) batch indices; a per-batch additive mask broadcast over heads."""
+    L, S, E = 13, 21, 16
+    q, k, v = f32(2, 3, L, E), f32(3, S, E), f32(3, S, E)
+    mask = f32(2, 1, L, S)
+    m = compiler.compile(attention_fn(L, S, E, "add"), (q, k, v, mask), target="cuda")
+    assert _attention_kernels(m) == ["attention"]
+    _no_spills(m)
+    ref = attention_reference(q, k, v, mask, scale=1 / np.sqrt(E), mask_kind="add")
+    _check_attention(m, (q, k, v, mask), ref)
+
+
+def mha(S, H, E, causal=True):
+    """Multi-head self-attention with projections, the heads split and merged by reshape +
+    transpose (tests/test_fusion.py's mha)."""
+    D = H * E
+    wq, wk, wv, wo = (f32(D, D) / np.float32(np.sqrt(D)) for _ in range(4))
+    mask = np.tril(np.ones((S, S), bool))
+
+    def fn(x):
+        def heads(t):
+            return t.reshape(S, H, E).transpose(1, 0, 2)
+
+        q, k, v = heads(x @ wq), heads(x @ wk), heads(x @ wv)
+        s = q @ k.transpose(0, 2, 1) / np.float32(np.sqrt(E))
+        if causal:
+            s = np.where(mask, s, np.float32(-np.inf))
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        p = p / p.sum(axis=-1, keepdims=True)
+        return (p @ v).transpose(1, 0, 2).reshape(S, D) @ wo
+
+    return fn
+
+
+@pytest.mark.parametrize("S,H,E", [(7, 4, 16), (129, 2, 64)], ids=lambda v: str(v))
+def test_multi_head_attention_reads_heads_in_place(S, H, E):
+    """The head split and merge fold into the attention kernel's indexing: 4 projection
+    matmuls and one attention kernel, no transpose."""
+    fn = mha(S, H, E)
+    x = f32(S, H * E)
+    m = compiler.compile(fn, (x,), target="cuda")
+    kinds = _attention_kernels(m)
+    assert sorted(kinds) == ["attention"] + ["matmul"] * 4, kinds
+    assert "aicc.transpose" not in m.ir("tensor") and "causal" in m.ir("tensor")
+    _no_spills(m)
+    ref = fn(x.astype(np.float64))
+    _check_attention(m, (x,), ref, rtol=1e-3, atol=1e-4)
+
+
+def test_attention_over_128_head_dim_stays_unfused():
+    q, k, v = f32(2, 9, 160), f32(2, 9, 160), f32(2, 9, 160)
+    fn = attention_fn(9, 9, 160)
+    m = compiler.compile(fn, (q, k, v), target="cuda")
+    kinds = [k.kind for k in m.executable.program.kernels]
+    assert "attention" not in kinds and "aicc_fused.attention" not in m.ir("tensor")
+    assert kinds == ["matmul", "row_reduce", "matmul"]
+    _check_attention(m, (q, k, v), attention_reference(q, k, v, scale=1 / np.sqrt(160)),
+                     rtol=1e-3, atol=1e-4)
+
+
+def test_attention_kernel_resources():
+    """NVRTC (sm_90): no spills, at most 32 KB of shared memory (the k and v tiles) for the head
+    dims up to 128."""
+    for E in (16, 64, 128):
+        q = f32(2, 70, E)
+        m = compiler.compile(attention_fn(70, 70, E, "causal"), (q, q, q), target="cuda")
+        _no_spills(m)
+        (s,) = m.executable.stats.values()
+        assert s.shared_bytes <= 32 * 1024, (E, s)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not has_gpu(), reason="needs an NVIDIA GPU")
+@pytest.mark.parametrize("kind", ["none", "causal", "add"])
+def test_attention_on_gpu(kind):
+    L, E = 300, 64
+    q, k, v = f32(8, L, E), f32(8, L, E), f32(8, L, E)
+    extra = (f32(L, L),) if kind == "add" else ()
+    fn = attention_fn(L, L, E, kind)
+    m = compiler.compile(fn, (q, k, v, *extra), target="cuda")
+    assert _attention_kernels(m) == ["attention"]
+    ref = fn(*(a.astype(np.float64) for a in (q, k, v, *extra)))
+    np.testing.assert_allclose(m(q, k, v, *extra), ref, rtol=2e-4, atol=2e-5)

@@ -232,9 +232,14 @@ def test_onnx_softmax_logsoftmax_layernorm():
     assert fused.stats["kernels"] <= 3 < unfused.stats["kernels"]
 
 
-def test_cuda_pipeline_keeps_the_unfused_kernels():
-    names = [p.name for _, passes in stage_passes("cuda") for p in passes]
-    assert "fuse-rows" not in names and "fuse-attention" not in names
+def test_cuda_pipeline_keeps_the_unfused_row_kernels():
+    """CUDA: no fuse-rows (map-to-gpu fuses row nests itself); fuse-attention yes, for
+    map-to-gpu's attention kernel (head dims up to 128), and no lower-attention."""
+    cuda = {p.name: p for _, passes in stage_passes("cuda") for p in passes}
+    assert "fuse-rows" not in cuda and "lower-attention" not in cuda
+    assert cuda["fuse-attention"].max_head_dim == 128 and cuda["fuse-attention"].f32_only
+    assert "fuse-attention" not in [p.name for _, passes in stage_passes("cuda", fuse=False)
+                                    for p in passes]
     cpu = [p.name for _, passes in stage_passes("cpu") for p in passes]
     assert {"fuse-rows", "fuse-attention", "lower-attention"} <= set(cpu)
     off = [p.name for _, passes in stage_passes("cpu", fuse=False) for p in passes]

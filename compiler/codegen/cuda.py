@@ -16,6 +16,11 @@ launch per kernel.
                  register tile per thread, batch on grid z, the fill and epilogues fused,
                  guards on every edge tile
     single       one thread runs the body
+    attention    flash attention for one aicc_fused.attention op (see emit_attention): a block
+                 per (batch entry, BQ query rows), T threads per row holding q's row and the
+                 output accumulator in registers, k and v staged KB keys at a time in
+                 __shared__, scores and online softmax 16 keys at a time, causal sweeps
+                 stopping at each warp's last row
 """
 
 from __future__ import annotations
@@ -277,6 +282,7 @@ _UNSIGNED = {"bool": "bool", "signed char": "unsigned char", "short": "unsigned 
              "int": "unsigned", "long long": "unsigned long long"}
 
 INT32_LIMIT = 1 << 31
+ATTENTION_CHUNK = 16  # keys an attention thread scores at a time, in registers
 
 
 def _fname(base: str, t) -> str:
@@ -300,6 +306,7 @@ class _KernelWriter:
         self.n = 0
         self.params: list[SSAValue] = []
         self.min_blocks = 0  # __launch_bounds__'s second argument, when set
+        self.writes: set[SSAValue] = set()  # buffers written other than by memref.store
         self.load_hook = None  # (memref.load) -> C expression | None
         self.store_hook = None  # (memref.store, value) -> handled?
         # 32-bit index arithmetic when every buffer and bound fits: 64-bit integer multiply and
@@ -560,6 +567,10 @@ class _KernelWriter:
         if kind == "single":
             self.line("if (blockIdx.x != 0 || threadIdx.x != 0) return;")
             self.emit_ops(ops)
+        elif kind == "attention":
+            if len(ops) != 1 or ops[0].name != "aicc_fused.attention":
+                self.fail("an attention kernel must hold one aicc_fused.attention")
+            self.emit_attention(ops[0])
         else:
             nests = [o for o in ops if o.name in ("scf.parallel", "scf.for")]
             if not nests or len(nests) != len(ops) or (
@@ -1076,11 +1087,209 @@ class _KernelWriter:
         L(f"const {ct} {total} = {f(start, 'part[0][threadIdx.x]')};")
         self.finish_point(cr.c, total, index, group.epilogues)
 
+    # -- attention
+
+    def emit_attention(self, op) -> None:
+        """softmax(scale * q @ kᵀ [masked]) @ v, flash-attention style: no score matrix.
+
+        Block (batch entry b, query block qb) runs BQ rows with T threads each; thread `lane`
+        of a row owns the head-dim elements 4 * (lane + T * g) + u (u < 4), of q (in registers,
+        zero past E) and of the output accumulator. Per KB-key tile of k and v, staged in
+        __shared__ (zero past S and past the head dims, so the float4 reads need no guard), each
+        thread walks the keys 16 at a time:
+            s[c] = dot(q, k_j) summed over the row's T lanes (shuffles), * scale, masked
+                   (additive, or boolean with the op's fill), -inf past S or above the diagonal
+            m' = max(m, max_c s[c]); ms = m' == -inf ? 0 : m'  (nothing seen yet adds nothing)
+            p[c] = exp(s[c] - ms); l = l * exp(m - ms) + sum_c p[c]
+            acc = acc * exp(m - ms) + sum_c p[c] * v_j; m = m'
+        and writes acc / l (a row whose scores are all masked: 0 / 0 = NaN, as on the CPU).
+        Rows past L compute row L-1 (every thread takes part in the barriers and shuffles)
+        and are not written. Causal: the tiles stop after the block's last row, and each warp's
+        16-key steps after its own last row (the warp's threads agree, so shuffles stay whole)."""
+        from compiler.dialects.aicc_fused import AttentionOp
+
+        assert isinstance(op, AttentionOp)
+        tile = self.k.tile_dims
+        if tile is None or len(tile) != 3:
+            self.fail("an attention kernel needs tile = [BQ, KB, T]")
+        bq, kb, T = tile
+        ch = ATTENTION_CHUNK
+        batch, L, S, E, F = op.sizes()
+        nt = bq * T
+        if math.prod(self.k.block_dims) != nt or kb % ch or T & (T - 1) or 32 % T \
+                or nt % 32 or (32 // T) > bq:
+            self.fail(f"tile {tile} with block {self.k.block_dims} is not a supported shape")
+        if not all(isinstance(v.type.element_type, builtin.Float32Type)
+                   for v in (op.q, op.k, op.v, op.out)):
+            self.fail("the attention kernel takes f32 q, k, v and result")
+        qblocks = -(-L // bq)
+        if math.prod(batch) * qblocks != math.prod(self.k.grid_dims):
+            self.fail(f"grid {self.k.grid_dims} does not cover {math.prod(batch)} x {qblocks} blocks")
+        ep, fp = -(-E // (4 * T)) * 4 * T, -(-F // (4 * T)) * 4 * T  # padded head dims
+        eq, fq = ep // T, fp // T  # elements per thread
+        # one block per SM at least: without it ptxas caps a 256-thread block at 128 registers
+        # and the head dim 128 kernel (146 registers) spills
+        self.min_blocks = 1
+        I, Ln = self.idx, self.line
+        causal = op.causal is not None
+        kind, scale = op.mask_kind, op.scale_value
+        nb = len(batch)
+
+        def offset(value, perm, logical: list[str]) -> str:
+            """Offset into `value` of the logical index (batch..., a, b), through its permutation
+            (None: the mask, plain broadcasting to (batch..., L, S)) and broadcast dims."""
+            shape = value.type.get_shape()
+            rank = len(shape)
+            bix, tail = logical[:nb], logical[nb:]
+            if perm is None:
+                full = [*batch, L, S]
+                sh = len(full) - rank
+                stored = ["0" if shape[i] == 1 and full[i + sh] != 1 else logical[i + sh]
+                          for i in range(rank)]
+            else:
+                lshape = [shape[p] for p in perm]
+                sh = nb - (rank - 2)
+                lix = ["0" if lshape[i] == 1 and batch[i + sh] != 1 else bix[i + sh]
+                       for i in range(rank - 2)] + tail
+                stored = [""] * rank
+                for t, p in enumerate(perm):
+                    stored[p] = lix[t]
+            return self.offset(value, stored)
+
+        Q, K, V, O = (self.val(x) for x in (op.q, op.k, op.v, op.out))
+        self.writes.add(op.out)
+        M = self.val(op.mask_value) if op.mask_value is not None else None
+        what = {None: "", "add": " + mask", "keep": " where mask", "drop": " where !mask"}[kind]
+        Ln(f"// {op.name}: softmax({scale!r} * q @ kᵀ{what}{', causal' if causal else ''}) @ v, "
+           f"batch {list(batch)}, L {L}, S {S}, E {E}, F {F}")
+        Ln(f"// a block per (batch entry, {bq} query rows), {T} thread{'s' * (T > 1)} per row holding {eq} of "
+           f"q's and {fq} of the output's elements; k and v in {kb}-key shared tiles; online "
+           f"softmax {ch} keys at a time")
+        Ln(f"__shared__ __align__(16) float Ks[{kb}][{ep}];")
+        Ln(f"__shared__ __align__(16) float Vs[{kb}][{fp}];")
+        Ln(f"const int tid = threadIdx.x, lane = {f'tid % {T}' if T > 1 else '0'}, "
+           f"r = {f'tid / {T}' if T > 1 else 'tid'};  // the thread's row in the block")
+        Ln(f"const {I} qb = {f'blockIdx.x % {qblocks}' if qblocks > 1 else '0'};")
+        bnames: list[str] = []
+        if batch:
+            Ln(f"const {I} bl = blockIdx.x{f' / {qblocks}' if qblocks > 1 else ''};")
+            bnames = self.split_linear("bl", batch)
+        Ln(f"const {I} row = qb * {bq} + r;")
+        Ln(f"const {I} qrow = row < {L} ? row : {L - 1};  // rows past L: computed, not written")
+        Ln(f"float q[{eq}], acc[{fq}];")
+        Ln("#pragma unroll")
+        Ln(f"for (int g = 0; g < {eq // 4}; ++g) {{")
+        Ln("  #pragma unroll")
+        Ln("  for (int u = 0; u < 4; ++u) {")
+        Ln(f"    const int d = (lane + {T} * g) * 4 + u;")
+        qload = f"{Q}[{offset(op.q, op.perm('q'), [*bnames, 'qrow', 'd'])}]"
+        Ln(f"    q[g * 4 + u] = " + (f"d < {E} ? {qload} : 0.0f;" if ep != E else f"{qload};"))
+        Ln("  }")
+        Ln("}")
+        Ln(f"#pragma unroll\nfor (int i = 0; i < {fq}; ++i) acc[i] = 0.0f;")
+        Ln("float m = -INFINITY, l = 0.0f;  // the running max and sum of exp(s - m)")
+        if causal:
+            Ln(f"const {I} kend = qb * {bq} + {bq} < {S} ? qb * {bq} + {bq} : {S};  "
+               "// causal: the keys up to the block's last row")
+            Ln(f"const {I} wlast = qb * {bq} + (tid / 32 + 1) * {32 // T} - 1;  "
+               "// the warp's last row")
+        else:
+            Ln(f"const {I} kend = {S};")
+        Ln(f"for ({I} j0 = 0; j0 < kend; j0 += {kb}) {{")
+        self.ind += 1
+        Ln("__syncthreads();  // every thread is done with the previous tiles")
+        for buf, src, val, width, dim in (("Ks", K, op.k, ep, E), ("Vs", V, op.v, fp, F)):
+            Ln(f"for (int x = tid; x < {kb * width}; x += {nt}) {{")
+            Ln(f"  const int c = x / {width}, d = x % {width};")
+            Ln(f"  const {I} j = j0 + c;")
+            off = offset(val, op.perm("k" if buf == "Ks" else "v"), [*bnames, "j", "d"])
+            guard = f"j < {S}" + (f" && d < {dim}" if width != dim else "")
+            Ln(f"  {buf}[c][d] = ({guard}) ? {src}[{off}] : 0.0f;")
+            Ln("}")
+        Ln("__syncthreads();")
+        lim = f"kend - j0 < {kb} ? kend - j0 : {kb}"
+        Ln(f"{I} cend = {lim};")
+        if causal:
+            Ln("if (wlast - j0 + 1 < cend) cend = wlast - j0 + 1;  // warp-uniform: shuffles stay whole")
+        Ln(f"for (int c0 = 0; c0 < cend; c0 += {ch}) {{")
+        self.ind += 1
+        Ln(f"float s[{ch}], mx = -INFINITY;")
+        Ln("#pragma unroll")
+        Ln(f"for (int c = 0; c < {ch}; ++c) {{")
+        self.ind += 1
+        Ln("float dot = 0.0f;  // q . k_j over this thread's elements")
+        Ln("#pragma unroll")
+        Ln(f"for (int g = 0; g < {eq // 4}; ++g) {{")
+        Ln(f"  const float4 kv = *reinterpret_cast<const float4*>(&Ks[c0 + c][(lane + {T} * g) * 4]);")
+        Ln("  dot = fmaf(q[g * 4], kv.x, dot); dot = fmaf(q[g * 4 + 1], kv.y, dot);")
+        Ln("  dot = fmaf(q[g * 4 + 2], kv.z, dot); dot = fmaf(q[g * 4 + 3], kv.w, dot);")
+        Ln("}")
+        sh = 1
+        while sh < T:
+            Ln(f"dot += __shfl_xor_sync(0xffffffffu, dot, {sh});  // the row's other lanes")
+            sh *= 2
+        Ln(f"const {I} j = j0 + c0 + c;")
+        Ln("float x = dot" + (f" * {_f32_text(scale)};" if scale != 1.0 else ";"))
+        if M is not None:
+            mo = offset(op.mask_value, None, [*bnames, "qrow", f"(j < {S} ? j : {S - 1})"])
+            if kind == "add":
+                Ln(f"x = x + {M}[{mo}];")
+            else:
+                fill = self.literal_float(op.fill_value)
+                a, b = ("x", fill) if kind == "keep" else (fill, "x")
+                Ln(f"x = {M}[{mo}] ? {a} : {b};")
+        Ln(f"if (j >= {S}{' || j > qrow' if causal else ''}) x = -INFINITY;")
+        Ln("s[c] = x;")
+        Ln("mx = aicc_max(mx, x);")
+        self.ind -= 1
+        Ln("}")
+        Ln("const float mn = aicc_max(m, mx);")
+        Ln("const float ms = mn == -INFINITY ? 0.0f : mn;  // nothing seen yet: adds nothing")
+        Ln("const float alpha = expf(m - ms);  // rescales what was summed under the old max")
+        Ln("float ps = 0.0f;")
+        Ln("#pragma unroll")
+        Ln(f"for (int c = 0; c < {ch}; ++c) {{ s[c] = expf(s[c] - ms); ps += s[c]; }}")
+        Ln("l = l * alpha + ps;")
+        Ln(f"#pragma unroll\nfor (int i = 0; i < {fq}; ++i) acc[i] *= alpha;")
+        Ln("#pragma unroll")
+        Ln(f"for (int c = 0; c < {ch}; ++c) {{")
+        Ln("  #pragma unroll")
+        Ln(f"  for (int g = 0; g < {fq // 4}; ++g) {{")
+        Ln(f"    const float4 vv = *reinterpret_cast<const float4*>(&Vs[c0 + c][(lane + {T} * g) * 4]);")
+        Ln("    acc[g * 4] = fmaf(s[c], vv.x, acc[g * 4]); acc[g * 4 + 1] = fmaf(s[c], vv.y, acc[g * 4 + 1]);")
+        Ln("    acc[g * 4 + 2] = fmaf(s[c], vv.z, acc[g * 4 + 2]); acc[g * 4 + 3] = fmaf(s[c], vv.w, acc[g * 4 + 3]);")
+        Ln("  }")
+        Ln("}")
+        Ln("m = mn;")
+        self.ind -= 1
+        Ln("}")
+        self.ind -= 1
+        Ln("}")
+        Ln(f"if (row >= {L}) return;")
+        Ln("#pragma unroll")
+        Ln(f"for (int g = 0; g < {fq // 4}; ++g) {{")
+        Ln("  #pragma unroll")
+        Ln("  for (int u = 0; u < 4; ++u) {")
+        Ln(f"    const int d = (lane + {T} * g) * 4 + u;")
+        store = f"{O}[{offset(op.out, op.perm('out'), [*bnames, 'row', 'd'])}] = acc[g * 4 + u] / l;"
+        Ln(f"    if (d < {F}) {store}" if fp != F else f"    {store}")
+        Ln("  }")
+        Ln("}")
+
+    @staticmethod
+    def literal_float(v: float) -> str:
+        if math.isnan(v):
+            return "NAN"
+        if math.isinf(v):
+            return "INFINITY" if v > 0 else "(-INFINITY)"
+        return _f32_text(v)
+
     def render(self, info: KernelInfo) -> str:
         ids = [self.bufs[p] for p in self.params]
         params = []
         for i, p in enumerate(self.params):
-            written = any(o.name == "memref.store" and o.memref is p for o in self.k.walk())
+            written = p in self.writes or any(
+                o.name == "memref.store" and o.memref is p for o in self.k.walk())
             restrict = " __restrict__" if ids.count(ids[i]) == 1 else ""
             const = "" if written else "const "
             params.append(f"{const}{c_type(p.type.element_type)}*{restrict} p{i}")

@@ -26,6 +26,11 @@ matmul       [fill] C[b..,i,j] += A[..,i,k] B[..,k,j] tiled through double-buffe
                                                      computing a (BM/block[1]) x (BN/block[0])
                                                      register tile; batch on grid z
 single       straight-line code outside any nest     one thread
+attention    one aicc_fused.attention on memrefs     flash attention: `tile` = [BQ, KB, T], a
+             (not loop IR: the op is whole)          block per (batch entry, BQ query rows), T
+                                                     threads per row holding its q and output
+                                                     row in registers, KB-key tiles of k and v
+                                                     in shared memory, online softmax
 
 A body with several nests means: run them in this order. The emitter fuses them into one
 launch; the structural queries deciding what fuses live in gpu_patterns.py. A fill before the
@@ -52,7 +57,7 @@ from xdsl.irdl import (
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
-KINDS = ("elementwise", "row_reduce", "col_reduce", "matmul", "single")
+KINDS = ("elementwise", "row_reduce", "col_reduce", "matmul", "single", "attention")
 
 
 @irdl_op_definition
@@ -92,6 +97,13 @@ class KernelOp(IRDLOperation):
                 raise VerifyException(f"gpu_map.kernel: {what} must be 1 to 3 positive sizes")
         if self.kind.data == "matmul" and (self.tile is None or len(self.tile.get_values()) != 3):
             raise VerifyException("gpu_map.kernel: a matmul kernel needs tile = [BM, BN, BK]")
+        if self.kind.data == "attention":
+            if self.tile is None or len(self.tile.get_values()) != 3:
+                raise VerifyException("gpu_map.kernel: an attention kernel needs tile = [BQ, KB, T]")
+            ops = list(self.body.block.ops)
+            if len(ops) != 1 or ops[0].name != "aicc_fused.attention":
+                raise VerifyException(
+                    "gpu_map.kernel: an attention kernel holds one aicc_fused.attention")
 
     @property
     def grid_dims(self) -> tuple[int, ...]:

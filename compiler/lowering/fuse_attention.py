@@ -24,6 +24,10 @@ constant mask that is exactly the causal one (a boolean tril kept, a boolean tri
 skips the key blocks above the diagonal.
 
 Scaling by 1/c instead of dividing by c rounds differently, within an ulp of each score.
+
+Both targets run the pass: lower-attention lowers the op on the CPU, map-to-gpu on CUDA. The
+CUDA pipeline sets `max_head_dim` (what its kernel keeps in registers, 128) and `f32_only`: an
+attention outside those stays the unfused ops.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import tensor
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
@@ -245,11 +249,21 @@ def _causal(m: Match, L: int, S: int) -> bool:
     return bool(np.all(c[tril] == 0) and np.all(c[~tril] == -np.inf))
 
 
+@dataclass
 class FuseAttentionPattern(RewritePattern):
+    max_head_dim: int = 0  # 0: any
+    f32_only: bool = False
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc.MatmulOp, rewriter: PatternRewriter) -> None:
         m = match(op)
         if m is None or m.q is None or m.k is None:
+            return
+        if self.max_head_dim and max(m.q.type.get_shape()[-1], op.rhs.type.get_shape()[-1]) \
+                > self.max_head_dim:
+            return  # a head dim the target's attention kernel does not take: stays unfused
+        if self.f32_only and not all(isinstance(x.type.element_type, Float32Type)
+                                     for x in (m.q, m.k, op.rhs, op.result)):
             return
         rank_k = len(m.k.type.get_shape())
         k_perm = _swap_last(rank_k) if m.k_swapped else list(range(rank_k))
@@ -297,8 +311,14 @@ class FuseAttention(ModulePass):
 
     name = "fuse-attention"
 
+    # The largest head dim (q's and k's E, v's F) to fuse; 0: any. The CUDA pipeline sets it to
+    # what its attention kernel keeps in registers.
+    max_head_dim: int = 0
+    f32_only: bool = False  # the CUDA kernel's q, k, v and result are f32
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(FuseAttentionPattern(), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(FuseAttentionPattern(self.max_head_dim, self.f32_only),
+                             apply_recursively=False).rewrite_module(op)
 
 
 __all__ = ["FuseAttention", "match", "match_softmax"]

@@ -1,5 +1,10 @@
 """lower-attention: aicc_fused.attention on memrefs -> one loop nest with online softmax.
 
+The CPU pipeline's lowering. The CUDA pipeline does not run it: its per-thread stack buffers do
+not map onto a GPU, so map-to-gpu keeps the op whole in a gpu_map.kernel of kind "attention" and
+CudaEmitter.emit_attention writes the GPU's flash-attention kernel (same semantics: scale, then
+the mask, -inf past the diagonal, an all-masked row 0 / 0 = NaN).
+
 Flash-attention style: no L x S score matrix exists. One scf.parallel runs over
 (batch entries x blocks of QUERY_BLOCK query rows); each iteration walks its rows ROW_TILE at a
 time, and for each tile sweeps the keys in blocks of KEY_BLOCK:

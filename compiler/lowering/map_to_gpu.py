@@ -20,6 +20,11 @@ kernel. Grouping, in this order:
   - row_reduce: a row reduction with its neighbours over the same rows (softmax's six nests,
     layer norm's), when a row fits in the block's registers; else the reduction alone;
   - elementwise: any other band (inner loops then run sequentially in each thread).
+
+An `aicc_fused.attention` op (on memrefs: the CUDA pipeline runs fuse-attention but not
+lower-attention) becomes an "attention" kernel of its own, the op kept whole inside it for the
+emitter (see attention_config for the mapping). Its head dims (E of q and k, F of v) must be at
+most MAX_ATTENTION_HEAD_DIM: fuse-attention leaves a larger one unfused on CUDA.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 
+from compiler.dialects.aicc_fused import AttentionOp
 from compiler.dialects.gpu_map import KernelOp
 from compiler.dialects.gpu_patterns import (
     accesses,
@@ -71,6 +77,8 @@ NUM_SMS = 132  # H100 SXM: a tile config must give at least this many blocks to 
 GPU_THREADS = NUM_SMS * 1024  # threads that keep every SM busy enough for a memory-bound kernel
 MAX_GRID_Z = 65535
 MAX_ROW_GROUP = 12  # nests on each side of a row reduction that may join its kernel
+MAX_ATTENTION_HEAD_DIM = 128  # q/k/v rows an attention thread group keeps in registers
+ATTENTION_ELEMS = 32  # elements of q's (and of the output's) row per thread
 
 
 @dataclass(frozen=True)
@@ -144,6 +152,27 @@ def elementwise_launch(par: scf.ParallelOp) -> tuple[tuple, tuple]:
     points = prod(_cdiv(ub - lb, st) for lb, ub, st in ranges)
     block = min(ELEMENTWISE_BLOCK, max(32, _cdiv(points, 32) * 32))
     return (max(1, _cdiv(points, block)),), (block,)
+
+
+def attention_config(op: AttentionOp) -> tuple[tuple, tuple, tuple]:
+    """(grid, block, tile = [BQ, KB, T]) of the flash-attention kernel for `op`.
+
+    T threads (1, 2 or 4) share a query row, each holding at most ATTENTION_ELEMS of its q and
+    output elements in registers; a block runs BQ rows (64, or 32 for a short sequence), so
+    BQ * T threads, and stages KB keys of k and v at a time in shared memory (64, or 32 for
+    head dims over 64: 32 KB at most; fewer for a short S). One block per (batch entry, BQ
+    query rows): the grid is flat, the emitter splits blockIdx.x."""
+    batch, L, S, E, F = op.sizes()
+    d = max(E, F)
+    if d > MAX_ATTENTION_HEAD_DIM:
+        raise CompileError(f"map-to-gpu: attention head dim {d} is over "
+                           f"{MAX_ATTENTION_HEAD_DIM} (fuse-attention leaves it unfused on CUDA)")
+    t = 1
+    while d > t * ATTENTION_ELEMS:
+        t *= 2
+    bq = 64 if L > 32 else 32
+    kb = min(64 if d <= 64 else 32, _cdiv(S, 16) * 16)  # a multiple of the emitter's 16-key step
+    return (prod(batch) * _cdiv(L, bq),), (bq * t,), (bq, kb, t)
 
 
 def _wrap(ops: list[Operation], name: str, kind: str, grid, block, tile=None) -> KernelOp:
@@ -342,6 +371,11 @@ def map_function(f: func.FuncOp) -> None:
         if isinstance(op, KernelOp):
             flush_single()
             flush_run()
+            n += 1
+        elif isinstance(op, AttentionOp):
+            flush_single()
+            flush_run()
+            _wrap([op], f"{fname}_k{n}", "attention", *attention_config(op))
             n += 1
         elif isinstance(op, scf.ParallelOp) or (
                 isinstance(op, scf.ForOp) and match_col_reduce(op) is not None):
