@@ -1183,7 +1183,7 @@ class _KernelWriter:
         Ln("  for (int u = 0; u < 4; ++u) {")
         Ln(f"    const int d = (lane + {T} * g) * 4 + u;")
         qload = f"{Q}[{offset(op.q, op.perm('q'), [*bnames, 'qrow', 'd'])}]"
-        Ln(f"    q[g * 4 + u] = " + (f"d < {E} ? {qload} : 0.0f;" if ep != E else f"{qload};"))
+        Ln("    q[g * 4 + u] = " + (f"d < {E} ? {qload} : 0.0f;" if ep != E else f"{qload};"))
         Ln("  }")
         Ln("}")
         Ln(f"#pragma unroll\nfor (int i = 0; i < {fq}; ++i) acc[i] = 0.0f;")

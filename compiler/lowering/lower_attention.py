@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, func, math as xmath, memref, scf
+from xdsl.dialects import arith, math as xmath, memref, scf
 from xdsl.dialects.builtin import (
     FloatAttr,
     IndexType,
