@@ -466,6 +466,36 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     return s
 
 
+CONV_LOWERINGS = ("direct", "im2col", "matmul")
+
+
+def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups: int,
+                         out_hw: tuple[int, int], kernel: tuple[int, int],
+                         strides: tuple[int, int] = (1, 1)) -> str:
+    """How a conv2d is lowered to linalg (compiler/lowering/nn_to_linalg.py):
+
+      "matmul"  a 1x1 stride-1 conv: the input viewed as (N, IC, H*W) is the matmul's B
+      "im2col"  an im2col copy of the input into (N, IC*KH*KW, OH*OW), then a batched
+                matmul with the weight (OC, IC*KH*KW) broadcast over the batch (per group)
+      "direct"  one generic with loops (n, g, oc, oh, ow | ic, kh, kw)
+
+    Per group the matmul is M = OC/G rows (one per output channel), N = OH*OW columns, and
+    K = IC/G*KH*KW; the copy moves K*N elements for M*N*K multiply-adds. Direct wins where
+    the matmul kernel has too little to work with: a depthwise-like conv (fewer than 4
+    channels per group in or out: each output reads a K of KH*KW at most, the copy would
+    cost as much as the products), a tiny K (< 4: the micro-kernel's k loop is mostly
+    overhead), or a tiny conv (< 2^12 multiply-adds in all, where packing and the copy cost
+    more than the whole direct loop)."""
+    icg, ocg = in_channels // groups, out_channels // groups
+    k = icg * kernel[0] * kernel[1]
+    macs = batch * out_channels * out_hw[0] * out_hw[1] * k
+    if (groups > 1 and min(icg, ocg) < 4) or k < 4 or macs < 1 << 12:
+        return "direct"
+    if kernel == (1, 1) and strides == (1, 1):
+        return "matmul"
+    return "im2col"
+
+
 def element_bytes(t) -> int:
     return 8 if getattr(t, "name", "") == "f64" else 4
 
@@ -478,7 +508,9 @@ def schedule_of(op: Operation) -> MatmulSchedule | None:
 __all__ = [
     "MatmulMatch",
     "MatmulSchedule",
+    "CONV_LOWERINGS",
     "SCHEDULE_ATTR",
+    "choose_conv_lowering",
     "choose_matmul_schedule",
     "format_overrides",
     "match_matmul",

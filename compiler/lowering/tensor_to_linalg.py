@@ -42,7 +42,7 @@ from xdsl.pattern_rewriter import (
 
 from compiler.dialects import aicc
 from compiler.errors import UnsupportedOpError
-from compiler.lowering.nn_to_linalg import NN_PATTERNS
+from compiler.lowering.nn_to_linalg import LowerConv2dBias, nn_patterns
 from compiler.lowering.utils import (
     PARALLEL,
     REDUCTION,
@@ -504,10 +504,15 @@ class TensorToLinalg(ModulePass):
 
     name = "tensor-to-linalg"
 
+    # direct, im2col or matmul for every conv2d without an `aicc.conv_lowering` attribute;
+    # "" for $AICC_CONV_LOWERING, else the heuristic (see nn_to_linalg.py)
+    conv_lowering: str = ""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
                 [
+                    LowerConv2dBias(self.conv_lowering),  # before LowerBinary takes the add
                     LowerConstant(),
                     LowerUnary(),
                     LowerBinary(),
@@ -520,7 +525,7 @@ class TensorToLinalg(ModulePass):
                     LowerReduce(),
                     LowerSoftmax(),
                     LowerReshape(),
-                    *NN_PATTERNS,
+                    *nn_patterns(self.conv_lowering),
                 ]
             ),
         ).rewrite_module(op)
