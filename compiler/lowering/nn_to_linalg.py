@@ -257,7 +257,7 @@ class LowerConv2dBias(RewritePattern):
             if isinstance(conv, aicc_nn.Conv2dOp) and (found := _channel_bias(conv)) and found[0] is op:
                 out = lower_conv2d(conv, found[1], conv_lowering(conv, self.lowering), rewriter)
                 rewriter.replace(op, [], [out])
-                rewriter.erase_op(conv)
+                rewriter.erase(conv)
                 return
 
 
