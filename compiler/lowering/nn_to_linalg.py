@@ -68,7 +68,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 
 from compiler.dialects import aicc, aicc_nn
 from compiler.errors import CompileError
-from compiler.lowering.schedule import CONV_LOWERINGS, choose_conv_lowering
+from compiler.lowering.schedule import CONV_LOWERING_ATTR, CONV_LOWERINGS, choose_conv_lowering
 from compiler.lowering.utils import (
     PARALLEL,
     REDUCTION,
@@ -80,7 +80,6 @@ from compiler.lowering.utils import (
     scalar_constant,
 )
 
-CONV_LOWERING_ATTR = "aicc.conv_lowering"
 CONV_LOWERING_ENV = "AICC_CONV_LOWERING"
 
 
@@ -226,6 +225,7 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
                 AffineMap(4, 0, (_d(0), _d(1), _d(2)))]
     iters = [PARALLEL] * (len(maps[2].results)) + [REDUCTION]
     generic = build_generic([wt, col], [acc], maps, iters, _mac, [out_t])
+    generic.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)  # for choose-schedule
     return _reshape(rewriter, insert_result(rewriter, generic), (n, oc, oh, ow))
 
 

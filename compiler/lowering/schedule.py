@@ -381,7 +381,7 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
                            elem_bytes: int = 4, threads: int | None = None,
                            registers: int | None = None, l1_bytes: int = L1_BYTES,
                            l2_bytes: int = L2_BYTES, b_constant: bool = False,
-                           a_trans: bool = False, b_trans: bool = False,
+                           a_trans: bool = False, b_trans: bool = False, conv: bool = False,
                            fixed: Mapping[str, object] | None = None) -> MatmulSchedule:
     """The default schedule for a (batch x) m x n x k matmul; fields in `fixed` are kept and
     the others chosen around them.
@@ -395,7 +395,10 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     kc x nc block of B a quarter of L2, the mc x nc tile of C an eighth; blocks are
     balanced so the last is not a sliver. Then tiles are split until each thread has a few. A is read in place (its sliver sits in L1) unless transposed; B is
     packed when its panels are reused (m > mr), transposed or constant (packed at compile
-    time, so for free).
+    time, so for free), except for a conv's matmul (`conv`: B is the im2col copy or the
+    input itself, A the weight): there packing B is a second copy of the conv's input for
+    only M = OC/G rows of reuse, and reading B in place measured faster on every resnet50
+    and small-CNN layer (up to 1.7x at M = 64).
     """
     fixed = fixed or {}
     _check_fields(fixed)
@@ -458,7 +461,7 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     s = MatmulSchedule(
         mr=mr, nr=nr, vw=vw, kc=kc, mc=mc, nc=nc, ku=4,
         pack_a=(order == "nm" or a_trans) and m > mr and n > nr,
-        pack_b=b_constant or b_trans or m > mr,
+        pack_b=b_constant or b_trans or (m > mr and not conv),
         parallel="bmn", order=order, pf=32 if k > 64 and not streaming_b else 0)
     s = replace(s, **{k_: v for k_, v in fixed.items() if k_ not in ("mr", "nr", "vw", "kc",
                                                                      "mc", "nc", "order")})
@@ -467,6 +470,9 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
 
 
 CONV_LOWERINGS = ("direct", "im2col", "matmul")
+# On a conv2d: the lowering asked for. On the matmul generic of a conv: the lowering it came
+# from, so that choose-schedule picks the conv's schedule (see choose_matmul_schedule).
+CONV_LOWERING_ATTR = "aicc.conv_lowering"
 
 
 def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups: int,
@@ -509,6 +515,7 @@ __all__ = [
     "MatmulMatch",
     "MatmulSchedule",
     "CONV_LOWERINGS",
+    "CONV_LOWERING_ATTR",
     "SCHEDULE_ATTR",
     "choose_conv_lowering",
     "choose_matmul_schedule",
