@@ -11,18 +11,18 @@
 // CHECK:         %[[COL:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, (d5 + d3), (d6 + d4))>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3, d4, d5, d6)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%{{.*}} : tensor<2x1x3x9x9xf32>) outs(%{{.*}} : tensor<2x1x3x3x3x7x7xf32>)
 // CHECK:         %[[B:.*]] = tensor.expand_shape {{.*}} into tensor<2x27x49xf32>
 // CHECK:         %[[ACC:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d1, 0)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>]
-// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %[[B]] : tensor<16x27xf32>, tensor<2x27x49xf32>) outs(%[[ACC]] : tensor<2x16x49xf32>) attrs = {aicc.conv_lowering = "im2col", aicc.schedule = {mr = 14 : i64, nr = 32 : i64, {{.*}}, pack_b = false
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %[[B]] : tensor<32x27xf32>, tensor<2x27x49xf32>) outs(%[[ACC]] : tensor<2x32x49xf32>) attrs = {aicc.conv_lowering = "im2col", aicc.schedule = {mr = 14 : i64, nr = 32 : i64, {{.*}}, pack_b = false
 // CHECK:           arith.addf
 // CHECK-NOT:     arith.addf
-// CHECK:         tensor.expand_shape {{.*}} into tensor<2x16x7x7xf32>
+// CHECK:         tensor.expand_shape {{.*}} into tensor<2x32x7x7xf32>
 // DIRECT-LABEL:  func.func @conv3x3_bias
 // DIRECT:          linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d1, d2, 0, 0)>
 // DIRECT:          linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]
 // DIRECT-NOT:      aicc.schedule
-func.func @conv3x3_bias(%x: tensor<2x3x9x9xf32>, %w: tensor<16x3x3x3xf32>, %b: tensor<1x16x1x1xf32>) -> tensor<2x16x7x7xf32> {
-  %0 = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<2x3x9x9xf32>, tensor<16x3x3x3xf32> -> tensor<2x16x7x7xf32>
-  %1 = aicc.add %0, %b : tensor<2x16x7x7xf32>, tensor<1x16x1x1xf32> -> tensor<2x16x7x7xf32>
-  func.return %1 : tensor<2x16x7x7xf32>
+func.func @conv3x3_bias(%x: tensor<2x3x9x9xf32>, %w: tensor<32x3x3x3xf32>, %b: tensor<1x32x1x1xf32>) -> tensor<2x32x7x7xf32> {
+  %0 = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<2x3x9x9xf32>, tensor<32x3x3x3xf32> -> tensor<2x32x7x7xf32>
+  %1 = aicc.add %0, %b : tensor<2x32x7x7xf32>, tensor<1x32x1x1xf32> -> tensor<2x32x7x7xf32>
+  func.return %1 : tensor<2x32x7x7xf32>
 }
 
 // -----
