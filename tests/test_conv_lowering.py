@@ -144,3 +144,26 @@ def test_lowering_by_env_and_pass_option(monkeypatch):
     monkeypatch.setenv("AICC_CONV_LOWERING", "bogus")
     with pytest.raises(CompileError, match="conv lowering 'bogus'"):
         lowered()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", [CASES[7], CASES[4], CASES[10]], ids=str)
+def test_conv2d_lowerings_cuda_emulated(mode, case):
+    """The CUDA target takes the same lowerings (the matmul mapped by map-to-gpu), checked with
+    the emulation harness of test_cuda_emulation.py."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    import shutil
+
+    if shutil.which("g++") is None:
+        pytest.skip("the CUDA emulation harness needs g++")
+    from cuda_emulation.emu import run_emulated
+
+    from compiler.pipeline import CompileOptions
+
+    xs, ws, strides, dils, groups, pads, bias = case
+    x, w, b = inputs(xs, ws)
+    module = conv_module(x, w, b, strides, dils, groups, pads, bias, mode)
+    m = compile_module(module, "main", options=CompileOptions(target="cuda"))
+    assert ('"matmul"' in m.ir("gpu")) == (mode != "direct")
+    np.testing.assert_allclose(run_emulated(m, x, w, b), want_of(x, w, b, strides, dils, groups, pads, bias),
+                               rtol=1e-4, atol=1e-4)

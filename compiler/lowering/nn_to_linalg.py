@@ -231,13 +231,15 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
 
 @dataclass
 class LowerConv2d(RewritePattern):
-    """conv2d without a bias add (see LowerConv2dBias), lowered as `conv_lowering` says."""
+    """conv2d (but one that LowerConv2dBias lowers with its bias add, when `with_bias`),
+    lowered as `conv_lowering` says."""
 
     lowering: str = ""  # the pass option: direct, im2col, matmul, or "" (auto)
+    with_bias: bool = True
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc_nn.Conv2dOp, rewriter: PatternRewriter) -> None:
-        if _channel_bias(op) is not None:
+        if self.with_bias and _channel_bias(op) is not None:
             return  # lowered with its add
         rewriter.replace(op, [], [lower_conv2d(op, None, conv_lowering(op, self.lowering), rewriter)])
 
@@ -667,8 +669,9 @@ class LowerConvTranspose2d(RewritePattern):
         rewriter.replace(op, aicc_nn.Conv2dOp(scatter.results[0], wt, (1, 1), dils, g))
 
 
-def nn_patterns(conv_lowering: str = "") -> list[RewritePattern]:
-    """The NN lowerings, but for LowerConv2dBias, which goes before the elementwise ones."""
+def nn_patterns(conv_lowering: str = "", conv_bias: bool = True) -> list[RewritePattern]:
+    """The NN lowerings, but for LowerConv2dBias (used when `conv_bias`), which goes before
+    the elementwise ones."""
     return [LowerConvTranspose2d(), LowerResample(), LowerPad(),
-            LowerConv2d(conv_lowering), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
+            LowerConv2d(conv_lowering, conv_bias), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
             LowerGatherElements(), LowerArgReduce(), LowerCumSum()]
