@@ -167,3 +167,53 @@ def test_conv2d_lowerings_cuda_emulated(mode, case):
     assert ('"matmul"' in m.ir("gpu")) == (mode != "direct")
     np.testing.assert_allclose(run_emulated(m, x, w, b), want_of(x, w, b, strides, dils, groups, pads, bias),
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("bias_shape,bias_first", [((5, 1, 1), True), ((1,), False), ((), True),
+                                                   ((3, 5, 7, 7), False)], ids=str)
+@pytest.mark.parametrize("mode", MODES)
+def test_bias_shapes(mode, bias_shape, bias_first):
+    """Per-channel biases of every broadcast shape, on either side of the add, start the
+    accumulator; a full tensor stays an add of its own."""
+    x, w = rand(3, 3, 9, 9), rand(5, 3, 3, 3, seed=1)
+    b = rand(*bias_shape, seed=2) if bias_shape else np.array(0.5, np.float32)
+
+    def body(bld, xv, wv, bv):
+        conv = bld.insert(aicc_nn.Conv2dOp(xv, wv))
+        conv.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)
+        pair = (bv, conv.result) if bias_first else (conv.result, bv)
+        return bld.insert(aicc.AddOp(*pair)).result
+
+    m = compile_module(build([x, w, b], body), "main")
+    want = np_conv2d(x, w, (1, 1), (1, 1), 1) + b
+    np.testing.assert_allclose(m(x, w, b), want.astype(np.float32), rtol=1e-4, atol=1e-4)
+    per_channel = len(bias_shape) < 4
+    assert m.ir("linalg").count("arith.addf") == (1 if per_channel else 2)
+
+
+def test_conv_used_twice_keeps_its_add():
+    x, w, b = inputs((1, 3, 9, 9), (33, 3, 3, 3))
+
+    def body(bld, xv, wv, bv):
+        conv = bld.insert(aicc_nn.Conv2dOp(xv, wv)).result
+        return [bld.insert(aicc.AddOp(conv, bv)).result, conv]
+
+    m = compile_module(build([x, w, b], body), "main", output_is_tuple=True)
+    y, c = m(x, w, b)
+    want = np_conv2d(x, w, (1, 1), (1, 1), 1)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(y, want + b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_float64(mode):
+    x, w = rand(2, 7, 13, 9, dtype=np.float64), rand(33, 7, 3, 3, seed=1, dtype=np.float64)
+
+    def body(bld, xv, wv):
+        conv = bld.insert(aicc_nn.Conv2dOp(xv, wv, (2, 1)))
+        conv.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)
+        return conv
+
+    got = compile_module(build([x, w], body), "main")(x, w)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, np_conv2d(x, w, (2, 1), (1, 1), 1), rtol=1e-12, atol=1e-12)
