@@ -155,18 +155,17 @@ def _channel_bias(conv: aicc_nn.Conv2dOp) -> tuple[aicc.AddOp, SSAValue] | None:
 
 
 def _accumulator(rewriter: PatternRewriter, op: Operation, out_t: TensorType, bias: SSAValue | None,
-                 channel_shape: tuple[int, ...], channel_dim: int) -> SSAValue:
-    """The conv's accumulator: zeros, or the per-channel bias broadcast. `channel_shape` is
-    how the output's channel dims from `channel_dim` on split OC ((OC,) or (G, OC/G))."""
+                 view: tuple[int, ...]) -> SSAValue:
+    """The conv's accumulator: zeros, or the per-channel bias broadcast into it, viewed as
+    `view` (the channel dims of the output, aligned right; 1 where it broadcasts)."""
     if bias is None:
         return filled_tensor(rewriter, op, out_t, 0.0)
     out_shape = out_t.get_shape()
-    trailing = len(out_shape) - channel_dim - len(channel_shape)
-    one = math.prod(aicc.shape_of(bias)) == 1
-    shape = (1,) * len(channel_shape) if one else channel_shape
-    b = _reshape(rewriter, bias, (*shape, *(1,) * trailing))
+    if math.prod(aicc.shape_of(bias)) == 1:
+        view = (1,) * len(view)
+    b = _reshape(rewriter, bias, view)
     copy = build_generic([b], [empty_tensor(rewriter, out_t)],
-                         [broadcast_map(aicc.shape_of(b), out_shape), AffineMap.identity(len(out_shape))],
+                         [broadcast_map(view, out_shape), AffineMap.identity(len(out_shape))],
                          [PARALLEL] * len(out_shape), lambda bld, a: [a[0]], [out_t])
     return insert_result(rewriter, copy)
 
@@ -191,7 +190,7 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
     if mode == "direct":
         wt = _reshape(rewriter, op.weight, (g, ocg, icg, kh, kw))
         out_t = TensorType(elem, (n, g, ocg, oh, ow))
-        acc = _accumulator(rewriter, op, out_t, bias, (g, ocg), 1)
+        acc = _accumulator(rewriter, op, out_t, bias, (g, ocg, 1, 1))
         # loops: 0 n, 1 g, 2 oc, 3 oh, 4 ow, 5 ic, 6 kh, 7 kw
         maps = [
             AffineMap(8, 0, (_d(0), _d(1), _d(5), _d(3) * sh + _d(6) * dh, _d(4) * sw + _d(7) * dw)),
@@ -213,18 +212,17 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
     # out[n, g] (OC/G x OH*OW) = W[g] (OC/G x K) @ col[n, g] (K x OH*OW); without groups the
     # g dims are dropped, so the weight is a plain matrix broadcast over the batch.
     grouped = g > 1
-    col = _reshape(rewriter, col, (n, g, k, p) if grouped else (n, k, p))
-    wt = _reshape(rewriter, op.weight, (g, ocg, k) if grouped else (oc, k))
-    out_t = TensorType(elem, (n, g, ocg, p) if grouped else (n, oc, p))
-    acc = _accumulator(rewriter, op, out_t, bias, (g, ocg) if grouped else (oc,), 1)
-    if grouped:  # loops: 0 n, 1 g, 2 m, 3 p, 4 k
-        maps = [AffineMap(5, 0, (_d(1), _d(2), _d(4))), AffineMap(5, 0, (_d(0), _d(1), _d(4), _d(3))),
-                AffineMap(5, 0, (_d(0), _d(1), _d(2), _d(3)))]
-    else:  # loops: 0 n, 1 m, 2 p, 3 k
-        maps = [AffineMap(4, 0, (_d(1), _d(3))), AffineMap(4, 0, (_d(0), _d(3), _d(2))),
-                AffineMap(4, 0, (_d(0), _d(1), _d(2)))]
-    iters = [PARALLEL] * (len(maps[2].results)) + [REDUCTION]
-    generic = build_generic([wt, col], [acc], maps, iters, _mac, [out_t])
+    gs = (g,) if grouped else ()
+    col = _reshape(rewriter, col, (n, *gs, k, p))
+    wt = _reshape(rewriter, op.weight, (*gs, ocg, k))
+    nb = 1 + grouped  # loops: batch (n [, g]), m, n, k
+    bat = [_d(i) for i in range(nb)]
+    dm, dn, dk = _d(nb), _d(nb + 1), _d(nb + 2)
+    out_t = TensorType(elem, (n, *gs, ocg, p))
+    acc = _accumulator(rewriter, op, out_t, bias, (*gs, ocg, 1))
+    maps = [AffineMap(nb + 3, 0, (*bat[1:], dm, dk)), AffineMap(nb + 3, 0, (*bat, dk, dn)),
+            AffineMap(nb + 3, 0, (*bat, dm, dn))]
+    generic = build_generic([wt, col], [acc], maps, [PARALLEL] * (nb + 2) + [REDUCTION], _mac, [out_t])
     generic.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)  # for choose-schedule
     return _reshape(rewriter, insert_result(rewriter, generic), (n, oc, oh, ow))
 
