@@ -111,7 +111,8 @@ def test_heuristic_choices():
     assert choose_conv_lowering(1, 256, 512, 1, (28, 28), (1, 1), (2, 2)) == "im2col"
     assert choose_conv_lowering(1, 256, 64, 1, (56, 56), (1, 1)) == "matmul"
     # the copy does not pay for few output channels (per group); no copy, no such limit
-    assert choose_conv_lowering(1, 64, 16, 1, (56, 56), (3, 3)) == "direct"
+    assert choose_conv_lowering(1, 64, 8, 1, (56, 56), (3, 3)) == "direct"
+    assert choose_conv_lowering(1, 64, 16, 1, (56, 56), (3, 3)) == "im2col"
     assert choose_conv_lowering(1, 128, 128, 4, (28, 28), (3, 3)) == "im2col"
     assert choose_conv_lowering(1, 64, 4, 1, (56, 56), (1, 1)) == "matmul"
     assert choose_conv_lowering(1, 2, 64, 1, (112, 112), (1, 1)) == "matmul"

@@ -14,7 +14,7 @@ shape and the target's vector width and thread count); `tile-matmul` consumes it
 Convolutions are scheduled one step earlier, in tensor-to-linalg: `choose_conv_lowering`
 picks, per conv2d, "direct" (one 8-loop generic), "im2col" (a copy of the input windows,
 then a batched matmul that gets a schedule here) or "matmul" (1x1 stride 1: the input is
-already the matrix). Depthwise-like convs, <= 16 output channels per group with a copy, and
+already the matrix). Depthwise-like convs, < 16 output channels per group with a copy, and
 tiny convs go direct. The choice can be forced per op (`aicc.conv_lowering = "im2col"` on
 the aicc.conv2d), per pass (`tensor-to-linalg{conv-lowering=direct}`) or per process
 ($AICC_CONV_LOWERING); the conv's matmul carries `aicc.conv_lowering` too, and its schedule
@@ -497,10 +497,11 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
     Per group the matmul is M = OC/G rows (one per output channel), N = OH*OW columns and
     K = IC/G*KH*KW; the im2col copy writes K*N elements for M*N*K multiply-adds, so it pays
     only for enough output channels per group. Measured at one thread (AVX-512, 56x56 and
-    28x28 images): with M <= 16 the direct loop (~55 GFLOP/s, vectorized along ow) beats
-    copy + matmul (oc 8: 0.50 vs 0.76 ms, oc 16: 0.97 vs 1.13 ms), with M >= 32 the matmul
-    wins (oc 32: 2.0 vs 1.4 ms; 64 and more: 100-160 GFLOP/s against 55), whatever K is
-    (even K = 1 or 2). Without the copy (1x1, stride 1) the matmul wins from M = 4 up; only
+    28x28 images, padded by aicc.pad in front): with M < 16 the direct loop (~55 GFLOP/s,
+    vectorized along ow) beats copy + matmul (oc 1: 0.14 vs 0.73 ms, oc 8: 0.65 vs 0.93 ms,
+    depthwise 0.08 vs 0.35 ms); from M = 16 on the matmul wins (oc 16: 1.18 vs 1.30 ms,
+    oc 32: 1.4 vs 2.0 ms; 64 and more: 100-160 GFLOP/s against 55), whatever K is (even
+    K = 1 or 2). Without the copy (1x1, stride 1) the matmul wins from M = 4 up; only
     depthwise-like groups (fewer than 4 channels per group) stay direct, where each of the
     many tiny matmuls is mostly overhead. Convs under 2^12 multiply-adds in all stay direct
     (one small loop nest beats packing and kernel calls)."""
@@ -510,7 +511,7 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
         return "direct"
     if kernel == (1, 1) and strides == (1, 1):
         return "direct" if groups > 1 and min(icg, ocg) < 4 else "matmul"
-    return "direct" if ocg <= 16 else "im2col"
+    return "direct" if ocg < 16 else "im2col"
 
 
 def element_bytes(t) -> int:
