@@ -130,7 +130,7 @@ def stage_passes(target: str, fuse: bool = True, schedule: str | dict | None = N
                           DeadCodeElimination()]
     stages = [
         ("tensor", [*graph_passes(target), *cleanup(), *fuse_attention]),
-        ("linalg", [TensorToLinalg(), *([FuseElementwise()] if fuse else []), *cleanup(),
+        ("linalg", [TensorToLinalg(conv_bias=target != "cuda"), *([FuseElementwise()] if fuse else []), *cleanup(),
                     *cpu_linalg]),
         ("memref", [Bufferize(), *([FuseRows()] if fuse_nests else []), *cpu_memref,
                     PlanMemory(workspace_arg=True)]),

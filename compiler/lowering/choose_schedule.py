@@ -12,7 +12,8 @@ target's vector width (`vector-bits`, 512 for AVX-512), cache sizes (`l1-bytes`,
 fixes fields, and the heuristic chooses the others around them: `mr=6,nr=32` for every
 matmul, `0:mr=6;1:kc=128` per matmul in program order. An op that already has a schedule
 keeps it (overrides still apply), so a schedule written into the IR by hand or by a tuner
-wins.
+wins. The matmul of a conv2d (marked `aicc.conv_lowering` by nn_to_linalg.py) gets a conv's
+schedule: B, the conv's input matrix, read in place.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from xdsl.rewriter import Rewriter
 
 from compiler.errors import CompileError
 from compiler.lowering.schedule import (
+    CONV_LOWERING_ATTR,
     SCHEDULE_ATTR,
     choose_matmul_schedule,
     element_bytes,
@@ -119,7 +121,7 @@ class ChooseSchedule(ModulePass):
                     vw=max(1, self.vector_bits // (8 * ebytes)), elem_bytes=ebytes,
                     threads=self.threads or None, b_constant=is_constant(match.b),
                     a_trans=match.a_trans, b_trans=match.b_trans,
-                    fixed=fixed, **caches)
+                    conv=CONV_LOWERING_ATTR in o.attributes, fixed=fixed, **caches)
             o.attributes[SCHEDULE_ATTR] = sched.to_attr()
             index += 1
         unused = [k for k in overrides if k is not None and k >= index]

@@ -3,9 +3,24 @@
 Windows and offsets live in the indexing maps, as affine expressions of the loop dims:
   * pad:     fill the result with the pad value, then a generic copies the input in through
              the output map (d0 + low0, d1 + low1, ...);
-  * conv2d:  loops (n, g, oc, oh, ow | ic, kh, kw) over the input viewed as (N, G, IC/G, H, W)
-             read at (n, g, ic, oh*sh + kh*dh, ow*sw + kw*dw), the weight viewed as
-             (G, OC/G, IC/G, KH, KW); the (N, G, OC/G, OH, OW) result is reshaped back;
+  * conv2d:  one of three lowerings, chosen per op (`conv_lowering`): its
+             `aicc.conv_lowering = "direct" | "im2col" | "matmul"` attribute, else the pass
+             option `tensor-to-linalg{conv-lowering=...}`, else $AICC_CONV_LOWERING, else
+             `choose_conv_lowering` in schedule.py on the conv's shape (depthwise-like, tiny K
+             or tiny convs direct; 1x1 stride-1 matmul; the rest im2col):
+             - direct: loops (n, g, oc, oh, ow | ic, kh, kw) over the input viewed as
+               (N, G, IC/G, H, W) read at (n, g, ic, oh*sh + kh*dh, ow*sw + kw*dw), the weight
+               viewed as (G, OC/G, IC/G, KH, KW); the (N, G, OC/G, OH, OW) result reshaped back;
+             - im2col: a copy generic col[n, g, ic, kh, kw, oh, ow] = x[n, g, ic, oh*sh + kh*dh,
+               ow*sw + kw*dw], viewed as (N, G, K, OH*OW) with K = IC/G*KH*KW, then a batched
+               matmul generic out[n, g] = W[g] (OC/G x K) @ col[n, g] that choose-schedule and
+               tile-matmul take (loops (n, g, m, p | k); the g dims are left out when there
+               are no groups, so the weight is a matrix broadcast over the batch);
+             - matmul: for 1x1 stride-1 convs, the same matmul on the input itself, viewed as
+               (N, G, IC/G, H*W) (asked of any other conv, it means im2col).
+             A per-channel bias added to the conv (its only use: conv + b with b of shape
+             (1, OC, 1, 1), (OC, 1, 1), ...) is lowered with it as the accumulator's start, a
+             broadcast copy in place of the zero fill;
   * conv_transpose2d: the input scattered with stride s (zeros between, a generic writing at
              h*s + offset into a filled tensor) and padded by d*(k-1) - pads, then a conv2d of
              stride 1 with the weight flipped and its channel dims swapped per group (s^2 more
@@ -33,13 +48,14 @@ Reshapes are emitted as aicc.reshape, which the same pattern walk then lowers.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, IntegerType, TensorType, i64
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import AnyFloat, StringAttr, TensorType, i64
+from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -51,15 +67,20 @@ from xdsl.ir.affine import (
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from compiler.dialects import aicc, aicc_nn
+from compiler.errors import CompileError
+from compiler.lowering.schedule import CONV_LOWERING_ATTR, CONV_LOWERINGS, choose_conv_lowering
 from compiler.lowering.utils import (
     PARALLEL,
     REDUCTION,
+    broadcast_map,
     build_generic,
     empty_tensor,
     filled_tensor,
     insert_result,
     scalar_constant,
 )
+
+CONV_LOWERING_ENV = "AICC_CONV_LOWERING"
 
 
 def _reshape(rewriter: PatternRewriter, v: SSAValue, shape) -> SSAValue:
@@ -94,32 +115,150 @@ class LowerPad(RewritePattern):
         rewriter.replace(op, generic)
 
 
-class LowerConv2d(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: aicc_nn.Conv2dOp, rewriter: PatternRewriter) -> None:
-        n, c, h, w = aicc.shape_of(op.input)
-        oc, icg, kh, kw = aicc.shape_of(op.weight)
-        _, _, oh, ow = aicc.shape_of(op.result)
-        g = op.groups.value.data
-        (sh, sw), (dh, dw) = aicc_nn._ints(op.strides), aicc_nn._ints(op.dilations)
-        elem = aicc.element_type_of(op.input)
-        x = _reshape(rewriter, op.input, (n, g, icg, h, w))
-        wt = _reshape(rewriter, op.weight, (g, oc // g, icg, kh, kw))
-        out_t = TensorType(elem, (n, g, oc // g, oh, ow))
-        acc = filled_tensor(rewriter, op, out_t, 0.0)
+def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "") -> str:
+    """The lowering of `op`: its `aicc.conv_lowering` attribute, else `forced` (the pass
+    option), else $AICC_CONV_LOWERING, else `choose_conv_lowering` on its shape. "matmul" on
+    a conv that needs the im2col copy means "im2col"."""
+    attr = op.attributes.get(CONV_LOWERING_ATTR)
+    mode = attr.data if isinstance(attr, StringAttr) else (forced or os.environ.get(CONV_LOWERING_ENV, ""))
+    n, c, _, _ = aicc.shape_of(op.input)
+    oc, _, kh, kw = aicc.shape_of(op.weight)
+    _, _, oh, ow = aicc.shape_of(op.result)
+    strides = tuple(aicc_nn._ints(op.strides))
+    if mode in ("", "auto"):
+        mode = choose_conv_lowering(n, c, oc, op.groups.value.data, (oh, ow), (kh, kw), strides)
+    if mode not in CONV_LOWERINGS:
+        raise CompileError(f"conv lowering '{mode}': expected one of {', '.join(CONV_LOWERINGS)} (or auto)")
+    if mode == "matmul" and ((kh, kw) != (1, 1) or strides != (1, 1)):
+        mode = "im2col"
+    return mode
+
+
+def _channel_bias(conv: aicc_nn.Conv2dOp) -> tuple[aicc.AddOp, SSAValue] | None:
+    """conv(x, W) + b, with b one value per output channel (or one for all) and the add the
+    conv's only use, in the same block: (the add, b). The bias then starts the accumulator."""
+    if not conv.result.has_one_use():
+        return None
+    add = conv.result.first_use.operation
+    if not isinstance(add, aicc.AddOp) or add.parent_block() is not conv.parent_block():
+        return None
+    if add.result.type != conv.result.type:
+        return None
+    bias = add.rhs if add.lhs is conv.result else add.lhs
+    shape = aicc.shape_of(bias)
+    oc = aicc.shape_of(conv.result)[1]
+    full = (1,) * (4 - len(shape)) + tuple(shape)
+    if (bias is conv.result or len(shape) > 4 or any(d != 1 for i, d in enumerate(full) if i != 1)
+            or full[1] not in (1, oc)):
+        return None
+    return add, bias
+
+
+def _accumulator(rewriter: PatternRewriter, op: Operation, out_t: TensorType, bias: SSAValue | None,
+                 view: tuple[int, ...]) -> SSAValue:
+    """The conv's accumulator: zeros, or the per-channel bias broadcast into it, viewed as
+    `view` (the channel dims of the output, aligned right; 1 where it broadcasts)."""
+    if bias is None:
+        return filled_tensor(rewriter, op, out_t, 0.0)
+    out_shape = out_t.get_shape()
+    if math.prod(aicc.shape_of(bias)) == 1:
+        view = (1,) * len(view)
+    b = _reshape(rewriter, bias, view)
+    copy = build_generic([b], [empty_tensor(rewriter, out_t)],
+                         [broadcast_map(view, out_shape), AffineMap.identity(len(out_shape))],
+                         [PARALLEL] * len(out_shape), lambda bld, a: [a[0]], [out_t])
+    return insert_result(rewriter, copy)
+
+
+def _mac(b: Builder, a) -> list[SSAValue]:
+    """acc + x * w: the body of the conv generics (the matmul form that match_matmul knows)."""
+    return [insert_result(b, arith.AddfOp(a[2], insert_result(b, arith.MulfOp(a[0], a[1]))))]
+
+
+def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
+                 rewriter: PatternRewriter) -> SSAValue:
+    """The linalg form of conv2d(op) [+ bias], inserted at the rewriter's point; returns the
+    (N, OC, OH, OW) result."""
+    n, c, h, w = aicc.shape_of(op.input)
+    oc, icg, kh, kw = aicc.shape_of(op.weight)
+    _, _, oh, ow = aicc.shape_of(op.result)
+    g = op.groups.value.data
+    ocg = oc // g
+    (sh, sw), (dh, dw) = aicc_nn._ints(op.strides), aicc_nn._ints(op.dilations)
+    elem = aicc.element_type_of(op.input)
+    x = _reshape(rewriter, op.input, (n, g, icg, h, w))
+    if mode == "direct":
+        wt = _reshape(rewriter, op.weight, (g, ocg, icg, kh, kw))
+        out_t = TensorType(elem, (n, g, ocg, oh, ow))
+        acc = _accumulator(rewriter, op, out_t, bias, (g, ocg, 1, 1))
         # loops: 0 n, 1 g, 2 oc, 3 oh, 4 ow, 5 ic, 6 kh, 7 kw
         maps = [
             AffineMap(8, 0, (_d(0), _d(1), _d(5), _d(3) * sh + _d(6) * dh, _d(4) * sw + _d(7) * dw)),
             AffineMap(8, 0, (_d(1), _d(2), _d(5), _d(6), _d(7))),
             AffineMap(8, 0, (_d(0), _d(1), _d(2), _d(3), _d(4))),
         ]
+        generic = build_generic([x, wt], [acc], maps, [PARALLEL] * 5 + [REDUCTION] * 3, _mac, [out_t])
+        return _reshape(rewriter, insert_result(rewriter, generic), (n, oc, oh, ow))
+    k, p = icg * kh * kw, oh * ow
+    if mode == "matmul":  # 1x1, stride 1: the input is the matrix
+        col = x
+    else:
+        # im2col: col[n, g, ic, kh, kw, oh, ow] = x[n, g, ic, oh*sh + kh*dh, ow*sw + kw*dw]
+        col_t = TensorType(elem, (n, g, icg, kh, kw, oh, ow))
+        read = AffineMap(7, 0, (_d(0), _d(1), _d(2), _d(5) * sh + _d(3) * dh, _d(6) * sw + _d(4) * dw))
+        col = insert_result(rewriter, build_generic(
+            [x], [empty_tensor(rewriter, col_t)], [read, AffineMap.identity(7)], [PARALLEL] * 7,
+            lambda b, a: [a[0]], [col_t]))
+    # out[n, g] (OC/G x OH*OW) = W[g] (OC/G x K) @ col[n, g] (K x OH*OW); without groups the
+    # g dims are dropped, so the weight is a plain matrix broadcast over the batch.
+    grouped = g > 1
+    gs = (g,) if grouped else ()
+    col = _reshape(rewriter, col, (n, *gs, k, p))
+    wt = _reshape(rewriter, op.weight, (*gs, ocg, k))
+    nb = 1 + grouped  # loops: batch (n [, g]), m, n, k
+    bat = [_d(i) for i in range(nb)]
+    dm, dn, dk = _d(nb), _d(nb + 1), _d(nb + 2)
+    out_t = TensorType(elem, (n, *gs, ocg, p))
+    acc = _accumulator(rewriter, op, out_t, bias, (*gs, ocg, 1))
+    maps = [AffineMap(nb + 3, 0, (*bat[1:], dm, dk)), AffineMap(nb + 3, 0, (*bat, dk, dn)),
+            AffineMap(nb + 3, 0, (*bat, dm, dn))]
+    generic = build_generic([wt, col], [acc], maps, [PARALLEL] * (nb + 2) + [REDUCTION], _mac, [out_t])
+    generic.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)  # for choose-schedule
+    return _reshape(rewriter, insert_result(rewriter, generic), (n, oc, oh, ow))
 
-        def body(b: Builder, a):
-            return [insert_result(b, arith.AddfOp(a[2], insert_result(b, arith.MulfOp(a[0], a[1]))))]
 
-        generic = build_generic([x, wt], [acc], maps, [PARALLEL] * 5 + [REDUCTION] * 3, body, [out_t])
-        rewriter.insert(generic)
-        rewriter.replace(op, aicc.ReshapeOp(generic.results[0], (n, oc, oh, ow)))
+@dataclass
+class LowerConv2d(RewritePattern):
+    """conv2d (but one that LowerConv2dBias lowers with its bias add, when `with_bias`),
+    lowered as `conv_lowering` says."""
+
+    lowering: str = ""  # the pass option: direct, im2col, matmul, or "" (auto)
+    with_bias: bool = True
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc_nn.Conv2dOp, rewriter: PatternRewriter) -> None:
+        if self.with_bias and _channel_bias(op) is not None:
+            return  # lowered with its add
+        rewriter.replace(op, [], [lower_conv2d(op, None, conv_lowering(op, self.lowering), rewriter)])
+
+
+@dataclass
+class LowerConv2dBias(RewritePattern):
+    """conv2d(x, W) + b with a per-channel b: one lowering whose accumulator starts at b (so
+    the add is no separate pass), inserted at the add, where b is defined. Runs before the
+    elementwise patterns, which would otherwise lower the add alone."""
+
+    lowering: str = ""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc.AddOp, rewriter: PatternRewriter) -> None:
+        for v in (op.lhs, op.rhs):
+            conv = v.owner
+            if isinstance(conv, aicc_nn.Conv2dOp) and (found := _channel_bias(conv)) and found[0] is op:
+                out = lower_conv2d(conv, found[1], conv_lowering(conv, self.lowering), rewriter)
+                rewriter.replace(op, [], [out])
+                rewriter.erase(conv)
+                return
 
 
 class LowerPool2d(RewritePattern):
@@ -528,5 +667,9 @@ class LowerConvTranspose2d(RewritePattern):
         rewriter.replace(op, aicc_nn.Conv2dOp(scatter.results[0], wt, (1, 1), dils, g))
 
 
-NN_PATTERNS = [LowerConvTranspose2d(), LowerResample(), LowerPad(), LowerConv2d(), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
-               LowerGatherElements(), LowerArgReduce(), LowerCumSum()]
+def nn_patterns(conv_lowering: str = "", conv_bias: bool = True) -> list[RewritePattern]:
+    """The NN lowerings, but for LowerConv2dBias (used when `conv_bias`), which goes before
+    the elementwise ones."""
+    return [LowerConvTranspose2d(), LowerResample(), LowerPad(),
+            LowerConv2d(conv_lowering, conv_bias), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
+            LowerGatherElements(), LowerArgReduce(), LowerCumSum()]

@@ -42,7 +42,7 @@ from xdsl.pattern_rewriter import (
 
 from compiler.dialects import aicc
 from compiler.errors import UnsupportedOpError
-from compiler.lowering.nn_to_linalg import NN_PATTERNS
+from compiler.lowering.nn_to_linalg import LowerConv2dBias, nn_patterns
 from compiler.lowering.utils import (
     PARALLEL,
     REDUCTION,
@@ -504,10 +504,18 @@ class TensorToLinalg(ModulePass):
 
     name = "tensor-to-linalg"
 
+    # direct, im2col or matmul for every conv2d without an `aicc.conv_lowering` attribute;
+    # "" for $AICC_CONV_LOWERING, else the heuristic (see nn_to_linalg.py)
+    conv_lowering: str = ""
+    # lower conv2d + per-channel bias together, the bias as the accumulator's start (off for
+    # CUDA, where map-to-gpu fuses the add into the matmul kernel as an epilogue instead)
+    conv_bias: bool = True
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
                 [
+                    *([LowerConv2dBias(self.conv_lowering)] if self.conv_bias else []),  # before LowerBinary
                     LowerConstant(),
                     LowerUnary(),
                     LowerBinary(),
@@ -520,7 +528,7 @@ class TensorToLinalg(ModulePass):
                     LowerReduce(),
                     LowerSoftmax(),
                     LowerReshape(),
-                    *NN_PATTERNS,
+                    *nn_patterns(self.conv_lowering, self.conv_bias),
                 ]
             ),
         ).rewrite_module(op)

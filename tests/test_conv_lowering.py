@@ -1,0 +1,220 @@
+"""conv2d's three lowerings (compiler/lowering/nn_to_linalg.py) against a float64 NumPy conv.
+
+Every case runs with each lowering forced through the op's `aicc.conv_lowering` attribute, so
+direct, im2col and matmul (1x1 stride 1; im2col elsewhere) are checked on the same odd shapes:
+batch 1 and 3, 1/3/7 input channels, 1/5/33 output channels, 1x1 to 13x9 images, 1x1, 3x3 and
+5x3 kernels, strides, dilation, groups, depthwise, padding through aicc.pad, and a
+per-channel bias that starts the accumulator. Tolerance: sums over K = IC/G*KH*KW products,
+rtol=1e-4, atol=1e-5*sqrt(K).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import StringAttr
+
+from compiler.dialects import aicc, aicc_nn
+from compiler.errors import CompileError
+from compiler.lowering.nn_to_linalg import CONV_LOWERING_ATTR
+from compiler.lowering.schedule import choose_conv_lowering
+from compiler.pipeline import compile_module
+from test_nn_ops import build, rand
+
+
+def np_conv2d(x, w, strides, dilations, groups):
+    """The definition, one kernel tap at a time, in float64."""
+    n, c, h, wd = x.shape
+    oc, icg, kh, kw = w.shape
+    (sh, sw), (dh, dw) = strides, dilations
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (wd - dw * (kw - 1) - 1) // sw + 1
+    ocg = oc // groups
+    out = np.zeros((n, oc, oh, ow))
+    for g in range(groups):
+        xs = x[:, g * icg:(g + 1) * icg].astype(np.float64)
+        ws = w[g * ocg:(g + 1) * ocg].astype(np.float64)
+        for i in range(kh):
+            for j in range(kw):
+                patch = xs[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+                out[:, g * ocg:(g + 1) * ocg] += np.einsum("nchw,oc->nohw", patch, ws[:, :, i, j])
+    return out
+
+
+CASES = [
+    # x shape, w shape, strides, dilations, groups, pads (top, left, bottom, right), bias
+    ((1, 1, 1, 1), (1, 1, 1, 1), (1, 1), (1, 1), 1, (0, 0, 0, 0), False),
+    ((3, 3, 1, 1), (5, 3, 1, 1), (1, 1), (1, 1), 1, (0, 0, 0, 0), True),  # 1x1 image
+    ((3, 3, 7, 7), (5, 3, 3, 3), (1, 1), (1, 1), 1, (0, 0, 0, 0), False),
+    ((1, 7, 13, 9), (33, 7, 5, 3), (2, 2), (1, 1), 1, (0, 0, 0, 0), True),
+    ((3, 7, 13, 9), (5, 7, 1, 1), (1, 1), (1, 1), 1, (0, 0, 0, 0), True),  # 1x1: the input is the matrix
+    ((1, 3, 13, 9), (33, 3, 1, 1), (2, 2), (1, 1), 1, (0, 0, 0, 0), False),  # 1x1 strided
+    ((1, 3, 7, 7), (5, 3, 3, 3), (1, 1), (2, 2), 1, (0, 0, 0, 0), False),  # dilation 2
+    ((3, 7, 7, 7), (33, 7, 3, 3), (1, 1), (1, 1), 1, (1, 1, 1, 1), True),  # padded, bias
+    ((1, 1, 13, 9), (33, 1, 5, 3), (1, 2), (1, 1), 1, (2, 1, 2, 1), True),  # one input channel
+    ((3, 4, 13, 9), (6, 2, 3, 3), (1, 1), (1, 1), 2, (1, 1, 1, 1), True),  # groups 2
+    ((1, 14, 13, 9), (10, 7, 3, 3), (2, 1), (2, 1), 2, (0, 1, 2, 0), False),  # groups, stride, dilation
+    ((1, 7, 7, 7), (7, 1, 3, 3), (2, 2), (1, 1), 7, (1, 1, 1, 1), True),  # depthwise
+    ((3, 3, 13, 9), (6, 1, 5, 3), (1, 1), (1, 1), 3, (2, 1, 2, 1), False),  # depthwise, multiplier 2
+]
+MODES = ["direct", "im2col", "matmul"]
+
+
+def conv_module(x, w, b, strides, dilations, groups, pads, bias, mode):
+    def body(bld, xv, wv, bv):
+        if any(pads):
+            xv = bld.insert(aicc_nn.PadOp(xv, (0, 0, *pads[:2]), (0, 0, *pads[2:]))).result
+        conv = bld.insert(aicc_nn.Conv2dOp(xv, wv, strides, dilations, groups))
+        if mode:
+            conv.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)
+        out = conv.result
+        return bld.insert(aicc.AddOp(out, bv)).result if bias else out
+
+    return build([x, w, b], body)
+
+
+def want_of(x, w, b, strides, dilations, groups, pads, bias):
+    t, l_, bo, r = pads
+    xp = np.pad(x, ((0, 0), (0, 0), (t, bo), (l_, r)))
+    return (np_conv2d(xp, w, strides, dilations, groups) + (b if bias else 0)).astype(np.float32)
+
+
+def inputs(xs, ws):
+    return rand(*xs), rand(*ws, seed=1), rand(1, ws[0], 1, 1, seed=2)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("xs,ws,strides,dils,groups,pads,bias", CASES, ids=str)
+def test_conv2d_lowerings(mode, xs, ws, strides, dils, groups, pads, bias):
+    x, w, b = inputs(xs, ws)
+    m = compile_module(conv_module(x, w, b, strides, dils, groups, pads, bias, mode), "main")
+    got = m(x, w, b)
+    k = ws[1] * ws[2] * ws[3]
+    np.testing.assert_allclose(got, want_of(x, w, b, strides, dils, groups, pads, bias),
+                               rtol=1e-4, atol=1e-5 * math.sqrt(k))
+    linalg = m.ir("linalg")
+    # direct: one 8-loop generic; the others: a batched matmul with a schedule
+    assert ("aicc.schedule" in linalg) == (mode != "direct")
+    if mode != "direct":
+        im2col = mode == "im2col" or ws[2:] != (1, 1) or strides != (1, 1)
+        n_generics = 1 + im2col + bias + bool(any(pads))
+        assert linalg.count("linalg.generic") == n_generics, linalg
+    # the bias add is the accumulator's start, not a pass of its own: one addf, the conv's
+    assert linalg.count("arith.addf") == 1, linalg
+
+
+def test_heuristic_choices():
+    # resnet50's convs: the 7x7 stem, 3x3 and strided 1x1 by im2col, 1x1 stride-1 as a matmul
+    assert choose_conv_lowering(1, 3, 64, 1, (112, 112), (7, 7), (2, 2)) == "im2col"
+    assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3)) == "im2col"
+    assert choose_conv_lowering(1, 256, 512, 1, (28, 28), (1, 1), (2, 2)) == "im2col"
+    assert choose_conv_lowering(1, 256, 64, 1, (56, 56), (1, 1)) == "matmul"
+    # the copy does not pay for few output channels (per group); no copy, no such limit
+    assert choose_conv_lowering(1, 64, 8, 1, (56, 56), (3, 3)) == "direct"
+    assert choose_conv_lowering(1, 64, 16, 1, (56, 56), (3, 3)) == "im2col"
+    assert choose_conv_lowering(1, 128, 128, 4, (28, 28), (3, 3)) == "im2col"
+    assert choose_conv_lowering(1, 64, 4, 1, (56, 56), (1, 1)) == "matmul"
+    assert choose_conv_lowering(1, 2, 64, 1, (112, 112), (1, 1)) == "matmul"
+    # depthwise and tiny convs: direct
+    assert choose_conv_lowering(1, 32, 32, 32, (56, 56), (3, 3)) == "direct"
+    assert choose_conv_lowering(1, 32, 64, 32, (56, 56), (1, 1)) == "direct"
+    assert choose_conv_lowering(1, 3, 5, 1, (1, 1), (3, 3)) == "direct"
+
+
+def test_lowering_by_env_and_pass_option(monkeypatch):
+    """AICC_CONV_LOWERING and tensor-to-linalg{conv-lowering} force every conv without the
+    attribute; the attribute wins over both."""
+    from compiler.lowering.tensor_to_linalg import TensorToLinalg
+    from compiler.pipeline import make_context
+
+    x, w, b = inputs((1, 3, 7, 7), (5, 3, 3, 3))
+
+    def lowered(option="", attr=None):
+        module = conv_module(x, w, b, (1, 1), (1, 1), 1, (0, 0, 0, 0), False, attr)
+        TensorToLinalg(conv_lowering=option).apply(make_context(), module)
+        return "matmul" if str(module).count("linalg.generic") == 2 else "direct"
+
+    monkeypatch.setenv("AICC_CONV_LOWERING", "direct")
+    assert lowered() == "direct"
+    assert lowered(option="im2col") == "matmul"
+    assert lowered(attr="im2col") == "matmul"
+    monkeypatch.setenv("AICC_CONV_LOWERING", "im2col")
+    assert lowered() == "matmul"
+    assert lowered(option="direct", attr="direct") == "direct"
+    monkeypatch.setenv("AICC_CONV_LOWERING", "bogus")
+    with pytest.raises(CompileError, match="conv lowering 'bogus'"):
+        lowered()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", [CASES[7], CASES[4], CASES[10]], ids=str)
+def test_conv2d_lowerings_cuda_emulated(mode, case):
+    """The CUDA target takes the same lowerings (the matmul mapped by map-to-gpu), checked with
+    the emulation harness of test_cuda_emulation.py."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    import shutil
+
+    if shutil.which("g++") is None:
+        pytest.skip("the CUDA emulation harness needs g++")
+    from cuda_emulation.emu import run_emulated
+
+    from compiler.pipeline import CompileOptions
+
+    xs, ws, strides, dils, groups, pads, bias = case
+    x, w, b = inputs(xs, ws)
+    module = conv_module(x, w, b, strides, dils, groups, pads, bias, mode)
+    m = compile_module(module, "main", options=CompileOptions(target="cuda"))
+    assert ('"matmul"' in m.ir("gpu")) == (mode != "direct")
+    np.testing.assert_allclose(run_emulated(m, x, w, b), want_of(x, w, b, strides, dils, groups, pads, bias),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("bias_shape,bias_first", [((5, 1, 1), True), ((1,), False), ((), True),
+                                                   ((3, 5, 7, 7), False)], ids=str)
+@pytest.mark.parametrize("mode", MODES)
+def test_bias_shapes(mode, bias_shape, bias_first):
+    """Per-channel biases of every broadcast shape, on either side of the add, start the
+    accumulator; a full tensor stays an add of its own."""
+    x, w = rand(3, 3, 9, 9), rand(5, 3, 3, 3, seed=1)
+    b = rand(*bias_shape, seed=2) if bias_shape else np.array(0.5, np.float32)
+
+    def body(bld, xv, wv, bv):
+        conv = bld.insert(aicc_nn.Conv2dOp(xv, wv))
+        conv.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)
+        pair = (bv, conv.result) if bias_first else (conv.result, bv)
+        return bld.insert(aicc.AddOp(*pair)).result
+
+    m = compile_module(build([x, w, b], body), "main")
+    want = np_conv2d(x, w, (1, 1), (1, 1), 1) + b
+    np.testing.assert_allclose(m(x, w, b), want.astype(np.float32), rtol=1e-4, atol=1e-4)
+    per_channel = len(bias_shape) < 4
+    assert m.ir("linalg").count("arith.addf") == (1 if per_channel else 2)
+
+
+def test_conv_used_twice_keeps_its_add():
+    x, w, b = inputs((1, 3, 9, 9), (33, 3, 3, 3))
+
+    def body(bld, xv, wv, bv):
+        conv = bld.insert(aicc_nn.Conv2dOp(xv, wv)).result
+        return [bld.insert(aicc.AddOp(conv, bv)).result, conv]
+
+    m = compile_module(build([x, w, b], body), "main", output_is_tuple=True)
+    y, c = m(x, w, b)
+    want = np_conv2d(x, w, (1, 1), (1, 1), 1)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(y, want + b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_float64(mode):
+    x, w = rand(2, 7, 13, 9, dtype=np.float64), rand(33, 7, 3, 3, seed=1, dtype=np.float64)
+
+    def body(bld, xv, wv):
+        conv = bld.insert(aicc_nn.Conv2dOp(xv, wv, (2, 1)))
+        conv.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)
+        return conv
+
+    got = compile_module(build([x, w], body), "main")(x, w)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, np_conv2d(x, w, (2, 1), (1, 1), 1), rtol=1e-12, atol=1e-12)
