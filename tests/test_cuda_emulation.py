@@ -19,6 +19,7 @@ if shutil.which("g++") is None:
     pytest.skip("the CUDA emulation harness needs g++", allow_module_level=True)
 
 from cuda_emulation.emu import run_emulated  # noqa: E402
+from test_fusion import mha  # noqa: E402  (multi-head attention written out in NumPy)
 
 from compiler.runtime.cuda import has_gpu  # noqa: E402
 
@@ -366,28 +367,6 @@ def test_attention_batch_broadcast():
     _no_spills(m)
     ref = attention_reference(q, k, v, mask, scale=1 / np.sqrt(E), mask_kind="add")
     _check_attention(m, (q, k, v, mask), ref)
-
-
-def mha(S, H, E, causal=True):
-    """Multi-head self-attention with projections, the heads split and merged by reshape +
-    transpose (tests/test_fusion.py's mha)."""
-    D = H * E
-    wq, wk, wv, wo = (f32(D, D) / np.float32(np.sqrt(D)) for _ in range(4))
-    mask = np.tril(np.ones((S, S), bool))
-
-    def fn(x):
-        def heads(t):
-            return t.reshape(S, H, E).transpose(1, 0, 2)
-
-        q, k, v = heads(x @ wq), heads(x @ wk), heads(x @ wv)
-        s = q @ k.transpose(0, 2, 1) / np.float32(np.sqrt(E))
-        if causal:
-            s = np.where(mask, s, np.float32(-np.inf))
-        p = np.exp(s - s.max(axis=-1, keepdims=True))
-        p = p / p.sum(axis=-1, keepdims=True)
-        return (p @ v).transpose(1, 0, 2).reshape(S, D) @ wo
-
-    return fn
 
 
 @pytest.mark.parametrize("S,H,E", [(7, 4, 16), (129, 2, 64)], ids=lambda v: str(v))
