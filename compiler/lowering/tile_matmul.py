@@ -454,7 +454,8 @@ class _Tiler:
         others = [v for v in g.inputs if v is not view]
         c_aliases, d_aliases = _aliases(c), _aliases(d)
         if c_aliases != {c, *(v.result for v in chain)} or any(
-                v in c_aliases or v in d_aliases for v in others):
+                v in c_aliases or v in d_aliases for v in others) or any(
+                v in d_aliases for v in (self.match.a, self.match.b)):
             return None
         replace_c = d is not view and isinstance(c, OpResult) and isinstance(c.op, memref.AllocOp)
         for o in between:  # before C's allocation when D replaces C, else before the matmul
