@@ -19,7 +19,7 @@ if shutil.which("g++") is None:
     pytest.skip("the CUDA emulation harness needs g++", allow_module_level=True)
 
 from cuda_emulation.emu import run_emulated  # noqa: E402
-from test_fusion import mha  # noqa: E402  (multi-head attention written out in NumPy)
+from test_fusion import attention_fn, mha  # noqa: E402  (attention written out in NumPy)
 
 from compiler.runtime.cuda import has_gpu  # noqa: E402
 
@@ -242,26 +242,6 @@ def test_device_pointers_on_gpu():
 # -- attention: fuse-attention + map-to-gpu give one flash-attention kernel ----------------------
 
 from compiler.dialects.aicc_fused import attention_reference  # noqa: E402
-
-
-def attention_fn(L, S, E, kind="none", fill=-np.inf):
-    """softmax(q kᵀ / sqrt(E) [masked]) v over leading batch dims, written out in NumPy (the
-    form tests/test_fusion.py compiles on the CPU)."""
-    tril = np.tril(np.ones((L, S), bool))
-    scale = np.float32(1 / np.sqrt(E))
-
-    def fn(q, k, v, *mask):
-        s = q @ k.transpose(*range(k.ndim - 2), k.ndim - 1, k.ndim - 2) * scale
-        if kind == "causal":
-            s = np.where(tril, s, np.float32(fill))
-        elif kind == "bool":
-            s = np.where(mask[0] > 0, s, np.float32(fill))
-        elif kind == "add":
-            s = s + mask[0]
-        e = np.exp(s - s.max(axis=-1, keepdims=True))
-        return (e / e.sum(axis=-1, keepdims=True)) @ v
-
-    return fn
 
 
 def _attention_kernels(m):

@@ -249,13 +249,13 @@ def test_cuda_pipeline_keeps_the_unfused_row_kernels():
 # -- attention -------------------------------------------------------------------------------------
 
 
-def attention_fn(L, S, E, kind, fill=-np.inf):
-    """softmax(q k^T / sqrt(E) [masked]) v over a leading head dim, written out in NumPy."""
+def attention_fn(L, S, E, kind="none", fill=-np.inf):
+    """softmax(q k^T / sqrt(E) [masked]) v over leading batch dims, written out in NumPy."""
     causal = np.tril(np.ones((L, S), bool))
     scale = np.float32(1 / math.sqrt(E))
 
     def fn(q, k, v, *mask):
-        s = q @ k.transpose(0, 2, 1) * scale
+        s = q @ k.transpose(*range(k.ndim - 2), k.ndim - 1, k.ndim - 2) * scale
         if kind == "causal":
             s = np.where(causal, s, np.float32(fill))
         elif kind == "bool":
