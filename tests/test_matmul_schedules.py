@@ -20,7 +20,12 @@ import numpy as np
 import pytest
 
 import compiler
-from compiler.lowering.schedule import MatmulSchedule, choose_matmul_schedule, parse_overrides
+from compiler.lowering.schedule import (
+    MatmulSchedule,
+    choose_matmul_schedule,
+    parse_overrides,
+    rows_alias_in_l1,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -252,6 +257,25 @@ def test_epilogue_through_a_reshape(schedule):
     assert "xi8> to memref<2x5x63xf32>" not in ir and "alloc() {alignment = 64 : i64} : memref<2x5x" not in ir
 
 
+@pytest.mark.parametrize("schedule", [None, {"mc": 4, "nc": 32, "mr": 2}])
+def test_elementwise_epilogue_through_a_reshape_indexes_like_c(schedule):
+    """relu(conv-shaped matmul + residual), every operand read elementwise: the epilogue
+    reads and writes views of its operands in C's shape (N, OC, OH*OW), so no element's
+    index is split into digits (no division in the loops)."""
+    w = rand(5, 27, seed=41)
+    col, res = rand(2, 27, 63, seed=42), rand(2, 5, 7, 9, seed=43)
+
+    def fn(col, res):
+        return np.maximum((w @ col).reshape(2, 5, 7, 9) + res, 0.0)
+
+    m, out = run(fn, (col, res), schedule=schedule)
+    ref = np.maximum((w.astype(np.float64) @ col).reshape(2, 5, 7, 9) + res, 0.0)
+    check(out, ref, 27)
+    assert m.stats["kernels"] == 1, m.stats
+    loops = m.ir("loops")
+    assert "epilogue = " in loops and "arith.divui" not in loops.split("aicc_cpu.microkernel")[-1]
+
+
 def test_epilogue_writes_the_result_in_place():
     """relu(x @ W + b): the matmul accumulates straight into the returned array."""
     x = rand(40, 45, seed=37)
@@ -314,6 +338,31 @@ def test_heuristic_is_valid_for_many_shapes():
                 s.validate()
                 assert s.nr % s.vw == 0 and s.mc % s.mr == 0 and s.nc % s.nr == 0
                 assert s.mr * (s.nr // s.vw) <= (28 if vw == 16 else 12)
+
+
+def test_register_rows_are_split_evenly():
+    # As few register tiles down M as the accumulators allow, as equal as possible: no
+    # 4-row sliver after two 14-row tiles at M = 32.
+    for m in range(4, 300):
+        s = choose_matmul_schedule((), m, 512, 512, vw=16, threads=1)
+        tiles = -(-m // s.mr)
+        assert tiles == -(-m // 14), (m, s.mr)
+        assert m - (tiles - 1) * s.mr >= s.mr - tiles, (m, s.mr)
+    assert choose_matmul_schedule((), 32, 512, 784, vw=16, threads=1).mr == 11
+
+
+def test_rows_of_a_that_alias_in_l1_are_packed():
+    # K = 1024 f32: A's rows 4 KiB apart fall on the same L1 sets, so A is packed; K = 1000
+    # or 256 spread them out, and A is read in place.
+    assert rows_alias_in_l1(4096, 14) and rows_alias_in_l1(8192, 14) and rows_alias_in_l1(2048, 14)
+    assert not rows_alias_in_l1(4000, 14) and not rows_alias_in_l1(1024, 14)
+    assert not rows_alias_in_l1(4096, 4)
+    for k, packed in ((1024, True), (2048, True), (1000, False), (256, False)):
+        assert choose_matmul_schedule((), 1024, 1024, k, vw=16, threads=1).pack_a is packed
+    a, b = rand(100, 1024, seed=5), rand(1024, 70, seed=6)
+    m, out = run(matmul, (a, b))
+    assert "pack_a = true" in m.ir("linalg")
+    check(out, ref_matmul(a, b), 1024)
 
 
 def test_schedule_round_trips_through_its_attribute():

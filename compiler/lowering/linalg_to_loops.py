@@ -143,14 +143,21 @@ def transpose_dims(op: linalg.GenericOp, order: Sequence[int], ranges: Sequence[
 
 
 def emit_body(op: linalg.GenericOp, b: Builder, ivs: dict[int, SSAValue],
-               accs: Sequence[SSAValue] | None):
-    """Loads, the cloned scalar body, and stores (or the yielded accumulators)."""
-    maps = [m.data for m in op.indexing_maps]
+               accs: Sequence[SSAValue] | None,
+               operands: Sequence[tuple[SSAValue, AffineMap]] | None = None):
+    """Loads, the cloned scalar body, and stores (or the yielded accumulators).
+
+    `operands`: (memref, indexing map) to read and write in place of the op's own, one per
+    operand: the same elements seen through another view (tile-matmul's epilogue on C's
+    shape)."""
+    if operands is None:
+        operands = [(v, m.data) for v, m in zip(op.operands, op.indexing_maps)]
+    maps = [m for _, m in operands]
     n_in = len(op.inputs)
     body = op.body.block
     idx = _IndexBuilder(b, ivs)
     mapping: dict[SSAValue, SSAValue] = {}
-    for i, (value, m) in enumerate(zip(op.operands, maps)):
+    for i, (value, m) in enumerate(operands):
         arg = body.args[i]
         if i >= n_in and accs is not None:
             mapping[arg] = accs[i - n_in]
@@ -169,7 +176,7 @@ def emit_body(op: linalg.GenericOp, b: Builder, ivs: dict[int, SSAValue],
     results = [mapping.get(v, v) for v in yield_op.operands]
     if accs is not None:
         return results
-    for value, m, res in zip(op.outputs, maps[n_in:], results):
+    for (value, m), res in zip(operands[n_in:], results):
         b.insert(memref.StoreOp.get(res, value, idx.indices(m)))
     return None
 

@@ -46,6 +46,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     ModuleOp,
+    NoneAttr,
     StringAttr,
     UnitAttr,
     i1,
@@ -610,6 +611,7 @@ class _Tiler:
         seq = [d for d in dims if d not in par and extents[d] > 1]
         true_ = ix.const(1, i1)
         init_flat = _flat(b, self.init[0]) if self.init is not None else None
+        epi_on_c = self._epilogue_on_c(b) if self.epilogue is not None else None
 
         def tile(b: Builder, idx: dict[str, Index]) -> None:
             bflat = idx.get("b", 0)
@@ -685,7 +687,7 @@ class _Tiler:
 
             _for(b, ix, 0, K, s.kc, kblock)
             if self.epilogue is not None:
-                self._emit_epilogue(b, ix, bidx, ic, jc, mcv, ncv)
+                self._emit_epilogue(b, ix, bidx, ic, jc, mcv, ncv, epi_on_c)
 
         def nest(b: Builder, idx: dict[str, Index], dims: list[str]) -> None:
             if not dims:
@@ -705,10 +707,34 @@ class _Tiler:
             nest(b, {}, seq)
 
 
+    def _epilogue_on_c(self, b: Builder) -> list[tuple[SSAValue, AffineMap]] | None:
+        """The epilogue's operands as views in C's shape, when it works on a reshape of C
+        (a conv's (N, OC, OH*OW) read as (N, OC, OH, OW)) and reads every operand
+        elementwise from a contiguous buffer: the tile loop then indexes them like C, with
+        no division per element, and the inner loop vectorizes."""
+        mm = self.match
+        c_shape = [*mm.batch, mm.m, mm.n]
+        e_shape = list(self.epilogue_shape)
+        if e_shape == c_shape:
+            return None
+        ident = AffineMap.identity(len(e_shape))
+        out: list[tuple[SSAValue, AffineMap]] = []
+        for v, m in zip(self.epilogue.operands, (m.data for m in self.epilogue.indexing_maps)):
+            if not m.results:  # a scalar (rank 0) operand: read as it is
+                out.append((v, AffineMap(len(c_shape), 0, ())))
+            elif m == ident and isinstance(v.type, MemRefType) and isinstance(v.type.layout, NoneAttr):
+                out.append((_reshaped(b, v, MemRefType(v.type.element_type, c_shape)),
+                            AffineMap.identity(len(c_shape))))
+            else:
+                return None
+        return out
+
     def _emit_epilogue(self, b: Builder, ix: _Ix, bidx: list[Index], ic: Index, jc: Index,
-                       mcv: Index, ncv: Index) -> None:
-        """The epilogue's scalar body over the mcv x ncv tile of C at (batch, ic, jc); on a
-        reshaped view of C, at the row-major digits of the element's flat index."""
+                       mcv: Index, ncv: Index,
+                       on_c: list[tuple[SSAValue, AffineMap]] | None) -> None:
+        """The epilogue's scalar body over the mcv x ncv tile of C at (batch, ic, jc). On a
+        reshaped view of C: through views in C's shape (`on_c`, see `_epilogue_on_c`), else
+        at the row-major digits of the element's flat index."""
         mm = self.match
         c_shape = list(mm.batch) + [mm.m, mm.n]
         e_shape = list(self.epilogue_shape)
@@ -716,12 +742,13 @@ class _Tiler:
         def row(b: Builder, i: Index) -> None:
             def col(b: Builder, j: Index) -> None:
                 at = [*bidx, ix.add(b, ic, i), ix.add(b, jc, j)]
-                if e_shape != c_shape:
+                if e_shape != c_shape and on_c is None:
                     flat: Index = 0
                     for v, size in zip(at, c_shape):
                         flat = ix.add(b, ix.mul(b, flat, size), v)
                     at = _split_flat(b, ix, flat, e_shape)
-                emit_body(self.epilogue, b, {dim: ix.v(v) for dim, v in enumerate(at)}, None)
+                emit_body(self.epilogue, b, {dim: ix.v(v) for dim, v in enumerate(at)}, None,
+                          on_c)
 
             _for(b, ix, 0, ncv, 1, col)
 

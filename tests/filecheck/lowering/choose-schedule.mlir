@@ -4,12 +4,13 @@
 // RUN: not aicc-opt %s -p 'choose-schedule{overrides="mr=4,nr=20"}' --split-input-file 2>&1 | filecheck %s --check-prefix=BAD
 
 // A schedule per matmul, chosen for its shape and the target: AVX-512 holds a 14 x 2-vector
-// register tile of 16 lanes, AVX2 a 6 x 2-vector tile of 8 lanes. Overrides fix fields
-// and the heuristic fills in the rest around them.
+// register tile of 16 lanes, AVX2 a 6 x 2-vector tile of 8 lanes. K = 1024 puts A's rows
+// 4 KiB apart, on the same L1 sets, so A is packed too. Overrides fix fields and the
+// heuristic fills in the rest around them.
 // AVX512-LABEL: func.func @matmul
-// AVX512:         linalg.matmul {aicc.schedule = {mr = 14 : i64, nr = 32 : i64, vw = 16 : i64, kc = 512 : i64, mc = 210 : i64, nc = 256 : i64, ku = 4 : i64, pack_a = false, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
+// AVX512:         linalg.matmul {aicc.schedule = {mr = 14 : i64, nr = 32 : i64, vw = 16 : i64, kc = 512 : i64, mc = 210 : i64, nc = 256 : i64, ku = 4 : i64, pack_a = true, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
 // AVX2-LABEL:   func.func @matmul
-// AVX2:           linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 16 : i64, vw = 8 : i64, kc = 512 : i64, mc = 210 : i64, nc = 128 : i64, ku = 4 : i64, pack_a = false, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
+// AVX2:           linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 16 : i64, vw = 8 : i64, kc = 512 : i64, mc = 210 : i64, nc = 128 : i64, ku = 4 : i64, pack_a = true, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
 // OVERRIDE-LABEL: func.func @matmul
 // OVERRIDE:       linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 32 : i64, vw = 16 : i64, kc = 64 : i64, {{.*}}, pack_b = false, {{.*}}}}
 // BAD: aicc-opt: error: matmul schedule mr=4,nr=20,{{.*}}: nr = 20 must be a multiple of vw = 16
@@ -19,6 +20,21 @@ func.func @matmul(%a: tensor<1024x1024xf32>, %b: tensor<1024x1024xf32>) -> tenso
   %f = linalg.fill ins(%z : f32) outs(%e : tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
   %r = linalg.matmul ins(%a, %b : tensor<1024x1024xf32>, tensor<1024x1024xf32>) outs(%f : tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
   func.return %r : tensor<1024x1024xf32>
+}
+
+// -----
+// M = 32 rows are split evenly over the register tiles: 3 tiles of 11 rows with AVX-512, not
+// 14 + 14 + 4. K = 784: the rows of A are 3136 bytes apart, and A is read in place.
+// AVX512-LABEL: func.func @batch32
+// AVX512:         linalg.matmul {aicc.schedule = {mr = 11 : i64, nr = 32 : i64, {{.*}}pack_a = false, pack_b = true
+// AVX2-LABEL:   func.func @batch32
+// AVX2:           linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 16 : i64, {{.*}}pack_a = false, pack_b = true
+func.func @batch32(%a: tensor<32x784xf32>, %b: tensor<784x512xf32>) -> tensor<32x512xf32> {
+  %e = tensor.empty() : tensor<32x512xf32>
+  %z = arith.constant 0.0 : f32
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<32x512xf32>) -> tensor<32x512xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<32x784xf32>, tensor<784x512xf32>) outs(%f : tensor<32x512xf32>) -> tensor<32x512xf32>
+  func.return %r : tensor<32x512xf32>
 }
 
 // -----

@@ -11,7 +11,7 @@
 // CHECK:         %[[COL:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, (d5 + d3), (d6 + d4))>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3, d4, d5, d6)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%{{.*}} : tensor<2x1x3x9x9xf32>) outs(%{{.*}} : tensor<2x1x3x3x3x7x7xf32>)
 // CHECK:         %[[B:.*]] = tensor.expand_shape {{.*}} into tensor<2x27x49xf32>
 // CHECK:         %[[ACC:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d1, 0)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>]
-// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %[[B]] : tensor<32x27xf32>, tensor<2x27x49xf32>) outs(%[[ACC]] : tensor<2x32x49xf32>) attrs = {aicc.conv_lowering = "im2col", aicc.schedule = {mr = 14 : i64, nr = 32 : i64, {{.*}}, pack_b = false
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %[[B]] : tensor<32x27xf32>, tensor<2x27x49xf32>) outs(%[[ACC]] : tensor<2x32x49xf32>) attrs = {aicc.conv_lowering = "im2col", aicc.schedule = {mr = 11 : i64, nr = 32 : i64, {{.*}}, pack_b = false
 // CHECK:           arith.addf
 // CHECK-NOT:     arith.addf
 // CHECK:         tensor.expand_shape {{.*}} into tensor<2x32x7x7xf32>
