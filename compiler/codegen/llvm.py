@@ -924,8 +924,9 @@ def _outline_parallel(e: _FunctionEmitter, op: Operation) -> None:
     body_fn.attributes.add("alwaysinline")
     body_fn.attributes.add("nounwind")
     em._vector_attrs(body_fn)
-    for arg, p in zip(body_fn.args, params):
-        if isinstance(p.type, ir.PointerType) and _distinct_object(p):
+    disjoint = _disjoint_views(e, param_of, params)
+    for i, (arg, p) in enumerate(zip(body_fn.args, params)):
+        if isinstance(p.type, ir.PointerType) and (_distinct_object(p) or i in disjoint):
             arg.add_attribute("noalias")
             arg.add_attribute("captures(none)")
     sub = _FunctionEmitter(em, body_fn)
@@ -988,6 +989,50 @@ def _outline_parallel(e: _FunctionEmitter, op: Operation) -> None:
         span = b.sdiv(b.add(span, b.sub(stv, one)), stv)
     n = e.intr("smax", span, _const(I64, 0))
     b.call(em.runtime_fn(PARALLEL_FOR_SYMBOL), [chunk, ctx_mem, n])
+
+
+def _arena_range(v: SSAValue) -> tuple[SSAValue, int, int] | None:
+    """(arena, first byte, end byte) of a memref that is a constant-offset memref.view of an
+    i8 buffer (plan-memory's workspace), through reshapes; None for anything else."""
+    while isinstance(v, OpResult) and v.op.name in ("memref.collapse_shape", "memref.expand_shape",
+                                                    "memref.cast"):
+        v = v.op.operands[0]
+    if not (isinstance(v, OpResult) and v.op.name == "memref.view" and not v.op.sizes):
+        return None
+    shift = _const_int(v.op.byte_shift)
+    if shift is None:
+        return None
+    return v.op.source, shift, shift + _nbytes(v.type)
+
+
+def _disjoint_views(e: _FunctionEmitter, param_of: dict[SSAValue, int],
+                    params: list[ir.Value]) -> set[int]:
+    """The outlined loop's pointer parameters that are views of one workspace at byte ranges
+    that do not overlap (plan-memory gives buffers live at once disjoint ranges), when the
+    loop reaches that workspace through these views alone. Each may be marked noalias, so
+    LLVM vectorizes a copy between two of them (an im2col reading a padded buffer) without
+    run-time overlap checks it may not be able to form."""
+    by_param: dict[int, list[SSAValue]] = {}
+    for v, i in param_of.items():
+        if isinstance(v.type, builtin.MemRefType):
+            by_param.setdefault(i, []).append(v)
+    ranges: dict[int, tuple[SSAValue, int, int]] = {}
+    arenas: dict[ir.Value, list[int]] = {}
+    for i, vs in by_param.items():
+        rs = {_arena_range(v) for v in vs}
+        if len(rs) != 1 or None in rs:
+            continue
+        (r,) = rs
+        ranges[i] = r
+        arenas.setdefault(e.get(r[0]), []).append(i)
+    out: set[int] = set()
+    for arena, members in arenas.items():
+        if any(p is arena for p in params):  # the whole workspace is reachable too
+            continue
+        spans = sorted((ranges[i][1], ranges[i][2]) for i in members)
+        if all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:])):
+            out.update(members)
+    return out
 
 
 def _distinct_object(p: ir.Value) -> bool:
