@@ -177,10 +177,10 @@ class CompiledModel:
 
     def _workspace(self) -> np.ndarray:
         ws = getattr(self._local, "workspace", None)
-        if ws is None:  # 64-byte aligned, one per thread so concurrent calls never share it
-            raw = np.empty(self.workspace_bytes + 64, np.uint8)
-            start = -raw.ctypes.data % 64
-            ws = self._local.workspace = raw[start : start + self.workspace_bytes]
+        if ws is None:  # one per thread so concurrent calls never share it
+            from compiler.runtime.cpu import arena
+
+            ws = self._local.workspace = arena(self.workspace_bytes)
         return ws
 
     def _outputs(self) -> list[np.ndarray]:

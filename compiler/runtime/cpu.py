@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
 from collections.abc import Callable
 from functools import lru_cache
@@ -97,6 +98,34 @@ def host_cache_bytes() -> tuple[int, int]:
     except (OSError, ValueError):
         pass
     return sizes.get(1, 0), sizes.get(2, 0)
+
+
+HUGE_PAGE = 2 << 20
+_MADV_HUGEPAGE = 14  # Linux
+
+
+def arena(nbytes: int) -> np.ndarray:
+    """A 64-byte aligned uint8 buffer of `nbytes`; from 2 MiB on, aligned to
+    2 MiB and, on Linux, advised to use transparent huge pages (where THP is "madvise", the
+    common default, nothing else turns them on). An im2col copy or a strided operand walked
+    row by row touches a new 4 KiB page at every row: on huge pages those rows stay within
+    the TLB's reach."""
+    align = HUGE_PAGE if nbytes >= HUGE_PAGE else 64
+    raw = np.empty(nbytes + align, np.uint8)
+    start = -raw.ctypes.data % align
+    buf = raw[start: start + nbytes]
+    if align == HUGE_PAGE and sys.platform.startswith("linux"):
+        _madvise_huge(buf)
+    return buf
+
+
+def _madvise_huge(buf: np.ndarray) -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise(ctypes.c_void_p(buf.ctypes.data), ctypes.c_size_t(buf.nbytes // HUGE_PAGE * HUGE_PAGE),
+                     ctypes.c_int(_MADV_HUGEPAGE))
+    except (OSError, AttributeError):  # no libc symbol: plain pages, as before
+        pass
 
 
 # ----------------------------------------------------------------------- thread pool
