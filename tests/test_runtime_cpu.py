@@ -266,3 +266,15 @@ func.func @e(%a: {t}, %b: {t}) {{
         print(f"\nexp over 16M f32: aicc {ta * 1e3:.1f} ms, numpy {tn * 1e3:.1f} ms, "
               f"ratio {tn / ta:.2f}x")
     np.testing.assert_allclose(b, r, rtol=1e-6)
+
+
+@pytest.mark.parametrize("nbytes", [1, 100, (2 << 20) - 1, 2 << 20, (5 << 20) + 3])
+def test_arena_alignment_and_size(nbytes):
+    # plan-memory's workspace: 64-byte aligned, and from 2 MiB on aligned to 2 MiB (a huge
+    # page) so that madvise(MADV_HUGEPAGE) can back it with huge pages; writable end to end.
+    buf = cpu.arena(nbytes)
+    assert buf.dtype == np.uint8 and buf.nbytes == nbytes
+    align = cpu.HUGE_PAGE if nbytes >= cpu.HUGE_PAGE else 64
+    assert buf.ctypes.data % align == 0
+    buf[:] = 7
+    assert int(buf.sum()) == 7 * nbytes
