@@ -111,7 +111,7 @@ def stage_passes(target: str, fuse: bool = True, schedule: str | dict | None = N
         cpu_linalg = [ChooseSchedule(vector_bits=host_vector_bits(), threads=threads or 0,
                                      l1_bytes=l1, l2_bytes=l2,
                                      overrides=format_overrides(schedule))]
-        cpu_memref = [TileMatmul()]
+        cpu_memref = [TileMatmul(threads=threads or 0)]
     elif schedule:
         raise CompileError(f"schedule= applies to the cpu target, not '{target}'")
     # fuse-rows emits loop nests with per-thread stack buffers, which the CUDA mapping does not

@@ -30,7 +30,9 @@ Fields (GotoBLAS/BLIS names; rows of C are M, columns N, the reduction K):
     ku       unroll factor of the micro-kernel's k loop
     pack_a   copy A into mr-row slivers, k-major, before the kernels run
     pack_b   copy B into nr-wide panels, k-major (a constant B is packed at compile time)
-    parallel which tile loops run on threads: a subset of "bmn" (batch, M blocks, N blocks)
+    parallel which tile loops run on threads: a subset of "bmn" (batch, M blocks, N blocks);
+             "b" alone on a conv's matmul also lets tile-matmul write each image's im2col
+             matrix inside the tile loop, right before its tiles (see tile_matmul.py)
     order    the register-tile loops inside a cache block, outer first: "mn" keeps an A
              sliver (mr x kc) in L1 while the B panels of the block stream from L2; "nm"
              keeps a B panel (kc x nr) in L1 while the A slivers stream
@@ -484,12 +486,15 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
                 nc = _round_up(nc // 2, nr)
             else:
                 break
+    # A conv's batch of images split evenly over the threads: each image's tiles on one
+    # thread, which lets tile-matmul write that image's im2col matrix right before them.
+    per_image = conv and nbatch >= 2 and (nbatch % threads == 0 or nbatch >= 4 * threads)
     s = MatmulSchedule(
         mr=mr, nr=nr, vw=vw, kc=kc, mc=mc, nc=nc, ku=4,
         pack_a=(order == "nm" or a_trans or rows_alias_in_l1(k * elem_bytes, mr))
         and m > mr and n > nr,
         pack_b=b_constant or b_trans or (m > mr and not conv),
-        parallel="bmn", order=order, pf=32 if k > 64 and not streaming_b else 0)
+        parallel="b" if per_image else "bmn", order=order, pf=32 if k > 64 and not streaming_b else 0)
     s = replace(s, **{k_: v for k_, v in fixed.items() if k_ not in ("mr", "nr", "vw", "kc",
                                                                      "mc", "nc", "order")})
     s.validate()

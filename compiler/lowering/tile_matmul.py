@@ -24,6 +24,11 @@ block's starting value (`init`), and an elementwise op right after it that is C'
 reader (activation, bias, residual add, scaling) runs on each mc x nc tile of C after the
 tile's last K block, while the tile is in cache; a temporary C then goes, the matmul
 accumulating in the epilogue's output. Neither leaves a loop nest of its own.
+
+A conv's im2col matrix (B) with `parallel = "b"`: the copy that writes it runs inside the
+tile loop, one image at a time, into the thread's own K x N buffer right before that
+image's tiles, and reads through a constant pad before it (see `_take_b_producer` and
+`_take_pad`).
 """
 
 from __future__ import annotations
@@ -55,7 +60,13 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.linalg import ops as linalg
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineMap,
+)
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -63,7 +74,8 @@ from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
 from compiler.dialects.aicc_cpu import MicrokernelOp
 from compiler.errors import CompileError
 from compiler.stats import flops
-from compiler.lowering.linalg_to_loops import emit_body
+from compiler.threads import default_threads
+from compiler.lowering.linalg_to_loops import _IndexBuilder, emit_body
 from compiler.lowering.schedule import (
     MatmulMatch,
     MatmulSchedule,
@@ -252,6 +264,7 @@ class _Tiler:
     match: MatmulMatch
     s: MatmulSchedule
     module: ModuleOp
+    threads: int = 1
 
     def run(self) -> None:
         mm, s = self.match, self.s
@@ -269,6 +282,7 @@ class _Tiler:
             first_overwrites = True  # the first K block starts from the init operand
         self.epilogue = self._take_epilogue()
         mm = self.match  # C may now be the epilogue's output
+        self.b_producer = self._take_b_producer()
         ix = _Ix(op)
         top = Builder(InsertPoint.before(op))
         elem = mm.element_type
@@ -301,6 +315,12 @@ class _Tiler:
             allocs.append(bp)
             self._pack_b(top, ix, _flat(top, mm.b), bp, nbb, NP)
             b_src = bp
+        elif self.b_producer is not None:
+            # One K x N buffer per thread, reused batch after batch (so it stays in cache),
+            # in place of the copy's full (batch, K, N) output.
+            self.slots = min(self.threads, math.prod(mm.batch))
+            b_src = top.insert(memref.AllocOp.get(elem, 64, [self.slots * K * N])).memref
+            allocs.append(b_src)
         else:
             b_src = _flat(top, mm.b)
         b_packed = pack_b
@@ -325,6 +345,214 @@ class _Tiler:
         Rewriter.erase_op(op)
         if self.epilogue is not None:
             Rewriter.erase_op(self.epilogue)
+        if self.b_producer is not None:  # emitted inside the tile loop, detached
+            col = self.b_producer.outputs[0]
+            padded = self.b_producer.inputs[0]
+            self.b_producer.erase()
+            _erase_dead_buffer(col)
+            if self.pad is not None:
+                pc, f, _ = self.pad
+                Rewriter.erase_op(pc)
+                Rewriter.erase_op(f)
+                _erase_dead_buffer(_root(padded))
+
+    # -- B's producer, per batch
+
+    def _take_b_producer(self) -> linalg.GenericOp | None:
+        """The copy that writes B (a conv's im2col), when the schedule runs each batch's tiles
+        on one thread (`parallel = "b"`) and B is read in place: it then runs inside the
+        tile loop, one batch at a time, right before that batch's tiles, so they read B
+        from cache instead of memory. B must be a temporary that the copy writes whole
+        (all-parallel, identity output map, the body yields its input) and nothing else
+        touches; deallocations of the copy's input between it and the matmul move after the
+        matmul."""
+        mm, s = self.match, self.s
+        op = mm.op
+        nb = math.prod(mm.batch)
+        self.pad = None
+        if (s.parallel != "b" or nb < 2 or s.pack_b or mm.b_trans
+                or list(mm.b_batch) != list(range(len(mm.batch)))):
+            return None
+        col = mm.b
+        while isinstance(col, OpResult) and isinstance(col.op, memref.CollapseShapeOp
+                                                        | memref.ExpandShapeOp):
+            col = col.op.operands[0]
+        if not (isinstance(col, OpResult) and isinstance(col.op, memref.AllocOp)):
+            return None
+        views = _aliases(col)
+        writers = [u.operation for v in views for u in v.uses
+                   if not isinstance(u.operation, memref.DeallocOp | memref.CollapseShapeOp
+                                     | memref.ExpandShapeOp) and u.operation is not op]
+        if len(writers) != 1 or not isinstance(writers[0], linalg.GenericOp):
+            return None
+        g = writers[0]
+        shape = col.type.get_shape()
+        body = list(g.body.block.ops)
+        if not (len(g.inputs) == 1 and len(g.outputs) == 1 and g.outputs[0] is col
+                and g.parent is op.parent
+                and all(it.data == IteratorType.PARALLEL for it in g.iterator_types)
+                and g.indexing_maps.data[1].data == AffineMap.identity(len(shape))
+                and len(body) == 1 and isinstance(body[0], linalg.YieldOp)
+                and body[0].operands[0] is g.body.block.args[0]
+                and shape and shape[0] == nb and math.prod(shape[1:]) == mm.k * mm.n):
+            return None
+        src = _aliases(_root(g.inputs[0]))
+        if src & views:
+            return None
+        self.pad = self._take_pad(g, _root(g.inputs[0]))
+        if self.pad is not None:  # the copy reads the padded buffer's source instead
+            pc = self.pad[0]
+            if not _deallocs_movable(pc, op, _aliases(_root(pc.inputs[0]))):
+                self.pad = None
+        if not _deallocs_movable(g, op, src):
+            return None
+        if self.pad is not None:
+            _deallocs_movable(self.pad[0], op, _aliases(_root(self.pad[0].inputs[0])), move=True)
+        _deallocs_movable(g, op, src, move=True)
+        g.detach()
+        return g
+
+    def _take_pad(self, g: linalg.GenericOp, p: SSAValue):
+        """(copy, fill, offsets) when the buffer `p` that B's copy reads is a padded copy of
+        another: filled with a constant, then written by an elementwise generic at an offset
+        in its last two dims (a conv's zero padding), and read by nothing else. The per-batch
+        copy then reads the source directly, writes the fill value where the window falls in
+        the padding, and the padded buffer goes. Only for a copy whose innermost dim steps
+        the last padded dim by 1 (stride-1 convs), which splits each row into a padding run,
+        a copy run and a padding run."""
+        if not (isinstance(p, OpResult) and isinstance(p.op, memref.AllocOp)):
+            return None
+        pv = g.inputs[0]
+        pshape, vshape = p.type.get_shape(), pv.type.get_shape()
+        inner = len(g.outputs[0].type.get_shape()) - 1
+        read = g.indexing_maps.data[0].data
+        last = read.results[-1]
+        if (len(pshape) < 2 or pshape[-2:] != vshape[-2:]
+                or math.prod(pshape[:-2]) != math.prod(vshape[:-2])
+                or any(inner in r.used_dims() for r in read.results[:-1])
+                or not (isinstance(last, AffineBinaryOpExpr) and last.kind == AffineBinaryOpKind.Add
+                        and AffineDimExpr(inner) in (last.lhs, last.rhs)
+                        and inner not in (last.rhs if last.lhs == AffineDimExpr(inner)
+                                          else last.lhs).used_dims())):
+            return None
+        users = {u.operation for v in _aliases(p) for u in v.uses}
+        fills = [o for o in users if isinstance(o, linalg.FillOp)]
+        copies = [o for o in users if isinstance(o, linalg.GenericOp) and o is not g]
+        if len(fills) != 1 or len(copies) != 1 or any(
+                o not in (g, fills[0], copies[0]) and not isinstance(
+                    o, memref.DeallocOp | memref.CollapseShapeOp | memref.ExpandShapeOp)
+                for o in users):
+            return None
+        f, pc = fills[0], copies[0]
+        value = f.inputs[0]
+        if not (f.outputs[0] is p and pc.outputs[0] is p and len(pc.inputs) == 1
+                and isinstance(value, OpResult) and isinstance(value.op, arith.ConstantOp)
+                and f.parent is g.parent and pc.parent is g.parent):
+            return None
+        x = pc.inputs[0]
+        xshape = x.type.get_shape() if isinstance(x.type, MemRefType) else None
+        maps = [m.data for m in pc.indexing_maps]
+        if not (xshape is not None and len(xshape) == len(pshape)
+                and isinstance(x.type.layout, NoneAttr)
+                and all(it.data == IteratorType.PARALLEL for it in pc.iterator_types)
+                and maps[0] == AffineMap.identity(len(pshape))
+                and not pc.body.block.args[1].uses
+                and all(o.dialect_name() in ("arith", "math") for o in pc.body.block.ops
+                        if not isinstance(o, linalg.YieldOp))):
+            return None
+        offsets = []
+        for i, e in enumerate(maps[1].results):
+            if e == AffineDimExpr(i):
+                offsets.append(0)
+            elif (isinstance(e, AffineBinaryOpExpr) and e.kind == AffineBinaryOpKind.Add
+                  and e.lhs == AffineDimExpr(i) and isinstance(e.rhs, AffineConstantExpr)):
+                offsets.append(e.rhs.value)
+            else:
+                return None
+        if (any(offsets[:-2]) or any(o < 0 for o in offsets)
+                or any(xs + o > ps for xs, o, ps in zip(xshape, offsets, pshape))
+                or xshape[:-2] != pshape[:-2]):
+            return None
+        blk = g.parent
+        if not (blk.get_operation_index(f) < blk.get_operation_index(pc)
+                < blk.get_operation_index(g)):
+            return None
+        return pc, f, offsets[-2:]
+
+    def _emit_b_producer(self, b: Builder, ix: _Ix, slots: SSAValue, batch: Index,
+                         slot: Index) -> None:
+        """The copy that writes B, at one batch index, into buffer `slot` of `slots` (viewed
+        as (slots, *the copy's dims but the batch)): a loop per remaining dim, innermost
+        contiguous."""
+        g = self.b_producer
+        shape = g.outputs[0].type.get_shape()
+        rank = len(shape)
+        # dims 0..rank-1: the copy's own; dim `rank`: the slot
+        read = g.indexing_maps.data[0].data
+        read = AffineMap(rank + 1, 0, read.results)
+        write = AffineMap(rank + 1, 0, (AffineDimExpr(rank), *(AffineDimExpr(d)
+                                                                for d in range(1, rank))))
+        operands = [(g.inputs[0], read), (slots, write)]
+
+        def loops(b: Builder, ivs: dict[int, SSAValue], d: int) -> None:
+            if self.pad is not None and d == rank - 1:
+                self._emit_padded_row(b, ix, slots, ivs, read)
+                return
+            if d == rank:
+                emit_body(g, b, ivs, None, operands)
+                return
+            _for(b, ix, 0, shape[d], 1, lambda b, v: loops(b, {**ivs, d: ix.v(v)}, d + 1))
+
+        loops(b, {0: ix.v(batch), rank: ix.v(slot)}, 1)
+
+    def _emit_padded_row(self, b: Builder, ix: _Ix, slots: SSAValue, ivs: dict[int, SSAValue],
+                         read: AffineMap) -> None:
+        """One innermost row of B's copy read through the padding (see _take_pad): the
+        window's row either falls in the padding (the whole row is the fill value) or in
+        the source, where the columns split into [0, lo) fill, [lo, hi) source, [hi, OW)
+        fill."""
+        g = self.b_producer
+        pc, f, (ph, pw) = self.pad
+        shape = g.outputs[0].type.get_shape()
+        inner, rank = len(shape) - 1, len(shape)
+        xv = self.pad_source
+        h, w = xv.type.get_shape()[-2:]
+        fill = f.inputs[0]
+
+        def op(o: Operation) -> SSAValue:
+            return b.insert(o).results[0]
+
+        at0 = _IndexBuilder(b, {**ivs, inner: ix.v(0)})
+        pidx = [at0.expr(r) for r in read.results]  # the padded buffer's index at column 0
+        row = op(arith.SubiOp(pidx[-2], ix.v(ph)))  # the source row, when in range
+        valid = op(arith.AndIOp(op(arith.CmpiOp(row, ix.v(0), "sge")),
+                                op(arith.CmpiOp(row, ix.v(h), "slt"))))
+        col0 = op(arith.SubiOp(pidx[-1], ix.v(pw)))  # the source column at column 0
+
+        def clamp(v: SSAValue, lo: SSAValue, hi: SSAValue) -> SSAValue:
+            return op(arith.MinSIOp(op(arith.MaxSIOp(v, lo)), hi))
+
+        ow = ix.v(shape[inner])
+        lo = clamp(op(arith.SubiOp(ix.v(0), col0)), ix.v(0), ow)
+        hi = clamp(op(arith.SubiOp(ix.v(w), col0)), lo, ow)
+        lo = op(arith.SelectOp(valid, lo, ix.v(0)))
+        hi = op(arith.SelectOp(valid, hi, ix.v(0)))
+        out = [ivs[rank], *(ivs[d] for d in range(1, inner))]
+
+        def pad(b: Builder, j: Index) -> None:
+            b.insert(memref.StoreOp.get(fill, slots, [*out, ix.v(j)]))
+
+        def copy(b: Builder, j: Index) -> None:
+            src = b.insert(arith.AddiOp(ix.v(j), col0)).result
+            xidx = {i: v for i, v in enumerate([*pidx[:-2], row, src])}
+            # the result comes back instead of being stored; the output's block argument is
+            # unused, so any fresh value stands in for it
+            (v,) = emit_body(pc, b, xidx, [row], [(xv, AffineMap.identity(len(pidx)))] * 2)
+            b.insert(memref.StoreOp.get(v, slots, [*out, ix.v(j)]))
+
+        _for(b, ix, 0, lo, 1, pad)
+        _for(b, ix, lo, hi, 1, copy)
+        _for(b, ix, hi, ow, 1, pad)
 
     # -- the zero fill
 
@@ -617,7 +845,8 @@ class _Tiler:
             bflat = idx.get("b", 0)
             bidx = _split_flat(b, ix, bflat, batch) if batch else []
             ba = _batch_offset(b, ix, bidx, mm.a_batch, a_shape, batch)
-            bb = _batch_offset(b, ix, bidx, mm.b_batch, b_shape, batch)
+            bb = (idx["slot"] if "slot" in idx  # B written per batch into a thread's buffer
+                  else _batch_offset(b, ix, bidx, mm.b_batch, b_shape, batch))
             ic = ix.mul(b, idx.get("m", 0), s.mc)
             jc = ix.mul(b, idx.get("n", 0), s.nc)
             mcv = ix.min(b, s.mc, ix.sub(b, M, ic))
@@ -696,7 +925,28 @@ class _Tiler:
             d = dims[0]
             _for(b, ix, 0, extents[d], 1, lambda b, v: nest(b, {**idx, d: v}, dims[1:]))
 
-        if par:
+        if self.b_producer is not None:  # per thread, a run of batches: B, then its tiles
+            shape = self.b_producer.outputs[0].type.get_shape()
+            slots = _reshaped(b, b_src, MemRefType(mm.element_type, [self.slots, *shape[1:]]))
+            if self.pad is not None:  # the padded buffer's source, in the copy's view of it
+                x = self.pad[0].inputs[0]
+                vshape = self.b_producer.inputs[0].type.get_shape()
+                self.pad_source = _reshaped(b, x, MemRefType(
+                    x.type.element_type, [*vshape[:-2], *x.type.get_shape()[-2:]]))
+            inner = [d for d in dims if d != "b" and extents[d] > 1]
+
+            def run_of_batches(b: Builder, t: Index) -> None:
+                lo = ix.div(b, ix.mul(b, t, nb), self.slots)
+                hi = ix.div(b, ix.mul(b, ix.add(b, t, 1), nb), self.slots)
+
+                def one(b: Builder, bi: Index) -> None:
+                    self._emit_b_producer(b, ix, slots, bi, t)
+                    nest(b, {"b": bi, "slot": t}, inner)
+
+                _for(b, ix, lo, hi, 1, one)
+
+            _parallel(b, ix, self.slots, run_of_batches)
+        elif par:
             ext = [extents[d] for d in par]
 
             def par_body(b: Builder, t: Index) -> None:
@@ -760,6 +1010,55 @@ def _touches(op: Operation, values: set[SSAValue]) -> bool:
     return any(v in values for o in op.walk() for v in o.operands)
 
 
+def _root(v: SSAValue) -> SSAValue:
+    """The buffer `v` is a reshaped view of (`v` itself if none)."""
+    while isinstance(v, OpResult) and isinstance(v.op, memref.CollapseShapeOp
+                                                 | memref.ExpandShapeOp):
+        v = v.op.operands[0]
+    return v
+
+
+def _deallocs_movable(first: Operation, op: Operation, buf: set[SSAValue],
+                      move: bool = False) -> bool:
+    """Whether, between `first` and `op` (same block), only deallocations and views touch the
+    views `buf` of a buffer; with `move`, those deallocations go after `op`."""
+    moved: list[Operation] = []
+    o = first.next_op
+    while o is not op:
+        if o is None:
+            return False
+        if isinstance(o, memref.DeallocOp) and o.memref in buf:
+            moved.append(o)
+        elif _touches(o, buf) and not isinstance(o, memref.CollapseShapeOp | memref.ExpandShapeOp):
+            return False
+        o = o.next_op
+    if move:
+        for d in moved:
+            d.detach()
+            Rewriter.insert_op(d, InsertPoint.after(op))
+    return True
+
+
+def _erase_dead_buffer(v: SSAValue) -> None:
+    """Erase allocation `v` and its views when only deallocations and unused views remain."""
+    views = _aliases(v)
+    users = {u.operation for x in views for u in x.uses}
+    if any(not isinstance(o, memref.DeallocOp | memref.CollapseShapeOp | memref.ExpandShapeOp
+                          | memref.ViewOp | memref.SubviewOp | memref.CastOp) for o in users):
+        return
+    for o in [o for o in users if isinstance(o, memref.DeallocOp)]:
+        Rewriter.erase_op(o)
+    while True:  # views, innermost first
+        dead = [x.op for x in views if isinstance(x, OpResult) and x is not v and not x.uses
+                and x.op.parent is not None]
+        if not dead:
+            break
+        for o in dead:
+            Rewriter.erase_op(o)
+    if isinstance(v, OpResult) and not v.uses:
+        Rewriter.erase_op(v.op)
+
+
 def _aliases(v: SSAValue) -> set[SSAValue]:
     out, todo = {v}, [v]
     while todo:
@@ -793,6 +1092,9 @@ class TileMatmul(ModulePass):
     name = "tile-matmul"
 
     vector_bits: int = 512  # for ops without a schedule
+    # Threads the tile loops are split for (0: the default, $AICC_NUM_THREADS or all cores):
+    # a B written per batch (see _take_b_producer) gets one buffer per thread.
+    threads: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         prepacked: set[str] = set()
@@ -812,7 +1114,7 @@ class TileMatmul(ModulePass):
             g = _global_of(mm.b, op) if s.pack_b else None
             if g is not None:
                 prepacked.add(g.sym_name.data)
-            _Tiler(mm, s, op).run()
+            _Tiler(mm, s, op, self.threads or default_threads()).run()
         if prepacked:
             _erase_unused_globals(op, prepacked)
 
