@@ -230,6 +230,7 @@ PER_BATCH = [
     ((4, 3, 6, 5), (7, 3, 3, 2), (1, 1), (0, 2, 3, 1)),   # uneven pads, non-square kernel
     ((2, 3, 2, 2), (5, 3, 3, 3), (1, 1), (3, 3, 3, 3)),   # rows entirely in the padding
     ((4, 3, 9, 9), (5, 3, 3, 3), (2, 2), (1, 1, 1, 1)),   # strided: the padded copy stays
+    ((2, 3, 32, 32), (5, 3, 3, 3), (1, 1), (1, 1, 1, 1)),  # N = 1024: B's rows padded to 1040
 ]
 
 

@@ -62,6 +62,7 @@ from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
+    AffineExpr,
     AffineBinaryOpKind,
     AffineConstantExpr,
     AffineDimExpr,
@@ -83,6 +84,7 @@ from compiler.lowering.schedule import (
     element_bytes,
     is_constant,
     match_matmul,
+    rows_alias_in_l1,
     schedule_of,
 )
 
@@ -319,7 +321,8 @@ class _Tiler:
             # One K x N buffer per thread, reused batch after batch (so it stays in cache),
             # in place of the copy's full (batch, K, N) output.
             self.slots = min(self.threads, math.prod(mm.batch))
-            b_src = top.insert(memref.AllocOp.get(elem, 64, [self.slots * K * N])).memref
+            self.ldb = N + (16 if rows_alias_in_l1(N * element_bytes(elem), 8) else 0)
+            b_src = top.insert(memref.AllocOp.get(elem, 64, [self.slots * K * self.ldb])).memref
             allocs.append(b_src)
         else:
             b_src = _flat(top, mm.b)
@@ -395,6 +398,11 @@ class _Tiler:
                 and len(body) == 1 and isinstance(body[0], linalg.YieldOp)
                 and body[0].operands[0] is g.body.block.args[0]
                 and shape and shape[0] == nb and math.prod(shape[1:]) == mm.k * mm.n):
+            return None
+        # the copy's dims 1..kdims make up K, the rest N
+        self.kdims = next((j for j in range(1, len(shape))
+                           if math.prod(shape[1:j + 1]) == mm.k), None)
+        if self.kdims is None:
             return None
         src = _aliases(_root(g.inputs[0]))
         if src & views:
@@ -490,8 +498,9 @@ class _Tiler:
         # dims 0..rank-1: the copy's own; dim `rank`: the slot
         read = g.indexing_maps.data[0].data
         read = AffineMap(rank + 1, 0, read.results)
-        write = AffineMap(rank + 1, 0, (AffineDimExpr(rank), *(AffineDimExpr(d)
-                                                                for d in range(1, rank))))
+        write = AffineMap(rank + 1, 0, (AffineDimExpr(rank), *(AffineDimExpr(d) for d in
+                                                                range(1, self.kdims + 1)),
+                                        self._n_index()))
         operands = [(g.inputs[0], read), (slots, write)]
 
         def loops(b: Builder, ivs: dict[int, SSAValue], d: int) -> None:
@@ -504,6 +513,14 @@ class _Tiler:
             _for(b, ix, 0, shape[d], 1, lambda b, v: loops(b, {**ivs, d: ix.v(v)}, d + 1))
 
         loops(b, {0: ix.v(batch), rank: ix.v(slot)}, 1)
+
+    def _n_index(self) -> AffineExpr:
+        """B's column (the flat index of the copy's N dims) as an expression of its dims."""
+        shape = self.b_producer.outputs[0].type.get_shape()
+        expr: AffineExpr = AffineConstantExpr(0)
+        for d in range(self.kdims + 1, len(shape)):
+            expr = expr * shape[d] + AffineDimExpr(d)
+        return expr
 
     def _emit_padded_row(self, b: Builder, ix: _Ix, slots: SSAValue, ivs: dict[int, SSAValue],
                          read: AffineMap) -> None:
@@ -537,10 +554,14 @@ class _Tiler:
         hi = clamp(op(arith.SubiOp(ix.v(w), col0)), lo, ow)
         lo = op(arith.SelectOp(valid, lo, ix.v(0)))
         hi = op(arith.SelectOp(valid, hi, ix.v(0)))
-        out = [ivs[rank], *(ivs[d] for d in range(1, inner))]
+        out = [ivs[rank], *(ivs[d] for d in range(1, self.kdims + 1))]
+        n_index = self._n_index()
+
+        def at(b: Builder, j: Index) -> list[SSAValue]:
+            return [*out, _IndexBuilder(b, {**ivs, inner: ix.v(j)}).expr(n_index)]
 
         def pad(b: Builder, j: Index) -> None:
-            b.insert(memref.StoreOp.get(fill, slots, [*out, ix.v(j)]))
+            b.insert(memref.StoreOp.get(fill, slots, at(b, j)))
 
         def copy(b: Builder, j: Index) -> None:
             src = b.insert(arith.AddiOp(ix.v(j), col0)).result
@@ -548,7 +569,7 @@ class _Tiler:
             # the result comes back instead of being stored; the output's block argument is
             # unused, so any fresh value stands in for it
             (v,) = emit_body(pc, b, xidx, [row], [(xv, AffineMap.identity(len(pidx)))] * 2)
-            b.insert(memref.StoreOp.get(v, slots, [*out, ix.v(j)]))
+            b.insert(memref.StoreOp.get(v, slots, at(b, j)))
 
         _for(b, ix, 0, lo, 1, pad)
         _for(b, ix, lo, hi, 1, copy)
@@ -838,6 +859,7 @@ class _Tiler:
         par = [d for d in dims if d in s.parallel and extents[d] > 1]
         seq = [d for d in dims if d not in par and extents[d] > 1]
         true_ = ix.const(1, i1)
+        ldb = self.ldb if self.b_producer is not None else N  # B's row stride in place
         init_flat = _flat(b, self.init[0]) if self.init is not None else None
         epi_on_c = self._epilogue_on_c(b) if self.epilogue is not None else None
 
@@ -875,7 +897,7 @@ class _Tiler:
                     if b_packed:  # panel (bb*NP + j/nr), row pc
                         pnl = ix.add(b, ix.mul(b, bb, NP), ix.div(b, j, s.nr))
                         return n, ix.add(b, ix.mul(b, pnl, K * s.nr), ix.mul(b, pc, s.nr))
-                    return n, ix.add(b, ix.mul(b, bb, K * N), ix.add(b, ix.mul(b, pc, N), j))
+                    return n, ix.add(b, ix.mul(b, bb, K * ldb), ix.add(b, ix.mul(b, pc, ldb), j))
 
                 def sliver(b: Builder, ir: Index) -> tuple[Index, Index]:
                     """Rows of sliver ir and its offset in A."""
@@ -902,7 +924,7 @@ class _Tiler:
                         b_masked=not b_packed and N % s.nr != 0,
                         mr=s.mr, nr=s.nr, vw=s.vw,
                         a_rs=self.a_rs, a_ks=self.a_ks,
-                        b_ks=s.nr if b_packed else N, ldc=N, ku=s.ku,
+                        b_ks=s.nr if b_packed else ldb, ldc=N, ku=s.ku,
                         b_pf=s.pf, init=init))
 
                 if s.order == "nm":  # a B panel stays in L1 while the slivers of A pass
@@ -927,7 +949,9 @@ class _Tiler:
 
         if self.b_producer is not None:  # per thread, a run of batches: B, then its tiles
             shape = self.b_producer.outputs[0].type.get_shape()
-            slots = _reshaped(b, b_src, MemRefType(mm.element_type, [self.slots, *shape[1:]]))
+            # (slot, the copy's K dims, one padded row of N)
+            slots = _reshaped(b, b_src, MemRefType(
+                mm.element_type, [self.slots, *shape[1:self.kdims + 1], self.ldb]))
             if self.pad is not None:  # the padded buffer's source, in the copy's view of it
                 x = self.pad[0].inputs[0]
                 vshape = self.b_producer.inputs[0].type.get_shape()
