@@ -152,7 +152,6 @@ def emit_body(op: linalg.GenericOp, b: Builder, ivs: dict[int, SSAValue],
     shape)."""
     if operands is None:
         operands = [(v, m.data) for v, m in zip(op.operands, op.indexing_maps)]
-    maps = [m for _, m in operands]
     n_in = len(op.inputs)
     body = op.body.block
     idx = _IndexBuilder(b, ivs)

@@ -76,7 +76,8 @@ from compiler.dialects.aicc_cpu import MicrokernelOp
 from compiler.errors import CompileError
 from compiler.stats import flops
 from compiler.threads import default_threads
-from compiler.lowering.linalg_to_loops import _IndexBuilder, emit_body
+from compiler.lowering.linalg_to_loops import emit_body
+from compiler.lowering.loop_builder import IndexBuilder
 from compiler.lowering.schedule import (
     MatmulMatch,
     MatmulSchedule,
@@ -539,8 +540,8 @@ class _Tiler:
         def op(o: Operation) -> SSAValue:
             return b.insert(o).results[0]
 
-        at0 = _IndexBuilder(b, {**ivs, inner: ix.v(0)})
-        pidx = [at0.expr(r) for r in read.results]  # the padded buffer's index at column 0
+        ib, at0 = IndexBuilder(b), {**ivs, inner: ix.v(0)}
+        pidx = ib.indices(b, read, at0)  # the padded buffer's index at column 0
         row = op(arith.SubiOp(pidx[-2], ix.v(ph)))  # the source row, when in range
         valid = op(arith.AndIOp(op(arith.CmpiOp(row, ix.v(0), "sge")),
                                 op(arith.CmpiOp(row, ix.v(h), "slt"))))
@@ -555,10 +556,10 @@ class _Tiler:
         lo = op(arith.SelectOp(valid, lo, ix.v(0)))
         hi = op(arith.SelectOp(valid, hi, ix.v(0)))
         out = [ivs[rank], *(ivs[d] for d in range(1, self.kdims + 1))]
-        n_index = self._n_index()
+        n0 = ib.expr(b, self._n_index(), at0)  # B's column at column 0 (the row's columns follow)
 
         def at(b: Builder, j: Index) -> list[SSAValue]:
-            return [*out, _IndexBuilder(b, {**ivs, inner: ix.v(j)}).expr(n_index)]
+            return [*out, b.insert(arith.AddiOp(n0, ix.v(j))).result]
 
         def pad(b: Builder, j: Index) -> None:
             b.insert(memref.StoreOp.get(fill, slots, at(b, j)))
