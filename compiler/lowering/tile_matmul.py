@@ -414,6 +414,7 @@ class _Tiler:
             if not _deallocs_movable(pc, op, _aliases(_root(pc.inputs[0]))):
                 self.pad = None
         if not _deallocs_movable(g, op, src):
+            self.pad = None
             return None
         if self.pad is not None:
             _deallocs_movable(self.pad[0], op, _aliases(_root(self.pad[0].inputs[0])), move=True)
