@@ -377,10 +377,7 @@ class _Tiler:
         if (s.parallel != "b" or nb < 2 or s.pack_b or mm.b_trans
                 or list(mm.b_batch) != list(range(len(mm.batch)))):
             return None
-        col = mm.b
-        while isinstance(col, OpResult) and isinstance(col.op, memref.CollapseShapeOp
-                                                        | memref.ExpandShapeOp):
-            col = col.op.operands[0]
+        col = _root(mm.b)
         if not (isinstance(col, OpResult) and isinstance(col.op, memref.AllocOp)):
             return None
         views = _aliases(col)
@@ -492,8 +489,8 @@ class _Tiler:
     def _emit_b_producer(self, b: Builder, ix: _Ix, slots: SSAValue, batch: Index,
                          slot: Index) -> None:
         """The copy that writes B, at one batch index, into buffer `slot` of `slots` (viewed
-        as (slots, *the copy's dims but the batch)): a loop per remaining dim, innermost
-        contiguous."""
+        as (slots, the copy's K dims, a row of ldb >= N)): a loop per remaining dim of the
+        copy, innermost contiguous."""
         g = self.b_producer
         shape = g.outputs[0].type.get_shape()
         rank = len(shape)
