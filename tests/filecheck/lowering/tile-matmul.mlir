@@ -179,3 +179,34 @@ func.func @epilogue(%a: memref<20x24xf32>, %b: memref<24x40xf32>, %bias: memref<
   memref.dealloc %c : memref<20x40xf32>
   func.return
 }
+
+// -----
+// An epilogue on a reshape of C (a conv's (OC, OH*OW) read as (OC, OH, OW)) whose operands
+// are all read elementwise: it indexes views of them in C's shape, the same (row, column) as
+// the kernel's tile, with no division to split a flat index into (OH, OW).
+// CHECK-LABEL: func.func @epilogue_reshaped
+// CHECK-SAME:      (%{{.*}}: memref<20x24xf32>, %{{.*}}: memref<24x40xf32>, %[[RES:.*]]: memref<20x5x8xf32>, %[[D:.*]]: memref<20x5x8xf32>)
+// CHECK:         %[[RESF:.*]] = memref.collapse_shape %[[RES]]
+// CHECK:         %[[RES2:.*]] = memref.expand_shape %[[RESF]] {{.*}} into memref<20x40xf32>
+// CHECK:         "scf.parallel"
+// CHECK:           aicc_cpu.microkernel
+// CHECK-NOT:       arith.divui
+// CHECK:               memref.load %{{.*}}[%[[ROW:.*]], %[[COL:.*]]] : memref<20x40xf32>
+// CHECK:               memref.load %[[RES2]][%[[ROW]], %[[COL]]] : memref<20x40xf32>
+// CHECK:               memref.store %{{.*}}, %{{.*}}[%[[ROW]], %[[COL]]] : memref<20x40xf32>
+// CHECK:         }) {aicc.tiled = {op = "matmul", flops = 40000 : i64, epilogue = "arith.addf,arith.maximumf"}}
+func.func @epilogue_reshaped(%a: memref<20x24xf32>, %b: memref<24x40xf32>, %res: memref<20x5x8xf32>, %d: memref<20x5x8xf32>) {
+  %z = arith.constant 0.0 : f32
+  %c = memref.alloc() {alignment = 64 : i64} : memref<20x40xf32>
+  linalg.fill ins(%z : f32) outs(%c : memref<20x40xf32>)
+  linalg.matmul {aicc.schedule = {mr = 4 : i64, nr = 16 : i64, vw = 8 : i64, kc = 16 : i64, mc = 8 : i64, nc = 32 : i64, ku = 2 : i64, pack_a = false, pack_b = true, parallel = "mn", order = "mn", pf = 0 : i64}} ins(%a, %b : memref<20x24xf32>, memref<24x40xf32>) outs(%c : memref<20x40xf32>)
+  %cv = memref.expand_shape %c [[0], [1, 2]] output_shape [20, 5, 8] : memref<20x40xf32> into memref<20x5x8xf32>
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%cv, %res : memref<20x5x8xf32>, memref<20x5x8xf32>) outs(%d : memref<20x5x8xf32>) {
+  ^bb0(%x: f32, %r: f32, %o: f32):
+    %s = arith.addf %x, %r : f32
+    %m = arith.maximumf %s, %z : f32
+    linalg.yield %m : f32
+  }
+  memref.dealloc %c : memref<20x40xf32>
+  func.return
+}
