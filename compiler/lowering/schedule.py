@@ -494,7 +494,8 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
         pack_a=(order == "nm" or a_trans or rows_alias_in_l1(k * elem_bytes, mr))
         and m > mr and n > nr,
         pack_b=b_constant or b_trans or (m > mr and not conv),
-        parallel="b" if per_image else "bmn", order=order, pf=32 if k > 64 and not streaming_b else 0)
+        parallel="b" if per_image else "bmn", order=order,
+        pf=32 if k > 64 and not streaming_b else 0)
     s = replace(s, **{k_: v for k_, v in fixed.items() if k_ not in ("mr", "nr", "vw", "kc",
                                                                      "mc", "nc", "order")})
     s.validate()

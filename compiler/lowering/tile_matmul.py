@@ -76,6 +76,7 @@ from compiler.dialects.aicc_cpu import MicrokernelOp
 from compiler.errors import CompileError
 from compiler.stats import flops
 from compiler.threads import default_threads
+from compiler.lowering.fuse_rows import root
 from compiler.lowering.linalg_to_loops import emit_body
 from compiler.lowering.loop_builder import IndexBuilder
 from compiler.lowering.schedule import (
@@ -358,7 +359,7 @@ class _Tiler:
                 pc, f, _ = self.pad
                 Rewriter.erase_op(pc)
                 Rewriter.erase_op(f)
-                _erase_dead_buffer(_root(padded))
+                _erase_dead_buffer(root(padded))
 
     # -- B's producer, per batch
 
@@ -377,7 +378,7 @@ class _Tiler:
         if (s.parallel != "b" or nb < 2 or s.pack_b or mm.b_trans
                 or list(mm.b_batch) != list(range(len(mm.batch)))):
             return None
-        col = _root(mm.b)
+        col = root(mm.b)
         if not (isinstance(col, OpResult) and isinstance(col.op, memref.AllocOp)):
             return None
         views = _aliases(col)
@@ -402,19 +403,20 @@ class _Tiler:
                            if math.prod(shape[1:j + 1]) == mm.k), None)
         if self.kdims is None:
             return None
-        src = _aliases(_root(g.inputs[0]))
+        src = _aliases(root(g.inputs[0]))
         if src & views:
             return None
-        self.pad = self._take_pad(g, _root(g.inputs[0]))
+        self.pad = self._take_pad(g, root(g.inputs[0]))
         if self.pad is not None:  # the copy reads the padded buffer's source instead
             pc = self.pad[0]
-            if not _deallocs_movable(pc, op, _aliases(_root(pc.inputs[0]))):
+            pad_src = _aliases(root(pc.inputs[0]))
+            if not _deallocs_movable(pc, op, pad_src):
                 self.pad = None
         if not _deallocs_movable(g, op, src):
             self.pad = None
             return None
         if self.pad is not None:
-            _deallocs_movable(self.pad[0], op, _aliases(_root(self.pad[0].inputs[0])), move=True)
+            _deallocs_movable(pc, op, pad_src, move=True)
         _deallocs_movable(g, op, src, move=True)
         g.detach()
         return g
@@ -995,7 +997,8 @@ class _Tiler:
         for v, m in zip(self.epilogue.operands, (m.data for m in self.epilogue.indexing_maps)):
             if not m.results:  # a scalar (rank 0) operand: read as it is
                 out.append((v, AffineMap(len(c_shape), 0, ())))
-            elif m == ident and isinstance(v.type, MemRefType) and isinstance(v.type.layout, NoneAttr):
+            elif (m == ident and isinstance(v.type, MemRefType)
+                  and isinstance(v.type.layout, NoneAttr)):
                 out.append((_reshaped(b, v, MemRefType(v.type.element_type, c_shape)),
                             AffineMap.identity(len(c_shape))))
             else:
@@ -1031,14 +1034,6 @@ class _Tiler:
 def _touches(op: Operation, values: set[SSAValue]) -> bool:
     """Whether `op` or any op nested in it has an operand in `values`."""
     return any(v in values for o in op.walk() for v in o.operands)
-
-
-def _root(v: SSAValue) -> SSAValue:
-    """The buffer `v` is a reshaped view of (`v` itself if none)."""
-    while isinstance(v, OpResult) and isinstance(v.op, memref.CollapseShapeOp
-                                                 | memref.ExpandShapeOp):
-        v = v.op.operands[0]
-    return v
 
 
 def _deallocs_movable(first: Operation, op: Operation, buf: set[SSAValue],

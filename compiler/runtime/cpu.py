@@ -122,7 +122,8 @@ def arena(nbytes: int) -> np.ndarray:
 def _madvise_huge(buf: np.ndarray) -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.madvise(ctypes.c_void_p(buf.ctypes.data), ctypes.c_size_t(buf.nbytes // HUGE_PAGE * HUGE_PAGE),
+        whole = buf.nbytes // HUGE_PAGE * HUGE_PAGE
+        libc.madvise(ctypes.c_void_p(buf.ctypes.data), ctypes.c_size_t(whole),
                      ctypes.c_int(_MADV_HUGEPAGE))
     except (OSError, AttributeError):  # no libc symbol: plain pages, as before
         pass
