@@ -41,7 +41,7 @@ def _fail(msg: str) -> int:
 
 
 def main(args) -> int:
-    from compiler.runtime.cuda import has_gpu
+    from compiler.targets.cuda.runtime import has_gpu
 
     if not has_gpu():
         return _fail("no NVIDIA GPU with a CUDA driver found; nothing was run")
@@ -55,7 +55,7 @@ def main(args) -> int:
 
     import compiler
     from compiler import ops
-    from compiler.runtime.cuda import device_pointer
+    from compiler.targets.cuda.runtime import device_pointer
 
     sys.path.insert(0, str(HERE))
     from workloads import layernorm, softmax

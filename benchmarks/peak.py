@@ -20,7 +20,7 @@ from llvmlite import ir
 
 
 def _jit(module: ir.Module):
-    from compiler.runtime.cpu import _new_host_target_machine
+    from compiler.targets.cpu.runtime import _new_host_target_machine
 
     tm = _new_host_target_machine()
     mod = llvm.parse_assembly(str(module))
@@ -116,7 +116,7 @@ def host_vector_lanes() -> int:
 
 
 def main() -> int:
-    from compiler.runtime.cpu import _init_llvm
+    from compiler.targets.cpu.runtime import _init_llvm
 
     _init_llvm()
     llvm.initialize_native_asmparser()  # the clock loop is inline asm

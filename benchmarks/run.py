@@ -307,7 +307,7 @@ def peak_info() -> dict | None:
         import llvmlite.binding as llvm
         import peak
 
-        from compiler.runtime.cpu import _init_llvm
+        from compiler.targets.cpu.runtime import _init_llvm
 
         _init_llvm()
         llvm.initialize_native_asmparser()

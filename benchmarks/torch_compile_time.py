@@ -29,7 +29,7 @@ def child(args) -> dict:
     import torch
 
     import compiler
-    from compiler.api import _compile_program
+    from compiler.api import compile_program
     from compiler.pipeline import CompileOptions
     from frontends.torch_import import TorchImporter, export_module, to_torch_inputs
 
@@ -42,7 +42,7 @@ def child(args) -> dict:
     t1 = time.perf_counter()
     program = TorchImporter(layer, (x,)).run(exported)
     t2 = time.perf_counter()
-    m = _compile_program(program, CompileOptions("cpu"))
+    m = compile_program(program, CompileOptions("cpu"))
     t3 = time.perf_counter()
 
     got = m(x)

@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import CompileError
-from compiler.pipeline import TARGETS, CompiledModel, CompileOptions, compile_module
+from compiler.pipeline import CompiledModel, CompileOptions, compile_module
+from compiler.targets import get_target
 
 
-def _check_target(target: str) -> None:
-    if target not in TARGETS:
-        raise CompileError(f"unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
+def _check_target(options: CompileOptions) -> None:
+    """The target exists (a registered one: see compiler/targets) and takes the options."""
+    get_target(options.target).check_options(options)
 
 
 def compile(
@@ -34,6 +35,7 @@ def compile(
     print_ir_after_all: Callable | None = None,
     input_shapes: dict[str, Sequence[int]] | None = None,
     schedule: str | dict | None = None,
+    target_cpu: str | None = None,
 ) -> CompiledModel | JitFunction:
     """Compile `model` for `target`.
 
@@ -46,15 +48,19 @@ def compile(
     `schedule` overrides fields of the CPU matmul schedules that choose-schedule picks
     (printed as `aicc.schedule` in `ir("linalg")`): `{"mr": 6, "kc": 128}` for every matmul,
     `{0: {...}, 1: {...}}` per matmul in program order, or the text form `"mr=6,kc=128"`.
+
+    `target` is any registered target (`compiler.targets.available_targets()`: cpu, cuda,
+    cuda-emu and any installed through the `aicc.targets` entry point). `target_cpu` (cpu) is
+    the LLVM name of the CPU to generate code for (default: $AICC_TARGET_CPU, else the host).
     """
-    _check_target(target)
-    options = CompileOptions(target, threads, fuse, print_ir_after_all, schedule)
+    options = CompileOptions(target, threads, fuse, print_ir_after_all, schedule, target_cpu)
+    _check_target(options)
     if _is_onnx(model):
         from frontends.onnx_import import import_onnx
 
         program = import_onnx(model, input_shapes, example_inputs)
-        return _compile_program(program, options)
-    if _is_torch_module(model):
+        return compile_program(program, options)
+    if is_torch_module(model):
         from frontends.torch_import import import_torch  # torch is loaded: the user made `model`
 
         if example_inputs is None:
@@ -63,7 +69,7 @@ def compile(
             )
         if not isinstance(example_inputs, list | tuple):
             example_inputs = (example_inputs,)
-        return _compile_program(import_torch(model, tuple(example_inputs)), options)
+        return compile_program(import_torch(model, tuple(example_inputs)), options)
     if callable(model) and not _is_module_object(model):
         if example_inputs is None:
             return JitFunction(model, options)
@@ -80,12 +86,12 @@ def _is_onnx(model: Any) -> bool:
     return type(model).__module__.split(".")[0] == "onnx" and type(model).__name__ == "ModelProto"
 
 
-def _is_torch_module(model: Any) -> bool:
+def is_torch_module(model: Any) -> bool:
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(model, torch.nn.Module)
 
 
-def _compile_program(program: Any, options: CompileOptions) -> CompiledModel:
+def compile_program(program: Any, options: CompileOptions) -> CompiledModel:
     """Compile a frontend's program (anything with .module / .func_name / .output_is_tuple)."""
     m = compile_module(
         program.module,
@@ -140,10 +146,11 @@ class JitFunction:
         return next(reversed(self.cache.values())).ir(stage)
 
 
-def jit(fn: Callable | None = None, *, target: str = "cpu", threads: int | None = None, fuse: bool = True):
+def jit(fn: Callable | None = None, *, target: str = "cpu", threads: int | None = None,
+        fuse: bool = True, target_cpu: str | None = None):
     """`@jit` or `@jit(target="cpu")`: compile a NumPy-style function on first call per signature."""
-    _check_target(target)
-    options = CompileOptions(target, threads, fuse)
+    options = CompileOptions(target, threads, fuse, target_cpu=target_cpu)
+    _check_target(options)
 
     def wrap(f: Callable) -> JitFunction:
         return JitFunction(f, options)

@@ -1,14 +1,18 @@
-"""The pass pipelines per target, and compiling an aicc-dialect module to a callable.
+"""Compiling an aicc-dialect module to a callable, for any target.
 
-Stages (each printable with `CompiledModel.ir(stage)`):
+The pipeline of a target comes from the target (compiler/targets/): the four shared stages
+of compiler/lowering/pipeline.py with its own passes slotted in, then stages of its own. The
+stages each target prints (`CompiledModel.ir(stage)`):
 
     tensor  the traced aicc dialect, after the graph passes (fold constants, simplify, fold
             conv + batch norm, fuse linear + bias) and canonicalize / CSE / DCE
     linalg  linalg on tensors, elementwise chains fused
     memref  bufferized: linalg on memrefs, results as out-parameters
     loops   scf.parallel / scf.for loop nests over memref.load / store
-    llvm    LLVM IR from our emitter (before LLVM's optimizer)
-    asm     host assembly after LLVM O3
+    llvm    cpu: LLVM IR from our emitter (before LLVM's optimizer)
+    asm     cpu: assembly after LLVM O3
+    gpu     cuda, cuda-emu: the loop nests mapped onto CUDA grids (gpu_map.kernel)
+    cuda    cuda, cuda-emu: the CUDA C
 """
 
 from __future__ import annotations
@@ -20,143 +24,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.context import Context
-from xdsl.dialects import arith, builtin, func, linalg, math, memref, scf, tensor
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.transforms.canonicalize import CanonicalizePass
-from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
-from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 from xdsl.utils.exceptions import VerifyException
 
-from compiler.dialects.aicc import AICC, numpy_dtype
-from compiler.dialects.aicc_cpu import AICCCPU
-from compiler.dialects.aicc_fused import AICC_FUSED
-from compiler.dialects.gpu_map import GPUMap
+from compiler.dialects.aicc import numpy_dtype
 from compiler.errors import CompileError
-from compiler.lowering.bufferize import Bufferize
-from compiler.lowering.fold_constants import FoldConstants
-from compiler.lowering.fold_conv_bn import FoldConvBatchNorm
-from compiler.lowering.fuse_attention import FuseAttention
-from compiler.lowering.fuse_elementwise import FuseElementwise
-from compiler.lowering.fuse_linear_bias import FuseLinearBias
-from compiler.lowering.fuse_rows import FuseRows
-from compiler.lowering.linalg_to_loops import LinalgToLoops
-from compiler.lowering.lower_attention import LowerAttention
-from compiler.lowering.plan_memory import WORKSPACE_ATTR, PlanMemory
-from compiler.lowering.simplify import Simplify
-from compiler.lowering.tensor_to_linalg import TensorToLinalg
+from compiler.lowering.pipeline import cleanup, graph_passes, make_context
+from compiler.lowering.plan_memory import WORKSPACE_ATTR
+from compiler.stages import STAGES, CompileOptions, PassTiming, StageIR
+from compiler.targets import Target, available_targets, get_target
 
-TARGETS = ("cpu", "cuda")
 REUSE_OUTPUT_BYTES = 1 << 20  # results this large reuse a dropped array of the previous call
-STAGES = ("tensor", "linalg", "memref", "loops", "llvm", "asm", "gpu", "cuda")
-# the stages each target produces (gpu: loops wrapped in gpu_map.kernel; cuda: CUDA C)
-TARGET_STAGES = {"cpu": STAGES[:6], "cuda": ("tensor", "linalg", "memref", "loops", "gpu", "cuda")}
-
-
-def make_context() -> Context:
-    ctx = Context()
-    for d in (
-        builtin.Builtin,
-        func.Func,
-        arith.Arith,
-        math.Math,
-        tensor.Tensor,
-        linalg.Linalg,
-        memref.MemRef,
-        scf.Scf,
-        AICC,
-        AICCCPU,
-        AICC_FUSED,
-        GPUMap,
-    ):
-        ctx.load_dialect(d)
-    return ctx
-
-
-def cleanup() -> list[ModulePass]:
-    return [CanonicalizePass(), CommonSubexpressionElimination(), DeadCodeElimination()]
-
-
-def graph_passes(target: str = "cpu") -> list[ModulePass]:
-    """The tensor-level graph passes, before cleanup. Simplify after folding sees the folded
-    constants; fold-conv-bn and fuse-linear-bias, which rewrite an op only when it has one
-    use, run after CSE, so that they never split a shared matmul or conv into two.
-    On CUDA a bias stays an add after the matmul: map-to-gpu fuses it into the tiled matmul
-    kernel as an epilogue, while a bias-initialized accumulator would be a kernel of its own."""
-    return [FoldConstants(), Simplify(),
-            CommonSubexpressionElimination(), FoldConvBatchNorm(),
-            *([FuseLinearBias()] if target != "cuda" else [])]
 
 
 def stage_passes(target: str, fuse: bool = True, schedule: str | dict | None = None,
                  threads: int | None = None) -> list[tuple[str, list[ModulePass]]]:
-    """The pipeline for `target`, as (stage whose IR it produces, passes) in order.
-
-    On the CPU, choose-schedule attaches a schedule to each matmul (`schedule` overrides its
-    fields, see compiler/lowering/schedule.py) and tile-matmul turns it into packing, cache
-    blocks and micro-kernels before plan-memory places the packed buffers. The CUDA target
-    maps the untiled matmul loops itself."""
-    if target not in TARGETS:
-        raise CompileError(f"unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
-    cpu_linalg: list[ModulePass] = []
-    cpu_memref: list[ModulePass] = []
-    if target == "cpu":
-        from compiler.lowering.choose_schedule import ChooseSchedule
-        from compiler.lowering.schedule import format_overrides
-        from compiler.lowering.tile_matmul import TileMatmul
-        from compiler.runtime.cpu import host_cache_bytes, host_vector_bits
-
-        l1, l2 = host_cache_bytes()
-        cpu_linalg = [ChooseSchedule(vector_bits=host_vector_bits(), threads=threads or 0,
-                                     l1_bytes=l1, l2_bytes=l2,
-                                     overrides=format_overrides(schedule))]
-        cpu_memref = [TileMatmul(threads=threads or 0)]
-    elif schedule:
-        raise CompileError(f"schedule= applies to the cpu target, not '{target}'")
-    # fuse-rows emits loop nests with per-thread stack buffers, which the CUDA mapping does not
-    # take: the CUDA pipeline keeps its unfused row kernels (map-to-gpu fuses those itself).
-    # Attention fuses on both targets: lower-attention turns the op into the CPU's loop nest,
-    # while on CUDA the op stays whole through the loops stage and map-to-gpu maps it to one
-    # flash-attention kernel (head dims up to MAX_ATTENTION_HEAD_DIM; a larger one stays unfused).
-    fuse_nests = fuse and target == "cpu"
-    fuse_attention: list[ModulePass] = []
-    if fuse and target == "cpu":
-        fuse_attention = [FuseAttention(), DeadCodeElimination()]
-    elif fuse:
-        from compiler.lowering.map_to_gpu import MAX_ATTENTION_HEAD_DIM
-
-        fuse_attention = [FuseAttention(max_head_dim=MAX_ATTENTION_HEAD_DIM, f32_only=True),
-                          DeadCodeElimination()]
-    stages = [
-        ("tensor", [*graph_passes(target), *cleanup(), *fuse_attention]),
-        ("linalg", [TensorToLinalg(conv_bias=target != "cuda"), *([FuseElementwise()] if fuse else []), *cleanup(),
-                    *cpu_linalg]),
-        ("memref", [Bufferize(), *([FuseRows()] if fuse_nests else []), *cpu_memref,
-                    PlanMemory(workspace_arg=True)]),
-        ("loops", [*([LowerAttention()] if target == "cpu" else []), LinalgToLoops(transpose_tile=64 if target == "cpu" else 0),
-                   CanonicalizePass(), CommonSubexpressionElimination()]),
-    ]
-    if target == "cuda":
-        from compiler.lowering.map_to_gpu import MapToGpu
-
-        stages.append(("gpu", [MapToGpu()]))
-    return stages
-
-
-@dataclass
-class PassTiming:
-    name: str
-    seconds: float
-
-
-@dataclass
-class CompileOptions:
-    target: str = "cpu"
-    threads: int | None = None
-    fuse: bool = True
-    print_ir_after_all: Callable[[str, ModuleOp], None] | None = None
-    schedule: str | dict | None = None  # matmul schedule overrides (cpu)
+    """The pipeline of `target` for these options, as (stage whose IR it produces, passes)."""
+    options = CompileOptions(target, threads, fuse, schedule=schedule)
+    t = get_target(target)
+    t.check_options(options)
+    return t.pipeline(options)
 
 
 @dataclass
@@ -172,15 +61,15 @@ class CompiledModel:
     timings: list[PassTiming] = field(default_factory=list)
     workspace_bytes: int = 0  # plan-memory's arena, allocated once per calling thread
     stats: dict = field(default_factory=dict)  # kernels, flops, bytes: see compiler/stats.py
+    target: Target | None = None  # None: the cpu target
     _fn: Callable | None = None
     _local: threading.local = field(default_factory=threading.local)
 
     def _workspace(self) -> np.ndarray:
         ws = getattr(self._local, "workspace", None)
         if ws is None:  # one per thread so concurrent calls never share it
-            from compiler.runtime.cpu import arena
-
-            ws = self._local.workspace = arena(self.workspace_bytes)
+            target = self.target or get_target("cpu")
+            ws = self._local.workspace = target.workspace(self.workspace_bytes)
         return ws
 
     def _outputs(self) -> list[np.ndarray]:
@@ -204,7 +93,8 @@ class CompiledModel:
 
     def ir(self, stage: str) -> str:
         if stage not in self.stages:
-            raise CompileError(f"unknown IR stage '{stage}' (expected one of: {', '.join(STAGES)})")
+            raise CompileError(f"unknown IR stage '{stage}' (expected one of: "
+                               f"{', '.join(s for s in STAGES if s in self.stages)})")
         if stage == "asm" and not self.stages["asm"] and hasattr(self.executable, "asm"):
             self.stages["asm"] = self.executable.asm()
         return self.stages[stage]
@@ -249,19 +139,6 @@ def _host_tensor(x):
     return x
 
 
-class StageIR(dict):
-    """Stage name -> IR text. A stage may be held as a module snapshot (a clone: the attributes,
-    weights included, are shared, not copied) and is printed the first time it is read, so a
-    model with hundreds of MB of weights does not pay for printing IR nobody asks for."""
-
-    def __getitem__(self, stage: str) -> str:
-        value = super().__getitem__(stage)
-        if isinstance(value, ModuleOp):
-            value = str(value)
-            self[stage] = value
-        return value
-
-
 def run_passes(
     module: ModuleOp, options: CompileOptions, stats: dict | None = None
 ) -> tuple[StageIR, list[PassTiming]]:
@@ -272,8 +149,9 @@ def run_passes(
     ctx = make_context()
     stages = StageIR()
     timings: list[PassTiming] = []
-    for stage, passes in stage_passes(options.target, options.fuse, options.schedule,
-                                      options.threads):
+    target = get_target(options.target)
+    target.check_options(options)
+    for stage, passes in target.pipeline(options):
         for p in passes:
             t0 = time.perf_counter()
             p.apply(ctx, module)
@@ -309,29 +187,11 @@ def compile_module(
     input_types = [_shape_dtype(t) for t in ftype.inputs]
     output_types = [_shape_dtype(t) for t in ftype.outputs]
 
+    target = get_target(options.target)
     stats: dict = {"fused": options.fuse}
     stages, timings = run_passes(module, options, stats)
     workspace = fn.attributes.get(WORKSPACE_ATTR)
-    if options.target == "cuda":
-        from compiler.runtime.cuda import compile_cuda
-
-        exe = compile_cuda(module, stages, timings, len(input_types), len(output_types))
-        return CompiledModel(func_name, input_types, output_types, output_is_tuple, stages, exe,
-                             timings, workspace_bytes=workspace.value.data if workspace else 0,
-                             stats=stats)
-
-    from compiler.codegen.llvm import EXTERNAL_DATA_MIN_BYTES, LLVMEmitter
-    from compiler.runtime.cpu import CPUExecutable
-
-    t0 = time.perf_counter()
-    emitter = LLVMEmitter(external_data_min_bytes=EXTERNAL_DATA_MIN_BYTES)
-    llvm_ir = str(emitter.emit(module))
-    timings.append(PassTiming("emit-llvm", time.perf_counter() - t0))
-    t0 = time.perf_counter()
-    exe = CPUExecutable(llvm_ir, threads=options.threads, data=emitter.external_data)
-    timings.append(PassTiming("llvm-O3-and-jit", time.perf_counter() - t0))
-    stages["llvm"] = llvm_ir
-    stages["asm"] = ""  # produced on demand: printing assembly costs a second codegen
+    exe = target.build(module, stages, timings, options, len(input_types), len(output_types))
     return CompiledModel(
         func_name,
         input_types,
@@ -342,6 +202,7 @@ def compile_module(
         timings,
         workspace_bytes=workspace.value.data if workspace is not None else 0,
         stats=stats,
+        target=target,
     )
 
 
@@ -353,8 +214,10 @@ __all__ = [
     "CompileOptions",
     "CompiledModel",
     "STAGES",
-    "TARGETS",
+    "available_targets",
+    "cleanup",
     "compile_module",
+    "graph_passes",
     "make_context",
     "stage_passes",
 ]

@@ -1,12 +1,16 @@
-"""aicc's dialects and passes for xDSL's plugin discovery (`xdsl-opt` and `aicc-opt` see them)."""
+"""aicc's dialects and passes for xDSL's plugin discovery (`xdsl-opt` and `aicc-opt` see them):
+the shared passes by name, and each registered target's own (compiler/targets)."""
 
 from xdsl.universe import Universe
 
 
-def _aicc_dialect():
-    from compiler.dialects.aicc import AICC
+def _dialect(module: str, name: str):
+    def load():
+        import importlib
 
-    return AICC
+        return getattr(importlib.import_module(f"compiler.dialects.{module}"), name)
+
+    return load
 
 
 def _pass(module: str, cls: str):
@@ -18,7 +22,7 @@ def _pass(module: str, cls: str):
     return load
 
 
-AICC_PASSES = {
+SHARED_PASSES = {
     "fold-constants": _pass("fold_constants", "FoldConstants"),
     "simplify": _pass("simplify", "Simplify"),
     "fold-conv-bn": _pass("fold_conv_bn", "FoldConvBatchNorm"),
@@ -27,35 +31,42 @@ AICC_PASSES = {
     "tensor-to-linalg": _pass("tensor_to_linalg", "TensorToLinalg"),
     "fuse-elementwise": _pass("fuse_elementwise", "FuseElementwise"),
     "bufferize": _pass("bufferize", "Bufferize"),
-    "fuse-rows": _pass("fuse_rows", "FuseRows"),
     "plan-memory": _pass("plan_memory", "PlanMemory"),
-    "lower-attention": _pass("lower_attention", "LowerAttention"),
     "linalg-to-loops": _pass("linalg_to_loops", "LinalgToLoops"),
-    "choose-schedule": _pass("choose_schedule", "ChooseSchedule"),
-    "tile-matmul": _pass("tile_matmul", "TileMatmul"),
-    "map-to-gpu": _pass("map_to_gpu", "MapToGpu"),
 }
 
-def _aicc_fused_dialect():
-    from compiler.dialects.aicc_fused import AICC_FUSED
 
-    return AICC_FUSED
+def _target_pass(target: str, name: str):
+    def load():
+        from compiler.targets import get_target
 
+        return get_target(target).passes()[name]()
 
-def _gpu_map_dialect():
-    from compiler.dialects.gpu_map import GPUMap
-
-    return GPUMap
+    return load
 
 
-def _aicc_cpu_dialect():
-    from compiler.dialects.aicc_cpu import AICCCPU
+def target_passes() -> dict:
+    """Pass name -> loader, over every registered target (the first target to name a pass wins).
+    Loading a target's object is cheap: its passes import when loaded."""
+    from compiler.targets import available_targets, get_target
 
-    return AICCCPU
+    found: dict = {}
+    for target in available_targets():
+        try:
+            names = get_target(target).passes()
+        except Exception:  # noqa: BLE001 - a broken third-party target must not break aicc-opt
+            continue
+        for name in names:
+            found.setdefault(name, _target_pass(target, name))
+    return found
 
+
+AICC_PASSES = {**SHARED_PASSES, **target_passes()}
 
 AICC_UNIVERSE = Universe(
-    all_dialects={"aicc": _aicc_dialect, "aicc_fused": _aicc_fused_dialect,
-                  "gpu_map": _gpu_map_dialect, "aicc_cpu": _aicc_cpu_dialect},
+    all_dialects={"aicc": _dialect("aicc", "AICC"),
+                  "aicc_fused": _dialect("aicc_fused", "AICC_FUSED"),
+                  "gpu_map": _dialect("gpu_map", "GPUMap"),
+                  "aicc_cpu": _dialect("aicc_cpu", "AICCCPU")},
     all_passes=AICC_PASSES,
 )

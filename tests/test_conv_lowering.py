@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import StringAttr
 from compiler.dialects import aicc, aicc_nn
 from compiler.errors import CompileError
 from compiler.lowering.nn_to_linalg import CONV_LOWERING_ATTR
-from compiler.lowering.schedule import choose_conv_lowering
+from compiler.lowering.conv_lowering import choose_conv_lowering
 from compiler.pipeline import CompileOptions, compile_module
 from test_nn_ops import build, rand
 
@@ -157,7 +157,7 @@ def test_conv2d_lowerings_cuda_emulated(mode, case):
 
     if shutil.which("g++") is None:
         pytest.skip("the CUDA emulation harness needs g++")
-    from cuda_emulation.emu import run_emulated
+    from compiler.targets.cuda_emu.emu import run_emulated
 
     from compiler.pipeline import CompileOptions
 

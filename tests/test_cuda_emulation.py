@@ -18,10 +18,10 @@ pytest.importorskip("cuda.bindings.nvrtc")
 if shutil.which("g++") is None:
     pytest.skip("the CUDA emulation harness needs g++", allow_module_level=True)
 
-from cuda_emulation.emu import run_emulated  # noqa: E402
+from compiler.targets.cuda_emu.emu import run_emulated  # noqa: E402
 from test_fusion import attention_fn, mha  # noqa: E402  (attention written out in NumPy)
 
-from compiler.runtime.cuda import has_gpu  # noqa: E402
+from compiler.targets.cuda.runtime import has_gpu  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 rng = np.random.default_rng(7)
@@ -139,7 +139,7 @@ def test_kernels_compile_and_match_numpy(case):
 @pytest.mark.parametrize("case", ["matmul_big_tile", "matmul_odd_k", "bmm_transposed_rhs",
                                   "matmul_bias_relu"])
 def test_large_matmul_tiles(case, config, monkeypatch):
-    from compiler.lowering import map_to_gpu
+    from compiler.targets.cuda import map_to_gpu
 
     cfg = map_to_gpu.MATMUL_CONFIGS[config]
     monkeypatch.setattr(map_to_gpu, "MATMUL_CONFIGS", (cfg,))
@@ -228,7 +228,7 @@ def test_device_pointers_on_gpu():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("torch without CUDA")
-    from compiler.runtime.cuda import device_pointer
+    from compiler.targets.cuda.runtime import device_pointer
 
     x = f32(300, 2000)
     m = compiler.compile(softmax, (x,), target="cuda")

@@ -16,7 +16,7 @@ from compiler.errors import CompileError
 
 driver = pytest.importorskip("cuda.bindings.driver")
 
-from compiler.runtime.cuda import (  # noqa: E402
+from compiler.targets.cuda.runtime import (  # noqa: E402
     CudaError,
     DriverDevice,
     KernelStats,
@@ -117,7 +117,7 @@ needs_emulation = pytest.mark.skipif(shutil.which("g++") is None, reason="needs 
 @needs_emulation
 def test_plan_runner_allocates_once_and_takes_device_pointers():
     pytest.importorskip("cuda.bindings.nvrtc")
-    from cuda_emulation.emu import EmuDevice, build
+    from compiler.targets.cuda_emu.emu import EmuDevice, build
 
     def attention(q, k, v):
         return ops.softmax(q @ k.transpose(0, 2, 1), axis=-1) @ v

@@ -10,7 +10,7 @@ from compiler.errors import CompileError, UnsupportedOpError
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
-from compiler.runtime.cuda import NVRTCCompiler, has_gpu, parse_ptxas_log  # noqa: E402
+from compiler.targets.cuda.runtime import NVRTCCompiler, has_gpu, parse_ptxas_log  # noqa: E402
 from tools.aicc import main as aicc_main  # noqa: E402
 
 x = np.ones((4, 8), np.float32)

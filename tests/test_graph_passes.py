@@ -21,7 +21,6 @@ from xdsl.ir import Block, Region
 from xdsl.rewriter import InsertPoint
 
 import compiler
-from compiler import pipeline
 from compiler.dialects import aicc, aicc_nn
 from compiler.lowering.fold_constants import FoldConstants
 from compiler.lowering.fold_conv_bn import FoldConvBatchNorm
@@ -44,9 +43,15 @@ def without(monkeypatch):
     """without(PassClass): the graph passes of the pipeline minus that one, from now on."""
 
     def drop(*classes):
-        full = pipeline.graph_passes
-        monkeypatch.setattr(pipeline, "graph_passes",
-                            lambda target="cpu": [p for p in full(target) if not isinstance(p, classes)])
+        from compiler.lowering import pipeline as shared
+
+        full = shared.shared_stages
+
+        def stages(fuse, hooks):
+            return [(stage, [p for p in passes if not isinstance(p, classes)])
+                    for stage, passes in full(fuse, hooks)]
+
+        monkeypatch.setattr(shared, "shared_stages", stages)
 
     return drop
 
@@ -380,7 +385,7 @@ def test_cuda_folds_transpose_and_keeps_bias_as_epilogue():
 
     if shutil.which("g++") is None:
         pytest.skip("the CUDA emulation harness needs g++")
-    from cuda_emulation.emu import run_emulated
+    from compiler.targets.cuda_emu.emu import run_emulated
 
     a, b, c = randn(37, 20), randn(45, 20), randn(45)
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import compiler
-from compiler.lowering.schedule import (
+from compiler.targets.cpu.schedule import (
     MatmulSchedule,
     choose_matmul_schedule,
     parse_overrides,
@@ -407,12 +407,12 @@ def test_llvm_ir_has_full_width_fma():
 
 
 def test_asm_inner_loop_is_full_width_fma():
-    from compiler.runtime.cpu import host_vector_bits
+    from compiler.targets.cpu.machine import cpu_machine
 
     a = rand(64, 64)
     m = compiler.compile(matmul, (a, a))
     asm = m.ir("asm")
-    reg = {512: "zmm", 256: "ymm"}.get(host_vector_bits())
+    reg = {512: "zmm", 256: "ymm"}.get(cpu_machine().vector_bits)
     if reg is None:
         pytest.skip("no AVX on this host")
     assert f"vfmadd231ps\t%{reg}" in asm or "vfmadd231ps" in asm and f"%{reg}" in asm

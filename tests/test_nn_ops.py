@@ -561,7 +561,7 @@ def test_new_scalar_ops_through_cuda_emulation():
     if shutil.which("g++") is None:
         pytest.skip("the CUDA emulation harness needs g++")
     from compiler.pipeline import CompileOptions
-    from tests.cuda_emulation.emu import run_emulated
+    from compiler.targets.cuda_emu.emu import run_emulated
 
     def body(b, a, d, x):
         q = b.insert(aicc.DivOp(a, d)).result

@@ -1,4 +1,4 @@
-"""compiler/runtime/cpu.py: O3 + MCJIT, vectorization, parallel loops on the thread pool."""
+"""compiler/targets/cpu/runtime.py: O3 + MCJIT, vectorization, parallel loops on the thread pool."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from xdsl.dialects import builtin
 from xdsl.parser import Parser
 
 from compiler.codegen.llvm import PARALLEL_MIN_WORK, LLVMEmitter, emit_llvm
-from compiler.runtime import cpu
+from compiler.targets.cpu import runtime as cpu
 from compiler.pipeline import make_context
-from compiler.runtime.cpu import CPUExecutable, host_target_machine
+from compiler.targets.cpu.machine import cpu_machine
+from compiler.targets.cpu.runtime import CPUExecutable, target_machine
 
 
 def parse(text: str) -> builtin.ModuleOp:
@@ -69,8 +70,8 @@ func.func @p(%a: {t}, %out: {t}, %scale: memref<f32>) {{
 
 
 def test_target_machine_is_host_and_cached():
-    tm = host_target_machine()
-    assert tm is host_target_machine()
+    tm = target_machine(cpu_machine("host"))
+    assert tm is target_machine(cpu_machine("host"))
     assert "x86_64" in tm.triple or tm.triple
 
 

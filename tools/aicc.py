@@ -48,7 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=SHAPE",
         help="static shape of an ONNX input with symbolic dims, e.g. x=1x3x224x224 (repeatable)",
     )
-    p.add_argument("--target", default="cpu", choices=["cpu", "cuda"], help="code generation target (default: cpu)")
+    from compiler.targets import available_targets
+
+    p.add_argument("--target", default="cpu", choices=available_targets(),
+                   help="code generation target (default: cpu); cuda-emu runs the cuda "
+                   "target's kernels on the CPU, to check them without a GPU")
+    p.add_argument("--target-cpu", metavar="CPU",
+                   help="cpu: the LLVM name of the CPU to generate code for, e.g. x86-64-v3 "
+                   "or skylake-avx512 (default: $AICC_TARGET_CPU, else the host)")
     p.add_argument("--arch", metavar="SM", help="cuda: GPU architecture to compile for, e.g. sm_80 (default: the GPU's, else sm_90)")
     p.add_argument("--run", action="store_true", help="cuda: fail (exit 1) when there is no GPU to run on, instead of only compiling")
     p.add_argument(
@@ -141,25 +148,7 @@ def _median_seconds(fn, repeat: int) -> float:
 def write_outputs(m, directory: str) -> list[Path]:
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    if hasattr(m.executable, "cubin"):  # cuda target
-        from compiler.runtime.cuda import write_outputs as write_cuda
-
-        return write_cuda(m, out)
-    written = []
-    for stage in ("tensor", "linalg", "memref", "loops"):
-        written.append(out / f"{stage}.mlir")
-        written[-1].write_text(m.ir(stage))
-    files = {
-        "model.ll": m.ir("llvm"),
-        "model.opt.ll": m.executable.optimized_ir,
-        "model.s": m.ir("asm"),
-    }
-    for name, text in files.items():
-        written.append(out / name)
-        written[-1].write_text(text)
-    written.append(out / "model.o")
-    written[-1].write_bytes(m.executable.object_code())
-    return written
+    return m.target.write_outputs(m, out)
 
 
 def print_stats(m) -> None:
@@ -187,11 +176,7 @@ def report_compiled(m, args: argparse.Namespace, import_s: float | None = None) 
     if args.output_dir:
         for path in write_outputs(m, args.output_dir):
             print(f"wrote {path}")
-    if args.target == "cuda":
-        from compiler.runtime.cuda import report_without_gpu
-
-        return report_without_gpu(m, args.run)
-    return None
+    return m.target.report(m, args.run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -216,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
             threads=args.threads,
             fuse=not args.no_fuse,
             schedule=args.schedule,
+            target_cpu=args.target_cpu,
             print_ir_after_all=print_after if args.print_ir_after_all else None,
         )
     compile_s = time.perf_counter() - t0
@@ -260,9 +246,9 @@ def eager_runner(model, inputs, threads: int):
     """(name, function) that runs `model` eagerly on `inputs`: the NumPy function itself, or a
     torch.nn.Module in eval mode without autograd on `threads` threads (as many as aicc's),
     its outputs as NumPy arrays."""
-    from compiler.api import _is_torch_module
+    from compiler.api import is_torch_module
 
-    if not _is_torch_module(model):
+    if not is_torch_module(model):
         return "numpy", lambda: model(*inputs)
     import torch
 
@@ -287,7 +273,7 @@ def run_onnx(args: argparse.Namespace) -> int:
     (or, without it, aicc's reference interpreter of the imported graph)."""
     import numpy as np
 
-    import compiler
+    from compiler.api import compile_program
     from compiler.pipeline import CompileOptions
     from frontends.onnx_import import import_onnx, make_inputs, parse_input_shapes
 
@@ -301,8 +287,9 @@ def run_onnx(args: argparse.Namespace) -> int:
         print(f"// -----// IR after {pass_name} //----- //\n{module}\n", file=sys.stderr)
 
     options = CompileOptions(args.target, args.threads, not args.no_fuse,
-                             print_after if args.print_ir_after_all else None, args.schedule)
-    m = compiler.api._compile_program(program, options)
+                             print_after if args.print_ir_after_all else None, args.schedule,
+                             args.target_cpu)
+    m = compile_program(program, options)
     compile_s = time.perf_counter() - t0
     status = report_compiled(m, args, import_s)
     if status is not None:

@@ -28,9 +28,16 @@ class AiccOptMain(xDSLOptMain):
 
     def register_all_targets(self):
         super().register_all_targets()
-        from compiler.codegen.targets import register_targets
+        # each aicc target's output formats (-t llvm, -t cuda, ...); aicc's `llvm` replaces
+        # xDSL's own, which goes through xDSL's llvm dialect
+        from compiler.targets import available_targets, get_target
 
-        register_targets(self.available_targets)
+        for name in available_targets():
+            try:
+                printers = get_target(name).printers()
+            except Exception:  # noqa: BLE001 - a broken third-party target must not break us
+                continue
+            self.available_targets.update(printers)
 
 
 def main(args: Sequence[str] | None = None) -> int:

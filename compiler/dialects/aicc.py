@@ -18,7 +18,6 @@ from typing import ClassVar
 
 import numpy as np
 from xdsl.dialects.builtin import (
-    AnyFloat,
     BoolAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
@@ -50,152 +49,22 @@ from xdsl.printer import Printer
 from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
 
-Shape = tuple[int, ...]
-
-# ---------------------------------------------------------------------------------------------
-# Shape and type inference, shared by builders, verifiers and frontends. Each raises ValueError
-# with a message that names the op and the shapes involved.
-# ---------------------------------------------------------------------------------------------
-
-
-def _fmt(shape: Sequence[int]) -> str:
-    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
-
-
-def broadcast_shapes(op: str, *shapes: Sequence[int]) -> Shape:
-    """NumPy broadcasting of several shapes."""
-    rank = max((len(s) for s in shapes), default=0)
-    out: list[int] = []
-    for i in range(rank):
-        dims = {s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0}
-        dims.discard(1)
-        if len(dims) > 1:
-            raise ValueError(
-                f"{op}: shapes {' and '.join(_fmt(s) for s in shapes)} cannot be broadcast together"
-            )
-        out.append(dims.pop() if dims else 1)
-    return tuple(out)
-
-
-def normalize_axes(op: str, axes: Sequence[int] | int | None, rank: int) -> tuple[int, ...]:
-    if axes is None:
-        return tuple(range(rank))
-    if isinstance(axes, int):
-        axes = (axes,)
-    out = []
-    for a in axes:
-        if not -rank <= a < max(rank, 1):
-            raise ValueError(f"{op}: axis {a} is out of range for a tensor of rank {rank}")
-        out.append(a % rank if rank else 0)
-    if len(set(out)) != len(out):
-        raise ValueError(f"{op}: repeated axis in {tuple(axes)}")
-    return tuple(sorted(out))
-
-
-def reduce_shape(shape: Sequence[int], axes: Sequence[int], keepdims: bool) -> Shape:
-    if keepdims:
-        return tuple(1 if i in axes else d for i, d in enumerate(shape))
-    return tuple(d for i, d in enumerate(shape) if i not in axes)
-
-
-def matmul_shape(op: str, a: Sequence[int], b: Sequence[int]) -> Shape:
-    """Shapes of np.matmul for operands of rank >= 2 (frontends lift 1-D operands first)."""
-    if len(a) < 2 or len(b) < 2:
-        raise ValueError(f"{op}: operands must have rank >= 2, got {_fmt(a)} and {_fmt(b)}")
-    if a[-1] != b[-2]:
-        raise ValueError(
-            f"{op}: contraction dimensions differ: {_fmt(a)} @ {_fmt(b)} ({a[-1]} != {b[-2]})"
-        )
-    try:
-        batch = broadcast_shapes(op, a[:-2], b[:-2])
-    except ValueError:
-        raise ValueError(
-            f"{op}: batch dimensions of {_fmt(a)} and {_fmt(b)} cannot be broadcast together"
-        ) from None
-    return (*batch, a[-2], b[-1])
-
-
-def gemm_shape(
-    op: str, a: Sequence[int], b: Sequence[int], bias: Sequence[int] | None,
-    transpose_a: bool = False, transpose_b: bool = False,
-) -> Shape:
-    """matmul_shape of the operands as read (last two dims swapped when transposed); a bias
-    must broadcast to that result without enlarging it."""
-    swap = lambda s, t: (*s[:-2], s[-1], s[-2]) if t and len(s) >= 2 else tuple(s)  # noqa: E731
-    out = matmul_shape(op, swap(a, transpose_a), swap(b, transpose_b))
-    if bias is not None and broadcast_shapes(op, bias, out) != out:
-        raise ValueError(f"{op}: bias {_fmt(bias)} does not broadcast to the result {_fmt(out)}")
-    return out
-
-
-def transpose_shape(op: str, shape: Sequence[int], perm: Sequence[int]) -> Shape:
-    if sorted(perm) != list(range(len(shape))):
-        raise ValueError(f"{op}: {tuple(perm)} is not a permutation of the axes of {_fmt(shape)}")
-    return tuple(shape[p] for p in perm)
-
-
-def reshape_shape(op: str, shape: Sequence[int], new: Sequence[int]) -> Shape:
-    new = list(new)
-    size = int(np.prod(shape, dtype=np.int64))
-    if new.count(-1) > 1:
-        raise ValueError(f"{op}: more than one -1 in {tuple(new)}")
-    if -1 in new:
-        rest = int(np.prod([d for d in new if d != -1], dtype=np.int64))
-        if rest == 0 or size % rest:
-            raise ValueError(f"{op}: cannot reshape {_fmt(shape)} into {tuple(new)}")
-        new[new.index(-1)] = size // rest
-    if any(d < 0 for d in new) or int(np.prod(new, dtype=np.int64)) != size:
-        raise ValueError(f"{op}: cannot reshape {_fmt(shape)} ({size} elements) into {_fmt(new)}")
-    return tuple(new)
-
-
-def broadcast_to_shape(op: str, shape: Sequence[int], target: Sequence[int]) -> Shape:
-    if broadcast_shapes(op, shape, target) != tuple(target):
-        raise ValueError(f"{op}: cannot broadcast {_fmt(shape)} to {_fmt(target)}")
-    return tuple(target)
-
-
-def shape_of(value: SSAValue | Attribute) -> Shape:
-    t = value.type if isinstance(value, SSAValue) else value
-    assert isinstance(t, TensorType)
-    return tuple(t.get_shape())
-
-
-def element_type_of(value: SSAValue) -> Attribute:
-    assert isinstance(value.type, TensorType)
-    return value.type.element_type
-
-
-def _check(fn, *args):
-    """Run a shape helper inside a verifier: ValueError becomes VerifyException."""
-    try:
-        return fn(*args)
-    except ValueError as e:
-        raise VerifyException(str(e)) from None
-
-
-def _require_float(op: IRDLOperation, *values: SSAValue) -> None:
-    for v in values:
-        if not isinstance(element_type_of(v), AnyFloat):
-            raise VerifyException(f"{op.name}: expected a floating-point tensor, got {v.type}")
-
-
-def _require_numeric(op: IRDLOperation, *values: SSAValue) -> None:
-    """Float or integer (not i1) element types: the ops that also compute on i32 / i64."""
-    for v in values:
-        e = element_type_of(v)
-        if not isinstance(e, AnyFloat) and not (isinstance(e, IntegerType) and e.width.data > 1):
-            raise VerifyException(f"{op.name}: expected a float or integer tensor, got {v.type}")
-
-
-def _require_result(op: IRDLOperation, shape: Shape, elem: Attribute) -> None:
-    res = op.results[0].type
-    assert isinstance(res, TensorType)
-    if tuple(res.get_shape()) != tuple(shape) or res.element_type != elem:
-        raise VerifyException(
-            f"{op.name}: result type {res} does not match the inferred {TensorType(elem, shape)}"
-        )
-
+from compiler.dialects.aicc_nn import NN_OPS
+from compiler.dialects.shapes import (  # shape_of & co. are used as aicc.shape_of too
+    broadcast_shapes,
+    normalize_axes,
+    reduce_shape,
+    gemm_shape,
+    transpose_shape,
+    reshape_shape,
+    broadcast_to_shape,
+    shape_of,
+    element_type_of,
+    check_shape,
+    require_float,
+    require_numeric,
+    require_result,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Ops
@@ -299,7 +168,7 @@ class UnaryOp(IRDLOperation):
         super().__init__(operands=[input], result_types=[input.type], attributes=attributes or {})
 
     def verify_(self) -> None:
-        (_require_numeric if self.INTEGER_OK else _require_float)(self, self.input)
+        (require_numeric if self.INTEGER_OK else require_float)(self, self.input)
 
 
 @irdl_op_definition
@@ -454,13 +323,13 @@ class BinaryOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        (_require_numeric if self.INTEGER_OK else _require_float)(self, self.lhs, self.rhs)
+        (require_numeric if self.INTEGER_OK else require_float)(self, self.lhs, self.rhs)
         if element_type_of(self.lhs) != element_type_of(self.rhs):
             raise VerifyException(
                 f"{self.name}: operand element types differ: {self.lhs.type} and {self.rhs.type}"
             )
-        shape = _check(broadcast_shapes, self.name, shape_of(self.lhs), shape_of(self.rhs))
-        _require_result(self, shape, element_type_of(self.lhs))
+        shape = check_shape(broadcast_shapes, self.name, shape_of(self.lhs), shape_of(self.rhs))
+        require_result(self, shape, element_type_of(self.lhs))
 
 
 @irdl_op_definition
@@ -559,8 +428,8 @@ class CompareOp(IRDLOperation):
             raise VerifyException(
                 f"aicc.compare: operand element types differ: {self.lhs.type} and {self.rhs.type}"
             )
-        shape = _check(broadcast_shapes, self.name, shape_of(self.lhs), shape_of(self.rhs))
-        _require_result(self, shape, i1)
+        shape = check_shape(broadcast_shapes, self.name, shape_of(self.lhs), shape_of(self.rhs))
+        require_result(self, shape, i1)
 
 
 @irdl_op_definition
@@ -591,10 +460,10 @@ class SelectOp(IRDLOperation):
             raise VerifyException(
                 f"aicc.select: operand element types differ: {self.lhs.type} and {self.rhs.type}"
             )
-        shape = _check(
+        shape = check_shape(
             broadcast_shapes, self.name, shape_of(self.cond), shape_of(self.lhs), shape_of(self.rhs)
         )
-        _require_result(self, shape, element_type_of(self.lhs))
+        require_result(self, shape, element_type_of(self.lhs))
 
 
 @irdl_op_definition
@@ -671,17 +540,17 @@ class MatmulOp(IRDLOperation):
         return self.transpose_rhs is not None
 
     def verify_(self) -> None:
-        _require_float(self, self.lhs, self.rhs, *([self.bias] if self.bias is not None else []))
+        require_float(self, self.lhs, self.rhs, *([self.bias] if self.bias is not None else []))
         elems = {element_type_of(v) for v in (self.lhs, self.rhs, *([self.bias] if self.bias is not None else []))}
         if len(elems) != 1:
             raise VerifyException(
                 f"aicc.matmul: operand element types differ: {self.lhs.type} and {self.rhs.type}"
                 + (f" and {self.bias.type}" if self.bias is not None else "")
             )
-        shape = _check(gemm_shape, self.name, shape_of(self.lhs), shape_of(self.rhs),
+        shape = check_shape(gemm_shape, self.name, shape_of(self.lhs), shape_of(self.rhs),
                        shape_of(self.bias) if self.bias is not None else None,
                        self.trans_lhs, self.trans_rhs)
-        _require_result(self, shape, element_type_of(self.lhs))
+        require_result(self, shape, element_type_of(self.lhs))
 
 
 class ReduceOp(IRDLOperation):
@@ -718,14 +587,14 @@ class ReduceOp(IRDLOperation):
         return bool(self.keepdims.value.data)
 
     def verify_(self) -> None:
-        (_require_numeric if self.INTEGER_OK else _require_float)(self, self.input)
+        (require_numeric if self.INTEGER_OK else require_float)(self, self.input)
         shape = shape_of(self.input)
         axes = self.axes_tuple
         if tuple(sorted(set(axes))) != axes or any(not 0 <= a < len(shape) for a in axes):
             raise VerifyException(
                 f"{self.name}: axes {axes} must be sorted, unique and within rank {len(shape)}"
             )
-        _require_result(self, reduce_shape(shape, axes, self.keep), element_type_of(self.input))
+        require_result(self, reduce_shape(shape, axes, self.keep), element_type_of(self.input))
 
 
 @irdl_op_definition
@@ -778,7 +647,7 @@ class SoftmaxOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        _require_float(self, self.input)
+        require_float(self, self.input)
         rank = len(shape_of(self.input))
         if not 0 <= self.axis.value.data < max(rank, 1):
             raise VerifyException(f"aicc.softmax: axis {self.axis.value.data} out of range for rank {rank}")
@@ -808,8 +677,8 @@ class TransposeOp(IRDLOperation):
         return tuple(self.permutation.get_values())
 
     def verify_(self) -> None:
-        shape = _check(transpose_shape, self.name, shape_of(self.input), self.perm)
-        _require_result(self, shape, element_type_of(self.input))
+        shape = check_shape(transpose_shape, self.name, shape_of(self.input), self.perm)
+        require_result(self, shape, element_type_of(self.input))
 
 
 class _ShapeOp(IRDLOperation):
@@ -827,8 +696,8 @@ class _ShapeOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        shape = _check(self.infer, self.name, shape_of(self.input), shape_of(self.result))
-        _require_result(self, shape, element_type_of(self.input))
+        shape = check_shape(self.infer, self.name, shape_of(self.input), shape_of(self.result))
+        require_result(self, shape, element_type_of(self.input))
 
 
 @irdl_op_definition
@@ -846,7 +715,6 @@ class BroadcastToOp(_ShapeOp):
     infer = staticmethod(broadcast_to_shape)
 
 
-from compiler.dialects.aicc_nn import NN_OPS  # noqa: E402  (they build on the helpers above)
 
 AICC = Dialect(
     "aicc",

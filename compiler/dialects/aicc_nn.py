@@ -52,13 +52,13 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from compiler.dialects.aicc import (
+from compiler.dialects.shapes import (
     Shape,
-    _check,
-    _fmt,
-    _require_float,
-    _require_numeric,
-    _require_result,
+    check_shape,
+    fmt_shape,
+    require_float,
+    require_numeric,
+    require_result,
     element_type_of,
     shape_of,
 )
@@ -77,7 +77,7 @@ def _arr(values: Sequence[int]) -> DenseArrayBase:
 
 def pad_shape(op: str, shape: Sequence[int], low: Sequence[int], high: Sequence[int]) -> Shape:
     if len(low) != len(shape) or len(high) != len(shape):
-        raise ValueError(f"{op}: {len(shape)} pads expected on each side for {_fmt(shape)}")
+        raise ValueError(f"{op}: {len(shape)} pads expected on each side for {fmt_shape(shape)}")
     if any(p < 0 for p in (*low, *high)):
         raise ValueError(f"{op}: negative padding {tuple(low)} / {tuple(high)}")
     return tuple(d + lo + hi for d, lo, hi in zip(shape, low, high))
@@ -92,10 +92,10 @@ def window_out(op: str, size: int, k: int, stride: int, dilation: int) -> int:
 
 def conv2d_shape(op: str, x: Sequence[int], w: Sequence[int], strides, dilations, groups: int) -> Shape:
     if len(x) != 4 or len(w) != 4:
-        raise ValueError(f"{op}: expected NCHW input and OIHW weight, got {_fmt(x)} and {_fmt(w)}")
+        raise ValueError(f"{op}: expected NCHW input and OIHW weight, got {fmt_shape(x)} and {fmt_shape(w)}")
     if groups < 1 or x[1] % groups or w[0] % groups or x[1] // groups != w[1]:
         raise ValueError(
-            f"{op}: input channels {x[1]}, weight {_fmt(w)} and groups {groups} do not agree"
+            f"{op}: input channels {x[1]}, weight {fmt_shape(w)} and groups {groups} do not agree"
         )
     oh = window_out(op, x[2], w[2], strides[0], dilations[0])
     ow = window_out(op, x[3], w[3], strides[1], dilations[1])
@@ -104,7 +104,7 @@ def conv2d_shape(op: str, x: Sequence[int], w: Sequence[int], strides, dilations
 
 def pool2d_shape(op: str, x: Sequence[int], kernel, strides, dilations) -> Shape:
     if len(x) != 4:
-        raise ValueError(f"{op}: expected an NCHW input, got {_fmt(x)}")
+        raise ValueError(f"{op}: expected an NCHW input, got {fmt_shape(x)}")
     return (x[0], x[1], *(window_out(op, x[2 + i], kernel[i], strides[i], dilations[i]) for i in range(2)))
 
 
@@ -116,7 +116,7 @@ def concat_shape(op: str, shapes: Sequence[Sequence[int]], axis: int) -> Shape:
         raise ValueError(f"{op}: axis {axis} out of range for rank {rank}")
     for s in shapes:
         if len(s) != rank or any(a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != axis):
-            raise ValueError(f"{op}: shapes {', '.join(_fmt(s) for s in shapes)} differ off axis {axis}")
+            raise ValueError(f"{op}: shapes {', '.join(fmt_shape(s) for s in shapes)} differ off axis {axis}")
     out = list(shapes[0])
     out[axis] = sum(s[axis] for s in shapes)
     return tuple(out)
@@ -124,7 +124,7 @@ def concat_shape(op: str, shapes: Sequence[Sequence[int]], axis: int) -> Shape:
 
 def slice_check(op: str, shape: Sequence[int], starts, steps, out: Sequence[int]) -> Shape:
     if not len(shape) == len(starts) == len(steps) == len(out):
-        raise ValueError(f"{op}: starts/steps/result rank differ from {_fmt(shape)}")
+        raise ValueError(f"{op}: starts/steps/result rank differ from {fmt_shape(shape)}")
     for d, s, st, n in zip(shape, starts, steps, out):
         if st == 0 or n < 0 or (n > 0 and not (0 <= s < d and 0 <= s + (n - 1) * st < d)):
             raise ValueError(f"{op}: slice start {s} step {st} count {n} is outside a dim of size {d}")
@@ -133,7 +133,7 @@ def slice_check(op: str, shape: Sequence[int], starts, steps, out: Sequence[int]
 
 def gather_shape(op: str, data: Sequence[int], indices: Sequence[int], axis: int) -> Shape:
     if not 0 <= axis < len(data):
-        raise ValueError(f"{op}: axis {axis} out of range for {_fmt(data)}")
+        raise ValueError(f"{op}: axis {axis} out of range for {fmt_shape(data)}")
     return (*data[:axis], *indices, *data[axis + 1:])
 
 
@@ -162,8 +162,8 @@ class PadOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        shape = _check(pad_shape, self.name, shape_of(self.input), _ints(self.low), _ints(self.high))
-        _require_result(self, shape, element_type_of(self.input))
+        shape = check_shape(pad_shape, self.name, shape_of(self.input), _ints(self.low), _ints(self.high))
+        require_result(self, shape, element_type_of(self.input))
 
 
 @irdl_op_definition
@@ -189,20 +189,20 @@ class Conv2dOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        _require_float(self, self.input, self.weight)
-        shape = _check(conv2d_shape, self.name, shape_of(self.input), shape_of(self.weight),
+        require_float(self, self.input, self.weight)
+        shape = check_shape(conv2d_shape, self.name, shape_of(self.input), shape_of(self.weight),
                        _ints(self.strides), _ints(self.dilations), self.groups.value.data)
-        _require_result(self, shape, element_type_of(self.input))
+        require_result(self, shape, element_type_of(self.input))
 
 
 def conv_transpose2d_check(op: str, x: Sequence[int], w: Sequence[int], out: Sequence[int], groups: int) -> Shape:
     if len(x) != 4 or len(w) != 4 or len(out) != 4:
         raise ValueError(f"{op}: expected NCHW input, (C, OC/groups, KH, KW) weight and NCHW result, "
-                         f"got {_fmt(x)}, {_fmt(w)} and {_fmt(out)}")
+                         f"got {fmt_shape(x)}, {fmt_shape(w)} and {fmt_shape(out)}")
     if groups < 1 or x[1] % groups or w[0] != x[1]:
-        raise ValueError(f"{op}: input channels {x[1]}, weight {_fmt(w)} and groups {groups} do not agree")
+        raise ValueError(f"{op}: input channels {x[1]}, weight {fmt_shape(w)} and groups {groups} do not agree")
     if out[0] != x[0] or out[1] != w[1] * groups or out[2] < 1 or out[3] < 1:
-        raise ValueError(f"{op}: result {_fmt(out)} does not fit input {_fmt(x)}, weight {_fmt(w)}, groups {groups}")
+        raise ValueError(f"{op}: result {fmt_shape(out)} does not fit input {fmt_shape(x)}, weight {fmt_shape(w)}, groups {groups}")
     return tuple(out)
 
 
@@ -243,14 +243,14 @@ class ConvTranspose2dOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        _require_float(self, self.input, self.weight)
+        require_float(self, self.input, self.weight)
         if len(_ints(self.strides)) != 2 or len(_ints(self.dilations)) != 2 or len(_ints(self.pads)) != 2:
             raise VerifyException(f"{self.name}: strides, dilations and pads need 2 values each")
         if min(_ints(self.strides) + _ints(self.dilations)) < 1:
             raise VerifyException(f"{self.name}: strides and dilations must be positive")
-        shape = _check(conv_transpose2d_check, self.name, shape_of(self.input), shape_of(self.weight),
+        shape = check_shape(conv_transpose2d_check, self.name, shape_of(self.input), shape_of(self.weight),
                        shape_of(self.result), self.groups.value.data)
-        _require_result(self, shape, element_type_of(self.input))
+        require_result(self, shape, element_type_of(self.input))
 
 
 POOL_KINDS = ("max", "sum")
@@ -280,12 +280,12 @@ class Pool2dOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        _require_float(self, self.input)
+        require_float(self, self.input)
         if self.kind.data not in POOL_KINDS:
             raise VerifyException(f"aicc.pool2d: kind must be one of {POOL_KINDS}, got \"{self.kind.data}\"")
-        shape = _check(pool2d_shape, self.name, shape_of(self.input), _ints(self.kernel),
+        shape = check_shape(pool2d_shape, self.name, shape_of(self.input), _ints(self.kernel),
                        _ints(self.strides), _ints(self.dilations))
-        _require_result(self, shape, element_type_of(self.input))
+        require_result(self, shape, element_type_of(self.input))
 
 
 @irdl_op_definition
@@ -309,8 +309,8 @@ class ConcatOp(IRDLOperation):
         elems = {element_type_of(v) for v in self.inputs}
         if len(elems) != 1:
             raise VerifyException("aicc.concat: operand element types differ")
-        shape = _check(concat_shape, self.name, [shape_of(v) for v in self.inputs], self.axis.value.data)
-        _require_result(self, shape, element_type_of(self.inputs[0]))
+        shape = check_shape(concat_shape, self.name, [shape_of(v) for v in self.inputs], self.axis.value.data)
+        require_result(self, shape, element_type_of(self.inputs[0]))
 
 
 @irdl_op_definition
@@ -334,9 +334,9 @@ class SliceOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        shape = _check(slice_check, self.name, shape_of(self.input), _ints(self.starts),
+        shape = check_shape(slice_check, self.name, shape_of(self.input), _ints(self.starts),
                        _ints(self.steps), shape_of(self.result))
-        _require_result(self, shape, element_type_of(self.input))
+        require_result(self, shape, element_type_of(self.input))
 
 
 class _GatherBase(IRDLOperation):
@@ -363,9 +363,9 @@ class _GatherBase(IRDLOperation):
     def verify_(self) -> None:
         if not isinstance(element_type_of(self.indices), IntegerType):
             raise VerifyException(f"{self.name}: indices must be integers, got {self.indices.type}")
-        shape = _check(type(self).SHAPE_FN, self.name, shape_of(self.data), shape_of(self.indices),
+        shape = check_shape(type(self).SHAPE_FN, self.name, shape_of(self.data), shape_of(self.indices),
                        self.axis.value.data)
-        _require_result(self, shape, element_type_of(self.data))
+        require_result(self, shape, element_type_of(self.data))
 
 
 @irdl_op_definition
@@ -378,9 +378,9 @@ class GatherOp(_GatherBase):
 
 def gather_elements_shape(op: str, data: Sequence[int], indices: Sequence[int], axis: int) -> Shape:
     if len(data) != len(indices) or not 0 <= axis < len(data):
-        raise ValueError(f"{op}: data {_fmt(data)} and indices {_fmt(indices)} need the same rank, axis {axis}")
+        raise ValueError(f"{op}: data {fmt_shape(data)} and indices {fmt_shape(indices)} need the same rank, axis {axis}")
     if any(i > d for j, (d, i) in enumerate(zip(data, indices)) if j != axis):
-        raise ValueError(f"{op}: indices {_fmt(indices)} exceed data {_fmt(data)} off axis {axis}")
+        raise ValueError(f"{op}: indices {fmt_shape(indices)} exceed data {fmt_shape(data)} off axis {axis}")
     return tuple(indices)
 
 
@@ -395,9 +395,9 @@ class GatherElementsOp(_GatherBase):
 
 def axis_check(op: str, shape: Sequence[int], axis: int) -> int:
     if not 0 <= axis < len(shape):
-        raise ValueError(f"{op}: axis {axis} out of range for {_fmt(shape)}")
+        raise ValueError(f"{op}: axis {axis} out of range for {fmt_shape(shape)}")
     if shape[axis] == 0:
-        raise ValueError(f"{op}: axis {axis} of {_fmt(shape)} is empty")
+        raise ValueError(f"{op}: axis {axis} of {fmt_shape(shape)} is empty")
     return axis
 
 
@@ -433,11 +433,11 @@ class ArgReduceOp(IRDLOperation):
         return bool(self.select_last_index.value.data)
 
     def verify_(self) -> None:
-        _require_numeric(self, self.input)
+        require_numeric(self, self.input)
         shape = shape_of(self.input)
-        axis = _check(axis_check, self.name, shape, self.axis.value.data)
+        axis = check_shape(axis_check, self.name, shape, self.axis.value.data)
         out = tuple(1 if i == axis else d for i, d in enumerate(shape) if self.keep or i != axis)
-        _require_result(self, out, i64)
+        require_result(self, out, i64)
 
 
 @irdl_op_definition
@@ -475,16 +475,16 @@ class CumSumOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        _require_numeric(self, self.input)
-        _check(axis_check, self.name, shape_of(self.input), self.axis.value.data)
+        require_numeric(self, self.input)
+        check_shape(axis_check, self.name, shape_of(self.input), self.axis.value.data)
 
 
 def resample_check(op: str, shape: Sequence[int], out: Sequence[int], axis: int,
                    indices: Sequence[int], weights: Sequence[float] | None) -> Shape:
     if len(shape) != len(out) or not 0 <= axis < len(shape):
-        raise ValueError(f"{op}: axis {axis} and result {_fmt(out)} do not fit the input {_fmt(shape)}")
+        raise ValueError(f"{op}: axis {axis} and result {fmt_shape(out)} do not fit the input {fmt_shape(shape)}")
     if any(a != b for i, (a, b) in enumerate(zip(shape, out)) if i != axis):
-        raise ValueError(f"{op}: result {_fmt(out)} differs from the input {_fmt(shape)} off axis {axis}")
+        raise ValueError(f"{op}: result {fmt_shape(out)} differs from the input {fmt_shape(shape)} off axis {axis}")
     n = out[axis]
     if n == 0 or not indices or len(indices) % n:
         raise ValueError(f"{op}: {len(indices)} indices are not a whole number of taps for {n} outputs")
@@ -524,7 +524,7 @@ class ResampleOp(IRDLOperation):
         n = idx.shape[0] if idx.ndim else 0
         shape = list(shape_of(input))
         if not 0 <= axis < len(shape):
-            raise ValueError(f"{self.name}: axis {axis} out of range for {_fmt(shape)}")
+            raise ValueError(f"{self.name}: axis {axis} out of range for {fmt_shape(shape)}")
         shape[axis] = n
         w = None if weights is None else [float(v) for v in np.asarray(weights, np.float64).reshape(-1)]
         resample_check(self.name, shape_of(input), shape, axis, [int(i) for i in idx.reshape(-1)], w)
@@ -545,10 +545,10 @@ class ResampleOp(IRDLOperation):
     def verify_(self) -> None:
         w = None if self.weights is None else list(self.weights.get_values())
         if w is not None:
-            _require_float(self, self.input)
-        shape = _check(resample_check, self.name, shape_of(self.input), shape_of(self.result),
+            require_float(self, self.input)
+        shape = check_shape(resample_check, self.name, shape_of(self.input), shape_of(self.result),
                        self.axis.value.data, _ints(self.indices), w)
-        _require_result(self, shape, element_type_of(self.input))
+        require_result(self, shape, element_type_of(self.input))
 
 
 NN_OPS = [ResampleOp, ConvTranspose2dOp, PadOp, Conv2dOp, Pool2dOp, ConcatOp, SliceOp, GatherOp, GatherElementsOp, ArgMaxOp,

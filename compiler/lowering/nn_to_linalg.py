@@ -6,7 +6,7 @@ Windows and offsets live in the indexing maps, as affine expressions of the loop
   * conv2d:  one of three lowerings, chosen per op (`conv_lowering`): its
              `aicc.conv_lowering = "direct" | "im2col" | "matmul"` attribute, else the pass
              option `tensor-to-linalg{conv-lowering=...}`, else $AICC_CONV_LOWERING, else
-             `choose_conv_lowering` in schedule.py on the conv's shape (depthwise-like, tiny K
+             `choose_conv_lowering` in conv_lowering.py on the conv's shape (depthwise-like, tiny K
              or tiny convs direct; 1x1 stride-1 matmul; the rest im2col):
              - direct: loops (n, g, oc, oh, ow | ic, kh, kw) over the input viewed as
                (N, G, IC/G, H, W) read at (n, g, ic, oh*sh + kh*dh, ow*sw + kw*dw), the weight
@@ -68,7 +68,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 
 from compiler.dialects import aicc, aicc_nn
 from compiler.errors import CompileError
-from compiler.lowering.schedule import CONV_LOWERING_ATTR, CONV_LOWERINGS, choose_conv_lowering
+from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, CONV_LOWERINGS, choose_conv_lowering
 from compiler.lowering.utils import (
     PARALLEL,
     REDUCTION,

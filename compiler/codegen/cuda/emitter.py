@@ -2,7 +2,7 @@
 
 Each `gpu_map.kernel` becomes one `extern "C" __global__` function; its parameters are the
 memrefs its body uses (bare pointers: shapes are static, layouts row-major). The rest of the
-function is buffer management, recorded as a `HostPlan` that compiler/runtime/cuda.py (or the
+function is buffer management, recorded as a `HostPlan` that compiler/targets/cuda/runtime.py (or the
 emulation harness in tests/) executes: allocations, frees, views into a buffer, copies, and one
 launch per kernel.
 
@@ -35,7 +35,7 @@ from xdsl.dialects import builtin
 from xdsl.ir import Operation, OpResult, SSAValue
 
 from compiler.dialects.gpu_map import KernelOp
-from compiler.dialects.gpu_patterns import (
+from compiler.codegen.cuda.patterns import (
     COMBINERS,
     accesses,
     analyze_row_group,

@@ -150,23 +150,6 @@ def _pow2i(b: ir.IRBuilder, n, fty):
     return b.bitcast(b.shl(biased, _const(ity, 23)), fty)
 
 
-_VECTOR_LDEXP: bool | None = None
-
-
-def _has_vector_ldexp() -> bool:
-    """Whether the host lowers llvm.ldexp on vectors to one instruction (AVX-512 vscalefps);
-    elsewhere it becomes a libm call per element."""
-    global _VECTOR_LDEXP
-    if _VECTOR_LDEXP is None:
-        try:
-            import llvmlite.binding as llvm
-
-            _VECTOR_LDEXP = "+avx512f" in llvm.get_host_cpu_features().flatten().split(",")
-        except Exception:  # noqa: BLE001 - no usable LLVM host info: take the portable path
-            _VECTOR_LDEXP = False
-    return _VECTOR_LDEXP
-
-
 def _ldexp(b: ir.IRBuilder, y, n):
     """y * 2**n with one rounding (llvm.ldexp: vscalefps on AVX-512)."""
     module = b.module
@@ -180,7 +163,9 @@ def _ldexp(b: ir.IRBuilder, y, n):
 # ---------------------------------------------------------------------------- functions
 
 
-def emit_exp(b: ir.IRBuilder, x):
+def emit_exp(b: ir.IRBuilder, x, vector_ldexp: bool = False):
+    """exp(x). `vector_ldexp`: the target lowers llvm.ldexp on vectors to one instruction
+    (AVX-512 vscalefps); elsewhere it would become a libm call per element."""
     ty = x.type
     if not _is_f32(ty):
         return call_intrinsic(b, "exp", x)
@@ -196,7 +181,7 @@ def emit_exp(b: ir.IRBuilder, x):
     # exp(r) = 1 + r + r^2 * P(r), all as one Horner chain.
     y = _horner(b, _EXP_POLY + (1.0, 1.0), r)
     n = b.fptosi(nf, ity)
-    if _has_vector_ldexp():
+    if vector_ldexp:
         y = _ldexp(b, y, n)
     else:
         # 2**n in two factors so that results in the denormal range (n < -126) and the
@@ -208,7 +193,7 @@ def emit_exp(b: ir.IRBuilder, x):
     return b.select(isnan, x, y)
 
 
-def emit_log(b: ir.IRBuilder, x):
+def emit_log(b: ir.IRBuilder, x, vector_ldexp: bool = False):
     ty = x.type
     if not _is_f32(ty):
         return call_intrinsic(b, "log", x)
@@ -237,21 +222,21 @@ def emit_log(b: ir.IRBuilder, x):
     return b.select(b.fcmp_unordered("uno", x, x), x, r)
 
 
-def emit_tanh(b: ir.IRBuilder, x):
+def emit_tanh(b: ir.IRBuilder, x, vector_ldexp: bool = False):
     ty = x.type
     if not _is_f32(ty):
         return _libm_scalar_or_vector(b, "tanh", x)
     ax = call_intrinsic(b, "fabs", x)
     z = b.fmul(x, x)
     ys = _fma(b, b.fmul(_horner(b, _TANH_POLY, z), z), x, x)
-    e = emit_exp(b, b.fadd(ax, ax))
+    e = emit_exp(b, b.fadd(ax, ax), vector_ldexp)
     one = _const(ty, 1.0)
     yl = b.fsub(one, b.fdiv(_const(ty, 2.0), b.fadd(e, one)))
     yl = call_intrinsic(b, "copysign", yl, x)
     return b.select(b.fcmp_ordered("<", ax, _const(ty, _TANH_SMALL)), ys, yl)
 
 
-def emit_erf(b: ir.IRBuilder, x):
+def emit_erf(b: ir.IRBuilder, x, vector_ldexp: bool = False):
     ty = x.type
     if not _is_f32(ty):
         return _libm_scalar_or_vector(b, "erf", x)
@@ -259,7 +244,7 @@ def emit_erf(b: ir.IRBuilder, x):
     z = b.fmul(x, x)
     ys = b.fmul(x, _horner(b, _ERF_P, z))
     q = _horner(b, _ERF_Q, b.fdiv(_const(ty, 1.0), ax))
-    e = emit_exp(b, b.fneg(z))
+    e = emit_exp(b, b.fneg(z), vector_ldexp)
     yl = b.fsub(_const(ty, 1.0), b.fmul(e, q))
     yl = call_intrinsic(b, "copysign", yl, x)
     return b.select(b.fcmp_ordered("<", ax, _const(ty, _ERF_SMALL)), ys, yl)

@@ -31,8 +31,9 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from compiler.errors import CompileError
-from compiler.lowering.schedule import (
-    CONV_LOWERING_ATTR,
+from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR
+from compiler.lowering.utils import PARALLEL, REDUCTION, build_generic
+from compiler.targets.cpu.schedule import (
     SCHEDULE_ATTR,
     choose_matmul_schedule,
     element_bytes,
@@ -41,7 +42,6 @@ from compiler.lowering.schedule import (
     parse_overrides,
     schedule_of,
 )
-from compiler.lowering.utils import PARALLEL, REDUCTION, build_generic
 
 
 def _transposed_source(v: SSAValue) -> SSAValue | None:

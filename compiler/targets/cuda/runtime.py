@@ -559,7 +559,7 @@ def compile_cuda(module, stages: dict, timings: list, n_inputs: int, n_outputs: 
                  arch: str | None = None) -> CudaExecutable:
     """Emit CUDA C for a mapped module and compile it with NVRTC when NVRTC is installed."""
     from compiler.codegen.cuda import emit_cuda
-    from compiler.pipeline import PassTiming
+    from compiler.stages import PassTiming
 
     t0 = time.perf_counter()
     program = emit_cuda(module)

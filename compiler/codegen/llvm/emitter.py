@@ -20,7 +20,7 @@ from llvmlite import ir
 from xdsl.dialects import builtin
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 
-from compiler.codegen import mathlib
+from compiler.codegen.llvm import mathlib
 from compiler.errors import CompileError, UnsupportedOpError
 
 # A top-level scf.parallel is run on threads when trip-count product x body op count
@@ -79,7 +79,7 @@ def memory_type(t) -> ir.Type:
     return I8 if ty == I1 else ty
 
 
-def _byte_size(ty: ir.Type) -> int:
+def byte_size(ty: ir.Type) -> int:
     if isinstance(ty, ir.IntType):
         return max(1, ty.width // 8)
     if isinstance(ty, ir.FloatType):
@@ -91,7 +91,7 @@ def _byte_size(ty: ir.Type) -> int:
     if isinstance(ty, ir.PointerType):
         return 8
     if isinstance(ty, ir.VectorType):
-        return ty.count * _byte_size(ty.element)
+        return ty.count * byte_size(ty.element)
     raise CompileError(f"no size for LLVM type {ty}")
 
 
@@ -201,8 +201,11 @@ class LLVMEmitter:
 
     def __init__(self, *, parallel_min_work: int = PARALLEL_MIN_WORK,
                  prefer_vector_width: int | None = 512,
-                 external_data_min_bytes: int | None = None):
+                 external_data_min_bytes: int | None = None, vector_ldexp: bool = False):
         self.parallel_min_work = parallel_min_work
+        # The target lowers llvm.ldexp on float vectors to one instruction (AVX-512's
+        # vscalefps): exp then scales by 2**n with it, else with two exponent-field multiplies.
+        self.vector_ldexp = vector_ldexp
         self.prefer_vector_width = prefer_vector_width
         # Constant globals of at least this many bytes are declared `external` and their bytes
         # handed to the runtime (`external_data`, symbol -> array) instead of being spelled out
@@ -232,14 +235,14 @@ class LLVMEmitter:
             self._declare_function(f)
         for f in funcs:
             if f.body.blocks:
-                _FunctionEmitter(self, self.functions[f.sym_name.data]).emit_func(f)
+                FunctionEmitter(self, self.functions[f.sym_name.data]).emit_func(f)
         return self.module
 
     def _emit_global(self, op: Operation) -> None:
         name = op.sym_name.data
         mt = _memref(op.type)
         ety = memory_type(mt.element_type)
-        esize = _byte_size(ety)
+        esize = byte_size(ety)
         nbytes = prod(mt.get_shape()) * esize
         init = op.initial_value
         aty = ir.ArrayType(I8, max(nbytes, 1))
@@ -290,10 +293,10 @@ class LLVMEmitter:
                 a.add_attribute("captures(none)")
         if f.body.blocks:
             fn.attributes.add("nounwind")
-            self._vector_attrs(fn)
+            self.vector_attrs(fn)
         self.functions[name] = fn
 
-    def _vector_attrs(self, fn: ir.Function) -> None:
+    def vector_attrs(self, fn: ir.Function) -> None:
         if self.prefer_vector_width:
             # llvmlite only knows enum attributes; string attributes print verbatim.
             set.add(fn.attributes, f'"prefer-vector-width"="{self.prefer_vector_width}"')
@@ -312,7 +315,7 @@ class LLVMEmitter:
         return fn
 
 
-class _FunctionEmitter:
+class FunctionEmitter:
     """Emits the body of one LLVM function from xDSL blocks."""
 
     def __init__(self, emitter: LLVMEmitter, fn: ir.Function,
@@ -447,10 +450,10 @@ class _FunctionEmitter:
 
 # ------------------------------------------------------------------------ op handlers
 
-_HANDLERS: dict[str, Callable[[_FunctionEmitter, Operation], None]] = {}
+_HANDLERS: dict[str, Callable[[FunctionEmitter, Operation], None]] = {}
 
 
-def _handles(*names: str):
+def handles(*names: str):
     def deco(fn):
         for n in names:
             _HANDLERS[n] = fn
@@ -461,16 +464,16 @@ def _handles(*names: str):
 # func
 
 
-@_handles("func.return")
-def _return(e: _FunctionEmitter, op: Operation) -> None:
+@handles("func.return")
+def _return(e: FunctionEmitter, op: Operation) -> None:
     if op.operands:
         e.b.ret(e.get(op.operands[0]))
     else:
         e.b.ret_void()
 
 
-@_handles("func.call")
-def _call(e: _FunctionEmitter, op: Operation) -> None:
+@handles("func.call")
+def _call(e: FunctionEmitter, op: Operation) -> None:
     name = op.callee.root_reference.data
     fn = e.em.functions.get(name)
     if fn is None:
@@ -483,8 +486,8 @@ def _call(e: _FunctionEmitter, op: Operation) -> None:
 # arith
 
 
-@_handles("arith.constant")
-def _constant(e: _FunctionEmitter, op: Operation) -> None:
+@handles("arith.constant")
+def _constant(e: FunctionEmitter, op: Operation) -> None:
     attr = op.properties["value"]
     ty = scalar_type(op.results[0].type)
     if isinstance(attr, builtin.IntegerAttr):
@@ -499,7 +502,7 @@ def _constant(e: _FunctionEmitter, op: Operation) -> None:
 
 
 def _binop(method: str, fast: bool = False):
-    def handler(e: _FunctionEmitter, op: Operation) -> None:
+    def handler(e: FunctionEmitter, op: Operation) -> None:
         lhs, rhs = e.get(op.operands[0]), e.get(op.operands[1])
         kw = {"flags": _fastmath(op)} if fast else {}
         e.set(op.results[0], getattr(e.b, method)(lhs, rhs, **kw))
@@ -516,7 +519,7 @@ for _n, _m in {"addi": "add", "subi": "sub", "muli": "mul", "divsi": "sdiv", "di
 
 
 def _intrinsic_binop(base: str, fast: bool = False):
-    def handler(e: _FunctionEmitter, op: Operation) -> None:
+    def handler(e: FunctionEmitter, op: Operation) -> None:
         fm = _fastmath(op) if fast else ()
         e.set(op.results[0], e.intr(base, e.get(op.operands[0]), e.get(op.operands[1]),
                                     fastmath=fm))
@@ -530,13 +533,13 @@ for _n, _m in {"maxsi": "smax", "minsi": "smin", "maxui": "umax", "minui": "umin
     _HANDLERS[f"arith.{_n}"] = _intrinsic_binop(_m)
 
 
-@_handles("arith.negf")
-def _negf(e: _FunctionEmitter, op: Operation) -> None:
+@handles("arith.negf")
+def _negf(e: FunctionEmitter, op: Operation) -> None:
     e.set(op.results[0], e.b.fneg(e.get(op.operands[0]), flags=_fastmath(op)))
 
 
-@_handles("arith.floordivsi", "arith.ceildivsi")
-def _floor_ceil_divsi(e: _FunctionEmitter, op: Operation) -> None:
+@handles("arith.floordivsi", "arith.ceildivsi")
+def _floor_ceil_divsi(e: FunctionEmitter, op: Operation) -> None:
     b = e.b
     a, d = e.get(op.operands[0]), e.get(op.operands[1])
     q, r = b.sdiv(a, d), b.srem(a, d)
@@ -552,16 +555,16 @@ def _floor_ceil_divsi(e: _FunctionEmitter, op: Operation) -> None:
     e.set(op.results[0], res)
 
 
-@_handles("arith.ceildivui")
-def _ceildivui(e: _FunctionEmitter, op: Operation) -> None:
+@handles("arith.ceildivui")
+def _ceildivui(e: FunctionEmitter, op: Operation) -> None:
     b = e.b
     a, d = e.get(op.operands[0]), e.get(op.operands[1])
     inexact = b.icmp_unsigned("!=", b.urem(a, d), _const(a.type, 0))
     e.set(op.results[0], b.add(b.udiv(a, d), b.zext(inexact, a.type)))
 
 
-@_handles("arith.cmpf")
-def _cmpf(e: _FunctionEmitter, op: Operation) -> None:
+@handles("arith.cmpf")
+def _cmpf(e: FunctionEmitter, op: Operation) -> None:
     pred = op.predicate.value.data
     lhs, rhs = e.get(op.operands[0]), e.get(op.operands[1])
     rty = scalar_type(op.results[0].type)
@@ -575,15 +578,15 @@ def _cmpf(e: _FunctionEmitter, op: Operation) -> None:
         e.set(op.results[0], fn(cmp, lhs, rhs, flags=_fastmath(op)))
 
 
-@_handles("arith.cmpi")
-def _cmpi(e: _FunctionEmitter, op: Operation) -> None:
+@handles("arith.cmpi")
+def _cmpi(e: FunctionEmitter, op: Operation) -> None:
     signed, cmp = _CMPI[op.predicate.value.data]
     fn = e.b.icmp_signed if signed else e.b.icmp_unsigned
     e.set(op.results[0], fn(cmp, e.get(op.operands[0]), e.get(op.operands[1])))
 
 
-@_handles("arith.select")
-def _select(e: _FunctionEmitter, op: Operation) -> None:
+@handles("arith.select")
+def _select(e: FunctionEmitter, op: Operation) -> None:
     c, t, f = (e.get(v) for v in op.operands)
     e.set(op.results[0], e.b.select(c, t, f))
 
@@ -592,7 +595,7 @@ def _int_width(ty: ir.Type) -> int:
     return (ty.element if isinstance(ty, ir.VectorType) else ty).width
 
 
-def _resize_int(e: _FunctionEmitter, v: ir.Value, to: ir.Type, signed: bool) -> ir.Value:
+def _resize_int(e: FunctionEmitter, v: ir.Value, to: ir.Type, signed: bool) -> ir.Value:
     fw, tw = _int_width(v.type), _int_width(to)
     if fw == tw:
         return v
@@ -601,9 +604,9 @@ def _resize_int(e: _FunctionEmitter, v: ir.Value, to: ir.Type, signed: bool) -> 
     return e.b.sext(v, to) if signed else e.b.zext(v, to)
 
 
-@_handles("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui",
+@handles("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui",
           "arith.trunci")
-def _int_cast(e: _FunctionEmitter, op: Operation) -> None:
+def _int_cast(e: FunctionEmitter, op: Operation) -> None:
     to = scalar_type(op.results[0].type)
     signed = op.name in ("arith.index_cast", "arith.extsi")
     e.set(op.results[0], _resize_int(e, e.get(op.operands[0]), to, signed))
@@ -614,8 +617,8 @@ _CASTS = {"arith.sitofp": "sitofp", "arith.uitofp": "uitofp", "arith.fptosi": "f
           "arith.bitcast": "bitcast"}
 
 
-@_handles(*_CASTS)
-def _cast(e: _FunctionEmitter, op: Operation) -> None:
+@handles(*_CASTS)
+def _cast(e: FunctionEmitter, op: Operation) -> None:
     to = scalar_type(op.results[0].type)
     e.set(op.results[0], getattr(e.b, _CASTS[op.name])(e.get(op.operands[0]), to))
 
@@ -624,7 +627,7 @@ def _cast(e: _FunctionEmitter, op: Operation) -> None:
 
 
 def _unary_intrinsic(base: str):
-    def handler(e: _FunctionEmitter, op: Operation) -> None:
+    def handler(e: FunctionEmitter, op: Operation) -> None:
         e.set(op.results[0], e.intr(base, e.get(op.operands[0]), fastmath=_fastmath(op)))
     return handler
 
@@ -640,27 +643,28 @@ _MATHLIB = {"math.exp": mathlib.emit_exp, "math.log": mathlib.emit_log,
             "math.tanh": mathlib.emit_tanh, "math.erf": mathlib.emit_erf}
 
 
-@_handles(*_MATHLIB)
-def _mathlib(e: _FunctionEmitter, op: Operation) -> None:
-    e.set(op.results[0], _MATHLIB[op.name](e.b, e.get(op.operands[0])))
+@handles(*_MATHLIB)
+def _mathlib(e: FunctionEmitter, op: Operation) -> None:
+    e.set(op.results[0], _MATHLIB[op.name](e.b, e.get(op.operands[0]),
+                                          vector_ldexp=e.em.vector_ldexp))
 
 
-@_handles("math.rsqrt")
-def _rsqrt(e: _FunctionEmitter, op: Operation) -> None:
+@handles("math.rsqrt")
+def _rsqrt(e: FunctionEmitter, op: Operation) -> None:
     x = e.get(op.operands[0])
     fm = _fastmath(op)
     e.set(op.results[0], e.b.fdiv(_const(x.type, 1.0), e.intr("sqrt", x, fastmath=fm),
                                   flags=fm))
 
 
-@_handles("math.fma")
-def _fma(e: _FunctionEmitter, op: Operation) -> None:
+@handles("math.fma")
+def _fma(e: FunctionEmitter, op: Operation) -> None:
     e.set(op.results[0], e.intr("fma", *(e.get(v) for v in op.operands),
                                 fastmath=_fastmath(op)))
 
 
-@_handles("math.absi")
-def _absi(e: _FunctionEmitter, op: Operation) -> None:
+@handles("math.absi")
+def _absi(e: FunctionEmitter, op: Operation) -> None:
     x = e.get(op.operands[0])
     fn = ir.Function(e.em.module, ir.FunctionType(x.type, [x.type, I1]),
                      name=f"llvm.abs.{mathlib._suffix(x.type)}") \
@@ -674,8 +678,8 @@ _LIBM = {"math.tan": "tan", "math.atan": "atan", "math.expm1": "expm1",
          "math.acos": "acos", "math.atan2": "atan2"}
 
 
-@_handles(*_LIBM)
-def _libm(e: _FunctionEmitter, op: Operation) -> None:
+@handles(*_LIBM)
+def _libm(e: FunctionEmitter, op: Operation) -> None:
     args = [e.get(v) for v in op.operands]
     ty = args[0].type
     if isinstance(ty, ir.VectorType):
@@ -687,33 +691,33 @@ def _libm(e: _FunctionEmitter, op: Operation) -> None:
 # memref
 
 
-@_handles("memref.load")
-def _load(e: _FunctionEmitter, op: Operation) -> None:
+@handles("memref.load")
+def _load(e: FunctionEmitter, op: Operation) -> None:
     mt = _memref(op.memref.type)
     ety = memory_type(mt.element_type)
-    v = e.b.load(e.address(op.memref, op.indices), typ=ety, align=_byte_size(ety))
+    v = e.b.load(e.address(op.memref, op.indices), typ=ety, align=byte_size(ety))
     if scalar_type(mt.element_type) == I1:
         v = e.b.trunc(v, I1)
     e.set(op.results[0], v)
 
 
-@_handles("memref.store")
-def _store(e: _FunctionEmitter, op: Operation) -> None:
+@handles("memref.store")
+def _store(e: FunctionEmitter, op: Operation) -> None:
     mt = _memref(op.memref.type)
     ety = memory_type(mt.element_type)
     v = e.get(op.value)
     if v.type == I1:
         v = e.b.zext(v, I8)
-    e.b.store(v, e.address(op.memref, op.indices), align=_byte_size(ety))
+    e.b.store(v, e.address(op.memref, op.indices), align=byte_size(ety))
 
 
 def _nbytes(t) -> int:
     mt = _memref(t)
-    return prod(mt.get_shape()) * _byte_size(memory_type(mt.element_type))
+    return prod(mt.get_shape()) * byte_size(memory_type(mt.element_type))
 
 
-@_handles("memref.alloc")
-def _alloc(e: _FunctionEmitter, op: Operation) -> None:
+@handles("memref.alloc")
+def _alloc(e: FunctionEmitter, op: Operation) -> None:
     if op.dynamic_sizes:
         raise CompileError("memref.alloc with dynamic sizes in loop IR")
     size = max(ALLOC_ALIGN, -(-_nbytes(op.memref.type) // ALLOC_ALIGN) * ALLOC_ALIGN)
@@ -722,8 +726,8 @@ def _alloc(e: _FunctionEmitter, op: Operation) -> None:
     e.set(op.results[0], p)
 
 
-@_handles("memref.alloca")
-def _alloca(e: _FunctionEmitter, op: Operation) -> None:
+@handles("memref.alloca")
+def _alloca(e: FunctionEmitter, op: Operation) -> None:
     if op.dynamic_sizes:
         raise CompileError("memref.alloca with dynamic sizes in loop IR")
     mt = _memref(op.memref.type)
@@ -735,13 +739,13 @@ def _alloca(e: _FunctionEmitter, op: Operation) -> None:
     e.set(op.results[0], a)
 
 
-@_handles("memref.dealloc")
-def _dealloc(e: _FunctionEmitter, op: Operation) -> None:
+@handles("memref.dealloc")
+def _dealloc(e: FunctionEmitter, op: Operation) -> None:
     e.b.call(e.em.runtime_fn("free"), [e.get(op.operands[0])])
 
 
-@_handles("memref.get_global")
-def _get_global(e: _FunctionEmitter, op: Operation) -> None:
+@handles("memref.get_global")
+def _get_global(e: FunctionEmitter, op: Operation) -> None:
     name = op.name_.root_reference.data if hasattr(op, "name_") else \
         op.properties["name"].root_reference.data
     g = e.em.globals.get(name)
@@ -750,14 +754,14 @@ def _get_global(e: _FunctionEmitter, op: Operation) -> None:
     e.set(op.results[0], g)
 
 
-@_handles("memref.collapse_shape", "memref.expand_shape", "memref.cast")
-def _reshape(e: _FunctionEmitter, op: Operation) -> None:
+@handles("memref.collapse_shape", "memref.expand_shape", "memref.cast")
+def _reshape(e: FunctionEmitter, op: Operation) -> None:
     _memref(op.results[0].type)
     e.set(op.results[0], e.get(op.operands[0]))
 
 
-@_handles("memref.view")
-def _view(e: _FunctionEmitter, op: Operation) -> None:
+@handles("memref.view")
+def _view(e: FunctionEmitter, op: Operation) -> None:
     """A typed view at a byte offset into an i8 buffer (plan-memory's arena)."""
     if op.sizes:
         raise CompileError("memref.view with dynamic sizes in loop IR")
@@ -765,8 +769,8 @@ def _view(e: _FunctionEmitter, op: Operation) -> None:
     e.set(op.results[0], p)
 
 
-@_handles("memref.copy")
-def _copy(e: _FunctionEmitter, op: Operation) -> None:
+@handles("memref.copy")
+def _copy(e: FunctionEmitter, op: Operation) -> None:
     src, dst = op.source, op.destination
     n = _nbytes(src.type)
     if n != _nbytes(dst.type):
@@ -779,8 +783,8 @@ def _copy(e: _FunctionEmitter, op: Operation) -> None:
 # scf
 
 
-@_handles("scf.for")
-def _for(e: _FunctionEmitter, op: Operation) -> None:
+@handles("scf.for")
+def _for(e: FunctionEmitter, op: Operation) -> None:
     block = op.body.block
     iv_arg, carried_args = block.args[0], block.args[1:]
     lo, hi = _const_int(op.lb), _const_int(op.ub)
@@ -798,8 +802,8 @@ def _for(e: _FunctionEmitter, op: Operation) -> None:
         e.set(r, v)
 
 
-@_handles("scf.if")
-def _if(e: _FunctionEmitter, op: Operation) -> None:
+@handles("scf.if")
+def _if(e: FunctionEmitter, op: Operation) -> None:
     b = e.b
     then_bb = e.fn.append_basic_block("if.then")
     else_bb = e.fn.append_basic_block("if.else")
@@ -819,8 +823,8 @@ def _if(e: _FunctionEmitter, op: Operation) -> None:
         e.set(r, p)
 
 
-@_handles("scf.parallel")
-def _parallel(e: _FunctionEmitter, op: Operation) -> None:
+@handles("scf.parallel")
+def _parallel(e: FunctionEmitter, op: Operation) -> None:
     if op.initVals or op.results:
         raise UnsupportedOpError(
             "scf.parallel", "reductions on scf.parallel are not supported; "
@@ -843,7 +847,7 @@ def _enclosing_parallel(op: Operation) -> Operation | None:
     return None
 
 
-def _serial_parallel(e: _FunctionEmitter, op: Operation, first_dim: int) -> None:
+def _serial_parallel(e: FunctionEmitter, op: Operation, first_dim: int) -> None:
     block = op.body.block
     ndim = len(op.lowerBound)
 
@@ -880,7 +884,7 @@ def _is_inside(v: SSAValue, op: Operation) -> bool:
 _REMATERIALIZE = ("arith.constant", "memref.get_global")
 
 
-def _outline_parallel(e: _FunctionEmitter, op: Operation) -> None:
+def _outline_parallel(e: FunctionEmitter, op: Operation) -> None:
     em = e.em
     name = f"{e.fn.name}.par{e._npar}"
     e._npar += 1
@@ -923,13 +927,13 @@ def _outline_parallel(e: _FunctionEmitter, op: Operation) -> None:
     body_fn.linkage = "internal"
     body_fn.attributes.add("alwaysinline")
     body_fn.attributes.add("nounwind")
-    em._vector_attrs(body_fn)
+    em.vector_attrs(body_fn)
     disjoint = _disjoint_views(e, param_of, params)
     for i, (arg, p) in enumerate(zip(body_fn.args, params)):
         if isinstance(p.type, ir.PointerType) and (_distinct_object(p) or i in disjoint):
             arg.add_attribute("noalias")
             arg.add_attribute("captures(none)")
-    sub = _FunctionEmitter(em, body_fn)
+    sub = FunctionEmitter(em, body_fn)
     sub.serial_only = True
     for v, i in param_of.items():
         sub.set(v, body_fn.args[i])
@@ -962,7 +966,7 @@ def _outline_parallel(e: _FunctionEmitter, op: Operation) -> None:
     # The chunk function the runtime calls: unpack ctx slots, call the body.
     chunk = ir.Function(em.module, ir.FunctionType(VOID, [PTR, I64, I64]), name=name)
     chunk.attributes.add("nounwind")
-    em._vector_attrs(chunk)
+    em.vector_attrs(chunk)
     cb = ir.IRBuilder(chunk.append_basic_block("entry"))
     ctx, lo, hi = chunk.args
     args = []
@@ -1005,7 +1009,7 @@ def _arena_range(v: SSAValue) -> tuple[SSAValue, int, int] | None:
     return v.op.source, shift, shift + _nbytes(v.type)
 
 
-def _disjoint_views(e: _FunctionEmitter, param_of: dict[SSAValue, int],
+def _disjoint_views(e: FunctionEmitter, param_of: dict[SSAValue, int],
                     params: list[ir.Value]) -> set[int]:
     """The outlined loop's pointer parameters that are views of one workspace at byte ranges
     that do not overlap (plan-memory gives buffers live at once disjoint ranges), when the
@@ -1063,13 +1067,7 @@ EXTERNAL_DATA_MIN_BYTES = 1 << 16
 _EXTERNAL_IDS = itertools.count()
 
 
-def emit_llvm(module: builtin.ModuleOp) -> str:
+def emit_llvm(module: builtin.ModuleOp, *, vector_ldexp: bool = False) -> str:
     """Unoptimized LLVM IR text for a loop-IR module."""
-    return str(LLVMEmitter().emit(module))
+    return str(LLVMEmitter(vector_ldexp=vector_ldexp).emit(module))
 
-
-@_handles("aicc_cpu.microkernel")
-def _microkernel(e: _FunctionEmitter, op: Operation) -> None:
-    from compiler.codegen.microkernel import emit_microkernel
-
-    emit_microkernel(e, op)

@@ -74,12 +74,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
 from compiler.dialects.aicc_cpu import MicrokernelOp
 from compiler.errors import CompileError
-from compiler.stats import flops
+from compiler.stats import TILED_ATTR, flops
 from compiler.threads import default_threads
-from compiler.lowering.fuse_rows import root
+from compiler.targets.cpu.fuse_rows import root
 from compiler.lowering.linalg_to_loops import emit_body
 from compiler.lowering.loop_builder import IndexBuilder
-from compiler.lowering.schedule import (
+from compiler.targets.cpu.schedule import (
     MatmulMatch,
     MatmulSchedule,
     choose_matmul_schedule,
@@ -93,10 +93,6 @@ from compiler.lowering.schedule import (
 Index = int | SSAValue
 
 PACK_B_ROWS = 16  # rows of B per iteration of the parallel packing loop
-# On the outermost tile loop: {op = "matmul", flops = 2*M*N*K*batch}, the linalg op it
-# replaced (without the dialect prefix: the loop IR holds no linalg), for statistics that
-# count linalg ops (compiler/stats.py).
-TILED_ATTR = "aicc.tiled"
 
 
 class _Ix:

@@ -40,7 +40,7 @@ from xdsl.passes import ModulePass
 
 from compiler.dialects.aicc_fused import AttentionOp
 from compiler.dialects.gpu_map import KernelOp
-from compiler.dialects.gpu_patterns import (
+from compiler.codegen.cuda.patterns import (
     accesses,
     analyze_row_group,
     band_ranges,

@@ -1,6 +1,8 @@
-"""Driver of the CUDA emulation harness: compile aicc's generated CUDA C with the host g++
-against cuda_emu.h, and run a compiled model's host plan on it with host memory as "device"
-memory (the same PlanRunner that drives a real GPU)."""
+"""The CUDA emulation harness: compile aicc's generated CUDA C with the host g++ against
+cuda_emu.h (each block's threads as OS threads, `__syncthreads` as a barrier, `__shared__`
+per block), and run a compiled model's host plan on it with host memory as "device" memory,
+through the same PlanRunner that drives a real GPU. Slow, but it catches wrong indexing,
+races on shared memory and bad reductions without a GPU."""
 
 from __future__ import annotations
 
@@ -38,11 +40,18 @@ def build(program) -> ctypes.CDLL:
         cu = _BUILD / f"{key}.cpp"
         cu.write_text(src)
         tmp = _BUILD / f"{key}.{id(src)}.so"
-        r = subprocess.run(
-            ["g++", "-std=c++17", "-O1", "-pthread", "-shared", "-fPIC", f"-I{HERE}",
-             "-o", str(tmp), str(cu)], capture_output=True, text=True)
+        try:
+            r = subprocess.run(
+                ["g++", "-std=c++17", "-O1", "-pthread", "-shared", "-fPIC", f"-I{HERE}",
+                 "-o", str(tmp), str(cu)], capture_output=True, text=True)
+        except FileNotFoundError:
+            from compiler.errors import CompileError
+
+            raise CompileError("the cuda-emu target compiles CUDA C with g++, which is not "
+                               "installed here") from None
         if r.returncode:
-            raise RuntimeError(f"g++ failed on {cu}:\n{r.stderr[-4000:]}")
+            raise RuntimeError(f"aicc bug: g++ failed on the emulated CUDA C {cu}:\n"
+                               f"{r.stderr[-4000:]}")
         tmp.replace(so)
     _libs[key] = ctypes.CDLL(str(so))
     return _libs[key]
@@ -88,9 +97,32 @@ class EmuDevice:
         pass
 
 
+class EmuExecutable:
+    """The cuda-emu target's executable: the CUDA program built by g++ for the emulator."""
+
+    def __init__(self, program, n_inputs: int, n_outputs: int):
+        self.program, self.n_inputs, self.n_outputs = program, n_inputs, n_outputs
+        self.lib = build(program)
+        self.threads = 1
+        self._runners: dict = {}
+
+    @property
+    def source(self) -> str:
+        return self.program.source
+
+    def get(self, name: str, nargs: int = 0):
+        from compiler.targets.cuda.runtime import PlanRunner
+
+        if name not in self._runners:
+            self._runners[name] = PlanRunner(self.program.plans[name], EmuDevice(self.lib),
+                                             self.n_inputs, self.n_outputs)
+        return self._runners[name]
+
+
 def run_emulated(m, *inputs):
-    """Run CompiledModel `m` (target cuda) on the emulated device; returns its outputs."""
-    from compiler.runtime.cuda import PlanRunner
+    """Run CompiledModel `m` (target cuda or cuda-emu) on the emulated device; returns its
+    outputs."""
+    from compiler.targets.cuda.runtime import PlanRunner
 
     exe = m.executable
     lib = build(exe.program)

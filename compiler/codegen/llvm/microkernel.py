@@ -15,14 +15,10 @@ loads and stores; an edge tile masks lanes past n and skips rows past m.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from llvmlite import ir
 
-from compiler.codegen import mathlib
-
-if TYPE_CHECKING:
-    from compiler.codegen.llvm import _FunctionEmitter
+from compiler.codegen.llvm import mathlib
+from compiler.codegen.llvm.emitter import FunctionEmitter, byte_size, handles, memory_type
 
 C_PREFETCH_LOCALITY = 2  # llvm.prefetch locality for the C tile: 2 = prefetcht1 (to L2)
 
@@ -50,7 +46,7 @@ def _c64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
-def _masked(e: _FunctionEmitter, kind: str, vty: ir.VectorType) -> ir.Function:
+def _masked(e: FunctionEmitter, kind: str, vty: ir.VectorType) -> ir.Function:
     """llvm.masked.load / llvm.masked.store for vty (the explicit-alignment form, which
     LLVM 22 still accepts and upgrades)."""
     module = e.em.module
@@ -66,10 +62,9 @@ def _masked(e: _FunctionEmitter, kind: str, vty: ir.VectorType) -> ir.Function:
     return fn
 
 
-def emit_microkernel(e: _FunctionEmitter, op) -> None:
+@handles("aicc_cpu.microkernel")
+def emit_microkernel(e: FunctionEmitter, op) -> None:
     """A call of the kernel function for op's configuration (emitted once per module)."""
-    from compiler.codegen.llvm import memory_type
-
     ety = memory_type(op.c.type.element_type)
     cfg = (str(ety), *(op.int_prop(k) for k in (
         "mr", "nr", "vw", "a_rs", "a_ks", "b_ks", "ldc", "ku")),
@@ -88,14 +83,12 @@ def emit_microkernel(e: _FunctionEmitter, op) -> None:
            + args[3:])
 
 
-def _kernel_function(e: _FunctionEmitter, cfg: tuple, ety: ir.Type) -> ir.Function:
+def _kernel_function(e: FunctionEmitter, cfg: tuple, ety: ir.Type) -> ir.Function:
     """`void @aicc.microkernel.<config>(ptr a, ptr b, ptr c, i64 kc, i64 m, i64 n, i1 acc
     [, ptr init])`.
 
     A function of its own, not inlined: LLVM then compiles the register tile once per
     configuration, and cannot unswitch an enclosing loop into copies of it."""
-    from compiler.codegen.llvm import _FunctionEmitter
-
     _, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked, b_pf, init_rs, init_cs = cfg
     a_clamp, b_masked = bool(a_clamp), bool(b_masked)
     name = "aicc.microkernel." + ".".join(str(x).replace(" ", "") for x in (
@@ -112,11 +105,11 @@ def _kernel_function(e: _FunctionEmitter, cfg: tuple, ety: ir.Type) -> ir.Functi
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     fn.attributes.add("nounwind")
-    e.em._vector_attrs(fn)
+    e.em.vector_attrs(fn)
     for arg in (*fn.args[:3], *fn.args[7:]):
         arg.add_attribute("noalias")
         arg.add_attribute("captures(none)")
-    k = _FunctionEmitter(e.em, fn)
+    k = FunctionEmitter(e.em, fn)
     _emit_kernel_body(k, fn.args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked,
                       b_pf, init_rs, init_cs)
     k.b.ret_void()
@@ -124,11 +117,9 @@ def _kernel_function(e: _FunctionEmitter, cfg: tuple, ety: ir.Type) -> ir.Functi
     return fn
 
 
-def _emit_kernel_body(e: _FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku,
+def _emit_kernel_body(e: FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku,
                       a_clamp, b_masked, b_pf, init_rs=None, init_cs=1) -> None:
-    from compiler.codegen.llvm import _byte_size
-
-    esize = _byte_size(ety)
+    esize = byte_size(ety)
     vty = ir.VectorType(ety, vw)
     nq = nr // vw
     b = e.b

@@ -19,6 +19,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from compiler.codegen.llvm import PARALLEL_FOR_SYMBOL
+from compiler.targets.cpu.machine import CPUMachine, check_runnable, cpu_machine, new_target_machine
 from compiler.threads import default_threads
 
 _init_lock = threading.Lock()
@@ -39,65 +40,13 @@ def _init_llvm() -> None:
 
 
 @lru_cache(maxsize=None)
-def host_target_machine() -> llvm.TargetMachine:
-    """The host CPU's target machine (name and features of this CPU), opt level 3.
+def target_machine(machine: CPUMachine) -> llvm.TargetMachine:
+    """The LLVM target machine of `machine` at O3, for optimizing and printing assembly.
 
     Shared: never hand it to an execution engine (the engine takes ownership and frees it);
-    ``_new_host_target_machine`` makes one for that."""
-    return _new_host_target_machine()
-
-
-def _new_host_target_machine() -> llvm.TargetMachine:
+    ``new_target_machine(machine, jit=True)`` makes one for that."""
     _init_llvm()
-    return _new_host_target_machine_raw()
-
-
-def _new_host_target_machine_raw() -> llvm.TargetMachine:
-    target = llvm.Target.from_default_triple()
-    return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(),
-        features=llvm.get_host_cpu_features().flatten(),
-        opt=3,
-        reloc="default",
-        codemodel="jitdefault",
-    )
-
-
-@lru_cache(maxsize=None)
-def host_vector_bits() -> int:
-    """The widest float vectors the host CPU runs natively: 512 (AVX-512), 256 (AVX), else 128."""
-    features = llvm.get_host_cpu_features()
-    if features.get("avx512f"):
-        return 512
-    if features.get("avx"):
-        return 256
-    return 128
-
-
-@lru_cache(maxsize=None)
-def host_cache_bytes() -> tuple[int, int]:
-    """(L1 data, L2) cache bytes of one core, from sysfs; (0, 0) where unknown."""
-    sizes = {}
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for entry in os.listdir(base):
-            path = os.path.join(base, entry)
-            try:
-                with open(os.path.join(path, "level")) as f:
-                    level = int(f.read())
-                with open(os.path.join(path, "type")) as f:
-                    kind = f.read().strip()
-                with open(os.path.join(path, "size")) as f:
-                    text = f.read().strip()
-            except OSError:
-                continue
-            if kind == "Instruction":
-                continue
-            scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
-            sizes[level] = int(text.rstrip("KM")) * scale
-    except (OSError, ValueError):
-        pass
-    return sizes.get(1, 0), sizes.get(2, 0)
+    return new_target_machine(machine, jit=True)
 
 
 HUGE_PAGE = 2 << 20
@@ -351,7 +300,7 @@ class _NativePool:
     def __init__(self):
         mod = llvm.parse_assembly(_pool_ir())
         mod.verify()
-        tm = _new_host_target_machine_raw()
+        tm = new_target_machine(cpu_machine("host"), jit=True)
         mod.triple = tm.triple
         mod.data_layout = str(tm.target_data)
         optimize(mod, tm)
@@ -408,16 +357,22 @@ def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
 
 
 class CPUExecutable:
-    """LLVM IR text compiled for the host CPU and loaded into the process with MCJIT."""
+    """LLVM IR text compiled for a CPU (the host's by default) and loaded into the process
+    with MCJIT."""
 
     def __init__(self, llvm_ir: str, *, threads: int | None = None,
-                 data: dict[str, np.ndarray] | None = None):
+                 data: dict[str, np.ndarray] | None = None, machine: CPUMachine | None = None):
         """`data` binds the module's external globals (symbol -> array, e.g. the weights the
-        emitter kept out of the IR text); the executable keeps the arrays alive."""
+        emitter kept out of the IR text); the executable keeps the arrays alive. `machine`:
+        the CPU to generate code for (default: `cpu_machine()`, $AICC_TARGET_CPU or the
+        host); its code must be able to run on this host."""
+        machine = machine or cpu_machine()
+        check_runnable(machine)
         self._data = dict(data or {})
         for symbol, array in self._data.items():
             llvm.add_symbol(symbol, array.ctypes.data)
-        tm = host_target_machine()
+        _init_llvm()
+        tm = target_machine(machine)
         try:
             mod = llvm.parse_assembly(llvm_ir)
             mod.verify()
@@ -430,7 +385,7 @@ class CPUExecutable:
         self.optimized_ir: str = str(mod)
         self._tm = tm
         # The engine owns (and frees) both the module and its target machine.
-        self._engine = llvm.create_mcjit_compiler(mod, _new_host_target_machine())
+        self._engine = llvm.create_mcjit_compiler(mod, new_target_machine(machine, jit=True))
         self._engine.finalize_object()
         self._engine.run_static_constructors()
         self._functions: dict[tuple[str, int], Callable[..., None]] = {}

@@ -1,0 +1,43 @@
+"""How a conv2d is lowered to linalg: "direct", "im2col" or "matmul" (see nn_to_linalg.py).
+The choice is per op, made by tensor-to-linalg for every target from the conv's shape, and
+recorded on the conv's matmul (`aicc.conv_lowering`) for the targets' schedules to read."""
+
+from __future__ import annotations
+
+CONV_LOWERINGS = ("direct", "im2col", "matmul")
+# On a conv2d: the lowering asked for. On the matmul generic of a conv: the lowering it came
+# from, so that choose-schedule picks the conv's schedule (see choose_matmul_schedule).
+CONV_LOWERING_ATTR = "aicc.conv_lowering"
+
+
+def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups: int,
+                         out_hw: tuple[int, int], kernel: tuple[int, int],
+                         strides: tuple[int, int] = (1, 1)) -> str:
+    """How a conv2d is lowered to linalg (compiler/lowering/nn_to_linalg.py):
+
+      "matmul"  a 1x1 stride-1 conv: the input viewed as (N, IC, H*W) is the matmul's B
+      "im2col"  an im2col copy of the input into (N, IC*KH*KW, OH*OW), then a batched
+                matmul with the weight (OC, IC*KH*KW) broadcast over the batch (per group)
+      "direct"  one generic with loops (n, g, oc, oh, ow | ic, kh, kw)
+
+    Per group the matmul is M = OC/G rows (one per output channel), N = OH*OW columns and
+    K = IC/G*KH*KW; the im2col copy writes K*N elements for M*N*K multiply-adds, so it pays
+    only for enough output channels per group. Measured at one thread (AVX-512, 56x56 and
+    28x28 images, padded by aicc.pad in front): with M < 16 the direct loop (~55 GFLOP/s,
+    vectorized along ow) beats copy + matmul (oc 1: 0.14 vs 0.73 ms, oc 8: 0.65 vs 0.93 ms,
+    depthwise 0.08 vs 0.35 ms); from M = 16 on the matmul wins (oc 16: 1.18 vs 1.30 ms,
+    oc 32: 1.4 vs 2.0 ms; 64 and more: 100-160 GFLOP/s against 55), whatever K is (even
+    K = 1 or 2). Without the copy (1x1, stride 1) the matmul wins from M = 4 up; only
+    depthwise-like groups (fewer than 4 channels per group) stay direct, where each of the
+    many tiny matmuls is mostly overhead. Convs under 2^12 multiply-adds in all stay direct
+    (one small loop nest beats packing and kernel calls)."""
+    icg, ocg = in_channels // groups, out_channels // groups
+    macs = batch * out_channels * out_hw[0] * out_hw[1] * icg * kernel[0] * kernel[1]
+    if macs < 1 << 12:
+        return "direct"
+    if kernel == (1, 1) and strides == (1, 1):
+        return "direct" if groups > 1 and min(icg, ocg) < 4 else "matmul"
+    return "direct" if ocg < 16 else "im2col"
+
+
+__all__ = ["CONV_LOWERINGS", "CONV_LOWERING_ATTR", "choose_conv_lowering"]

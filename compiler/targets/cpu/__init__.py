@@ -1,0 +1,130 @@
+"""The cpu target: x86-64 through LLVM, run in-process with MCJIT.
+
+Its own passes: choose-schedule (a schedule on every matmul, from the target CPU's vector
+width and caches), tile-matmul (packing, cache blocks, micro-kernels), fuse-rows (row-wise
+kernels as one loop nest) and lower-attention (attention as a loop nest). Its schedule space
+is schedule.py, its machine description machine.py (`AICC_TARGET_CPU`), its code generator
+compiler/codegen/llvm and its runtime runtime.py (O3 + MCJIT, the thread pool).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from compiler.stages import CompileOptions, PassTiming
+from compiler.targets import Target
+
+
+def _pass(module: str, cls: str):
+    def load():
+        import importlib
+
+        return getattr(importlib.import_module(f"compiler.targets.cpu.{module}"), cls)
+
+    return load
+
+
+class CPUTarget(Target):
+    name = "cpu"
+    description = "x86-64 CPU: LLVM IR through llvmlite, O3, MCJIT (AICC_TARGET_CPU picks the CPU)"
+    stages = ("tensor", "linalg", "memref", "loops", "llvm", "asm")
+    options = ("schedule", "target_cpu")
+
+    def machine(self, options: CompileOptions | None = None):
+        from compiler.targets.cpu.machine import cpu_machine, target_cpu_name
+
+        return cpu_machine(target_cpu_name(options.target_cpu if options else None))
+
+    def pipeline(self, options: CompileOptions) -> list[tuple[str, list]]:
+        from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
+        from compiler.lowering import pipeline as shared
+        from compiler.lowering.fuse_attention import FuseAttention
+        from compiler.lowering.fuse_linear_bias import FuseLinearBias
+        from compiler.targets.cpu.choose_schedule import ChooseSchedule
+        from compiler.targets.cpu.fuse_rows import FuseRows
+        from compiler.targets.cpu.lower_attention import LowerAttention
+        from compiler.targets.cpu.schedule import format_overrides
+        from compiler.targets.cpu.tile_matmul import TileMatmul
+
+        machine = self.machine(options)
+        threads = options.threads or 0
+        fuse = options.fuse
+        hooks = shared.StageHooks(
+            graph=(FuseLinearBias(),),
+            tensor=(FuseAttention(), DeadCodeElimination()) if fuse else (),
+            linalg=(ChooseSchedule(vector_bits=machine.vector_bits, threads=threads,
+                                   l1_bytes=machine.l1_bytes, l2_bytes=machine.l2_bytes,
+                                   overrides=format_overrides(options.schedule)),),
+            memref=(*([FuseRows()] if fuse else []), TileMatmul(threads=threads)),
+            loops=(LowerAttention(),),
+            transpose_tile=64,
+        )
+        return shared.shared_stages(fuse, hooks)
+
+    def build(self, module, stages, timings, options, n_inputs, n_outputs):
+        from compiler.codegen.llvm import EXTERNAL_DATA_MIN_BYTES, LLVMEmitter
+        from compiler.targets.cpu.runtime import CPUExecutable
+
+        machine = self.machine(options)
+        t0 = time.perf_counter()
+        emitter = LLVMEmitter(external_data_min_bytes=EXTERNAL_DATA_MIN_BYTES,
+                              vector_ldexp=machine.vector_ldexp)
+        llvm_ir = str(emitter.emit(module))
+        timings.append(PassTiming("emit-llvm", time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        exe = CPUExecutable(llvm_ir, threads=options.threads, data=emitter.external_data,
+                            machine=machine)
+        timings.append(PassTiming("llvm-O3-and-jit", time.perf_counter() - t0))
+        stages["llvm"] = llvm_ir
+        stages["asm"] = ""  # produced on demand: printing assembly costs a second codegen
+        return exe
+
+    def cache_key(self, options: CompileOptions) -> dict[str, str]:
+        import llvmlite
+
+        return {"target": self.name, "cpu": self.machine(options).key(),
+                "llvmlite": llvmlite.__version__}
+
+    def workspace(self, nbytes: int):
+        from compiler.targets.cpu.runtime import arena
+
+        return arena(nbytes)
+
+    def passes(self):
+        return {
+            "choose-schedule": _pass("choose_schedule", "ChooseSchedule"),
+            "tile-matmul": _pass("tile_matmul", "TileMatmul"),
+            "fuse-rows": _pass("fuse_rows", "FuseRows"),
+            "lower-attention": _pass("lower_attention", "LowerAttention"),
+        }
+
+    def printers(self):
+        def print_llvm(module, output) -> None:
+            from compiler.codegen.llvm import emit_llvm
+
+            output.write(emit_llvm(module, vector_ldexp=self.machine().vector_ldexp))
+
+        # aicc-opt's `llvm` replaces xDSL's own (which goes through xDSL's llvm dialect);
+        # `aicc-llvm` names the same output for xdsl-opt users
+        return {"llvm": print_llvm, "aicc-llvm": print_llvm}
+
+    def write_outputs(self, m, out: Path) -> list[Path]:
+        written = []
+        for stage in ("tensor", "linalg", "memref", "loops"):
+            written.append(out / f"{stage}.mlir")
+            written[-1].write_text(m.ir(stage))
+        files = {"model.ll": m.ir("llvm"), "model.opt.ll": m.executable.optimized_ir,
+                 "model.s": m.ir("asm")}
+        for name, text in files.items():
+            written.append(out / name)
+            written[-1].write_text(text)
+        written.append(out / "model.o")
+        written[-1].write_bytes(m.executable.object_code())
+        return written
+
+
+TARGET = CPUTarget()
+
+__all__ = ["CPUTarget", "TARGET"]
