@@ -42,7 +42,7 @@ _COMPARE = {
 }
 
 
-def _div(x: np.ndarray, d: np.ndarray) -> np.ndarray:
+def divide(x: np.ndarray, d: np.ndarray) -> np.ndarray:
     """Float division, or integer division truncating toward zero with x / 0 = 0."""
     if x.dtype.kind not in "iu":
         return np.divide(x, d)
@@ -80,7 +80,7 @@ REFERENCE_KERNELS: dict[type[Operation], Kernel] = {
     aicc.AddOp: lambda op, a: np.add(a[0], a[1]),
     aicc.SubOp: lambda op, a: np.subtract(a[0], a[1]),
     aicc.MulOp: lambda op, a: np.multiply(a[0], a[1]),
-    aicc.DivOp: lambda op, a: _div(a[0], a[1]),
+    aicc.DivOp: lambda op, a: divide(a[0], a[1]),
     aicc.MaximumOp: lambda op, a: np.maximum(a[0], a[1]),
     aicc.MinimumOp: lambda op, a: np.minimum(a[0], a[1]),
     aicc.PowOp: lambda op, a: np.power(a[0], a[1]),

@@ -235,10 +235,10 @@ class GraphBuilder:
             if fn is not None and a.dtype == b.dtype:
                 return fn(a, b)
             if cls is aicc.DivOp and a.dtype.kind in "iu" and b.dtype.kind in "iu":
-                from compiler.reference import _div
+                from compiler.reference import divide
 
                 with np.errstate(all="ignore"):
-                    return _div(a, b.astype(a.dtype))
+                    return divide(a, b.astype(a.dtype))
         self._require(cls, op_name or cls.name, a, b)
         # A Python-side scalar operand takes the dtype of the tensor operand.
         if isinstance(b, np.ndarray) and not isinstance(a, np.ndarray):

@@ -48,6 +48,8 @@ class Target:
     stages: ClassVar[tuple[str, ...]] = SHARED_STAGES
     # CompileOptions fields this target reads beyond target/threads/fuse
     options: ClassVar[tuple[str, ...]] = ()
+    # `aicc MODEL` times the compiled model against the eager run (off for an emulator)
+    timed: ClassVar[bool] = True
 
     def check_options(self, options: CompileOptions) -> None:
         """Refuse options this target does not take (a CompileError naming the option)."""

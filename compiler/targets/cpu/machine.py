@@ -53,10 +53,13 @@ def initialize_llvm() -> None:
     llvm.initialize_native_asmprinter()
 
 
-@lru_cache(maxsize=None)
 def cpu_machine(name: str | None = None) -> CPUMachine:
-    """The machine for CPU `name` (None: `target_cpu_name()`)."""
-    name = target_cpu_name(name)
+    """The machine for CPU `name` (None: `target_cpu_name()`, read on every call)."""
+    return _cpu_machine(target_cpu_name(name))
+
+
+@lru_cache(maxsize=None)
+def _cpu_machine(name: str) -> CPUMachine:
     initialize_llvm()
     l1, l2 = host_cache_bytes()
     if name == HOST:

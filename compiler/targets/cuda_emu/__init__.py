@@ -20,6 +20,7 @@ class CudaEmuTarget(Target):
     name = "cuda-emu"
     description = "the cuda target's CUDA C run on the CPU by an emulator (g++): GPU kernels checked without a GPU"
     stages = ("tensor", "linalg", "memref", "loops", "gpu", "cuda")
+    timed = False
 
     def pipeline(self, options: CompileOptions) -> list[tuple[str, list]]:
         return cuda_pipeline(options)

@@ -1,6 +1,9 @@
-// RUN: aicc-opt %s -t llvm | filecheck %s
+// RUN: env AICC_TARGET_CPU=skylake-avx512 aicc-opt %s -t llvm | filecheck %s --check-prefixes=CHECK,AVX512
+// RUN: env AICC_TARGET_CPU=x86-64-v3 aicc-opt %s -t llvm | filecheck %s --check-prefixes=CHECK,AVX2
 // Loop IR to LLVM IR: bare noalias pointers, inbounds GEPs on linearized static indices, and
-// math.exp as inline polynomial code (no libm call), so LLVM can vectorize the loop.
+// math.exp as inline polynomial code (no libm call), so LLVM can vectorize the loop. exp scales
+// by 2**n with llvm.ldexp where the target CPU has it as a vector instruction (AVX-512's
+// vscalefps), elsewhere with two multiplies by 2**(n/2) built in the exponent field.
 
 // CHECK-LABEL: define void @"scale"(ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}})
 // CHECK:         %[[ROW:.*]] = mul nsw i64 %{{.*}}, 129
@@ -8,7 +11,12 @@
 // CHECK:         getelementptr inbounds float, ptr %{{.*}}, i64 %[[LIN]]
 // CHECK:         call float @"llvm.rint.f32"
 // CHECK:         call float @"llvm.fmuladd.f32"
-// CHECK:         call float @"llvm.ldexp.f32.i32"
+// AVX512:        call float @"llvm.ldexp.f32.i32"
+// AVX2-NOT:      @"llvm.ldexp
+// AVX2:          shl i32 %{{.*}}, 23
+// AVX2:          fmul float
+// AVX2:          shl i32 %{{.*}}, 23
+// AVX2:          fmul float
 // CHECK:         store float
 // CHECK:         icmp slt i64 %{{.*}}, 129
 // CHECK:         icmp slt i64 %{{.*}}, 4
