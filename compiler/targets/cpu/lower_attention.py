@@ -243,18 +243,21 @@ class _Emitter:
 
     def row_tile(self, b: Builder, r0: SSAValue, j0: SSAValue, cols: SSAValue) -> None:
         """ROW_TILE rows (state slots r0 .. r0+3; rows past L read row L-1 and are not written)
-        against one key block."""
-        op, L, S, E, F, kb = self.op, self.L, self.S, self.E, self.F, self.kb
+        against one key block: scores, their scale / mask / block max, the online-softmax
+        state, then the accumulators."""
         slots = [self.addi(b, r0, self.c(t)) for t in range(ROW_TILE)]
-        rows = [self.minsi(b, self.addi(b, self.i0, r), self.c(L - 1)) for r in slots]
-        neg_inf, zero = self.f(b, -math.inf), self.f(b, 0.0)
-        scale = op.scale_value
-        scale_c = self.f(b, scale) if scale != 1.0 else None
-        fill = self.f(b, op.fill_value) if op.mask_kind in ("keep", "drop") else None
+        rows = [self.minsi(b, self.addi(b, self.i0, r), self.c(self.L - 1)) for r in slots]
+        self.tile_scores(b, rows)
+        maxes = self.tile_masked_max(b, rows, j0, cols)
+        alpha = self.tile_softmax_state(b, slots, maxes)
+        self.tile_accumulate(b, slots, alpha, j0, cols)
 
-        # s[t][:] = q_t . k^T tile: an outer-product update per e, vectorized over the keys
+    def tile_scores(self, b: Builder, rows: list[SSAValue]) -> None:
+        """scores[t][:] = q_t . k^T tile: an outer-product update per e, vectorized over the
+        keys."""
+        zero = self.f(b, 0.0)
         for t in range(ROW_TILE):
-            self.loop(b, kb, lambda bb, c, t=t: bb.insert(memref.StoreOp.get(zero, self.scores, [self.c(t), c])))
+            self.loop(b, self.kb, lambda bb, c, t=t: bb.insert(memref.StoreOp.get(zero, self.scores, [self.c(t), c])))
 
         def per_e(bb: Builder, e: SSAValue):
             qs = [self.load(bb, "q", [*self.batch_ix, rows[t], e]) for t in range(ROW_TILE)]
@@ -265,13 +268,19 @@ class _Emitter:
                     a = b2.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res
                     b2.insert(memref.StoreOp.get(self.fma(b2, a, qs[t], kv, False), self.scores, [self.c(t), c]))
 
-            self.loop(bb, kb, per_c)
+            self.loop(bb, self.kb, per_c)
 
-        self.loop(b, E, per_e)
+        self.loop(b, self.E, per_e)
 
-        # scale, mask, and the block max per row. Row t sees the block's first lim_t keys
-        # (fewer past the end of k, or past the diagonal when causal); only a block where some
-        # row sees fewer than all of them pays for the compare.
+    def tile_masked_max(self, b: Builder, rows: list[SSAValue], j0: SSAValue,
+                        cols: SSAValue) -> list[SSAValue]:
+        """Scale and mask the scores in place; the block max per row. Row t sees the block's
+        first lim_t keys (fewer past the end of k, or past the diagonal when causal); only a
+        block where some row sees fewer than all of them pays for the compare."""
+        op, S, kb = self.op, self.S, self.kb
+        neg_inf = self.f(b, -math.inf)
+        scale_c = self.f(b, op.scale_value) if op.scale_value != 1.0 else None
+        fill = self.f(b, op.fill_value) if op.mask_kind in ("keep", "drop") else None
         lims = []
         for t in range(ROW_TILE):
             lim = cols
@@ -313,10 +322,14 @@ class _Emitter:
             inner = Builder(InsertPoint.at_end(block))
             inner.insert(scf.YieldOp(*finish_loop(inner, masked)))
             branches.append(Region(block))
-        maxes = b.insert(scf.IfOp(partial, [self.ety] * ROW_TILE, *branches)).results
+        return list(b.insert(scf.IfOp(partial, [self.ety] * ROW_TILE, *branches)).results)
 
-        # online softmax: new running max, rescale factor, p = exp(s - max), the row sums
-        ms, alpha, safe = [], [], []
+    def tile_softmax_state(self, b: Builder, slots: list[SSAValue],
+                           maxes: list[SSAValue]) -> list[SSAValue]:
+        """Online softmax: the new running max, p = exp(s - max) in place of the scores, the
+        running sums; returns each row's rescale factor exp(old max - new max)."""
+        neg_inf, zero = self.f(b, -math.inf), self.f(b, 0.0)
+        alpha, safe = [], []
         for t in range(ROW_TILE):
             m_old = b.insert(memref.LoadOp.get(self.m, [slots[t]])).res
             m_new = self.op2(b, arith.MaximumfOp, m_old, maxes[t])
@@ -324,7 +337,7 @@ class _Emitter:
             sf = b.insert(arith.SelectOp(is_inf, zero, m_new)).result  # an all-masked row so far
             alpha.append(b.insert(xmath.ExpOp(self.op2(b, arith.SubfOp, m_old, sf))).result)
             b.insert(memref.StoreOp.get(m_new, self.m, [slots[t]]))
-            ms.append(m_new), safe.append(sf)
+            safe.append(sf)
 
         def exp_sum(bb: Builder, c: SSAValue, acc):
             out = []
@@ -335,13 +348,18 @@ class _Emitter:
                 out.append(self.op2(bb, arith.AddfOp, acc[t], p, True))
             return out
 
-        sums = for_loop(b, self.c(0), self.c(kb), self.c(1), [zero] * ROW_TILE, exp_sum)
+        sums = for_loop(b, self.c(0), self.c(self.kb), self.c(1), [zero] * ROW_TILE, exp_sum)
         for t in range(ROW_TILE):
             l_old = b.insert(memref.LoadOp.get(self.l, [slots[t]])).res
             l_new = self.op2(b, arith.AddfOp, self.op2(b, arith.MulfOp, l_old, alpha[t]), sums[t])
             b.insert(memref.StoreOp.get(l_new, self.l, [slots[t]]))
+        return alpha
 
-        # acc = acc * alpha + p @ v: the rows' accumulators stay in registers over the keys
+    def tile_accumulate(self, b: Builder, slots: list[SSAValue], alpha: list[SSAValue],
+                        j0: SSAValue, cols: SSAValue) -> None:
+        """acc = acc * alpha + p @ v: the rows' accumulators stay in registers over the keys."""
+        F = self.F
+
         def rescale(bb: Builder, f: SSAValue):
             for t in range(ROW_TILE):
                 a = bb.insert(memref.LoadOp.get(self.acc, [slots[t], f])).res
