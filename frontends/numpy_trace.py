@@ -36,6 +36,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from compiler.dialects import aicc
+from compiler.dialects.shapes import fmt_shape
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
 
 __all__ = ["TracedProgram", "Tracer", "trace"]
@@ -381,14 +382,14 @@ def _matmul(a: Any, b: Any) -> Tracer:
     sa, sb = a.shape, b.shape
     if not sa or not sb:
         raise ShapeError(
-            f"aicc.matmul: operands must have rank >= 1, got {aicc._fmt(sa)} and {aicc._fmt(sb)}",
+            f"aicc.matmul: operands must have rank >= 1, got {fmt_shape(sa)} and {fmt_shape(sb)}",
             location=user_location(),
         )
     if len(sa) == 1 or len(sb) == 1:
         k_b = sb[0] if len(sb) == 1 else sb[-2]
         if sa[-1] != k_b:
             raise ShapeError(
-                f"aicc.matmul: contraction dimensions differ: {aicc._fmt(sa)} @ {aicc._fmt(sb)} "
+                f"aicc.matmul: contraction dimensions differ: {fmt_shape(sa)} @ {fmt_shape(sb)} "
                 f"({sa[-1]} != {k_b})",
                 location=user_location(),
             )

@@ -52,8 +52,27 @@ def _resolve(name: str) -> str | None:
 
 
 def _imports(module: str, path: Path):
-    """(imported module, [names imported from it], line) for every project import."""
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    """(imported module, [names imported from it], line) for every project import; a private
+    attribute read off an imported project module (`aicc._fmt(...)`) counts as a name
+    imported from it."""
+    tree = ast.parse(path.read_text(), str(path))
+    bound = {}  # local name -> project module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and (target := _resolve(a.name)) == a.name:
+                    bound[a.asname] = target
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if full in MODULES:
+                    bound[a.asname or a.name] = full
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in bound and node.attr.startswith("_")
+                and not node.attr.startswith("__") and bound[node.value.id] != module):
+            yield bound[node.value.id], [node.attr], node.lineno
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if (target := _resolve(a.name)) and target != module:

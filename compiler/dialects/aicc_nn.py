@@ -64,7 +64,7 @@ from compiler.dialects.shapes import (
 )
 
 
-def _ints(attr: DenseArrayBase) -> tuple[int, ...]:
+def int_values(attr: DenseArrayBase) -> tuple[int, ...]:
     return tuple(int(v) for v in attr.get_values())
 
 
@@ -162,7 +162,7 @@ class PadOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        shape = check_shape(pad_shape, self.name, shape_of(self.input), _ints(self.low), _ints(self.high))
+        shape = check_shape(pad_shape, self.name, shape_of(self.input), int_values(self.low), int_values(self.high))
         require_result(self, shape, element_type_of(self.input))
 
 
@@ -191,7 +191,7 @@ class Conv2dOp(IRDLOperation):
     def verify_(self) -> None:
         require_float(self, self.input, self.weight)
         shape = check_shape(conv2d_shape, self.name, shape_of(self.input), shape_of(self.weight),
-                       _ints(self.strides), _ints(self.dilations), self.groups.value.data)
+                       int_values(self.strides), int_values(self.dilations), self.groups.value.data)
         require_result(self, shape, element_type_of(self.input))
 
 
@@ -244,9 +244,9 @@ class ConvTranspose2dOp(IRDLOperation):
 
     def verify_(self) -> None:
         require_float(self, self.input, self.weight)
-        if len(_ints(self.strides)) != 2 or len(_ints(self.dilations)) != 2 or len(_ints(self.pads)) != 2:
+        if len(int_values(self.strides)) != 2 or len(int_values(self.dilations)) != 2 or len(int_values(self.pads)) != 2:
             raise VerifyException(f"{self.name}: strides, dilations and pads need 2 values each")
-        if min(_ints(self.strides) + _ints(self.dilations)) < 1:
+        if min(int_values(self.strides) + int_values(self.dilations)) < 1:
             raise VerifyException(f"{self.name}: strides and dilations must be positive")
         shape = check_shape(conv_transpose2d_check, self.name, shape_of(self.input), shape_of(self.weight),
                        shape_of(self.result), self.groups.value.data)
@@ -283,8 +283,8 @@ class Pool2dOp(IRDLOperation):
         require_float(self, self.input)
         if self.kind.data not in POOL_KINDS:
             raise VerifyException(f"aicc.pool2d: kind must be one of {POOL_KINDS}, got \"{self.kind.data}\"")
-        shape = check_shape(pool2d_shape, self.name, shape_of(self.input), _ints(self.kernel),
-                       _ints(self.strides), _ints(self.dilations))
+        shape = check_shape(pool2d_shape, self.name, shape_of(self.input), int_values(self.kernel),
+                       int_values(self.strides), int_values(self.dilations))
         require_result(self, shape, element_type_of(self.input))
 
 
@@ -334,8 +334,8 @@ class SliceOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        shape = check_shape(slice_check, self.name, shape_of(self.input), _ints(self.starts),
-                       _ints(self.steps), shape_of(self.result))
+        shape = check_shape(slice_check, self.name, shape_of(self.input), int_values(self.starts),
+                       int_values(self.steps), shape_of(self.result))
         require_result(self, shape, element_type_of(self.input))
 
 
@@ -537,7 +537,7 @@ class ResampleOp(IRDLOperation):
     def tables(self):
         """(indices, weights or None), each of shape (outputs, taps)."""
         n = shape_of(self.result)[self.axis.value.data]
-        idx = np.array(_ints(self.indices), dtype=np.int64).reshape(n, -1)
+        idx = np.array(int_values(self.indices), dtype=np.int64).reshape(n, -1)
         if self.weights is None:
             return idx, None
         return idx, np.array(self.weights.get_values(), dtype=np.float64).reshape(n, -1)
@@ -547,7 +547,7 @@ class ResampleOp(IRDLOperation):
         if w is not None:
             require_float(self, self.input)
         shape = check_shape(resample_check, self.name, shape_of(self.input), shape_of(self.result),
-                       self.axis.value.data, _ints(self.indices), w)
+                       self.axis.value.data, int_values(self.indices), w)
         require_result(self, shape, element_type_of(self.input))
 
 

@@ -104,7 +104,7 @@ def _off(e: AffineExpr, c: int) -> AffineExpr:
 class LowerPad(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc_nn.PadOp, rewriter: PatternRewriter) -> None:
-        low = aicc_nn._ints(op.low)
+        low = aicc_nn.int_values(op.low)
         rank = len(low)
         acc = filled_tensor(rewriter, op, op.result.type, op.value.value.data)
         out_map = AffineMap(rank, 0, tuple(_off(_d(i), lo) for i, lo in enumerate(low)))
@@ -124,7 +124,7 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "") -> str:
     n, c, _, _ = aicc.shape_of(op.input)
     oc, _, kh, kw = aicc.shape_of(op.weight)
     _, _, oh, ow = aicc.shape_of(op.result)
-    strides = tuple(aicc_nn._ints(op.strides))
+    strides = tuple(aicc_nn.int_values(op.strides))
     if mode in ("", "auto"):
         mode = choose_conv_lowering(n, c, oc, op.groups.value.data, (oh, ow), (kh, kw), strides)
     if mode not in CONV_LOWERINGS:
@@ -184,7 +184,7 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
     _, _, oh, ow = aicc.shape_of(op.result)
     g = op.groups.value.data
     ocg = oc // g
-    (sh, sw), (dh, dw) = aicc_nn._ints(op.strides), aicc_nn._ints(op.dilations)
+    (sh, sw), (dh, dw) = aicc_nn.int_values(op.strides), aicc_nn.int_values(op.dilations)
     elem = aicc.element_type_of(op.input)
     x = _reshape(rewriter, op.input, (n, g, icg, h, w))
     if mode == "direct":
@@ -264,7 +264,7 @@ class LowerConv2dBias(RewritePattern):
 class LowerPool2d(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc_nn.Pool2dOp, rewriter: PatternRewriter) -> None:
-        (kh, kw), (sh, sw), (dh, dw) = (aicc_nn._ints(a) for a in (op.kernel, op.strides, op.dilations))
+        (kh, kw), (sh, sw), (dh, dw) = (aicc_nn.int_values(a) for a in (op.kernel, op.strides, op.dilations))
         is_max = op.kind.data == "max"
         acc = filled_tensor(rewriter, op, op.result.type, -math.inf if is_max else 0.0)
         # A (KH, KW) operand gives the kernel loops their ranges; its values are unused.
@@ -310,7 +310,7 @@ class LowerConcat(RewritePattern):
 class LowerSlice(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc_nn.SliceOp, rewriter: PatternRewriter) -> None:
-        starts, steps = aicc_nn._ints(op.starts), aicc_nn._ints(op.steps)
+        starts, steps = aicc_nn.int_values(op.starts), aicc_nn.int_values(op.steps)
         rank = len(starts)
         exprs = []
         for i, (s, st) in enumerate(zip(starts, steps)):
@@ -622,7 +622,7 @@ class LowerConvTranspose2d(RewritePattern):
         _, ocg, kh, kw = aicc.shape_of(op.weight)
         _, oc, *out_hw = aicc.shape_of(op.result)
         g = op.groups.value.data
-        strides, dils, pads = (aicc_nn._ints(a) for a in (op.strides, op.dilations, op.pads))
+        strides, dils, pads = (aicc_nn.int_values(a) for a in (op.strides, op.dilations, op.pads))
         elem = aicc.element_type_of(op.input)
         new: list = []
 

@@ -667,9 +667,9 @@ def _fma(e: FunctionEmitter, op: Operation) -> None:
 def _absi(e: FunctionEmitter, op: Operation) -> None:
     x = e.get(op.operands[0])
     fn = ir.Function(e.em.module, ir.FunctionType(x.type, [x.type, I1]),
-                     name=f"llvm.abs.{mathlib._suffix(x.type)}") \
-        if f"llvm.abs.{mathlib._suffix(x.type)}" not in e.em.module.globals \
-        else e.em.module.globals[f"llvm.abs.{mathlib._suffix(x.type)}"]
+                     name=f"llvm.abs.{mathlib.type_suffix(x.type)}") \
+        if f"llvm.abs.{mathlib.type_suffix(x.type)}" not in e.em.module.globals \
+        else e.em.module.globals[f"llvm.abs.{mathlib.type_suffix(x.type)}"]
     e.set(op.results[0], e.b.call(fn, [x, _const(I1, 0)]))
 
 

@@ -72,7 +72,7 @@ def _like(ty: ir.Type, elem: ir.Type) -> ir.Type:
     return ir.VectorType(elem, ty.count) if isinstance(ty, ir.VectorType) else elem
 
 
-def _suffix(ty: ir.Type) -> str:
+def type_suffix(ty: ir.Type) -> str:
     def one(t):
         if isinstance(t, ir.FloatType):
             return "f32"
@@ -93,7 +93,7 @@ def intrinsic(builder: ir.IRBuilder, base: str, ty: ir.Type, nargs: int) -> ir.F
     """Declare (once) the overloaded intrinsic ``llvm.<base>.<suffix(ty)>`` taking ``nargs``
     operands of type ``ty`` and returning ``ty``."""
     module = builder.module
-    name = f"llvm.{base}.{_suffix(ty)}"
+    name = f"llvm.{base}.{type_suffix(ty)}"
     fn = module.globals.get(name)
     if fn is None:
         fn = ir.Function(module, ir.FunctionType(ty, [ty] * nargs), name=name)
@@ -153,7 +153,7 @@ def _pow2i(b: ir.IRBuilder, n, fty):
 def _ldexp(b: ir.IRBuilder, y, n):
     """y * 2**n with one rounding (llvm.ldexp: vscalefps on AVX-512)."""
     module = b.module
-    name = f"llvm.ldexp.{_suffix(y.type)}.{_suffix(n.type)}"
+    name = f"llvm.ldexp.{type_suffix(y.type)}.{type_suffix(n.type)}"
     fn = module.globals.get(name)
     if fn is None:
         fn = ir.Function(module, ir.FunctionType(y.type, [y.type, n.type]), name=name)

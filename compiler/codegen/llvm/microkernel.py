@@ -50,7 +50,7 @@ def _masked(e: FunctionEmitter, kind: str, vty: ir.VectorType) -> ir.Function:
     """llvm.masked.load / llvm.masked.store for vty (the explicit-alignment form, which
     LLVM 22 still accepts and upgrades)."""
     module = e.em.module
-    name = f"llvm.masked.{kind}.{mathlib._suffix(vty)}.p0"
+    name = f"llvm.masked.{kind}.{mathlib.type_suffix(vty)}.p0"
     fn = module.globals.get(name)
     if fn is None:
         mty = ir.VectorType(I1, vty.count)
