@@ -13,6 +13,7 @@ UnsupportedOpError naming the construct and the user's `file:line`.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import operator
 import os
@@ -51,14 +52,20 @@ _NoValue = getattr(np, "_NoValue", object())
 # ---------------------------------------------------------------------------------------------
 
 
+def _compiler_dirs() -> list[str]:
+    """The directories of the `compiler` package, found without importing it: frontends never
+    import the package's public API (compiler/__init__ imports compiler.api, which imports
+    the frontends)."""
+    spec = importlib.util.find_spec("compiler")
+    return list(spec.submodule_search_locations or []) if spec is not None else []
+
+
 def _internal_dirs() -> tuple[tuple[str, ...], tuple[str, ...]]:
     import xdsl
 
-    import compiler
-
     pkg_dirs = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(np.__file__),
                 os.path.dirname(xdsl.__file__)]
-    pkg_dirs += [os.path.abspath(p) for p in getattr(compiler, "__path__", [])]
+    pkg_dirs += [os.path.abspath(p) for p in _compiler_dirs()]
     paths = sysconfig.get_paths()
     std_dirs = {paths["stdlib"], paths["platstdlib"]}
     return (
