@@ -20,7 +20,6 @@ import os
 import sys
 import sysconfig
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,6 +37,7 @@ from xdsl.rewriter import InsertPoint
 
 from compiler.dialects import aicc
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
+from frontends.graph_builder import TracedProgram
 
 __all__ = ["TracedProgram", "Tracer", "trace"]
 
@@ -118,22 +118,6 @@ def _unsupported(op: str, message: str | None = None) -> UnsupportedOpError:
 # ---------------------------------------------------------------------------------------------
 # The program being built
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class TracedProgram:
-    module: ModuleOp
-    func_name: str
-    input_types: list[tuple[tuple[int, ...], np.dtype]]
-    output_is_tuple: bool
-    locations: dict[Operation, str] = field(default_factory=dict)
-
-    @property
-    def func(self) -> func.FuncOp:
-        for op in self.module.ops:
-            if isinstance(op, func.FuncOp) and op.sym_name.data == self.func_name:
-                return op
-        raise KeyError(self.func_name)
 
 
 class _Trace:

@@ -14,7 +14,12 @@ import math
 import numpy as np
 
 from compiler.dialects import aicc, aicc_nn
+from frontends.graph_builder import pad_by_index, pad_indices
 from frontends.onnx_import import _const, _unsupported, handles
+
+# pad_indices and pad_by_index live in frontends/graph_builder.py (the PyTorch importer uses
+# them too); they are part of this module's API as well.
+__all__ = ["pad_by_index", "pad_indices", "resize", "resize_taps"]
 
 
 def _pads_for(imp, node, at, in_hw, k_eff, strides):
@@ -166,28 +171,6 @@ def _pool(imp, node, x, at, is_max: bool, average: bool = True):
         s = g.shape(y)
         y = g.reshape(y, (s[0], s[1], s[3]))
     return y
-
-
-def pad_indices(n: int, low: int, high: int, mode: str) -> np.ndarray:
-    """The input index each position of a dim of size n padded by (low, high) reads, as np.pad."""
-    j = np.arange(-low, n + high)
-    if mode == "edge":
-        return np.clip(j, 0, n - 1)
-    if mode == "wrap":
-        return j % n
-    if n == 1:  # reflect
-        return np.zeros_like(j)
-    m = np.abs(j) % (2 * (n - 1))  # reflection about both ends repeats with period 2(n - 1)
-    return np.where(m >= n, 2 * (n - 1) - m, m)
-
-
-def pad_by_index(g, x, low, high, mode: str):
-    """Pad modes reflect / edge / wrap: one aicc.resample (a constant gather) per padded dim."""
-    for axis, (lo, hi) in enumerate(zip(low, high)):
-        if lo or hi:
-            idx = pad_indices(g.shape(x)[axis], lo, hi, mode)
-            x = g.emit(lambda v, axis=axis, idx=idx: aicc_nn.ResampleOp(v, axis, idx), x)
-    return x
 
 
 @handles("Pad")

@@ -45,9 +45,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from compiler.dialects import aicc, aicc_nn
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
-from frontends.numpy_trace import TracedProgram
-from frontends.onnx_import import GraphBuilder
-from frontends.onnx_nn import pad_by_index
+from frontends.graph_builder import GraphBuilder, TracedProgram, pad_by_index
 
 __all__ = ["import_torch", "SUPPORTED_OPS", "to_torch_inputs"]
 
@@ -1569,7 +1567,7 @@ def _adaptive_pool(imp, a):
     return back(y)
 
 
-# torch's padding modes as np.pad's, which frontends.onnx_nn.pad_by_index takes
+# torch's padding modes as np.pad's, which frontends.graph_builder.pad_by_index takes
 _PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
