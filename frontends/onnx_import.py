@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,16 +34,15 @@ from xdsl.ir import Block, Operation, Region
 
 from compiler.dialects import aicc
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
+from frontends import onnx_nn
 from frontends.graph_builder import GraphBuilder
+from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, unsupported
+from frontends.registry import HandlerTable, merge_tables
 
 __all__ = ["ImportedProgram", "import_onnx", "load_onnx", "make_inputs", "SUPPORTED_OPS"]
 
 MIN_OPSET, MAX_OPSET = 13, 28
 Value = "np.ndarray | SSAValue"
-
-# ONNX TensorProto element types aicc can hold (others are rejected at import).
-_ONNX_DTYPES = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}
-
 
 @dataclass
 class ImportedProgram:
@@ -77,21 +76,12 @@ def load_onnx(model: Any):
 def _tensor_to_numpy(t) -> np.ndarray:
     from onnx import numpy_helper
 
-    if t.data_type not in _ONNX_DTYPES:
+    if t.data_type not in ONNX_DTYPES:
         raise UnsupportedOpError(
-            "dtype", f"ONNX tensor '{t.name}' has element type {_dtype_name(t.data_type)}, "
+            "dtype", f"ONNX tensor '{t.name}' has element type {dtype_name(t.data_type)}, "
             "which aicc does not support (float32, float64, int32, int64, bool)"
         )
-    return np.asarray(numpy_helper.to_array(t)).astype(_ONNX_DTYPES[t.data_type])
-
-
-def _dtype_name(code: int) -> str:
-    try:
-        from onnx import TensorProto
-
-        return TensorProto.DataType.Name(code).lower()
-    except Exception:
-        return str(code)
+    return np.asarray(numpy_helper.to_array(t)).astype(ONNX_DTYPES[t.data_type])
 
 
 def _attrs(node) -> dict[str, Any]:
@@ -114,31 +104,10 @@ def _attrs(node) -> dict[str, Any]:
 # ONNX op handlers. Each takes (importer, node, inputs, attrs) and returns the output values.
 # ---------------------------------------------------------------------------------------------
 
-Handler = Callable[["OnnxImporter", Any, list, dict], list]
-HANDLERS: dict[str, Handler] = {}
-
-
-def handles(*names: str):
-    def reg(fn: Handler) -> Handler:
-        for n in names:
-            HANDLERS[n] = fn
-        return fn
-
-    return reg
-
-
-def _unsupported(imp: "OnnxImporter", node, what: str) -> UnsupportedOpError:
-    return UnsupportedOpError(node.op_type, f"ONNX {node.op_type} node '{node.name}': {what} is not supported")
-
-
-def _const(imp, node, v, what: str) -> np.ndarray:
-    if not isinstance(v, np.ndarray):
-        e = _unsupported(imp, node, f"a non-constant {what}")
-        # which graph value it is, so a caller can supply it as a constant (an initializer)
-        env = getattr(imp, "env", {})
-        e.input_name = next((n for n in node.input if n and env.get(n) is v), None)
-        raise e
-    return v
+# The tensor ops; frontends/onnx_nn.py has the ops of the NN dialect. HANDLERS, below the
+# handlers, is the two tables merged.
+CORE_HANDLERS = HandlerTable()
+handles = CORE_HANDLERS.handles
 
 
 _BINARY = {"Add": aicc.AddOp, "Sub": aicc.SubOp, "Mul": aicc.MulOp, "Div": aicc.DivOp}
@@ -247,7 +216,7 @@ def _op_reciprocal(imp, node, ins, at):
 def _op_gelu(imp, node, ins, at):
     approx = at.get("approximate", "none")
     if approx not in ("none", "tanh"):
-        raise _unsupported(imp, node, f"approximate='{approx}'")
+        raise unsupported(imp, node, f"approximate='{approx}'")
     imp.g.require_float("Gelu", ins[0])
     return [imp.g.emit(lambda v: aicc.GeluOp(v, approx), ins[0])]
 
@@ -356,7 +325,7 @@ def _op_prelu(imp, node, ins, at):
     g.require_float(node.op_type, x, slope)
     c = g.compare("lt", x, g.scalar(0.0, x))
     return [g.select(c, g.mul(x, slope), x)] if g.shape(g.mul(x, slope)) == g.shape(x) else _raise(
-        _unsupported(imp, node, "a slope that broadcasts beyond the input's shape"))
+        unsupported(imp, node, "a slope that broadcasts beyond the input's shape"))
 
 
 def _raise(e):
@@ -405,7 +374,7 @@ def _op_identity(imp, node, ins, at):
 def _op_dropout(imp, node, ins, at):
     training = ins[2] if len(ins) > 2 else None
     if training is not None and (not isinstance(training, np.ndarray) or bool(training)):
-        raise _unsupported(imp, node, "training mode")
+        raise unsupported(imp, node, "training mode")
     outs = [ins[0]]
     if len(node.output) > 1 and node.output[1]:
         outs.append(np.ones(imp.g.shape(ins[0]), dtype=np.bool_))
@@ -474,7 +443,7 @@ def _op_softmax(imp, node, ins, at):
     rank = len(g.shape(x))
     axis = at.get("axis", -1) % max(rank, 1)
     if rank == 0:
-        raise _unsupported(imp, node, "a rank-0 input")
+        raise unsupported(imp, node, "a rank-0 input")
     if node.op_type == "Softmax":
         return [g.emit(lambda v: aicc.SoftmaxOp(v, axis), x)]
     m = g.reduce(aicc.ReduceMaxOp, x, [axis], True)
@@ -487,7 +456,7 @@ def _reduce_axes(imp, node, ins, at) -> tuple[list[int] | None, bool]:
     """(axes or None for all, keepdims); axes come from the attribute or (newer opsets) input 1."""
     axes = at.get("axes")
     if len(ins) > 1 and ins[1] is not None:
-        axes = [int(a) for a in _const(imp, node, ins[1], "axes input").reshape(-1)]
+        axes = [int(a) for a in const(imp, node, ins[1], "axes input").reshape(-1)]
     keep = bool(at.get("keepdims", 1))
     if axes is not None and len(axes) == 0:
         axes = None
@@ -558,7 +527,7 @@ def _op_batchnorm(imp, node, ins, at):
     g = imp.g
     x, scale, bias, mean, var = ins[:5]
     if at.get("training_mode", 0) or len([o for o in node.output if o]) > 1:
-        raise _unsupported(imp, node, "training mode")
+        raise unsupported(imp, node, "training mode")
     g.require_float(node.op_type, x)
     eps = at.get("epsilon", 1e-5)
     rank = len(g.shape(x))
@@ -583,7 +552,7 @@ def _op_layernorm(imp, node, ins, at):
     bias = ins[2] if len(ins) > 2 else None
     g.require_float(node.op_type, x)
     if at.get("stash_type", 1) != 1:
-        raise _unsupported(imp, node, "stash_type other than float32")
+        raise unsupported(imp, node, "stash_type other than float32")
     rank = len(g.shape(x))
     axis = at.get("axis", -1) % rank
     y, mean, inv = _normalize(g, x, list(range(axis, rank)), at.get("epsilon", 1e-5))
@@ -608,7 +577,7 @@ def _op_groupnorm(imp, node, ins, at):
     g, x, scale, bias = imp.g, ins[0], ins[1], ins[2]
     g.require_float(node.op_type, x)
     if at.get("stash_type", 1) != 1:
-        raise _unsupported(imp, node, "stash_type other than float32")
+        raise unsupported(imp, node, "stash_type other than float32")
     shape = g.shape(x)
     n, c = shape[0], shape[1]
     groups = at["num_groups"]
@@ -632,7 +601,7 @@ def _op_transpose(imp, node, ins, at):
 @handles("Reshape")
 def _op_reshape(imp, node, ins, at):
     g, x = imp.g, ins[0]
-    target = [int(d) for d in _const(imp, node, ins[1], "shape input").reshape(-1)]
+    target = [int(d) for d in const(imp, node, ins[1], "shape input").reshape(-1)]
     shape = g.shape(x)
     if not at.get("allowzero", 0):
         target = [shape[i] if d == 0 else d for i, d in enumerate(target)]
@@ -658,7 +627,7 @@ def _op_squeeze(imp, node, ins, at):
     shape = g.shape(x)
     axes = at.get("axes")
     if len(ins) > 1 and ins[1] is not None:
-        axes = [int(a) for a in _const(imp, node, ins[1], "axes input").reshape(-1)]
+        axes = [int(a) for a in const(imp, node, ins[1], "axes input").reshape(-1)]
     axes = [i for i, d in enumerate(shape) if d == 1] if axes is None else [a % len(shape) for a in axes]
     return [g.reshape(x, [d for i, d in enumerate(shape) if i not in axes])]
 
@@ -668,7 +637,7 @@ def _op_unsqueeze(imp, node, ins, at):
     g, x = imp.g, ins[0]
     axes = at.get("axes")
     if len(ins) > 1:
-        axes = [int(a) for a in _const(imp, node, ins[1], "axes input").reshape(-1)]
+        axes = [int(a) for a in const(imp, node, ins[1], "axes input").reshape(-1)]
     out = list(g.shape(x))
     rank = len(out) + len(axes)
     for a in sorted(a % rank for a in axes):
@@ -679,7 +648,7 @@ def _op_unsqueeze(imp, node, ins, at):
 @handles("Expand")
 def _op_expand(imp, node, ins, at):
     g, x = imp.g, ins[0]
-    target = [int(d) for d in _const(imp, node, ins[1], "shape input").reshape(-1)]
+    target = [int(d) for d in const(imp, node, ins[1], "shape input").reshape(-1)]
     try:
         out = aicc.broadcast_shapes("Expand", g.shape(x), target)
     except ValueError as e:
@@ -707,19 +676,19 @@ def _op_constant(imp, node, ins, at):
                     ("value_int", np.int64), ("value_ints", np.int64)):
         if key in at:
             return [np.array(at[key], dtype=dt)]
-    raise _unsupported(imp, node, f"attribute {next(iter(at), '?')}")
+    raise unsupported(imp, node, f"attribute {next(iter(at), '?')}")
 
 
 @handles("ConstantOfShape")
 def _op_constant_of_shape(imp, node, ins, at):
-    shape = [int(d) for d in _const(imp, node, ins[0], "shape input").reshape(-1)]
+    shape = [int(d) for d in const(imp, node, ins[0], "shape input").reshape(-1)]
     value = at.get("value", np.zeros(1, np.float32)).reshape(-1)[0]
     return [np.full(shape, value, dtype=np.asarray(value).dtype)]
 
 
 @handles("Range")
 def _op_range(imp, node, ins, at):
-    s, l_, d = (_const(imp, node, v, "Range input") for v in ins)
+    s, l_, d = (const(imp, node, v, "Range input") for v in ins)
     return [np.arange(s, l_, d).astype(s.dtype)]
 
 
@@ -730,19 +699,15 @@ def _op_cast(imp, node, ins, at):
         dt = g.dtype(ins[1])
     else:
         to = at["to"]
-        if to not in _ONNX_DTYPES:
-            raise _unsupported(imp, node, f"a cast to {_dtype_name(to)}")
-        dt = np.dtype(_ONNX_DTYPES[to])
+        if to not in ONNX_DTYPES:
+            raise unsupported(imp, node, f"a cast to {dtype_name(to)}")
+        dt = np.dtype(ONNX_DTYPES[to])
     return [g.cast(ins[0], dt)]
 
 
-# Ops the NN dialect adds (conv, pools, concat, slice, gather, pad, ...) register themselves
-# from frontends/onnx_nn.py when it exists.
-try:
-    from frontends import onnx_nn  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
-
+# The tensor ops above and the ops of the NN dialect (conv, pools, concat, slice, gather, pad,
+# ...) from frontends/onnx_nn.py: the table the importer dispatches on.
+HANDLERS = merge_tables(CORE_HANDLERS, onnx_nn.HANDLERS)
 SUPPORTED_OPS = HANDLERS
 
 
@@ -789,12 +754,12 @@ class OnnxImporter:
         tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
             raise UnsupportedOpError("input", f"ONNX input '{vi.name}' is not a tensor")
-        if tt.elem_type not in _ONNX_DTYPES:
+        if tt.elem_type not in ONNX_DTYPES:
             raise UnsupportedOpError(
-                "dtype", f"ONNX input '{vi.name}' has element type {_dtype_name(tt.elem_type)}, "
+                "dtype", f"ONNX input '{vi.name}' has element type {dtype_name(tt.elem_type)}, "
                 "which aicc does not support (float32, float64, int32, int64, bool)"
             )
-        dtype = np.dtype(_ONNX_DTYPES[tt.elem_type])
+        dtype = np.dtype(ONNX_DTYPES[tt.elem_type])
         if vi.name in self.input_shapes:
             shape = self.input_shapes[vi.name]
             if tt.HasField("shape") and len(tt.shape.dim) != len(shape):
