@@ -414,6 +414,24 @@ def _coeffs_fn(mode: str, nearest_mode: str, cubic_a: float, antialias: bool):
     return {"nearest": nearest, "linear": linear, "cubic": cubic}[mode]
 
 
+def _tf_crop_and_resize(y, s, n, o, w, roi):
+    r0, r1 = roi
+    x = np.full(o, (r1 - r0) * (n - 1) / 2) if w == 1 else y * (r1 - r0) * (n - 1) / (w - 1)
+    return x + r0 * (n - 1)
+
+
+# coordinate_transformation_mode -> f(y, s, n, o, w, roi), the input coordinate of each output
+# coordinate y for a scale s from in_size n to out_size o (w = s * n, the unrounded out_size)
+_COORDINATES = {
+    "align_corners": lambda y, s, n, o, w, roi: np.zeros(o) if w == 1 else y * (n - 1) / (w - 1),
+    "asymmetric": lambda y, s, n, o, w, roi: y / s,
+    "tf_crop_and_resize": _tf_crop_and_resize,
+    "pytorch_half_pixel": lambda y, s, n, o, w, roi: np.full(o, -0.5) if w == 1 else (y + 0.5) / s - 0.5,
+    "half_pixel": lambda y, s, n, o, w, roi: (y + 0.5) / s - 0.5,
+    "half_pixel_symmetric": lambda y, s, n, o, w, roi: n / 2 * (1 - o / w) + (y + 0.5) / s - 0.5,
+}
+
+
 def resize_taps(in_size: int, out_size: int, scale: float, coeffs, coord: str, roi=None,
                 exclude_outside: bool = False):
     """(indices, weights, extrapolated) for resizing one axis: indices and weights of shape
@@ -421,25 +439,11 @@ def resize_taps(in_size: int, out_size: int, scale: float, coeffs, coord: str, r
     or None."""
     out_w = scale * in_size
     y = np.arange(out_size, dtype=np.float64)
-    extrapolated = None
-    if coord == "align_corners":
-        x = np.zeros(out_size) if out_w == 1 else y * (in_size - 1) / (out_w - 1)
-    elif coord == "asymmetric":
-        x = y / scale
-    elif coord == "tf_crop_and_resize":
-        r0, r1 = roi
-        x = np.full(out_size, (r1 - r0) * (in_size - 1) / 2) if out_w == 1 else y * (r1 - r0) * (in_size - 1) / (out_w - 1)
-        x = x + r0 * (in_size - 1)
-        extrapolated = (x < 0) | (x > in_size - 1)
-    elif coord == "pytorch_half_pixel":
-        x = np.full(out_size, -0.5) if out_w == 1 else (y + 0.5) / scale - 0.5
-    elif coord == "half_pixel":
-        x = (y + 0.5) / scale - 0.5
-    elif coord == "half_pixel_symmetric":
-        offset = in_size / 2 * (1 - out_size / out_w)
-        x = offset + (y + 0.5) / scale - 0.5
-    else:
+    to_input = _COORDINATES.get(coord)
+    if to_input is None:
         raise ValueError(f"coordinate_transformation_mode '{coord}'")
+    x = to_input(y, scale, in_size, out_size, out_w, roi)
+    extrapolated = (x < 0) | (x > in_size - 1) if coord == "tf_crop_and_resize" else None
     x_int = np.floor(x).astype(np.int64)
     ratios = np.where(x == x_int, 1.0, x - x_int)
     weights = np.array([coeffs(float(r), scale) for r in ratios], dtype=np.float64)

@@ -241,25 +241,28 @@ def _unary(imp, a):
     return imp.g.unary(cls, float_input(imp, x))
 
 
-@handles("aten.reciprocal.default", "aten.square.default", "aten.log2.default", "aten.log10.default",
-         "aten.log1p.default", "aten.expm1.default", "aten.exp2.default", "aten.sign.default")
+def _sign(g, x, s):
+    neg = g.select(g.compare("lt", x, s(0.0)), s(-1.0), s(0.0))
+    return g.select(g.compare("gt", x, s(0.0)), s(1.0), neg)
+
+
+# Unary functions that are compositions: name -> f(g, x, s), s(v) the scalar v in x's dtype.
+_COMPOSITES = {
+    "reciprocal": lambda g, x, s: g.div(s(1.0), x),
+    "square": lambda g, x, s: g.mul(x, x),
+    "log2": lambda g, x, s: g.mul(g.unary(aicc.LogOp, x), s(1.0 / math.log(2.0))),
+    "log10": lambda g, x, s: g.mul(g.unary(aicc.LogOp, x), s(1.0 / math.log(10.0))),
+    "log1p": lambda g, x, s: g.unary(aicc.LogOp, g.add(x, s(1.0))),
+    "expm1": lambda g, x, s: g.sub(g.unary(aicc.ExpOp, x), s(1.0)),
+    "exp2": lambda g, x, s: g.unary(aicc.ExpOp, g.mul(x, s(math.log(2.0)))),
+    "sign": _sign,
+}
+
+
+@handles(*(f"aten.{name}.default" for name in _COMPOSITES))
 def _unary_composite(imp, a):
     g = imp.g
     name = op_name(imp.node.target).split(".")[1]
     integer = name in ("square", "sign") and imp.out_dtype().kind in "iu"
     x = imp.operand(a["input"], imp.out_dtype()) if integer else float_input(imp, a["input"])
-    s = lambda v: g.scalar(v, x)  # noqa: E731
-    if name == "reciprocal":
-        return g.div(s(1.0), x)
-    if name == "square":
-        return g.mul(x, x)
-    if name in ("log2", "log10"):
-        return g.mul(g.unary(aicc.LogOp, x), s(1.0 / math.log(2.0 if name == "log2" else 10.0)))
-    if name == "log1p":
-        return g.unary(aicc.LogOp, g.add(x, s(1.0)))
-    if name == "expm1":
-        return g.sub(g.unary(aicc.ExpOp, x), s(1.0))
-    if name == "exp2":
-        return g.unary(aicc.ExpOp, g.mul(x, s(math.log(2.0))))
-    neg = g.select(g.compare("lt", x, s(0.0)), s(-1.0), s(0.0))
-    return g.select(g.compare("gt", x, s(0.0)), s(1.0), neg)
+    return _COMPOSITES[name](g, x, lambda v: g.scalar(v, x))
