@@ -1,5 +1,6 @@
 """aicc's frontends: turn models written in NumPy (and later torch / ONNX) into the aicc dialect."""
 
-from frontends.numpy_trace import TracedProgram, Tracer, trace
+from frontends.graph_builder import TracedProgram
+from frontends.numpy_trace import Tracer, trace
 
 __all__ = ["TracedProgram", "Tracer", "trace"]

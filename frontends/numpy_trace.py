@@ -13,13 +13,13 @@ UnsupportedOpError naming the construct and the user's `file:line`.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import operator
 import os
 import sys
 import sysconfig
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ from xdsl.rewriter import InsertPoint
 from compiler.dialects import aicc
 from compiler.dialects.shapes import fmt_shape
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
+from frontends.graph_builder import TracedProgram
 
 __all__ = ["TracedProgram", "Tracer", "trace"]
 
@@ -52,14 +53,20 @@ _NoValue = getattr(np, "_NoValue", object())
 # ---------------------------------------------------------------------------------------------
 
 
+def _compiler_dirs() -> list[str]:
+    """The directories of the `compiler` package, found without importing it: frontends never
+    import the package's public API (compiler/__init__ imports compiler.api, which imports
+    the frontends)."""
+    spec = importlib.util.find_spec("compiler")
+    return list(spec.submodule_search_locations or []) if spec is not None else []
+
+
 def _internal_dirs() -> tuple[tuple[str, ...], tuple[str, ...]]:
     import xdsl
 
-    import compiler
-
     pkg_dirs = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(np.__file__),
                 os.path.dirname(xdsl.__file__)]
-    pkg_dirs += [os.path.abspath(p) for p in getattr(compiler, "__path__", [])]
+    pkg_dirs += [os.path.abspath(p) for p in _compiler_dirs()]
     paths = sysconfig.get_paths()
     std_dirs = {paths["stdlib"], paths["platstdlib"]}
     return (
@@ -112,22 +119,6 @@ def _unsupported(op: str, message: str | None = None) -> UnsupportedOpError:
 # ---------------------------------------------------------------------------------------------
 # The program being built
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class TracedProgram:
-    module: ModuleOp
-    func_name: str
-    input_types: list[tuple[tuple[int, ...], np.dtype]]
-    output_is_tuple: bool
-    locations: dict[Operation, str] = field(default_factory=dict)
-
-    @property
-    def func(self) -> func.FuncOp:
-        for op in self.module.ops:
-            if isinstance(op, func.FuncOp) and op.sym_name.data == self.func_name:
-                return op
-        raise KeyError(self.func_name)
 
 
 class _Trace:

@@ -22,29 +22,27 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from xdsl.builder import Builder
 from xdsl.dialects import func
-from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp, TensorType, i1
-from xdsl.ir import Block, Operation, Region, SSAValue
-from xdsl.rewriter import InsertPoint
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Block, Operation, Region
 
 from compiler.dialects import aicc
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
+from frontends import onnx_nn
+from frontends.graph_builder import GraphBuilder
+from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, unsupported
+from frontends.registry import HandlerTable, merge_tables
 
 __all__ = ["ImportedProgram", "import_onnx", "load_onnx", "make_inputs", "SUPPORTED_OPS"]
 
 MIN_OPSET, MAX_OPSET = 13, 28
 Value = "np.ndarray | SSAValue"
-
-# ONNX TensorProto element types aicc can hold (others are rejected at import).
-_ONNX_DTYPES = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}
-
 
 @dataclass
 class ImportedProgram:
@@ -78,21 +76,12 @@ def load_onnx(model: Any):
 def _tensor_to_numpy(t) -> np.ndarray:
     from onnx import numpy_helper
 
-    if t.data_type not in _ONNX_DTYPES:
+    if t.data_type not in ONNX_DTYPES:
         raise UnsupportedOpError(
-            "dtype", f"ONNX tensor '{t.name}' has element type {_dtype_name(t.data_type)}, "
+            "dtype", f"ONNX tensor '{t.name}' has element type {dtype_name(t.data_type)}, "
             "which aicc does not support (float32, float64, int32, int64, bool)"
         )
-    return np.asarray(numpy_helper.to_array(t)).astype(_ONNX_DTYPES[t.data_type])
-
-
-def _dtype_name(code: int) -> str:
-    try:
-        from onnx import TensorProto
-
-        return TensorProto.DataType.Name(code).lower()
-    except Exception:
-        return str(code)
+    return np.asarray(numpy_helper.to_array(t)).astype(ONNX_DTYPES[t.data_type])
 
 
 def _attrs(node) -> dict[str, Any]:
@@ -112,258 +101,13 @@ def _attrs(node) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The graph builder: emits aicc ops, folding those whose operands are all known arrays.
-# ---------------------------------------------------------------------------------------------
-
-
-def _constant_op(array: np.ndarray) -> aicc.ConstantOp:
-    array = np.asarray(array)
-    elem = aicc.mlir_element_type(array.dtype)
-    data = array.astype(np.int8) if array.dtype == np.bool_ else np.ascontiguousarray(array)
-    return aicc.ConstantOp(
-        DenseIntOrFPElementsAttr(TensorType(elem, array.shape), BytesAttr(data.tobytes()))
-    )
-
-
-class GraphBuilder:
-    """Builds one func.func of aicc ops; shared by the ONNX and PyTorch importers."""
-
-    def __init__(self, block: Block):
-        self.block = block
-        self.builder = Builder(InsertPoint.at_end(block))
-        self.consts: dict[tuple, SSAValue] = {}
-        self.where = ""  # the node being imported, for error messages
-
-    # -- values -------------------------------------------------------------------------------
-    @staticmethod
-    def is_const(v) -> bool:
-        return isinstance(v, np.ndarray)
-
-    @staticmethod
-    def shape(v) -> tuple[int, ...]:
-        return tuple(v.shape) if isinstance(v, np.ndarray) else aicc.shape_of(v)
-
-    @staticmethod
-    def dtype(v) -> np.dtype:
-        if isinstance(v, np.ndarray):
-            return v.dtype
-        return aicc.numpy_dtype(aicc.element_type_of(v))
-
-    def ssa(self, v) -> SSAValue:
-        if isinstance(v, SSAValue):
-            return v
-        a = np.asarray(v)
-        if a.dtype not in (np.float32, np.float64, np.int64, np.int32, np.bool_):
-            a = a.astype(np.float32)
-        key = (a.dtype.str, a.shape, a.tobytes()) if a.size <= 64 else (id(v),)
-        if key not in self.consts:
-            op = _constant_op(a)
-            self.builder.insert(op)
-            self.consts[key] = op.result
-            if len(key) == 1:  # keep the array alive so its id is not reused
-                self._keep = getattr(self, "_keep", []) + [v]
-        return self.consts[key]
-
-    def emit(self, make: Callable[..., Operation], *vals, fold: bool = True):
-        """Build `make(*ssa_operands)`; evaluate it now when every operand is a known array."""
-        from compiler.reference import evaluate_op
-
-        if fold and vals and all(isinstance(v, np.ndarray) for v in vals):
-            tmp = [_constant_op(np.asarray(v)) for v in vals]
-            try:
-                op = make(*(t.result for t in tmp))
-            except ValueError as e:
-                raise ShapeError(f"{self.where}: {e}") from None
-            (res,) = evaluate_op(op, [np.asarray(v) for v in vals])
-            op.drop_all_references()
-            return res
-        try:
-            op = make(*(self.ssa(v) for v in vals))
-        except ValueError as e:
-            raise ShapeError(f"{self.where}: {e}") from None
-        if len(op.results) == 1 and 0 in aicc.shape_of(op.results[0]):
-            # an empty result has no values to compute: a constant, never an empty loop nest
-            t = op.results[0].type
-            op.drop_all_references()
-            return np.zeros(tuple(t.get_shape()), dtype=aicc.numpy_dtype(t.element_type))
-        self.builder.insert(op)
-        return op.results[0] if len(op.results) == 1 else list(op.results)
-
-    def require_float(self, op: str, *vals) -> None:
-        for v in vals:
-            if not isinstance(v, np.ndarray) and self.dtype(v).kind != "f":
-                raise UnsupportedOpError(
-                    op, f"{self.where}: {op} on {self.dtype(v)} tensors is not supported "
-                    "(aicc computes arithmetic in floating point)"
-                )
-
-    def require_numeric(self, op: str, *vals) -> None:
-        """Float or integer tensors (the ops whose aicc form also computes on i32 / i64)."""
-        for v in vals:
-            if not isinstance(v, np.ndarray) and self.dtype(v).kind not in "fi":
-                raise UnsupportedOpError(
-                    op, f"{self.where}: {op} on {self.dtype(v)} tensors is not supported"
-                )
-
-    def _require(self, cls, op: str, *vals) -> None:
-        if getattr(cls, "INTEGER_OK", False):
-            self.require_numeric(op, *vals)
-        else:
-            self.require_float(op, *vals)
-
-    def cast_like(self, v, like):
-        dt = self.dtype(like)
-        if self.dtype(v) == dt:
-            return v
-        if isinstance(v, np.ndarray):
-            return v.astype(dt)
-        return self.cast(v, dt)
-
-    def cast(self, v, dtype):
-        dtype = np.dtype(dtype)
-        if self.dtype(v) == dtype:
-            return v
-        if isinstance(v, np.ndarray):
-            return v.astype(dtype)
-        return self.emit(lambda x: aicc.CastOp(x, aicc.mlir_element_type(dtype)), v)
-
-    # -- elementwise ---------------------------------------------------------------------------
-    def binary(self, cls, a, b, op_name: str = ""):
-        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-            fn = {aicc.AddOp: np.add, aicc.SubOp: np.subtract, aicc.MulOp: np.multiply,
-                  aicc.MaximumOp: np.maximum, aicc.MinimumOp: np.minimum}.get(cls)
-            if fn is not None and a.dtype == b.dtype:
-                return fn(a, b)
-            if cls is aicc.DivOp and a.dtype.kind in "iu" and b.dtype.kind in "iu":
-                from compiler.reference import divide
-
-                with np.errstate(all="ignore"):
-                    return divide(a, b.astype(a.dtype))
-        self._require(cls, op_name or cls.name, a, b)
-        # A Python-side scalar operand takes the dtype of the tensor operand.
-        if isinstance(b, np.ndarray) and not isinstance(a, np.ndarray):
-            b = b.astype(self.dtype(a))
-        elif isinstance(a, np.ndarray) and not isinstance(b, np.ndarray):
-            a = a.astype(self.dtype(b))
-        return self.emit(cls, a, b)
-
-    def add(self, a, b):
-        return self.binary(aicc.AddOp, a, b)
-
-    def sub(self, a, b):
-        return self.binary(aicc.SubOp, a, b)
-
-    def mul(self, a, b):
-        return self.binary(aicc.MulOp, a, b)
-
-    def div(self, a, b):
-        return self.binary(aicc.DivOp, a, b)
-
-    def scalar(self, value: float, like) -> np.ndarray:
-        return np.array(value, dtype=self.dtype(like))
-
-    def unary(self, cls, x, op_name: str = ""):
-        self._require(cls, op_name or cls.name, x)
-        return self.emit(cls, x)
-
-    def compare(self, pred: str, a, b):
-        if self.dtype(a) != self.dtype(b):
-            if isinstance(b, np.ndarray):
-                b = b.astype(self.dtype(a))
-            elif isinstance(a, np.ndarray):
-                a = a.astype(self.dtype(b))
-        return self.emit(lambda x, y: aicc.CompareOp(pred, x, y), a, b)
-
-    def select(self, c, a, b):
-        if self.dtype(a) != self.dtype(b):
-            if isinstance(b, np.ndarray):
-                b = b.astype(self.dtype(a))
-            elif isinstance(a, np.ndarray):
-                a = a.astype(self.dtype(b))
-        return self.emit(aicc.SelectOp, self.cast(c, np.bool_), a, b)
-
-    # -- shapes --------------------------------------------------------------------------------
-    def reshape(self, x, shape: Sequence[int]):
-        shape = tuple(int(d) for d in shape)
-        if self.shape(x) == shape:
-            return x
-        if isinstance(x, np.ndarray):
-            return x.reshape(shape)
-        return self.emit(lambda v: aicc.ReshapeOp(v, shape), x)
-
-    def transpose(self, x, perm: Sequence[int]):
-        perm = tuple(int(p) for p in perm)
-        if perm == tuple(range(len(perm))):
-            return x
-        if isinstance(x, np.ndarray):
-            return np.ascontiguousarray(np.transpose(x, perm))
-        return self.emit(lambda v: aicc.TransposeOp(v, perm), x)
-
-    def broadcast_to(self, x, shape: Sequence[int]):
-        shape = tuple(int(d) for d in shape)
-        if self.shape(x) == shape:
-            return x
-        if isinstance(x, np.ndarray):
-            return np.ascontiguousarray(np.broadcast_to(x, shape))
-        return self.emit(lambda v: aicc.BroadcastToOp(v, shape), x)
-
-    def reduce(self, cls, x, axes: Sequence[int] | None, keepdims: bool):
-        self._require(cls, cls.name, x)
-        axes = aicc.normalize_axes(cls.name, axes, len(self.shape(x)))
-        if not axes:
-            return x
-        return self.emit(lambda v: cls(v, axes, keepdims), x)
-
-    def matmul(self, a, b):
-        self.require_float("MatMul", a, b)
-        sa, sb = self.shape(a), self.shape(b)
-        if len(sa) == 1:
-            a = self.reshape(a, (1, sa[0]))
-        if len(sb) == 1:
-            b = self.reshape(b, (sb[0], 1))
-        y = self.emit(aicc.MatmulOp, a, b)
-        out = list(self.shape(y))
-        if len(sb) == 1:
-            out.pop(-1)
-        if len(sa) == 1:
-            out.pop(-2 if len(sb) != 1 else -1)
-        return self.reshape(y, out)
-
-    def finish(self, outputs: Sequence, name: str = "main") -> func.FuncOp:
-        ssa = [self.ssa(v) for v in outputs]
-        self.builder.insert(func.ReturnOp(*ssa))
-        return ssa
-
-
-# ---------------------------------------------------------------------------------------------
 # ONNX op handlers. Each takes (importer, node, inputs, attrs) and returns the output values.
 # ---------------------------------------------------------------------------------------------
 
-Handler = Callable[["OnnxImporter", Any, list, dict], list]
-HANDLERS: dict[str, Handler] = {}
-
-
-def handles(*names: str):
-    def reg(fn: Handler) -> Handler:
-        for n in names:
-            HANDLERS[n] = fn
-        return fn
-
-    return reg
-
-
-def _unsupported(imp: "OnnxImporter", node, what: str) -> UnsupportedOpError:
-    return UnsupportedOpError(node.op_type, f"ONNX {node.op_type} node '{node.name}': {what} is not supported")
-
-
-def _const(imp, node, v, what: str) -> np.ndarray:
-    if not isinstance(v, np.ndarray):
-        e = _unsupported(imp, node, f"a non-constant {what}")
-        # which graph value it is, so a caller can supply it as a constant (an initializer)
-        env = getattr(imp, "env", {})
-        e.input_name = next((n for n in node.input if n and env.get(n) is v), None)
-        raise e
-    return v
+# The tensor ops; frontends/onnx_nn.py has the ops of the NN dialect. HANDLERS, below the
+# handlers, is the two tables merged.
+CORE_HANDLERS = HandlerTable()
+handles = CORE_HANDLERS.handles
 
 
 _BINARY = {"Add": aicc.AddOp, "Sub": aicc.SubOp, "Mul": aicc.MulOp, "Div": aicc.DivOp}
@@ -405,7 +149,7 @@ def _op_variadic(imp, node, ins, at):
     for v in ins[1:]:
         acc = g.binary(cls, acc, v, node.op_type)
     if len(ins) == 1 and not isinstance(acc, np.ndarray):
-        g._require(cls, node.op_type, acc)
+        g.require(cls, node.op_type, acc)
     if node.op_type == "Mean":
         g.require_float(node.op_type, acc)
     if node.op_type == "Mean":
@@ -472,7 +216,7 @@ def _op_reciprocal(imp, node, ins, at):
 def _op_gelu(imp, node, ins, at):
     approx = at.get("approximate", "none")
     if approx not in ("none", "tanh"):
-        raise _unsupported(imp, node, f"approximate='{approx}'")
+        raise unsupported(imp, node, f"approximate='{approx}'")
     imp.g.require_float("Gelu", ins[0])
     return [imp.g.emit(lambda v: aicc.GeluOp(v, approx), ins[0])]
 
@@ -581,7 +325,7 @@ def _op_prelu(imp, node, ins, at):
     g.require_float(node.op_type, x, slope)
     c = g.compare("lt", x, g.scalar(0.0, x))
     return [g.select(c, g.mul(x, slope), x)] if g.shape(g.mul(x, slope)) == g.shape(x) else _raise(
-        _unsupported(imp, node, "a slope that broadcasts beyond the input's shape"))
+        unsupported(imp, node, "a slope that broadcasts beyond the input's shape"))
 
 
 def _raise(e):
@@ -630,7 +374,7 @@ def _op_identity(imp, node, ins, at):
 def _op_dropout(imp, node, ins, at):
     training = ins[2] if len(ins) > 2 else None
     if training is not None and (not isinstance(training, np.ndarray) or bool(training)):
-        raise _unsupported(imp, node, "training mode")
+        raise unsupported(imp, node, "training mode")
     outs = [ins[0]]
     if len(node.output) > 1 and node.output[1]:
         outs.append(np.ones(imp.g.shape(ins[0]), dtype=np.bool_))
@@ -699,7 +443,7 @@ def _op_softmax(imp, node, ins, at):
     rank = len(g.shape(x))
     axis = at.get("axis", -1) % max(rank, 1)
     if rank == 0:
-        raise _unsupported(imp, node, "a rank-0 input")
+        raise unsupported(imp, node, "a rank-0 input")
     if node.op_type == "Softmax":
         return [g.emit(lambda v: aicc.SoftmaxOp(v, axis), x)]
     m = g.reduce(aicc.ReduceMaxOp, x, [axis], True)
@@ -712,7 +456,7 @@ def _reduce_axes(imp, node, ins, at) -> tuple[list[int] | None, bool]:
     """(axes or None for all, keepdims); axes come from the attribute or (newer opsets) input 1."""
     axes = at.get("axes")
     if len(ins) > 1 and ins[1] is not None:
-        axes = [int(a) for a in _const(imp, node, ins[1], "axes input").reshape(-1)]
+        axes = [int(a) for a in const(imp, node, ins[1], "axes input").reshape(-1)]
     keep = bool(at.get("keepdims", 1))
     if axes is not None and len(axes) == 0:
         axes = None
@@ -783,7 +527,7 @@ def _op_batchnorm(imp, node, ins, at):
     g = imp.g
     x, scale, bias, mean, var = ins[:5]
     if at.get("training_mode", 0) or len([o for o in node.output if o]) > 1:
-        raise _unsupported(imp, node, "training mode")
+        raise unsupported(imp, node, "training mode")
     g.require_float(node.op_type, x)
     eps = at.get("epsilon", 1e-5)
     rank = len(g.shape(x))
@@ -808,7 +552,7 @@ def _op_layernorm(imp, node, ins, at):
     bias = ins[2] if len(ins) > 2 else None
     g.require_float(node.op_type, x)
     if at.get("stash_type", 1) != 1:
-        raise _unsupported(imp, node, "stash_type other than float32")
+        raise unsupported(imp, node, "stash_type other than float32")
     rank = len(g.shape(x))
     axis = at.get("axis", -1) % rank
     y, mean, inv = _normalize(g, x, list(range(axis, rank)), at.get("epsilon", 1e-5))
@@ -833,7 +577,7 @@ def _op_groupnorm(imp, node, ins, at):
     g, x, scale, bias = imp.g, ins[0], ins[1], ins[2]
     g.require_float(node.op_type, x)
     if at.get("stash_type", 1) != 1:
-        raise _unsupported(imp, node, "stash_type other than float32")
+        raise unsupported(imp, node, "stash_type other than float32")
     shape = g.shape(x)
     n, c = shape[0], shape[1]
     groups = at["num_groups"]
@@ -857,7 +601,7 @@ def _op_transpose(imp, node, ins, at):
 @handles("Reshape")
 def _op_reshape(imp, node, ins, at):
     g, x = imp.g, ins[0]
-    target = [int(d) for d in _const(imp, node, ins[1], "shape input").reshape(-1)]
+    target = [int(d) for d in const(imp, node, ins[1], "shape input").reshape(-1)]
     shape = g.shape(x)
     if not at.get("allowzero", 0):
         target = [shape[i] if d == 0 else d for i, d in enumerate(target)]
@@ -883,7 +627,7 @@ def _op_squeeze(imp, node, ins, at):
     shape = g.shape(x)
     axes = at.get("axes")
     if len(ins) > 1 and ins[1] is not None:
-        axes = [int(a) for a in _const(imp, node, ins[1], "axes input").reshape(-1)]
+        axes = [int(a) for a in const(imp, node, ins[1], "axes input").reshape(-1)]
     axes = [i for i, d in enumerate(shape) if d == 1] if axes is None else [a % len(shape) for a in axes]
     return [g.reshape(x, [d for i, d in enumerate(shape) if i not in axes])]
 
@@ -893,7 +637,7 @@ def _op_unsqueeze(imp, node, ins, at):
     g, x = imp.g, ins[0]
     axes = at.get("axes")
     if len(ins) > 1:
-        axes = [int(a) for a in _const(imp, node, ins[1], "axes input").reshape(-1)]
+        axes = [int(a) for a in const(imp, node, ins[1], "axes input").reshape(-1)]
     out = list(g.shape(x))
     rank = len(out) + len(axes)
     for a in sorted(a % rank for a in axes):
@@ -904,7 +648,7 @@ def _op_unsqueeze(imp, node, ins, at):
 @handles("Expand")
 def _op_expand(imp, node, ins, at):
     g, x = imp.g, ins[0]
-    target = [int(d) for d in _const(imp, node, ins[1], "shape input").reshape(-1)]
+    target = [int(d) for d in const(imp, node, ins[1], "shape input").reshape(-1)]
     try:
         out = aicc.broadcast_shapes("Expand", g.shape(x), target)
     except ValueError as e:
@@ -932,19 +676,19 @@ def _op_constant(imp, node, ins, at):
                     ("value_int", np.int64), ("value_ints", np.int64)):
         if key in at:
             return [np.array(at[key], dtype=dt)]
-    raise _unsupported(imp, node, f"attribute {next(iter(at), '?')}")
+    raise unsupported(imp, node, f"attribute {next(iter(at), '?')}")
 
 
 @handles("ConstantOfShape")
 def _op_constant_of_shape(imp, node, ins, at):
-    shape = [int(d) for d in _const(imp, node, ins[0], "shape input").reshape(-1)]
+    shape = [int(d) for d in const(imp, node, ins[0], "shape input").reshape(-1)]
     value = at.get("value", np.zeros(1, np.float32)).reshape(-1)[0]
     return [np.full(shape, value, dtype=np.asarray(value).dtype)]
 
 
 @handles("Range")
 def _op_range(imp, node, ins, at):
-    s, l_, d = (_const(imp, node, v, "Range input") for v in ins)
+    s, l_, d = (const(imp, node, v, "Range input") for v in ins)
     return [np.arange(s, l_, d).astype(s.dtype)]
 
 
@@ -955,19 +699,15 @@ def _op_cast(imp, node, ins, at):
         dt = g.dtype(ins[1])
     else:
         to = at["to"]
-        if to not in _ONNX_DTYPES:
-            raise _unsupported(imp, node, f"a cast to {_dtype_name(to)}")
-        dt = np.dtype(_ONNX_DTYPES[to])
+        if to not in ONNX_DTYPES:
+            raise unsupported(imp, node, f"a cast to {dtype_name(to)}")
+        dt = np.dtype(ONNX_DTYPES[to])
     return [g.cast(ins[0], dt)]
 
 
-# Ops the NN dialect adds (conv, pools, concat, slice, gather, pad, ...) register themselves
-# from frontends/onnx_nn.py when it exists.
-try:
-    from frontends import onnx_nn  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
-
+# The tensor ops above and the ops of the NN dialect (conv, pools, concat, slice, gather, pad,
+# ...) from frontends/onnx_nn.py: the table the importer dispatches on.
+HANDLERS = merge_tables(CORE_HANDLERS, onnx_nn.HANDLERS)
 SUPPORTED_OPS = HANDLERS
 
 
@@ -1014,12 +754,12 @@ class OnnxImporter:
         tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
             raise UnsupportedOpError("input", f"ONNX input '{vi.name}' is not a tensor")
-        if tt.elem_type not in _ONNX_DTYPES:
+        if tt.elem_type not in ONNX_DTYPES:
             raise UnsupportedOpError(
-                "dtype", f"ONNX input '{vi.name}' has element type {_dtype_name(tt.elem_type)}, "
+                "dtype", f"ONNX input '{vi.name}' has element type {dtype_name(tt.elem_type)}, "
                 "which aicc does not support (float32, float64, int32, int64, bool)"
             )
-        dtype = np.dtype(_ONNX_DTYPES[tt.elem_type])
+        dtype = np.dtype(ONNX_DTYPES[tt.elem_type])
         if vi.name in self.input_shapes:
             shape = self.input_shapes[vi.name]
             if tt.HasField("shape") and len(tt.shape.dim) != len(shape):

@@ -1,10 +1,10 @@
 """ONNX handlers for the ops that use the NN ops of compiler/dialects/aicc_nn.py.
 
-Imported by frontends/onnx_import.py, whose HANDLERS table they extend. Padding of Conv and the
-pools becomes an explicit aicc.pad (with -inf for MaxPool), so the window ops never test bounds;
-AveragePool is a sum pool times a constant table of 1 / (elements counted per window), which
-covers count_include_pad and ceil_mode alike. 1-D convolutions and pools run as 2-D ones on a
-height-1 view.
+frontends/onnx_import.py merges this module's HANDLERS table into its own. Padding of Conv and
+the pools becomes an explicit aicc.pad (with -inf for MaxPool), so the window ops never test
+bounds; AveragePool is a sum pool times a constant table of 1 / (elements counted per window),
+which covers count_include_pad and ceil_mode alike. 1-D convolutions and pools run as 2-D ones
+on a height-1 view.
 """
 
 from __future__ import annotations
@@ -14,7 +14,16 @@ import math
 import numpy as np
 
 from compiler.dialects import aicc, aicc_nn
-from frontends.onnx_import import _const, _unsupported, handles
+from frontends.graph_builder import pad_by_index, pad_indices
+from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, unsupported
+from frontends.registry import HandlerTable
+
+# pad_indices and pad_by_index live in frontends/graph_builder.py (the PyTorch importer uses
+# them too); they are part of this module's API as well.
+__all__ = ["HANDLERS", "pad_by_index", "pad_indices", "resize", "resize_taps"]
+
+HANDLERS = HandlerTable()
+handles = HANDLERS.handles
 
 
 def _pads_for(imp, node, at, in_hw, k_eff, strides):
@@ -34,7 +43,7 @@ def _pads_for(imp, node, at, in_hw, k_eff, strides):
             begin.append(small if auto == "SAME_UPPER" else total - small)
             end.append(total - begin[-1])
         return begin, end
-    raise _unsupported(imp, node, f"auto_pad='{auto}'")
+    raise unsupported(imp, node, f"auto_pad='{auto}'")
 
 
 def _to_2d(imp, node, x):
@@ -45,7 +54,7 @@ def _to_2d(imp, node, x):
     if rank == 3:
         s = imp.g.shape(x)
         return imp.g.reshape(x, (s[0], s[1], 1, s[2])), True
-    raise _unsupported(imp, node, f"a rank-{rank} input (aicc has 1-D and 2-D {node.op_type})")
+    raise unsupported(imp, node, f"a rank-{rank} input (aicc has 1-D and 2-D {node.op_type})")
 
 
 def _conv_operands(imp, node, ins):
@@ -86,7 +95,7 @@ def _op_conv(imp, node, ins, at):
     begin, end = _pads_for(imp, node, {**at, **({"pads": [0, *at["pads"][:1], 0, *at["pads"][1:]]} if one_d and "pads" in at else {})},
                            in_hw, k_eff, strides)
     if any(p < 0 for p in begin + end):
-        raise _unsupported(imp, node, "negative pads")
+        raise unsupported(imp, node, "negative pads")
     x = _pad(g, x, begin, end, 0.0)
     groups = at.get("group", 1)
     y = g.emit(lambda a, c: aicc_nn.Conv2dOp(a, c, strides, dil, groups), x, w)
@@ -112,7 +121,7 @@ def _pool_geometry(imp, node, at, in_hw, one_d):
     for size, ke, s, pb, pe in zip(in_hw, k_eff, strides, begin, end):
         span = size + pb + pe - ke
         if span < 0:
-            raise _unsupported(imp, node, "a window larger than the padded input")
+            raise unsupported(imp, node, "a window larger than the padded input")
         o = (-(-span // s) if ceil else span // s) + 1
         if ceil and (o - 1) * s >= size + pb:  # the last window must start inside the input
             o -= 1
@@ -126,9 +135,9 @@ def _op_pool(imp, node, ins, at):
     g, x = imp.g, ins[0]
     g.require_float(node.op_type, x)
     if len([o for o in node.output if o]) > 1:
-        raise _unsupported(imp, node, "the Indices output")
+        raise unsupported(imp, node, "the Indices output")
     if at.get("storage_order", 0):
-        raise _unsupported(imp, node, "storage_order=1")
+        raise unsupported(imp, node, "storage_order=1")
     return [_pool(imp, node, x, at, node.op_type == "MaxPool")]
 
 
@@ -168,42 +177,20 @@ def _pool(imp, node, x, at, is_max: bool, average: bool = True):
     return y
 
 
-def pad_indices(n: int, low: int, high: int, mode: str) -> np.ndarray:
-    """The input index each position of a dim of size n padded by (low, high) reads, as np.pad."""
-    j = np.arange(-low, n + high)
-    if mode == "edge":
-        return np.clip(j, 0, n - 1)
-    if mode == "wrap":
-        return j % n
-    if n == 1:  # reflect
-        return np.zeros_like(j)
-    m = np.abs(j) % (2 * (n - 1))  # reflection about both ends repeats with period 2(n - 1)
-    return np.where(m >= n, 2 * (n - 1) - m, m)
-
-
-def pad_by_index(g, x, low, high, mode: str):
-    """Pad modes reflect / edge / wrap: one aicc.resample (a constant gather) per padded dim."""
-    for axis, (lo, hi) in enumerate(zip(low, high)):
-        if lo or hi:
-            idx = pad_indices(g.shape(x)[axis], lo, hi, mode)
-            x = g.emit(lambda v, axis=axis, idx=idx: aicc_nn.ResampleOp(v, axis, idx), x)
-    return x
-
-
 @handles("Pad")
 def _op_pad(imp, node, ins, at):
     """Constant mode is aicc.pad; reflect, edge and wrap are compositions of aicc.resample."""
     g, x = imp.g, ins[0]
     mode = at.get("mode", "constant")
     if mode not in ("constant", "reflect", "edge", "wrap"):
-        raise _unsupported(imp, node, f"mode='{mode}'")
+        raise unsupported(imp, node, f"mode='{mode}'")
     rank = len(g.shape(x))
-    pads = [int(p) for p in _const(imp, node, ins[1], "pads input").reshape(-1)]
+    pads = [int(p) for p in const(imp, node, ins[1], "pads input").reshape(-1)]
     value = ins[2] if len(ins) > 2 and ins[2] is not None else np.array(0, g.dtype(x))
-    value = float(np.asarray(_const(imp, node, value, "constant_value input")).reshape(-1)[0]) if np.size(value) else 0.0
+    value = float(np.asarray(const(imp, node, value, "constant_value input")).reshape(-1)[0]) if np.size(value) else 0.0
     axes = list(range(rank))
     if len(ins) > 3 and ins[3] is not None:
-        axes = [int(a) % rank for a in _const(imp, node, ins[3], "axes input").reshape(-1)]
+        axes = [int(a) % rank for a in const(imp, node, ins[3], "axes input").reshape(-1)]
     low, high = [0] * rank, [0] * rank
     for i, a in enumerate(axes):
         low[a], high[a] = pads[i], pads[len(axes) + i]
@@ -221,11 +208,11 @@ def _op_pad(imp, node, ins, at):
     if not any(low) and not any(high):
         return [x]
     if 0 in g.shape(x):
-        raise _unsupported(imp, node, "padding an empty tensor")
+        raise unsupported(imp, node, "padding an empty tensor")
     if mode != "constant":
         return [pad_by_index(g, x, low, high, mode)]
     if g.dtype(x).kind != "f" and value != int(value):
-        raise _unsupported(imp, node, "a fractional pad value for an integer tensor")
+        raise unsupported(imp, node, "a fractional pad value for an integer tensor")
     return [g.emit(lambda v: aicc_nn.PadOp(v, low, high, value), x)]
 
 
@@ -261,14 +248,14 @@ def _op_slice(imp, node, ins, at):
     g, x = imp.g, ins[0]
     shape = g.shape(x)
     rank = len(shape)
-    starts = [int(v) for v in _const(imp, node, ins[1], "starts input").reshape(-1)]
-    ends = [int(v) for v in _const(imp, node, ins[2], "ends input").reshape(-1)]
+    starts = [int(v) for v in const(imp, node, ins[1], "starts input").reshape(-1)]
+    ends = [int(v) for v in const(imp, node, ins[2], "ends input").reshape(-1)]
     axes = list(range(len(starts)))
     if len(ins) > 3 and ins[3] is not None:
-        axes = [int(a) % rank for a in _const(imp, node, ins[3], "axes input").reshape(-1)]
+        axes = [int(a) % rank for a in const(imp, node, ins[3], "axes input").reshape(-1)]
     steps = [1] * len(starts)
     if len(ins) > 4 and ins[4] is not None:
-        steps = [int(s) for s in _const(imp, node, ins[4], "steps input").reshape(-1)]
+        steps = [int(s) for s in const(imp, node, ins[4], "steps input").reshape(-1)]
     st_all, step_all, cnt_all = [0] * rank, [1] * rank, list(shape)
     for a, s, e, st in zip(axes, starts, ends, steps):
         r = range(*slice(s, e, st).indices(shape[a]))
@@ -284,7 +271,7 @@ def _op_gather(imp, node, ins, at):
     size = g.shape(data)[axis]
     if isinstance(idx, np.ndarray):
         if np.any((idx < -size) | (idx >= size)):
-            raise _unsupported(imp, node, "out-of-range indices")
+            raise unsupported(imp, node, "out-of-range indices")
         idx = np.where(idx < 0, idx + size, idx).astype(idx.dtype)
         if isinstance(data, np.ndarray):
             return [np.take(data, idx, axis=axis)]
@@ -296,7 +283,7 @@ def _op_gather(imp, node, ins, at):
             counts[axis] = 1
             return [g.reshape(_slice(g, data, starts, [1] * rank, counts), out_shape)]
     if 0 in g.shape(idx) or 0 in g.shape(data):
-        raise _unsupported(imp, node, "an empty tensor")
+        raise unsupported(imp, node, "an empty tensor")
     return [g.emit(lambda d, i: aicc_nn.GatherOp(d, i, axis), data, idx)]
 
 
@@ -307,7 +294,7 @@ def _op_split(imp, node, ins, at):
     axis = at.get("axis", 0) % len(shape)
     n_out = len(node.output)
     if len(ins) > 1 and ins[1] is not None:
-        sizes = [int(s) for s in _const(imp, node, ins[1], "split input").reshape(-1)]
+        sizes = [int(s) for s in const(imp, node, ins[1], "split input").reshape(-1)]
     elif "split" in at:
         sizes = list(at["split"])
     else:
@@ -315,7 +302,7 @@ def _op_split(imp, node, ins, at):
         chunk = -(-shape[axis] // n)
         sizes = [min(chunk, shape[axis] - i * chunk) for i in range(n)]
     if sum(sizes) != shape[axis] or any(s < 0 for s in sizes):
-        raise _unsupported(imp, node, f"split sizes {sizes} of a dim of size {shape[axis]}")
+        raise unsupported(imp, node, f"split sizes {sizes} of a dim of size {shape[axis]}")
     outs, offset = [], 0
     for s in sizes:
         starts = [0] * len(shape)
@@ -330,12 +317,12 @@ def _op_split(imp, node, ins, at):
 @handles("Tile")
 def _op_tile(imp, node, ins, at):
     g, x = imp.g, ins[0]
-    reps = [int(r) for r in _const(imp, node, ins[1], "repeats input").reshape(-1)]
+    reps = [int(r) for r in const(imp, node, ins[1], "repeats input").reshape(-1)]
     if isinstance(x, np.ndarray):
         return [np.tile(x, reps)]
     shape = g.shape(x)
     if 0 in reps:
-        raise _unsupported(imp, node, "a zero repeat")
+        raise unsupported(imp, node, "a zero repeat")
     # x viewed as (1, d0, 1, d1, ...) broadcast to (r0, d0, r1, d1, ...), merged pairwise.
     inter = [v for d in shape for v in (1, d)]
     target = [v for r, d in zip(reps, shape) for v in (r, d)]
@@ -350,7 +337,7 @@ def _op_arg_reduce(imp, node, ins, at):
     g.require_numeric(node.op_type, x)
     shape = g.shape(x)
     if not shape or 0 in shape:
-        raise _unsupported(imp, node, "an empty or rank-0 input")
+        raise unsupported(imp, node, "an empty or rank-0 input")
     axis = at.get("axis", 0) % len(shape)
     cls = aicc_nn.ArgMaxOp if node.op_type == "ArgMax" else aicc_nn.ArgMinOp
     x = g.cast(x, np.int32) if g.dtype(x) == np.bool_ else x
@@ -363,8 +350,8 @@ def _op_cumsum(imp, node, ins, at):
     g.require_numeric(node.op_type, x)
     shape = g.shape(x)
     if not shape or 0 in shape:
-        raise _unsupported(imp, node, "an empty or rank-0 input")
-    axis = int(_const(imp, node, ins[1], "axis input").reshape(-1)[0]) % len(shape)
+        raise unsupported(imp, node, "an empty or rank-0 input")
+    axis = int(const(imp, node, ins[1], "axis input").reshape(-1)[0]) % len(shape)
     return [g.emit(lambda v: aicc_nn.CumSumOp(v, axis, bool(at.get("exclusive", 0)), bool(at.get("reverse", 0))), x)]
 
 
@@ -375,9 +362,9 @@ def _op_gather_elements(imp, node, ins, at):
     axis = at.get("axis", 0) % rank
     size = g.shape(data)[axis]
     if 0 in g.shape(idx) or 0 in g.shape(data):
-        raise _unsupported(imp, node, "an empty tensor")
+        raise unsupported(imp, node, "an empty tensor")
     if isinstance(idx, np.ndarray) and np.any((idx < -size) | (idx >= size)):
-        raise _unsupported(imp, node, "out-of-range indices")
+        raise unsupported(imp, node, "out-of-range indices")
     return [g.emit(lambda d, i: aicc_nn.GatherElementsOp(d, i, axis), data, idx)]
 
 
@@ -427,6 +414,24 @@ def _coeffs_fn(mode: str, nearest_mode: str, cubic_a: float, antialias: bool):
     return {"nearest": nearest, "linear": linear, "cubic": cubic}[mode]
 
 
+def _tf_crop_and_resize(y, s, n, o, w, roi):
+    r0, r1 = roi
+    x = np.full(o, (r1 - r0) * (n - 1) / 2) if w == 1 else y * (r1 - r0) * (n - 1) / (w - 1)
+    return x + r0 * (n - 1)
+
+
+# coordinate_transformation_mode -> f(y, s, n, o, w, roi), the input coordinate of each output
+# coordinate y for a scale s from in_size n to out_size o (w = s * n, the unrounded out_size)
+_COORDINATES = {
+    "align_corners": lambda y, s, n, o, w, roi: np.zeros(o) if w == 1 else y * (n - 1) / (w - 1),
+    "asymmetric": lambda y, s, n, o, w, roi: y / s,
+    "tf_crop_and_resize": _tf_crop_and_resize,
+    "pytorch_half_pixel": lambda y, s, n, o, w, roi: np.full(o, -0.5) if w == 1 else (y + 0.5) / s - 0.5,
+    "half_pixel": lambda y, s, n, o, w, roi: (y + 0.5) / s - 0.5,
+    "half_pixel_symmetric": lambda y, s, n, o, w, roi: n / 2 * (1 - o / w) + (y + 0.5) / s - 0.5,
+}
+
+
 def resize_taps(in_size: int, out_size: int, scale: float, coeffs, coord: str, roi=None,
                 exclude_outside: bool = False):
     """(indices, weights, extrapolated) for resizing one axis: indices and weights of shape
@@ -434,25 +439,11 @@ def resize_taps(in_size: int, out_size: int, scale: float, coeffs, coord: str, r
     or None."""
     out_w = scale * in_size
     y = np.arange(out_size, dtype=np.float64)
-    extrapolated = None
-    if coord == "align_corners":
-        x = np.zeros(out_size) if out_w == 1 else y * (in_size - 1) / (out_w - 1)
-    elif coord == "asymmetric":
-        x = y / scale
-    elif coord == "tf_crop_and_resize":
-        r0, r1 = roi
-        x = np.full(out_size, (r1 - r0) * (in_size - 1) / 2) if out_w == 1 else y * (r1 - r0) * (in_size - 1) / (out_w - 1)
-        x = x + r0 * (in_size - 1)
-        extrapolated = (x < 0) | (x > in_size - 1)
-    elif coord == "pytorch_half_pixel":
-        x = np.full(out_size, -0.5) if out_w == 1 else (y + 0.5) / scale - 0.5
-    elif coord == "half_pixel":
-        x = (y + 0.5) / scale - 0.5
-    elif coord == "half_pixel_symmetric":
-        offset = in_size / 2 * (1 - out_size / out_w)
-        x = offset + (y + 0.5) / scale - 0.5
-    else:
+    to_input = _COORDINATES.get(coord)
+    if to_input is None:
         raise ValueError(f"coordinate_transformation_mode '{coord}'")
+    x = to_input(y, scale, in_size, out_size, out_w, roi)
+    extrapolated = (x < 0) | (x > in_size - 1) if coord == "tf_crop_and_resize" else None
     x_int = np.floor(x).astype(np.int64)
     ratios = np.where(x == x_int, 1.0, x - x_int)
     weights = np.array([coeffs(float(r), scale) for r in ratios], dtype=np.float64)
@@ -501,13 +492,13 @@ def _op_resize(imp, node, ins, at):
     coord = at.get("coordinate_transformation_mode", "half_pixel")
     antialias = bool(at.get("antialias", 0))
     if mode not in ("nearest", "linear", "cubic") or (antialias and mode == "nearest"):
-        raise _unsupported(imp, node, f"mode='{mode}'" + (" with antialias" if antialias else ""))
+        raise unsupported(imp, node, f"mode='{mode}'" + (" with antialias" if antialias else ""))
     coeffs = _coeffs_fn(mode, at.get("nearest_mode", "round_prefer_floor"), at.get("cubic_coeff_a", -0.75), antialias)
     axes = [a % rank for a in at.get("axes", range(rank))]
 
     def opt(i, what):
         v = ins[i] if len(ins) > i and ins[i] is not None else None
-        v = None if v is None else _const(imp, node, v, what).reshape(-1)
+        v = None if v is None else const(imp, node, v, what).reshape(-1)
         return None if v is None or v.size == 0 else v
 
     roi, scales, sizes = opt(1, "roi input"), opt(2, "scales input"), opt(3, "sizes input")
@@ -532,9 +523,9 @@ def _op_resize(imp, node, ins, at):
             scale[a] = float(scales[i])
         out = [int(s * d) for s, d in zip(scale, shape)]
     else:
-        raise _unsupported(imp, node, "neither scales nor sizes")
+        raise unsupported(imp, node, "neither scales nor sizes")
     if 0 in out or 0 in shape:
-        raise _unsupported(imp, node, "an empty tensor")
+        raise unsupported(imp, node, "an empty tensor")
     for a in axes:
         identity = math.isclose(scale[a], 1.0) and out[a] == shape[a] and (
             roi is None or (math.isclose(full_roi[a], 0.0) and math.isclose(full_roi[rank + a], 1.0)))
@@ -552,8 +543,8 @@ def _op_upsample(imp, node, ins, at):
     g, x = imp.g, ins[0]
     mode = at.get("mode", "nearest")
     if mode not in ("nearest", "linear"):
-        raise _unsupported(imp, node, f"mode='{mode}'")
-    scales = [float(s) for s in (at["scales"] if "scales" in at else _const(imp, node, ins[1], "scales input").reshape(-1))]
+        raise unsupported(imp, node, f"mode='{mode}'")
+    scales = [float(s) for s in (at["scales"] if "scales" in at else const(imp, node, ins[1], "scales input").reshape(-1))]
     coeffs = _coeffs_fn(mode, "floor", -0.75, False)
     for a, s in enumerate(scales):
         if s != 1.0:
@@ -590,7 +581,7 @@ def _op_conv_transpose(imp, node, ins, at):
         out = out_shape or [s * (i - 1) + op + (kk - 1) * d + 1 - pb - pe
                             for i, s, op, kk, d, pb, pe in zip(in_hw, strides, out_pad, k, dil, begin, end)]
     if min(out) < 1:
-        raise _unsupported(imp, node, f"an output of size {out}")
+        raise unsupported(imp, node, f"an output of size {out}")
     strides, dil, begin, out = (_lift(v, one_d, fill) for v, fill in ((strides, 1), (dil, 1), (begin, 0), (out, 1)))
     groups = at.get("group", 1)
     y = g.emit(lambda a, c: aicc_nn.ConvTranspose2dOp(a, c, out, strides, dil, groups, begin), x, w)
@@ -614,7 +605,7 @@ def _op_lrn(imp, node, ins, at):
     g.require_float(node.op_type, x)
     shape = g.shape(x)
     if len(shape) < 2 or 0 in shape:
-        raise _unsupported(imp, node, f"an input of shape {shape}")
+        raise unsupported(imp, node, f"an input of shape {shape}")
     size = int(at["size"])
     alpha, beta, bias = at.get("alpha", 1e-4), at.get("beta", 0.75), at.get("bias", 1.0)
     n, c, rest = shape[0], shape[1], math.prod(shape[2:])
@@ -638,7 +629,7 @@ def _op_lp_normalization(imp, node, ins, at):
     axis = at.get("axis", -1) % rank
     p = at.get("p", 2)
     if p not in (1, 2):
-        raise _unsupported(imp, node, f"p={p}")
+        raise unsupported(imp, node, f"p={p}")
     if p == 1:
         norm = g.reduce(aicc.ReduceSumOp, g.unary(aicc.AbsOp, x), [axis], True)
     else:
@@ -653,7 +644,7 @@ def _op_rms_normalization(imp, node, ins, at):
     g, x, scale = imp.g, ins[0], ins[1]
     g.require_float(node.op_type, x)
     if at.get("stash_type", 1) != 1:
-        raise _unsupported(imp, node, "stash_type other than float32")
+        raise unsupported(imp, node, "stash_type other than float32")
     rank = len(g.shape(x))
     axis = at.get("axis", -1) % rank
     ms = g.reduce(aicc.ReduceMeanOp, g.mul(x, x), list(range(axis, rank)), True)
@@ -682,7 +673,7 @@ def _op_depth_space(imp, node, ins, at):
     g, x = imp.g, ins[0]
     shape = g.shape(x)
     if len(shape) != 4:
-        raise _unsupported(imp, node, f"a rank-{len(shape)} input")
+        raise unsupported(imp, node, f"a rank-{len(shape)} input")
     b, c, h, w = shape
     bs = int(at["blocksize"])
     mode = at.get("mode", "DCR")
@@ -701,10 +692,10 @@ def _op_depth_space(imp, node, ins, at):
 def _op_trilu(imp, node, ins, at):
     """A select with a constant triangular mask over the last two dims."""
     g, x = imp.g, ins[0]
-    k = int(_const(imp, node, ins[1], "k input").reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None else 0
+    k = int(const(imp, node, ins[1], "k input").reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None else 0
     shape = g.shape(x)
     if len(shape) < 2:
-        raise _unsupported(imp, node, "a rank below 2")
+        raise unsupported(imp, node, "a rank below 2")
     ones = np.ones(shape[-2:], np.bool_)
     mask = np.triu(ones, k) if at.get("upper", 1) else np.tril(ones, k)
     if isinstance(x, np.ndarray):
@@ -719,7 +710,7 @@ def _op_hardmax(imp, node, ins, at):
     g.require_float(node.op_type, x)
     shape = g.shape(x)
     if not shape or 0 in shape:
-        raise _unsupported(imp, node, "an empty or rank-0 input")
+        raise unsupported(imp, node, "an empty or rank-0 input")
     axis = at.get("axis", -1) % len(shape)
     idx = g.emit(lambda v: aicc_nn.ArgMaxOp(v, axis, True, False), x)
     pos = np.arange(shape[axis], dtype=np.int64).reshape((-1,) + (1,) * (len(shape) - 1 - axis))
@@ -730,8 +721,8 @@ def _op_hardmax(imp, node, ins, at):
 def _op_one_hot(imp, node, ins, at):
     """values[1] where (indices, negative ones + depth) equals the position along the new axis."""
     g, idx = imp.g, ins[0]
-    depth = int(_const(imp, node, ins[1], "depth input").reshape(-1)[0])
-    values = _const(imp, node, ins[2], "values input").reshape(-1)
+    depth = int(const(imp, node, ins[1], "depth input").reshape(-1)[0])
+    values = const(imp, node, ins[2], "values input").reshape(-1)
     shape = g.shape(idx)
     axis = at.get("axis", -1) % (len(shape) + 1)
     g.require_numeric(node.op_type, idx)
@@ -745,17 +736,15 @@ def _op_one_hot(imp, node, ins, at):
 
 @handles("EyeLike")
 def _op_eye_like(imp, node, ins, at):
-    from frontends.onnx_import import _ONNX_DTYPES, _dtype_name
-
     g, x = imp.g, ins[0]
     shape = g.shape(x)
     if len(shape) != 2:
-        raise _unsupported(imp, node, f"a rank-{len(shape)} input")
+        raise unsupported(imp, node, f"a rank-{len(shape)} input")
     dt = g.dtype(x)
     if "dtype" in at:
-        if at["dtype"] not in _ONNX_DTYPES:
-            raise _unsupported(imp, node, f"dtype {_dtype_name(at['dtype'])}")
-        dt = _ONNX_DTYPES[at["dtype"]]
+        if at["dtype"] not in ONNX_DTYPES:
+            raise unsupported(imp, node, f"dtype {dtype_name(at['dtype'])}")
+        dt = ONNX_DTYPES[at["dtype"]]
     return [np.eye(shape[0], shape[1], k=at.get("k", 0), dtype=dt)]
 
 
@@ -763,7 +752,7 @@ def _op_eye_like(imp, node, ins, at):
 def _op_center_crop_pad(imp, node, ins, at):
     """Each axis cropped (a slice) or padded with zeros around the centre, as the reference."""
     g, x = imp.g, ins[0]
-    target = [int(v) for v in _const(imp, node, ins[1], "shape input").reshape(-1)]
+    target = [int(v) for v in const(imp, node, ins[1], "shape input").reshape(-1)]
     shape = g.shape(x)
     rank = len(shape)
     axes = [a % rank for a in at.get("axes", range(rank))]

@@ -1,0 +1,48 @@
+"""What the ONNX handler modules share: element types, and the errors and checks of handlers.
+
+frontends/onnx_import.py (the importer and the tensor ops) and frontends/onnx_nn.py (the ops
+of the NN dialect) both import this module; neither imports the other's internals. A handler
+takes (importer, node, inputs, attrs) and returns the node's output values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import UnsupportedOpError
+
+__all__ = ["Handler", "ONNX_DTYPES", "const", "dtype_name", "unsupported"]
+
+Handler = Callable[[Any, Any, list, dict], list]
+
+# ONNX TensorProto element types aicc can hold (others are rejected at import).
+ONNX_DTYPES = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}
+
+
+def dtype_name(code: int) -> str:
+    """The name of an ONNX element type code ('float16'), or the code."""
+    try:
+        from onnx import TensorProto
+
+        return TensorProto.DataType.Name(code).lower()
+    except Exception:
+        return str(code)
+
+
+def unsupported(imp, node, what: str) -> UnsupportedOpError:
+    """The error for a node whose `what` (an attribute value, an input kind) aicc lacks."""
+    return UnsupportedOpError(node.op_type, f"ONNX {node.op_type} node '{node.name}': {what} is not supported")
+
+
+def const(imp, node, v, what: str) -> np.ndarray:
+    """`v`, an input that must be known at compile time (a shape, axes, pads)."""
+    if not isinstance(v, np.ndarray):
+        e = unsupported(imp, node, f"a non-constant {what}")
+        # which graph value it is, so a caller can supply it as a constant (an initializer)
+        env = getattr(imp, "env", {})
+        e.input_name = next((n for n in node.input if n and env.get(n) is v), None)
+        raise e
+    return v
