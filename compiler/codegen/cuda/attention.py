@@ -116,15 +116,15 @@ class _AttentionKernel:
         w, op, Ln, I = self.w, self.op, self.w.line, self.w.idx
         bq, kb, T, ch, qblocks = self.bq, self.kb, self.T, self.ch, self.qblocks
         batch, L, S, E, F = self.batch, self.L, self.S, self.E, self.F
-        kind, scale = self.kind, self.scale
+        kind, scale, causal, eq, fq = self.kind, self.scale, self.causal, self.eq, self.fq
         self.Q, self.K, self.V, self.O = (w.val(x) for x in (op.q, op.k, op.v, op.out))
         w.writes.add(op.out)
         self.M = w.val(op.mask_value) if op.mask_value is not None else None
         what = {None: "", "add": " + mask", "keep": " where mask", "drop": " where !mask"}[kind]
-        Ln(f"// {op.name}: softmax({scale!r} * q @ kᵀ{what}{', causal' if self.causal else ''}) @ v, "
+        Ln(f"// {op.name}: softmax({scale!r} * q @ kᵀ{what}{', causal' if causal else ''}) @ v, "
            f"batch {list(batch)}, L {L}, S {S}, E {E}, F {F}")
-        Ln(f"// a block per (batch entry, {bq} query rows), {T} thread{'s' * (T > 1)} per row holding {self.eq} of "
-           f"q's and {self.fq} of the output's elements; k and v in {kb}-key shared tiles; online "
+        Ln(f"// a block per (batch entry, {bq} query rows), {T} thread{'s' * (T > 1)} per row holding {eq} of "
+           f"q's and {fq} of the output's elements; k and v in {kb}-key shared tiles; online "
            f"softmax {ch} keys at a time")
         Ln(f"__shared__ __align__(16) float Ks[{kb}][{self.ep}];")
         Ln(f"__shared__ __align__(16) float Vs[{kb}][{self.fp}];")
@@ -224,7 +224,8 @@ class _AttentionKernel:
         Ln(f"const {I} j = j0 + c0 + c;")
         Ln("float x = dot" + (f" * {f32_text(scale)};" if scale != 1.0 else ";"))
         if M is not None:
-            mo = self.offset(op.mask_value, None, [*self.bnames, "qrow", f"(j < {S} ? j : {S - 1})"])
+            mo = self.offset(op.mask_value, None,
+                             [*self.bnames, "qrow", f"(j < {S} ? j : {S - 1})"])
             if kind == "add":
                 Ln(f"x = x + {M}[{mo}];")
             else:
@@ -270,7 +271,8 @@ class _AttentionKernel:
         Ln("  #pragma unroll")
         Ln("  for (int u = 0; u < 4; ++u) {")
         Ln(f"    const int d = (lane + {self.T} * g) * 4 + u;")
-        store = f"{self.O}[{self.offset(op.out, op.perm('out'), [*self.bnames, 'row', 'd'])}] = acc[g * 4 + u] / l;"
+        off = self.offset(op.out, op.perm('out'), [*self.bnames, 'row', 'd'])
+        store = f"{self.O}[{off}] = acc[g * 4 + u] / l;"
         Ln(f"    if (d < {F}) {store}" if self.fp != F else f"    {store}")
         Ln("  }")
         Ln("}")
