@@ -119,187 +119,241 @@ def _kernel_function(e: FunctionEmitter, cfg: tuple, ety: ir.Type) -> ir.Functio
 
 def _emit_kernel_body(e: FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku,
                       a_clamp, b_masked, b_pf, init_rs=None, init_cs=1) -> None:
-    esize = byte_size(ety)
-    vty = ir.VectorType(ety, vw)
-    nq = nr // vw
-    b = e.b
-    a_base, b_base, c_base, kc, m, n, accumulate = args[:7]
-    init_base = args[7] if init_rs is not None else None
+    """The kernel function's body: prefetch the C tile, run the k loop into mr * nr / vw
+    vector accumulators, then update C with them."""
+    body = _KernelBody(e, args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked,
+                       b_pf, init_rs, init_cs)
+    body.prefetch_c()
+    body.update_c(body.accumulate())
 
-    def a_row_ptrs(clamp: bool) -> list[ir.Value]:
+
+class _KernelBody:
+    """The micro-kernel's configuration and arguments, and the parts of its body. One k step
+    and the C update are unrolled over the tile's mr rows and nq = nr / vw column vectors;
+    accumulator r * nq + q holds row r, columns q*vw ... q*vw + vw - 1."""
+
+    def __init__(self, e: FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku,
+                 a_clamp, b_masked, b_pf, init_rs, init_cs):
+        self.e, self.b = e, e.b
+        self.ety, self.mr, self.nr, self.vw = ety, mr, nr, vw
+        self.a_rs, self.a_ks, self.b_ks, self.ldc, self.ku = a_rs, a_ks, b_ks, ldc, ku
+        self.a_clamp, self.b_masked, self.b_pf = a_clamp, b_masked, b_pf
+        self.init_rs, self.init_cs = init_rs, init_cs
+        self.esize = byte_size(ety)
+        self.vty = ir.VectorType(ety, vw)
+        self.nq = nr // vw
+        self.a_base, self.b_base, self.c_base = args[:3]
+        self.kc, self.m, self.n, self.accumulating = args[3:7]  # accumulating: i1, C += or C =
+        self.init_base = args[7] if init_rs is not None else None
+        self.lanes = ir.Constant(ir.VectorType(I64, vw), list(range(vw)))
+        self.zero_v = _Literal(self.vty, "zeroinitializer")
+        self.undef_v = _Literal(self.vty, "undef")
+        self.splat_mask = _Literal(ir.VectorType(I32, vw), "zeroinitializer")
+        self.prefetch = e.em.module.globals.get("llvm.prefetch.p0") or ir.Function(
+            e.em.module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), I32, I32, I32]),
+            name="llvm.prefetch.p0")
+
+    # -- the k loop
+
+    def a_row_ptrs(self, clamp: bool) -> list[ir.Value]:
         """Row r of A at a constant offset from one base; clamped: row min(r, m - 1)."""
+        b, e, ety, a_base, a_rs = self.b, self.e, self.ety, self.a_base, self.a_rs
         if not clamp:
             return [b.gep(a_base, [_c64(r * a_rs)], inbounds=True, source_etype=ety)
-                    for r in range(mr)]
-        last_row = b.sub(m, _c64(1))
+                    for r in range(self.mr)]
+        last_row = b.sub(self.m, _c64(1))
         out = []
-        for r in range(mr):
+        for r in range(self.mr):
             row = _c64(0) if r == 0 else e.intr("smin", _c64(r), last_row)
             off = row if a_rs == 1 else b.mul(row, _c64(a_rs), flags=["nsw"])
             out.append(b.gep(a_base, [off], inbounds=True, source_etype=ety))
         return out
 
-    lanes = ir.Constant(ir.VectorType(I64, vw), list(range(vw)))
-
-    def lane_mask(q: int) -> ir.Value:
+    def lane_mask(self, q: int) -> ir.Value:
         """Lanes q*vw + l < n of column block q."""
-        bound = b.sub(n, _c64(q * vw))
+        b, vw = self.b, self.vw
+        bound = b.sub(self.n, _c64(q * vw))
         splat = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I64, vw), None), bound,
                                                   ir.Constant(I32, 0)),
                                  ir.Constant(ir.VectorType(I64, vw), None),
                                  ir.Constant(ir.VectorType(I32, vw), [0] * vw))
-        return b.icmp_signed("<", lanes, splat)
+        return b.icmp_signed("<", self.lanes, splat)
 
-    zero_v = _Literal(vty, "zeroinitializer")
-    undef_v = _Literal(vty, "undef")
-    splat_mask = _Literal(ir.VectorType(I32, vw), "zeroinitializer")
+    def splat(self, x: ir.Value) -> ir.Value:
+        """Scalar x in every lane: insertelement + a zero-mask shufflevector."""
+        b = self.b
+        return b.shuffle_vector(b.insert_element(self.undef_v, x, ir.Constant(I32, 0)),
+                                self.undef_v, self.splat_mask)
 
-    prefetch = e.em.module.globals.get("llvm.prefetch.p0") or ir.Function(
-        e.em.module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), I32, I32, I32]),
-        name="llvm.prefetch.p0")
-
-    def k_steps(kk: ir.Value, accs: list[ir.Value], a_rows, masks) -> list[ir.Value]:
+    def k_steps(self, kk: ir.Value, accs: list[ir.Value], a_rows, masks) -> list[ir.Value]:
         """One k step: nq loads of B, mr broadcasts of A, mr * nq FMAs."""
+        b, e, ety, esize, vty, nq = self.b, self.e, self.ety, self.esize, self.vty, self.nq
+        b_ks, b_pf, a_ks = self.b_ks, self.b_pf, self.a_ks
         boff = kk if b_ks == 1 else b.mul(kk, _c64(b_ks), flags=["nsw"])
         bvec = []
         for q in range(nq):
-            off = boff if q == 0 else b.add(boff, _c64(q * vw), flags=["nsw"])
-            p = b.gep(b_base, [off], inbounds=True, source_etype=ety)
+            off = boff if q == 0 else b.add(boff, _c64(q * self.vw), flags=["nsw"])
+            p = b.gep(self.b_base, [off], inbounds=True, source_etype=ety)
             if masks is None:
                 bvec.append(b.load(p, typ=vty, align=esize))
             else:
                 bvec.append(b.call(_masked(e, "load", vty),
-                                   [p, ir.Constant(I32, esize), masks[q], zero_v]))
+                                   [p, ir.Constant(I32, esize), masks[q], self.zero_v]))
         if b_pf and masks is None:  # B streams from L2: fetch the rows b_pf steps ahead
-            for j in range(0, nr, 64 // esize):
-                p = b.gep(b_base, [b.add(boff, _c64(b_pf * b_ks + j), flags=["nsw"])],
+            for j in range(0, self.nr, 64 // esize):
+                p = b.gep(self.b_base, [b.add(boff, _c64(b_pf * b_ks + j), flags=["nsw"])],
                           source_etype=ety)  # not inbounds: may point past the end
-                b.call(prefetch, [p, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+                b.call(self.prefetch,
+                       [p, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
         aoff = kk if a_ks == 1 else b.mul(kk, _c64(a_ks), flags=["nsw"])
         out = list(accs)
-        for r in range(mr):
+        for r in range(self.mr):
             x = b.load(b.gep(a_rows[r], [aoff], inbounds=True, source_etype=ety), typ=ety,
                        align=esize)
-            xv = b.shuffle_vector(b.insert_element(undef_v, x, ir.Constant(I32, 0)), undef_v,
-                                  splat_mask)
+            xv = self.splat(x)
             for q in range(nq):
                 i = r * nq + q
                 out[i] = e.intr("fma", xv, bvec[q], out[i])
         return out
 
-    def k_loops(edge: bool) -> list[ir.Value]:
+    def k_loops(self, edge: bool) -> list[ir.Value]:
         """The k loop (unrolled by ku) and its remainder; returns the accumulators. The edge
         version clamps the rows of an unpacked A and masks the loads of an unpacked B; it runs
         for one tile in a row or column of tiles, so it is not unrolled (less code)."""
-        a_rows = a_row_ptrs(edge and a_clamp)
-        masks = [lane_mask(q) for q in range(nq)] if edge and b_masked else None
-        accs = [zero_v] * (mr * nq)
+        b, e, ku, kc = self.b, self.e, self.ku, self.kc
+        a_rows = self.a_row_ptrs(edge and self.a_clamp)
+        masks = [self.lane_mask(q) for q in range(self.nq)] if edge and self.b_masked else None
+        accs = [self.zero_v] * (self.mr * self.nq)
         if ku > 1 and not edge:
             main = b.mul(b.sdiv(kc, _c64(ku)), _c64(ku), flags=["nsw"])
 
             def unrolled(k, carried):
                 for u in range(ku):
                     kk = k if u == 0 else b.add(k, _c64(u), flags=["nsw"])
-                    carried = k_steps(kk, carried, a_rows, masks)
+                    carried = self.k_steps(kk, carried, a_rows, masks)
                 return carried
 
             accs = e.loop(_c64(0), main, _c64(ku), accs, unrolled)
         else:
             main = _c64(0)
         return e.loop(main, kc, _c64(1), accs,
-                      lambda k, carried: k_steps(k, carried, a_rows, masks))
+                      lambda k, carried: self.k_steps(k, carried, a_rows, masks))
 
-    # Start fetching the C tile now: it arrives while the k loop runs, instead of stalling
-    # the update at the end (C rows are ldc apart, often in no cache at all).
-    line = 64 // esize
-    for r in range(mr):
-        for j in range(0, nr, line):
-            b.call(prefetch, [b.gep(c_base, [_c64(r * ldc + j)], source_etype=ety),
-                              ir.Constant(I32, 1), ir.Constant(I32, C_PREFETCH_LOCALITY),
-                              ir.Constant(I32, 1)])
+    def prefetch_c(self) -> None:
+        """Start fetching the C tile now: it arrives while the k loop runs, instead of
+        stalling the update at the end (C rows are ldc apart, often in no cache at all)."""
+        b = self.b
+        line = 64 // self.esize
+        for r in range(self.mr):
+            for j in range(0, self.nr, line):
+                b.call(self.prefetch, [b.gep(self.c_base, [_c64(r * self.ldc + j)],
+                                             source_etype=self.ety),
+                                       ir.Constant(I32, 1), ir.Constant(I32, C_PREFETCH_LOCALITY),
+                                       ir.Constant(I32, 1)])
 
-    if a_clamp or b_masked:
-        # Unpacked operands: an edge tile must not read past the rows of A or the columns
-        # of B, so it takes a second, slower copy of the k loop.
-        edge = b.or_(b.icmp_signed("<", m, _c64(mr)) if a_clamp else ir.Constant(I1, 0),
-                     b.icmp_signed("<", n, _c64(nr)) if b_masked else ir.Constant(I1, 0))
-        fast_bb = e.fn.append_basic_block("mk.kfull")
-        slow_bb = e.fn.append_basic_block("mk.kedge")
-        join_bb = e.fn.append_basic_block("mk.kdone")
+    def accumulate(self) -> list[ir.Value]:
+        """The accumulators after the k loop. Unpacked operands: an edge tile must not read
+        past the rows of A or the columns of B, so it takes a second, slower copy of the k
+        loop, and phis join the two."""
+        if not (self.a_clamp or self.b_masked):
+            return self.k_loops(False)
+        b, fn, m, n = self.b, self.e.fn, self.m, self.n
+        edge = b.or_(b.icmp_signed("<", m, _c64(self.mr)) if self.a_clamp else ir.Constant(I1, 0),
+                     b.icmp_signed("<", n, _c64(self.nr)) if self.b_masked else ir.Constant(I1, 0))
+        fast_bb = fn.append_basic_block("mk.kfull")
+        slow_bb = fn.append_basic_block("mk.kedge")
+        join_bb = fn.append_basic_block("mk.kdone")
         b.cbranch(edge, slow_bb, fast_bb)
         b.position_at_end(fast_bb)
-        fast = k_loops(False)
+        fast = self.k_loops(False)
         fast_end = b.block
         b.branch(join_bb)
         b.position_at_end(slow_bb)
-        slow = k_loops(True)
+        slow = self.k_loops(True)
         slow_end = b.block
         b.branch(join_bb)
         b.position_at_end(join_bb)
         accs = []
         for f, sl in zip(fast, slow):
-            p = b.phi(vty)
+            p = b.phi(self.vty)
             p.add_incoming(f, fast_end)
             p.add_incoming(sl, slow_end)
             accs.append(p)
-    else:
-        accs = k_loops(False)
+        return accs
 
-    # C update: plain vectors for a full tile, masked lanes and skipped rows at an edge.
-    full = b.and_(b.icmp_signed("==", m, _c64(mr)), b.icmp_signed("==", n, _c64(nr)))
-    full_bb = e.fn.append_basic_block("mk.cfull")
-    edge_bb = e.fn.append_basic_block("mk.cedge")
-    done_bb = e.fn.append_basic_block("mk.done")
-    b.cbranch(full, full_bb, edge_bb)
+    # -- the C update
 
-    def c_ptr(r: int, q: int) -> ir.Value:
-        return b.gep(c_base, [_c64(r * ldc + q * vw)], inbounds=True, source_etype=ety)
+    def c_ptr(self, r: int, q: int) -> ir.Value:
+        return self.b.gep(self.c_base, [_c64(r * self.ldc + q * self.vw)], inbounds=True,
+                          source_etype=self.ety)
 
-    def src_ptr(r: int, q: int, p: ir.Value) -> ir.Value:
+    def src_ptr(self, r: int, q: int, p: ir.Value) -> ir.Value:
         """Where the tile starts from: C itself, or (first K block) the init operand."""
-        if init_base is None:
+        if self.init_base is None:
             return p
-        i = b.gep(init_base, [_c64(r * init_rs + q * vw)], inbounds=True, source_etype=ety)
-        return b.select(accumulate, p, i)
+        i = self.b.gep(self.init_base, [_c64(r * self.init_rs + q * self.vw)], inbounds=True,
+                       source_etype=self.ety)
+        return self.b.select(self.accumulating, p, i)
 
-    def row_start(r: int, old: ir.Value) -> ir.Value:
+    def row_start(self, r: int, old: ir.Value) -> ir.Value:
         """With one init value per row (init_cs = 0): C's old value, or (first K block) the
         row's value in every lane."""
-        if init_base is None or init_cs:
+        if self.init_base is None or self.init_cs:
             return old
-        x = b.load(b.gep(init_base, [_c64(r * init_rs)], inbounds=True, source_etype=ety),
-                   typ=ety, align=esize)
-        splat = b.shuffle_vector(b.insert_element(undef_v, x, ir.Constant(I32, 0)), undef_v,
-                                 splat_mask)
-        return b.select(accumulate, old, splat)
+        b = self.b
+        x = b.load(b.gep(self.init_base, [_c64(r * self.init_rs)], inbounds=True,
+                         source_etype=self.ety), typ=self.ety, align=self.esize)
+        return b.select(self.accumulating, old, self.splat(x))
 
-    def update(old: ir.Value, acc: ir.Value) -> ir.Value:
-        if init_base is not None:
+    def update(self, old: ir.Value, acc: ir.Value) -> ir.Value:
+        """C's new value: old + acc, or (not accumulating, no init operand) acc alone."""
+        b = self.b
+        if self.init_base is not None:
             return b.fadd(old, acc)
-        return b.select(accumulate, b.fadd(old, acc), acc)
+        return b.select(self.accumulating, b.fadd(old, acc), acc)
 
-    b.position_at_end(full_bb)
-    for r in range(mr):
-        for q in range(nq):
-            p = c_ptr(r, q)
-            old = row_start(r, b.load(src_ptr(r, q, p) if init_cs else p, typ=vty, align=esize))
-            b.store(update(old, accs[r * nq + q]), p, align=esize)
-    b.branch(done_bb)
+    def update_c(self, accs: list[ir.Value]) -> None:
+        """C update: plain vectors for a full tile, masked lanes and skipped rows at an edge."""
+        b, fn = self.b, self.e.fn
+        full = b.and_(b.icmp_signed("==", self.m, _c64(self.mr)),
+                      b.icmp_signed("==", self.n, _c64(self.nr)))
+        full_bb = fn.append_basic_block("mk.cfull")
+        edge_bb = fn.append_basic_block("mk.cedge")
+        done_bb = fn.append_basic_block("mk.done")
+        b.cbranch(full, full_bb, edge_bb)
+        b.position_at_end(full_bb)
+        self.store_full(accs)
+        b.branch(done_bb)
+        b.position_at_end(edge_bb)
+        self.store_edge(accs)
+        b.branch(done_bb)
+        b.position_at_end(done_bb)
 
-    b.position_at_end(edge_bb)
-    masks = [lane_mask(q) for q in range(nq)]
-    for r in range(mr):
-        row_bb = e.fn.append_basic_block(f"mk.row{r}")
-        next_bb = e.fn.append_basic_block(f"mk.row{r}.next")
-        b.cbranch(b.icmp_signed("<", _c64(r), m), row_bb, next_bb)
-        b.position_at_end(row_bb)
-        for q in range(nq):
-            p = c_ptr(r, q)
-            old = row_start(r, b.call(_masked(e, "load", vty), [
-                src_ptr(r, q, p) if init_cs else p, ir.Constant(I32, esize), masks[q], zero_v]))
-            b.call(_masked(e, "store", vty),
-                   [update(old, accs[r * nq + q]), p, ir.Constant(I32, esize), masks[q]])
-        b.branch(next_bb)
-        b.position_at_end(next_bb)
-    b.branch(done_bb)
-    b.position_at_end(done_bb)
+    def store_full(self, accs: list[ir.Value]) -> None:
+        """A full mr x nr tile: a vector load, update and store per row and column block."""
+        b, nq, esize, vty = self.b, self.nq, self.esize, self.vty
+        for r in range(self.mr):
+            for q in range(nq):
+                p = self.c_ptr(r, q)
+                old = self.row_start(r, b.load(self.src_ptr(r, q, p) if self.init_cs else p,
+                                               typ=vty, align=esize))
+                b.store(self.update(old, accs[r * nq + q]), p, align=esize)
+
+    def store_edge(self, accs: list[ir.Value]) -> None:
+        """An edge tile: rows r < m only, each column block's lanes masked to those < n."""
+        b, e, fn, nq, esize, vty = self.b, self.e, self.e.fn, self.nq, self.esize, self.vty
+        masks = [self.lane_mask(q) for q in range(nq)]
+        for r in range(self.mr):
+            row_bb = fn.append_basic_block(f"mk.row{r}")
+            next_bb = fn.append_basic_block(f"mk.row{r}.next")
+            b.cbranch(b.icmp_signed("<", _c64(r), self.m), row_bb, next_bb)
+            b.position_at_end(row_bb)
+            for q in range(nq):
+                p = self.c_ptr(r, q)
+                old = self.row_start(r, b.call(_masked(e, "load", vty), [
+                    self.src_ptr(r, q, p) if self.init_cs else p, ir.Constant(I32, esize),
+                    masks[q], self.zero_v]))
+                b.call(_masked(e, "store", vty),
+                       [self.update(old, accs[r * nq + q]), p, ir.Constant(I32, esize), masks[q]])
+            b.branch(next_bb)
+            b.position_at_end(next_bb)

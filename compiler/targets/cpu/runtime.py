@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
 import sys
 import threading
 from collections.abc import Callable
 from functools import lru_cache
 
 import llvmlite.binding as llvm
+from llvmlite import ir
 import numpy as np
 
 from compiler.codegen.llvm import PARALLEL_FOR_SYMBOL
@@ -101,81 +103,99 @@ def _pool_ir() -> str:
     until all of its chunks are done (``pending`` reaches 0), which needs every claimed chunk
     to finish. The caller claims chunks too, so sleeping workers never delay a loop.
     """
-    import platform
-    import sys
+    pool = _PoolIR()
+    pool.emit_worker()
+    pool.emit_parallel_for()
+    return str(pool.m)
 
-    from llvmlite import ir
 
-    i32, i64, ptr, void = ir.IntType(32), ir.IntType(64), ir.PointerType(), ir.VoidType()
-    chunk_ty = ir.FunctionType(void, [ptr, i64, i64])
-    m = ir.Module(name="aicc_pool")
+class _PoolIR:
+    """The pool's module while it is built: its globals (the shared state), the system
+    functions it calls, and the pieces of code both entry points use."""
 
-    def glob(name, ty, init):
-        g = ir.GlobalVariable(m, ty, name=name)
+    def __init__(self):
+        i32, i64, ptr, void = ir.IntType(32), ir.IntType(64), ir.PointerType(), ir.VoidType()
+        self.i32, self.i64, self.ptr, self.void = i32, i64, ptr, void
+        self.chunk_ty = ir.FunctionType(void, [ptr, i64, i64])
+        self.m = ir.Module(name="aicc_pool")
+        glob = self.glob
+        self.word = glob("aicc_pool_word", i64, 0)
+        self.wake_gen = glob("aicc_pool_wake", i32, 0)
+        self.pending = glob("aicc_pool_pending", i64, 0)
+        self.busy = glob("aicc_pool_busy", i32, 0)
+        self.sleepers = glob("aicc_pool_sleepers", i32, 0)
+        self.job_fn = glob("aicc_pool_fn", ptr, None)
+        self.job_ctx = glob("aicc_pool_ctx", ptr, None)
+        self.job_n = glob("aicc_pool_n", i64, 0)
+        self.req = glob("aicc_pool_threads", i64, 1)
+        self.nworkers = glob("aicc_pool_nworkers", i64, 0)
+
+        self.machine = platform.machine().lower()
+        self.futex = sys.platform.startswith("linux") and self.machine in _SYS_FUTEX
+        if self.futex:
+            self.syscall = ir.Function(self.m, ir.FunctionType(i64, [i64], var_arg=True),
+                                       name="syscall")
+        else:
+            self.sched_yield = ir.Function(self.m, ir.FunctionType(i32, []), name="sched_yield")
+        self.x86 = self.machine in ("x86_64", "amd64", "i686", "x86")
+        if self.x86:
+            self.pause_fn = ir.Function(self.m, ir.FunctionType(void, []),
+                                        name="llvm.x86.sse2.pause")
+
+    def glob(self, name, ty, init):
+        """A global of the pool's state, on a cache line of its own."""
+        g = ir.GlobalVariable(self.m, ty, name=name)
         g.initializer = ir.Constant(ty, init)
         g.align = 64  # one cache line each: no false sharing between spinners and writers
-        g.type = ptr  # print as opaque `ptr`, not llvmlite's typed-pointer spelling
+        g.type = self.ptr  # print as opaque `ptr`, not llvmlite's typed-pointer spelling
         return g
 
-    word = glob("aicc_pool_word", i64, 0)
-    wake_gen = glob("aicc_pool_wake", i32, 0)
-    pending = glob("aicc_pool_pending", i64, 0)
-    busy = glob("aicc_pool_busy", i32, 0)
-    sleepers = glob("aicc_pool_sleepers", i32, 0)
-    job_fn = glob("aicc_pool_fn", ptr, None)
-    job_ctx = glob("aicc_pool_ctx", ptr, None)
-    job_n = glob("aicc_pool_n", i64, 0)
-    req = glob("aicc_pool_threads", i64, 1)
-    nworkers = glob("aicc_pool_nworkers", i64, 0)
+    def c64(self, v):
+        return ir.Constant(self.i64, v)
 
-    machine = platform.machine().lower()
-    futex = sys.platform.startswith("linux") and machine in _SYS_FUTEX
-    if futex:
-        syscall = ir.Function(m, ir.FunctionType(i64, [i64], var_arg=True), name="syscall")
-    else:
-        sched_yield = ir.Function(m, ir.FunctionType(i32, []), name="sched_yield")
-    x86 = machine in ("x86_64", "amd64", "i686", "x86")
-    if x86:
-        pause_fn = ir.Function(m, ir.FunctionType(void, []), name="llvm.x86.sse2.pause")
+    def c32(self, v):
+        return ir.Constant(self.i32, v)
 
-    def c64(v):
-        return ir.Constant(i64, v)
+    def pause(self, b):
+        """A spin-wait hint (x86 pause), or nothing."""
+        if self.x86:
+            b.call(self.pause_fn, [])
 
-    def c32(v):
-        return ir.Constant(i32, v)
-
-    def pause(b):
-        if x86:
-            b.call(pause_fn, [])
-
-    def futex_wait(b, seen):
-        if futex:
-            b.call(syscall, [c64(_SYS_FUTEX[machine]), wake_gen, c64(_FUTEX_WAIT_PRIVATE),
-                             b.zext(seen, i64), ir.Constant(ptr, None)])
+    def futex_wait(self, b, seen):
+        """Sleep while the wake generation is still `seen` (futex), or yield the CPU."""
+        if self.futex:
+            b.call(self.syscall, [self.c64(_SYS_FUTEX[self.machine]), self.wake_gen,
+                                  self.c64(_FUTEX_WAIT_PRIVATE), b.zext(seen, self.i64),
+                                  ir.Constant(self.ptr, None)])
         else:
-            b.call(sched_yield, [])
+            b.call(self.sched_yield, [])
 
-    def futex_wake(b):
-        if futex:
-            b.call(syscall, [c64(_SYS_FUTEX[machine]), wake_gen, c64(_FUTEX_WAKE_PRIVATE),
-                             c64(0x7FFFFFFF)])
+    def futex_wake(self, b):
+        """Wake every sleeper (futex), or nothing: without futexes they only yield."""
+        if self.futex:
+            b.call(self.syscall, [self.c64(_SYS_FUTEX[self.machine]), self.wake_gen,
+                                  self.c64(_FUTEX_WAKE_PRIVATE), self.c64(0x7FFFFFFF)])
 
-    def gen_of(b, w):
-        return b.lshr(w, c64(32))
+    def gen_of(self, b, w):
+        """The job generation of a published word."""
+        return b.lshr(w, self.c64(32))
 
-    def run_chunk(b, c, nt, slot):
+    def run_chunk(self, b, c, nt, slot):
         """Run chunk c of nt of the current job, then count it done."""
-        b.store(b.load(job_fn, typ=ptr), slot)
-        fn = b.load(slot, typ=ir.PointerType(chunk_ty))  # typed: llvmlite needs the signature
-        ctx = b.load(job_ctx, typ=ptr)
-        n = b.load(job_n, typ=i64)
+        ptr, i64, c64 = self.ptr, self.i64, self.c64
+        b.store(b.load(self.job_fn, typ=ptr), slot)
+        # typed: llvmlite needs the signature
+        fn = b.load(slot, typ=ir.PointerType(self.chunk_ty))
+        ctx = b.load(self.job_ctx, typ=ptr)
+        n = b.load(self.job_n, typ=i64)
         lo = b.sdiv(b.mul(n, c), nt)
         hi = b.sdiv(b.mul(n, b.add(c, c64(1))), nt)
         b.call(fn, [ctx, lo, hi])
-        b.atomic_rmw("sub", pending, c64(1), "seq_cst")
+        b.atomic_rmw("sub", self.pending, c64(1), "seq_cst")
 
-    def claim_loop(fn_, b, w_slot, fn_slot, on_none, seen_slot=None):
+    def claim_loop(self, fn_, b, w_slot, fn_slot, on_none, seen_slot=None):
         """Blocks that try to claim a chunk from the word in w_slot."""
+        i64, c64 = self.i64, self.c64
         claim = fn_.append_basic_block("claim")
         try_cas = fn_.append_basic_block("try_cas")
         run = fn_.append_basic_block("run")
@@ -184,116 +204,126 @@ def _pool_ir() -> str:
         b.position_at_end(claim)
         w = b.load(w_slot, typ=i64)
         if seen_slot is not None:
-            b.store(gen_of(b, w), seen_slot)
+            b.store(self.gen_of(b, w), seen_slot)
         claimed = b.and_(b.lshr(w, c64(16)), c64(0xFFFF))
         nt = b.and_(w, c64(0xFFFF))
         b.cbranch(b.icmp_unsigned("<", claimed, nt), try_cas, on_none)
         b.position_at_end(try_cas)
-        res = b.cmpxchg(word, w, b.add(w, c64(1 << 16)), "seq_cst", "seq_cst")
+        res = b.cmpxchg(self.word, w, b.add(w, c64(1 << 16)), "seq_cst", "seq_cst")
         b.cbranch(b.extract_value(res, 1), run, retry)
         b.position_at_end(retry)
         b.store(b.extract_value(res, 0), w_slot)
         b.branch(claim)
         b.position_at_end(run)
-        run_chunk(b, claimed, nt, fn_slot)
-        b.store(b.load_atomic(word, "acquire", 8, typ=i64), w_slot)
+        self.run_chunk(b, claimed, nt, fn_slot)
+        b.store(b.load_atomic(self.word, "acquire", 8, typ=i64), w_slot)
         b.branch(claim)
         return claim
 
-    # void aicc_pool_worker(i64 id): never returns.
-    w = ir.Function(m, ir.FunctionType(void, [i64]), name="aicc_pool_worker")
-    entry, loop, spin, spin_next, sleep, sleep_wait, to_claim = (
-        w.append_basic_block(n) for n in ("entry", "loop", "spin", "spin_next", "sleep",
-                                          "sleep_wait", "to_claim"))
-    b = ir.IRBuilder(entry)
-    seen_slot, w_slot, fn_slot = b.alloca(i64), b.alloca(i64), b.alloca(ptr)
-    seen_slot.type = w_slot.type = fn_slot.type = ptr
-    b.store(gen_of(b, b.load_atomic(word, "acquire", 8, typ=i64)), seen_slot)
-    b.branch(loop)
-    b.position_at_end(loop)
-    b.branch(spin)
-    b.position_at_end(spin)
-    k = b.phi(i64)
-    k.add_incoming(c64(0), loop)
-    cur = b.load_atomic(word, "acquire", 8, typ=i64)
-    b.store(cur, w_slot)
-    changed = b.icmp_unsigned("!=", gen_of(b, cur), b.load(seen_slot, typ=i64))
-    b.cbranch(changed, to_claim, spin_next)
-    b.position_at_end(spin_next)
-    pause(b)
-    k1 = b.add(k, c64(1))
-    k.add_incoming(k1, spin_next)
-    b.cbranch(b.icmp_unsigned("<", k1, c64(_SPIN_ITERATIONS)), spin, sleep)
-    b.position_at_end(sleep)
-    f = b.load_atomic(wake_gen, "seq_cst", 4, typ=i32)
-    b.atomic_rmw("add", sleepers, c32(1), "seq_cst")
-    cur = b.load_atomic(word, "seq_cst", 8, typ=i64)
-    b.store(cur, w_slot)
-    changed = b.icmp_unsigned("!=", gen_of(b, cur), b.load(seen_slot, typ=i64))
-    woke = w.append_basic_block("woke")
-    b.cbranch(changed, woke, sleep_wait)
-    b.position_at_end(sleep_wait)
-    futex_wait(b, f)
-    b.atomic_rmw("sub", sleepers, c32(1), "seq_cst")
-    b.branch(loop)
-    b.position_at_end(woke)
-    b.atomic_rmw("sub", sleepers, c32(1), "seq_cst")
-    b.branch(to_claim)
-    b.position_at_end(to_claim)
-    claim_loop(w, b, w_slot, fn_slot, loop, seen_slot)
+    def emit_worker(self) -> None:
+        """void aicc_pool_worker(i64 id): never returns. Spins on the word for a new
+        generation, then sleeps on the wake futex; claims chunks whenever one appears."""
+        i32, i64, ptr, c64, c32 = self.i32, self.i64, self.ptr, self.c64, self.c32
+        word, gen_of = self.word, self.gen_of
+        w = ir.Function(self.m, ir.FunctionType(self.void, [i64]), name="aicc_pool_worker")
+        entry, loop, spin, spin_next, sleep, sleep_wait, to_claim = (
+            w.append_basic_block(n) for n in ("entry", "loop", "spin", "spin_next", "sleep",
+                                              "sleep_wait", "to_claim"))
+        b = ir.IRBuilder(entry)
+        seen_slot, w_slot, fn_slot = b.alloca(i64), b.alloca(i64), b.alloca(ptr)
+        seen_slot.type = w_slot.type = fn_slot.type = ptr
+        b.store(gen_of(b, b.load_atomic(word, "acquire", 8, typ=i64)), seen_slot)
+        b.branch(loop)
+        b.position_at_end(loop)
+        b.branch(spin)
+        b.position_at_end(spin)
+        k = b.phi(i64)
+        k.add_incoming(c64(0), loop)
+        cur = b.load_atomic(word, "acquire", 8, typ=i64)
+        b.store(cur, w_slot)
+        changed = b.icmp_unsigned("!=", gen_of(b, cur), b.load(seen_slot, typ=i64))
+        b.cbranch(changed, to_claim, spin_next)
+        b.position_at_end(spin_next)
+        self.pause(b)
+        k1 = b.add(k, c64(1))
+        k.add_incoming(k1, spin_next)
+        b.cbranch(b.icmp_unsigned("<", k1, c64(_SPIN_ITERATIONS)), spin, sleep)
+        b.position_at_end(sleep)
+        f = b.load_atomic(self.wake_gen, "seq_cst", 4, typ=i32)
+        b.atomic_rmw("add", self.sleepers, c32(1), "seq_cst")
+        cur = b.load_atomic(word, "seq_cst", 8, typ=i64)
+        b.store(cur, w_slot)
+        changed = b.icmp_unsigned("!=", gen_of(b, cur), b.load(seen_slot, typ=i64))
+        woke = w.append_basic_block("woke")
+        b.cbranch(changed, woke, sleep_wait)
+        b.position_at_end(sleep_wait)
+        self.futex_wait(b, f)
+        b.atomic_rmw("sub", self.sleepers, c32(1), "seq_cst")
+        b.branch(loop)
+        b.position_at_end(woke)
+        b.atomic_rmw("sub", self.sleepers, c32(1), "seq_cst")
+        b.branch(to_claim)
+        b.position_at_end(to_claim)
+        self.claim_loop(w, b, w_slot, fn_slot, loop, seen_slot)
 
-    # void aicc_parallel_for(ptr fn, ptr ctx, i64 n): runs fn(ctx, lo, hi) over [0, n).
-    f = ir.Function(m, ir.FunctionType(void, [ptr, ptr, i64]), name="aicc_parallel_for")
-    fn, ctx, n = f.args
-    blk = {name: f.append_basic_block(name) for name in (
-        "entry", "serial", "try", "dispatch", "publish", "wait", "wait_next", "done", "ret")}
-    b = ir.IRBuilder(blk["entry"])
-    w_slot, slot = b.alloca(i64), b.alloca(ptr)  # allocas stay in the entry block
-    w_slot.type = slot.type = ptr
-    want = b.load(req, typ=i64)
-    have = b.add(b.load_atomic(nworkers, "acquire", 8, typ=i64), c64(1))
-    nt = b.select(b.icmp_signed("<", want, have), want, have)
-    nt = b.select(b.icmp_signed("<", nt, n), nt, n)
-    nt = b.select(b.icmp_signed("<", nt, c64(0xFFFF)), nt, c64(0xFFFF))
-    b.cbranch(b.icmp_signed("<=", n, c64(0)), blk["ret"], blk["try"])
-    b.position_at_end(blk["try"])
-    b.cbranch(b.icmp_signed(">", nt, c64(1)), blk["dispatch"], blk["serial"])
-    b.position_at_end(blk["serial"])
-    b.store(fn, slot)
-    b.call(b.load(slot, typ=ir.PointerType(chunk_ty)), [ctx, c64(0), n])
-    b.branch(blk["ret"])
-    b.position_at_end(blk["dispatch"])
-    # Another caller (another Python thread, or a parallel loop inside a chunk) owns the
-    # pool: run serially rather than wait.
-    got = b.extract_value(b.cmpxchg(busy, c32(0), c32(1), "acquire", "monotonic"), 1)
-    b.cbranch(got, blk["publish"], blk["serial"])
-    b.position_at_end(blk["publish"])
-    b.store(fn, job_fn)
-    b.store(ctx, job_ctx)
-    b.store(n, job_n)
-    b.atomic_rmw("xchg", pending, nt, "seq_cst")
-    old = b.load_atomic(word, "acquire", 8, typ=i64)
-    new = b.or_(b.shl(b.add(gen_of(b, old), c64(1)), c64(32)), nt)
-    b.atomic_rmw("xchg", word, new, "seq_cst")
-    b.atomic_rmw("add", wake_gen, c32(1), "seq_cst")
-    asleep = b.load_atomic(sleepers, "seq_cst", 4, typ=i32)
-    with b.if_then(b.icmp_unsigned("!=", asleep, c32(0))):
-        futex_wake(b)
-    b.store(new, w_slot)
-    # The caller claims chunks like any worker (chunk 0 first), then waits for the rest.
-    claim_loop(f, b, w_slot, slot, blk["wait"])
-    b.position_at_end(blk["wait"])
-    left = b.load_atomic(pending, "acquire", 8, typ=i64)
-    b.cbranch(b.icmp_signed("==", left, c64(0)), blk["done"], blk["wait_next"])
-    b.position_at_end(blk["wait_next"])
-    pause(b)
-    b.branch(blk["wait"])
-    b.position_at_end(blk["done"])
-    b.atomic_rmw("xchg", busy, c32(0), "release")
-    b.branch(blk["ret"])
-    b.position_at_end(blk["ret"])
-    b.ret_void()
-    return str(m)
+    def emit_parallel_for(self) -> None:
+        """void aicc_parallel_for(ptr fn, ptr ctx, i64 n): runs fn(ctx, lo, hi) over [0, n).
+        Serially when one thread is asked for or another caller owns the pool; else it
+        publishes the job, wakes sleepers, claims chunks like a worker and waits for the
+        rest."""
+        i32, i64, ptr, c64, c32 = self.i32, self.i64, self.ptr, self.c64, self.c32
+        word, gen_of = self.word, self.gen_of
+        f = ir.Function(self.m, ir.FunctionType(self.void, [ptr, ptr, i64]),
+                        name="aicc_parallel_for")
+        fn, ctx, n = f.args
+        blk = {name: f.append_basic_block(name) for name in (
+            "entry", "serial", "try", "dispatch", "publish", "wait", "wait_next", "done", "ret")}
+        b = ir.IRBuilder(blk["entry"])
+        w_slot, slot = b.alloca(i64), b.alloca(ptr)  # allocas stay in the entry block
+        w_slot.type = slot.type = ptr
+        want = b.load(self.req, typ=i64)
+        have = b.add(b.load_atomic(self.nworkers, "acquire", 8, typ=i64), c64(1))
+        nt = b.select(b.icmp_signed("<", want, have), want, have)
+        nt = b.select(b.icmp_signed("<", nt, n), nt, n)
+        nt = b.select(b.icmp_signed("<", nt, c64(0xFFFF)), nt, c64(0xFFFF))
+        b.cbranch(b.icmp_signed("<=", n, c64(0)), blk["ret"], blk["try"])
+        b.position_at_end(blk["try"])
+        b.cbranch(b.icmp_signed(">", nt, c64(1)), blk["dispatch"], blk["serial"])
+        b.position_at_end(blk["serial"])
+        b.store(fn, slot)
+        b.call(b.load(slot, typ=ir.PointerType(self.chunk_ty)), [ctx, c64(0), n])
+        b.branch(blk["ret"])
+        b.position_at_end(blk["dispatch"])
+        # Another caller (another Python thread, or a parallel loop inside a chunk) owns the
+        # pool: run serially rather than wait.
+        got = b.extract_value(b.cmpxchg(self.busy, c32(0), c32(1), "acquire", "monotonic"), 1)
+        b.cbranch(got, blk["publish"], blk["serial"])
+        b.position_at_end(blk["publish"])
+        b.store(fn, self.job_fn)
+        b.store(ctx, self.job_ctx)
+        b.store(n, self.job_n)
+        b.atomic_rmw("xchg", self.pending, nt, "seq_cst")
+        old = b.load_atomic(word, "acquire", 8, typ=i64)
+        new = b.or_(b.shl(b.add(gen_of(b, old), c64(1)), c64(32)), nt)
+        b.atomic_rmw("xchg", word, new, "seq_cst")
+        b.atomic_rmw("add", self.wake_gen, c32(1), "seq_cst")
+        asleep = b.load_atomic(self.sleepers, "seq_cst", 4, typ=i32)
+        with b.if_then(b.icmp_unsigned("!=", asleep, c32(0))):
+            self.futex_wake(b)
+        b.store(new, w_slot)
+        # The caller claims chunks like any worker (chunk 0 first), then waits for the rest.
+        self.claim_loop(f, b, w_slot, slot, blk["wait"])
+        b.position_at_end(blk["wait"])
+        left = b.load_atomic(self.pending, "acquire", 8, typ=i64)
+        b.cbranch(b.icmp_signed("==", left, c64(0)), blk["done"], blk["wait_next"])
+        b.position_at_end(blk["wait_next"])
+        self.pause(b)
+        b.branch(blk["wait"])
+        b.position_at_end(blk["done"])
+        b.atomic_rmw("xchg", self.busy, c32(0), "release")
+        b.branch(blk["ret"])
+        b.position_at_end(blk["ret"])
+        b.ret_void()
 
 
 class _NativePool:

@@ -260,6 +260,36 @@ def _global_of(v: SSAValue, module: ModuleOp) -> memref.GlobalOp | None:
 
 
 @dataclass
+class _Operands:
+    """What the tile loops read and write, and the values every tile shares."""
+    a_src: SSAValue  # A, packed into slivers or flat in place
+    a_packed: bool
+    b_src: SSAValue  # B, packed into panels, a thread's buffer, or flat in place
+    b_packed: bool
+    c: SSAValue  # C, flat
+    MP: int  # slivers of A per batch entry
+    NP: int  # panels of B per batch entry
+    first_overwrites: bool  # the first K block overwrites C instead of adding to it
+    true_: SSAValue  # i1 true: accumulate
+    ldb: int  # B's row stride in place
+    init_flat: SSAValue | None  # the init operand, flat
+    epi_on_c: list[tuple[SSAValue, AffineMap]] | None  # see _Tiler._epilogue_on_c
+
+
+@dataclass
+class _Tile:
+    """Offsets and extents of one mc x nc tile of C (a batch entry's block ic, jc)."""
+    ba: Index  # A's batch entry: its offset (in place) or index (packed)
+    bb: Index  # B's, likewise (or the thread's buffer slot)
+    ic: Index  # first row
+    jc: Index  # first column
+    mcv: Index  # rows
+    ncv: Index  # columns
+    c_base: Index  # offset of (ic, jc) in flat C
+    i_base: Index | None  # offset of (ic, jc) in the init operand
+
+
+@dataclass
 class _Tiler:
     match: MatmulMatch
     s: MatmulSchedule
@@ -842,12 +872,14 @@ class _Tiler:
 
     def _compute(self, b: Builder, ix: _Ix, a_src: SSAValue, a_packed: bool, b_src: SSAValue,
                  b_packed: bool, c: SSAValue, MP: int, NP: int, first_overwrites: bool) -> None:
+        """The tile loops: over the (batch, mc block, nc block) tiles of C, the dims the
+        schedule names `parallel` flattened into one scf.parallel (with B's producer inside,
+        a run of batches per thread instead) and the rest in scf.for loops, each tile
+        emitted by _emit_tile."""
         mm, s = self.match, self.s
-        M, N, K = mm.m, mm.n, mm.k
-        batch = list(mm.batch)
-        a_shape, b_shape = mm.a.type.get_shape(), mm.b.type.get_shape()
+        M, N = mm.m, mm.n
         TM, TN = -(-M // s.mc), -(-N // s.nc)
-        nb = math.prod(batch)
+        nb = math.prod(mm.batch)
         extents = {"b": nb, "m": TM, "n": TN}
         # Threads take contiguous runs of the flattened tiles. M blocks come in multiples of
         # mr, so the last is often short; when N's blocks are all equal, run over N outside
@@ -859,87 +891,12 @@ class _Tiler:
         ldb = self.ldb if self.b_producer is not None else N  # B's row stride in place
         init_flat = _flat(b, self.init[0]) if self.init is not None else None
         epi_on_c = self._epilogue_on_c(b) if self.epilogue is not None else None
-
-        def tile(b: Builder, idx: dict[str, Index]) -> None:
-            bflat = idx.get("b", 0)
-            bidx = _split_flat(b, ix, bflat, batch) if batch else []
-            ba = _batch_offset(b, ix, bidx, mm.a_batch, a_shape, batch)
-            bb = (idx["slot"] if "slot" in idx  # B written per batch into a thread's buffer
-                  else _batch_offset(b, ix, bidx, mm.b_batch, b_shape, batch))
-            ic = ix.mul(b, idx.get("m", 0), s.mc)
-            jc = ix.mul(b, idx.get("n", 0), s.nc)
-            mcv = ix.min(b, s.mc, ix.sub(b, M, ic))
-            ncv = ix.min(b, s.nc, ix.sub(b, N, jc))
-            c_base = ix.add(b, ix.mul(b, bflat, M * N), ix.add(b, ix.mul(b, ic, N), jc))
-            if self.init is not None:  # the init operand at (batch, ic, jc)
-                i_strides = self.init[1]
-                i_base: Index = ix.add(b, ix.mul(b, ic, i_strides[-2]),
-                                       ix.mul(b, jc, i_strides[-1]))
-                for d, bi in enumerate(bidx):
-                    i_base = ix.add(b, i_base, ix.mul(b, bi, i_strides[d]))
-
-            def kblock(b: Builder, pc: Index) -> None:
-                kc = ix.min(b, s.kc, ix.sub(b, K, pc))
-                if not first_overwrites:
-                    acc = true_
-                elif isinstance(pc, int):
-                    acc = ix.const(int(pc > 0), i1)
-                else:
-                    acc = b.insert(arith.CmpiOp(pc, ix.v(0), "ne")).result
-
-                def panel(b: Builder, jr: Index) -> tuple[Index, Index]:
-                    """Columns of panel jr and its offset in B."""
-                    n = ix.min(b, s.nr, ix.sub(b, ncv, jr))
-                    j = ix.add(b, jc, jr)
-                    if b_packed:  # panel (bb*NP + j/nr), row pc
-                        pnl = ix.add(b, ix.mul(b, bb, NP), ix.div(b, j, s.nr))
-                        return n, ix.add(b, ix.mul(b, pnl, K * s.nr), ix.mul(b, pc, s.nr))
-                    return n, ix.add(b, ix.mul(b, bb, K * ldb), ix.add(b, ix.mul(b, pc, ldb), j))
-
-                def sliver(b: Builder, ir: Index) -> tuple[Index, Index]:
-                    """Rows of sliver ir and its offset in A."""
-                    m = ix.min(b, s.mr, ix.sub(b, mcv, ir))
-                    i = ix.add(b, ic, ir)
-                    if a_packed:
-                        slv = ix.add(b, ix.mul(b, ba, MP), ix.div(b, i, s.mr))
-                        return m, ix.add(b, ix.mul(b, slv, K * s.mr), ix.mul(b, pc, s.mr))
-                    return m, ix.add(b, ix.mul(b, ba, M * K),
-                                     ix.add(b, ix.mul(b, i, self.a_rs), ix.mul(b, pc, self.a_ks)))
-
-                def kernel(b: Builder, ir: Index, jr: Index, m_a, n_b) -> None:
-                    (m, a_off), (n, b_off) = m_a, n_b
-                    c_off = ix.add(b, c_base, ix.add(b, ix.mul(b, ir, N), jr))
-                    init = None
-                    if self.init is not None:
-                        rs, cs = self.init[1][-2:]
-                        i_off = ix.add(b, i_base, ix.add(b, ix.mul(b, ir, rs), ix.mul(b, jr, cs)))
-                        init = (init_flat, ix.v(i_off), rs, cs)
-                    b.insert(MicrokernelOp(
-                        a_src, ix.v(a_off), b_src, ix.v(b_off), c, ix.v(c_off), ix.v(kc),
-                        ix.v(m), ix.v(n), acc,
-                        a_clamp=not a_packed and M % s.mr != 0,
-                        b_masked=not b_packed and N % s.nr != 0,
-                        mr=s.mr, nr=s.nr, vw=s.vw,
-                        a_rs=self.a_rs, a_ks=self.a_ks,
-                        b_ks=s.nr if b_packed else ldb, ldc=N, ku=s.ku,
-                        b_pf=s.pf, init=init))
-
-                if s.order == "nm":  # a B panel stays in L1 while the slivers of A pass
-                    _for(b, ix, 0, ncv, s.nr, lambda b, jr: (lambda nb_: _for(
-                        b, ix, 0, mcv, s.mr, lambda b, ir: kernel(b, ir, jr, sliver(b, ir), nb_)))(
-                            panel(b, jr)))
-                else:  # an A sliver stays in L1 while the panels of B pass
-                    _for(b, ix, 0, mcv, s.mr, lambda b, ir: (lambda ma_: _for(
-                        b, ix, 0, ncv, s.nr, lambda b, jr: kernel(b, ir, jr, ma_, panel(b, jr))))(
-                            sliver(b, ir)))
-
-            _for(b, ix, 0, K, s.kc, kblock)
-            if self.epilogue is not None:
-                self._emit_epilogue(b, ix, bidx, ic, jc, mcv, ncv, epi_on_c)
+        self.operands = _Operands(a_src, a_packed, b_src, b_packed, c, MP, NP, first_overwrites,
+                                  true_, ldb, init_flat, epi_on_c)
 
         def nest(b: Builder, idx: dict[str, Index], dims: list[str]) -> None:
             if not dims:
-                tile(b, idx)
+                self._emit_tile(b, ix, idx)
                 return
             d = dims[0]
             _for(b, ix, 0, extents[d], 1, lambda b, v: nest(b, {**idx, d: v}, dims[1:]))
@@ -977,6 +934,104 @@ class _Tiler:
         else:
             nest(b, {}, seq)
 
+    def _emit_tile(self, b: Builder, ix: _Ix, idx: dict[str, Index]) -> None:
+        """The mc x nc tile of C at the tile indices `idx` (b, m, n; absent: 0; slot: the
+        thread's B buffer): its K blocks (_emit_kblock), then the epilogue on the finished
+        tile while it is in cache."""
+        mm, s = self.match, self.s
+        M, N, K = mm.m, mm.n, mm.k
+        batch = list(mm.batch)
+        a_shape, b_shape = mm.a.type.get_shape(), mm.b.type.get_shape()
+        bflat = idx.get("b", 0)
+        bidx = _split_flat(b, ix, bflat, batch) if batch else []
+        ba = _batch_offset(b, ix, bidx, mm.a_batch, a_shape, batch)
+        bb = (idx["slot"] if "slot" in idx  # B written per batch into a thread's buffer
+              else _batch_offset(b, ix, bidx, mm.b_batch, b_shape, batch))
+        ic = ix.mul(b, idx.get("m", 0), s.mc)
+        jc = ix.mul(b, idx.get("n", 0), s.nc)
+        mcv = ix.min(b, s.mc, ix.sub(b, M, ic))
+        ncv = ix.min(b, s.nc, ix.sub(b, N, jc))
+        c_base = ix.add(b, ix.mul(b, bflat, M * N), ix.add(b, ix.mul(b, ic, N), jc))
+        i_base: Index | None = None
+        if self.init is not None:  # the init operand at (batch, ic, jc)
+            i_strides = self.init[1]
+            i_base = ix.add(b, ix.mul(b, ic, i_strides[-2]), ix.mul(b, jc, i_strides[-1]))
+            for d, bi in enumerate(bidx):
+                i_base = ix.add(b, i_base, ix.mul(b, bi, i_strides[d]))
+        tile = _Tile(ba, bb, ic, jc, mcv, ncv, c_base, i_base)
+        _for(b, ix, 0, K, s.kc, lambda b, pc: self._emit_kblock(b, ix, tile, pc))
+        if self.epilogue is not None:
+            self._emit_epilogue(b, ix, bidx, ic, jc, mcv, ncv, self.operands.epi_on_c)
+
+    def _emit_kblock(self, b: Builder, ix: _Ix, tile: _Tile, pc: Index) -> None:
+        """K block pc (kc deep) of a tile: loops over its nr-wide panels of B and mr-row
+        slivers of A, nested in the schedule's order, and a micro-kernel per pair; it
+        accumulates into C except in a first block that overwrites it."""
+        mm, s, o = self.match, self.s, self.operands
+        M, K = mm.m, mm.k
+        kc = ix.min(b, s.kc, ix.sub(b, K, pc))
+        if not o.first_overwrites:
+            acc = o.true_
+        elif isinstance(pc, int):
+            acc = ix.const(int(pc > 0), i1)
+        else:
+            acc = b.insert(arith.CmpiOp(pc, ix.v(0), "ne")).result
+
+        def panel(b: Builder, jr: Index) -> tuple[Index, Index]:
+            """Columns of panel jr and its offset in B."""
+            n = ix.min(b, s.nr, ix.sub(b, tile.ncv, jr))
+            j = ix.add(b, tile.jc, jr)
+            if o.b_packed:  # panel (bb*NP + j/nr), row pc
+                pnl = ix.add(b, ix.mul(b, tile.bb, o.NP), ix.div(b, j, s.nr))
+                return n, ix.add(b, ix.mul(b, pnl, K * s.nr), ix.mul(b, pc, s.nr))
+            return n, ix.add(b, ix.mul(b, tile.bb, K * o.ldb), ix.add(b, ix.mul(b, pc, o.ldb), j))
+
+        def sliver(b: Builder, ir: Index) -> tuple[Index, Index]:
+            """Rows of sliver ir and its offset in A."""
+            m = ix.min(b, s.mr, ix.sub(b, tile.mcv, ir))
+            i = ix.add(b, tile.ic, ir)
+            if o.a_packed:
+                slv = ix.add(b, ix.mul(b, tile.ba, o.MP), ix.div(b, i, s.mr))
+                return m, ix.add(b, ix.mul(b, slv, K * s.mr), ix.mul(b, pc, s.mr))
+            return m, ix.add(b, ix.mul(b, tile.ba, M * K),
+                             ix.add(b, ix.mul(b, i, self.a_rs), ix.mul(b, pc, self.a_ks)))
+
+        def kernel(b: Builder, ir: Index, jr: Index, m_a, n_b) -> None:
+            self._emit_microkernel(b, ix, tile, kc, acc, ir, jr, m_a, n_b)
+
+        mcv, ncv = tile.mcv, tile.ncv
+        if s.order == "nm":  # a B panel stays in L1 while the slivers of A pass
+            _for(b, ix, 0, ncv, s.nr, lambda b, jr: (lambda nb_: _for(
+                b, ix, 0, mcv, s.mr, lambda b, ir: kernel(b, ir, jr, sliver(b, ir), nb_)))(
+                    panel(b, jr)))
+        else:  # an A sliver stays in L1 while the panels of B pass
+            _for(b, ix, 0, mcv, s.mr, lambda b, ir: (lambda ma_: _for(
+                b, ix, 0, ncv, s.nr, lambda b, jr: kernel(b, ir, jr, ma_, panel(b, jr))))(
+                    sliver(b, ir)))
+
+    def _emit_microkernel(self, b: Builder, ix: _Ix, tile: _Tile, kc: Index, acc: SSAValue,
+                          ir: Index, jr: Index, m_a, n_b) -> None:
+        """The micro-kernel on sliver ir of A (m rows at a_off) and panel jr of B (n columns
+        at b_off), into C's tile at (ir, jr), starting from the init operand when there is
+        one."""
+        mm, s, o = self.match, self.s, self.operands
+        M, N = mm.m, mm.n
+        (m, a_off), (n, b_off) = m_a, n_b
+        c_off = ix.add(b, tile.c_base, ix.add(b, ix.mul(b, ir, N), jr))
+        init = None
+        if self.init is not None:
+            rs, cs = self.init[1][-2:]
+            i_off = ix.add(b, tile.i_base, ix.add(b, ix.mul(b, ir, rs), ix.mul(b, jr, cs)))
+            init = (o.init_flat, ix.v(i_off), rs, cs)
+        b.insert(MicrokernelOp(
+            o.a_src, ix.v(a_off), o.b_src, ix.v(b_off), o.c, ix.v(c_off), ix.v(kc),
+            ix.v(m), ix.v(n), acc,
+            a_clamp=not o.a_packed and M % s.mr != 0,
+            b_masked=not o.b_packed and N % s.nr != 0,
+            mr=s.mr, nr=s.nr, vw=s.vw,
+            a_rs=self.a_rs, a_ks=self.a_ks,
+            b_ks=s.nr if o.b_packed else o.ldb, ldc=N, ku=s.ku,
+            b_pf=s.pf, init=init))
 
     def _epilogue_on_c(self, b: Builder) -> list[tuple[SSAValue, AffineMap]] | None:
         """The epilogue's operands as views in C's shape, when it works on a reshape of C
