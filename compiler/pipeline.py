@@ -17,6 +17,9 @@ stages each target prints (`CompiledModel.ir(stage)`):
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import sys
 import threading
 import time
@@ -29,12 +32,14 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
+from compiler.cache import CACHE_ENV, CompileCache, cache_enabled
 from compiler.dialects.aicc import numpy_dtype
 from compiler.errors import CompileError
 from compiler.lowering.pipeline import cleanup, graph_passes, make_context
 from compiler.lowering.plan_memory import WORKSPACE_ATTR
 from compiler.stages import STAGES, CompileOptions, PassTiming, StageIR
 from compiler.targets import Target, available_targets, get_target
+from compiler.threads import default_threads
 
 REUSE_OUTPUT_BYTES = 1 << 20  # results this large reuse a dropped array of the previous call
 
@@ -188,10 +193,38 @@ def compile_module(
     output_types = [_shape_dtype(t) for t in ftype.outputs]
 
     target = get_target(options.target)
+    cache, key = _model_cache(module, func_name, output_is_tuple, options, target)
+    if cache is not None:
+        t0 = time.perf_counter()
+        entry = cache.get(key)
+        if entry is not None:
+            try:
+                exe = target.load_executable(entry, options, len(input_types), len(output_types))
+            except Exception:  # noqa: BLE001 - an entry this aicc cannot load: compile anew
+                cache.discard(key)
+            else:
+                meta = entry.meta
+                stats = {**meta["stats"], "cache": "hit"}
+                return CompiledModel(
+                    func_name, input_types, output_types, output_is_tuple,
+                    LazyStages(module.clone(), func_name, output_is_tuple, options), exe,
+                    [PassTiming("cache-load", time.perf_counter() - t0)],
+                    workspace_bytes=meta["workspace_bytes"], stats=stats, target=target)
+
     stats: dict = {"fused": options.fuse}
     stages, timings = run_passes(module, options, stats)
     workspace = fn.attributes.get(WORKSPACE_ATTR)
+    workspace_bytes = workspace.value.data if workspace is not None else 0
     exe = target.build(module, stages, timings, options, len(input_types), len(output_types))
+    stats["cache"] = "off"
+    if cache is not None:
+        saved = target.save_executable(exe)
+        if saved is not None:
+            t0 = time.perf_counter()
+            meta, blobs = saved
+            meta = {**meta, "stats": stats, "workspace_bytes": workspace_bytes}
+            stats["cache"] = "stored" if cache.put(key, meta, blobs) else "unwritable"
+            timings.append(PassTiming("cache-store", time.perf_counter() - t0))
     return CompiledModel(
         func_name,
         input_types,
@@ -200,10 +233,90 @@ def compile_module(
         stages,
         exe,
         timings,
-        workspace_bytes=workspace.value.data if workspace is not None else 0,
+        workspace_bytes=workspace_bytes,
         stats=stats,
         target=target,
     )
+
+
+def _model_cache(module: ModuleOp, func_name: str, output_is_tuple: bool,
+                 options: CompileOptions, target: Target):
+    """(the model cache, this compile's key), or (None, "") when it is not to be used: turned
+    off, a target that cannot reload its executables, or IR printed after every pass (which
+    needs the passes to run)."""
+    if not cache_enabled() or options.print_ir_after_all is not None or not target.cacheable:
+        return None, ""
+    return CompileCache("model"), model_key(module, func_name, output_is_tuple, options, target)
+
+
+def model_key(module: ModuleOp, func_name: str, output_is_tuple: bool,
+              options: CompileOptions, target: Target) -> str:
+    """The compile cache's key of a model: the tensor-level IR (its fingerprint), every
+    option, the environment the passes read, the target's machine and tool versions
+    (`Target.cache_key`), and the versions of aicc (its source digest), xDSL and NumPy."""
+    from importlib import metadata
+
+    from compiler.cache import source_digest
+    from compiler.fingerprint import module_fingerprint
+
+    def version(pkg: str) -> str:
+        try:
+            return metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            return "?"
+
+    described = {
+        "func": func_name, "tuple": output_is_tuple, "target": options.target,
+        "threads": options.threads, "default_threads": default_threads(), "fuse": options.fuse,
+        "target_cpu": options.target_cpu, "target_options": options.target_options,
+        "env": {k: os.environ.get(k, "") for k in ("AICC_CONV_LOWERING",)},
+        "machine": target.cache_key(options),
+        "versions": {"aicc-source": source_digest(), "xdsl": version("xdsl"),
+                     "numpy": np.__version__},
+    }
+    h = hashlib.blake2b(json.dumps(described, sort_keys=True, default=str).encode(),
+                        digest_size=20)
+    h.update(module_fingerprint(module).encode())
+    return h.hexdigest()
+
+
+class LazyStages(StageIR):
+    """The stage IR of a model loaded from the compile cache: nothing is kept, so the first
+    stage asked for compiles the model again (passes and code generation, no cache) and keeps
+    every stage of that compile."""
+
+    def __init__(self, module: ModuleOp, func_name: str, output_is_tuple: bool,
+                 options: CompileOptions):
+        super().__init__()
+        self._source = (module, func_name, output_is_tuple, options)
+
+    def _fill(self) -> None:
+        if self._source is None:
+            return
+        module, func_name, output_is_tuple, options = self._source
+        self._source = None
+        saved = os.environ.get(CACHE_ENV)
+        os.environ[CACHE_ENV] = "0"
+        try:
+            again = compile_module(module, func_name, output_is_tuple=output_is_tuple,
+                                   options=options)
+        finally:
+            if saved is None:
+                os.environ.pop(CACHE_ENV, None)
+            else:
+                os.environ[CACHE_ENV] = saved
+        for stage in again.stages:
+            dict.__setitem__(self, stage, dict.__getitem__(again.stages, stage))
+        if "asm" in again.stages and not dict.__getitem__(again.stages, "asm"):
+            dict.__setitem__(self, "asm", again.executable.asm())
+
+    def __contains__(self, stage) -> bool:
+        self._fill()
+        return super().__contains__(stage)
+
+    def __getitem__(self, stage: str) -> str:
+        self._fill()
+        return super().__getitem__(stage)
 
 
 def _shape_dtype(t) -> tuple[tuple[int, ...], np.dtype]:

@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+
+# The tests compile from scratch: a test that checks pass timings, IR or statistics must see the
+# passes run, not a model loaded from the compile cache. tests/test_cache.py turns the cache on
+# for itself, in folders of its own; nothing here writes to the user's cache folder.
+os.environ["AICC_CACHE"] = "0"
+os.environ["AICC_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), f"aicc-test-cache-{os.getpid()}")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

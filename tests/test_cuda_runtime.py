@@ -95,6 +95,7 @@ def test_device_pointer_reads_the_cuda_array_interface():
 def test_cubin_cache_is_keyed_by_source(tmp_path, monkeypatch):
     pytest.importorskip("cuda.bindings.nvrtc")
     monkeypatch.setenv("AICC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("AICC_CACHE", "1")
     src = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] = 1.0f; }\n'
     first = NVRTCCompiler("sm_90").compile(src)
     again = NVRTCCompiler("sm_90").compile(src)

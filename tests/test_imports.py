@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("compiler", "frontends", "tools")
 FLOORS = (
     ("compiler.errors", "compiler.threads", "compiler.ops"),
-    ("compiler.dialects", "compiler.stages"),
+    ("compiler.dialects", "compiler.stages", "compiler.cache", "compiler.fingerprint"),
     ("compiler.reference",),
     ("compiler.lowering",),  # target-independent passes
     ("compiler.stats", "compiler.codegen"),  # codegen: emitters per output language

@@ -38,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile a model with aicc, run it on its example inputs and compare the "
         "result and the time with running it eagerly (in NumPy, or in PyTorch for a torch.nn.Module).",
         epilog="MODEL.py defines `model` (a NumPy-style function or a torch.nn.Module) and "
-        "`example_inputs` (a tuple of arrays or torch tensors, or a function returning one).",
+        "`example_inputs` (a tuple of arrays or torch tensors, or a function returning one). "
+        "Compiled models are kept in a cache across runs ($AICC_CACHE_DIR, else the user cache "
+        "folder; AICC_CACHE=0 turns it off): `aicc cache info` and `aicc cache clear`.",
     )
     p.add_argument("model", metavar="MODEL", help="a .py file defining `model` and `example_inputs`, or a .onnx model")
     p.add_argument(
@@ -337,7 +339,29 @@ def run_onnx(args: argparse.Namespace) -> int:
     return 0
 
 
+def cache_command(argv: list[str]) -> int:
+    """`aicc cache info` / `aicc cache clear`: the persistent compile cache (compiler/cache.py)."""
+    from compiler import cache
+
+    if argv not in (["info"], ["clear"]):
+        print("aicc: error: usage: aicc cache info|clear", file=sys.stderr)
+        return 2
+    if argv == ["clear"]:
+        print(f"aicc: removed {cache.clear()} cache entries from {cache.cache_dir()}")
+        return 0
+    info = cache.info()
+    print(f"aicc cache: {info['dir']} ({'on' if info['enabled'] else 'off: AICC_CACHE=0'})")
+    for kind, n in info["kinds"].items():
+        print(f"  {kind:<6} {n['entries']:6d} entries  {n['bytes'] / 2**20:9.1f} MiB")
+    if not info["kinds"]:
+        print("  empty")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["cache"] and not os.path.exists("cache"):
+        return cache_command(argv[1:])
     args = build_parser().parse_args(argv)
     if args.threads is not None:
         os.environ["AICC_NUM_THREADS"] = str(args.threads)

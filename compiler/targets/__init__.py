@@ -50,6 +50,8 @@ class Target:
     options: ClassVar[tuple[str, ...]] = ()
     # `aicc MODEL` times the compiled model against the eager run (off for an emulator)
     timed: ClassVar[bool] = True
+    # its executables go into the compile cache (`save_executable` / `load_executable`)
+    cacheable: ClassVar[bool] = False
 
     def check_options(self, options: CompileOptions) -> None:
         """Refuse options this target does not take (a CompileError naming the option)."""
@@ -76,6 +78,16 @@ class Target:
         """What, besides the IR and the options, decides the generated code: the machine
         and the versions of the tools that compile it."""
         return {"target": self.name}
+
+    def save_executable(self, exe) -> tuple[dict, dict] | None:
+        """What the compile cache keeps of `exe`: (JSON-able metadata, {name: bytes or
+        array}); None to keep nothing."""
+        return None
+
+    def load_executable(self, entry, options: CompileOptions, n_inputs: int, n_outputs: int):
+        """The executable that `save_executable` saved, from a compile cache entry (`.meta`,
+        `.blobs`, `.array(name, dtype, shape)`)."""
+        raise NotImplementedError
 
     def workspace(self, nbytes: int):
         """The host buffer passed for plan-memory's workspace argument."""

@@ -30,6 +30,7 @@ class CPUTarget(Target):
     description = "x86-64 CPU: LLVM IR through llvmlite, O3, MCJIT (AICC_TARGET_CPU picks the CPU)"
     stages = ("tensor", "linalg", "memref", "loops", "llvm", "asm")
     options = ("schedule", "target_cpu")
+    cacheable = True
 
     def machine(self, options: CompileOptions | None = None):
         from compiler.targets.cpu.machine import cpu_machine, target_cpu_name
@@ -84,8 +85,26 @@ class CPUTarget(Target):
     def cache_key(self, options: CompileOptions) -> dict[str, str]:
         import llvmlite
 
+        from compiler.targets.cpu.schedule import format_overrides
+
         return {"target": self.name, "cpu": self.machine(options).key(),
-                "llvmlite": llvmlite.__version__}
+                "llvmlite": llvmlite.__version__, "schedule": format_overrides(options.schedule)}
+
+    def save_executable(self, exe):
+        """The machine code MCJIT loaded and the weights kept out of it."""
+        data = exe.data
+        meta = {"data": [[sym, a.dtype.str, list(a.shape)] for sym, a in data.items()]}
+        blobs = {"object": exe.object_code(), **{f"data:{sym}": a for sym, a in data.items()}}
+        return meta, blobs
+
+    def load_executable(self, entry, options, n_inputs, n_outputs):
+        from compiler.targets.cpu.runtime import CPUExecutable
+
+        data = {sym: entry.array(f"data:{sym}", dtype, shape)
+                for sym, dtype, shape in entry.meta["data"]}
+        return CPUExecutable(None, threads=options.threads, data=data,
+                             machine=self.machine(options),
+                             object_code=bytes(entry.blobs["object"]))
 
     def workspace(self, nbytes: int):
         from compiler.targets.cpu.runtime import arena

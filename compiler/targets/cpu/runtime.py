@@ -390,12 +390,15 @@ class CPUExecutable:
     """LLVM IR text compiled for a CPU (the host's by default) and loaded into the process
     with MCJIT."""
 
-    def __init__(self, llvm_ir: str, *, threads: int | None = None,
-                 data: dict[str, np.ndarray] | None = None, machine: CPUMachine | None = None):
+    def __init__(self, llvm_ir: str | None, *, threads: int | None = None,
+                 data: dict[str, np.ndarray] | None = None, machine: CPUMachine | None = None,
+                 object_code: bytes | None = None):
         """`data` binds the module's external globals (symbol -> array, e.g. the weights the
         emitter kept out of the IR text); the executable keeps the arrays alive. `machine`:
         the CPU to generate code for (default: `cpu_machine()`, $AICC_TARGET_CPU or the
-        host); its code must be able to run on this host."""
+        host); its code must be able to run on this host. `object_code`, instead of
+        `llvm_ir`: the machine code of an earlier compile (`self.object_code()`), loaded as it
+        is (the compile cache)."""
         machine = machine or cpu_machine()
         check_runnable(machine)
         self._data = dict(data or {})
@@ -403,29 +406,54 @@ class CPUExecutable:
             llvm.add_symbol(symbol, array.ctypes.data)
         _init_llvm()
         tm = target_machine(machine)
-        try:
-            mod = llvm.parse_assembly(llvm_ir)
-            mod.verify()
-        except RuntimeError as exc:
-            raise RuntimeError(f"aicc emitted invalid LLVM IR: {exc}") from exc
-        mod.triple = tm.triple
-        mod.data_layout = str(tm.target_data)
-        optimize(mod, tm)
-        mod.verify()
-        self.optimized_ir: str = str(mod)
         self._tm = tm
+        self._object: bytes | None = object_code
+        if object_code is None:
+            try:
+                mod = llvm.parse_assembly(llvm_ir)
+                mod.verify()
+            except RuntimeError as exc:
+                raise RuntimeError(f"aicc emitted invalid LLVM IR: {exc}") from exc
+            mod.triple = tm.triple
+            mod.data_layout = str(tm.target_data)
+            optimize(mod, tm)
+            mod.verify()
+            self.optimized_ir: str | None = str(mod)
+        else:
+            mod = llvm.parse_assembly("")
+            mod.triple = tm.triple
+            mod.data_layout = str(tm.target_data)
+            self.optimized_ir = None
         # The engine owns (and frees) both the module and its target machine.
         self._engine = llvm.create_mcjit_compiler(mod, new_target_machine(machine, jit=True))
+        if object_code is None:
+            # keep the machine code MCJIT produces, for the compile cache
+            self._engine.set_object_cache(notify_func=self._keep_object)
+        else:
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
         self._engine.finalize_object()
         self._engine.run_static_constructors()
         self._functions: dict[tuple[str, int], Callable[..., None]] = {}
         self.threads: int = threads if threads is not None else default_threads()
 
+    def _keep_object(self, module, buffer: bytes) -> None:
+        self._object = bytes(buffer)
+
     def asm(self) -> str:
+        if self.optimized_ir is None:
+            raise RuntimeError("a model loaded from machine code has no assembly text")
         return self._tm.emit_assembly(llvm.parse_assembly(self.optimized_ir))
 
     def object_code(self) -> bytes:
-        return self._tm.emit_object(llvm.parse_assembly(self.optimized_ir))
+        """The machine code as an ELF relocatable object (what MCJIT loaded)."""
+        if self._object is None:
+            self._object = self._tm.emit_object(llvm.parse_assembly(self.optimized_ir))
+        return self._object
+
+    @property
+    def data(self) -> dict[str, np.ndarray]:
+        """The external globals the code reads (symbol -> array)."""
+        return dict(self._data)
 
     def address(self, name: str) -> int:
         addr = self._engine.get_function_address(name)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from compiler.cache import CompileCache, cache_enabled
 from compiler.errors import CompileError
 
 DEFAULT_ARCH = "sm_90"  # without a GPU: Hopper
@@ -117,11 +118,6 @@ def parse_ptxas_log(log: str) -> dict[str, KernelStats]:
     return stats
 
 
-def cache_dir() -> Path:
-    d = os.environ.get("AICC_CACHE_DIR")
-    return Path(d) if d else Path.home() / ".cache" / "aicc"
-
-
 @dataclass
 class Cubin:
     image: bytes
@@ -145,14 +141,14 @@ class NVRTCCompiler:
         version = nvrtc_version()
         key = hashlib.sha256(
             json.dumps([source, self.options, version]).encode()).hexdigest()[:32]
-        path = cache_dir() / "cuda" / key
-        if (path / "kernel.cubin").exists():
-            try:
-                log = (path / "log.txt").read_text()
-                return Cubin((path / "kernel.cubin").read_bytes(), log, self.arch,
-                             parse_ptxas_log(log), 0.0, cached=True)
-            except OSError:
-                pass
+        # cubins live in the compile cache's store (compiler/cache.py): checksummed, written
+        # atomically; AICC_CACHE=0 turns it off
+        cache = CompileCache("cubin") if cache_enabled() else None
+        entry = cache.get(key) if cache is not None else None
+        if entry is not None:
+            log = entry.meta["log"]
+            return Cubin(bytes(entry.blobs["cubin"]), log, self.arch, parse_ptxas_log(log), 0.0,
+                         cached=True)
         t0 = time.perf_counter()
         err, prog = mod.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
         _check(err, "nvrtcCreateProgram")
@@ -170,14 +166,8 @@ class NVRTCCompiler:
         finally:
             mod.nvrtcDestroyProgram(prog)
         seconds = time.perf_counter() - t0
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            tmp = path / f"kernel.cubin.{os.getpid()}"
-            tmp.write_bytes(bytes(image))
-            (path / "log.txt").write_text(log)
-            tmp.replace(path / "kernel.cubin")
-        except OSError:
-            pass  # a read-only cache is not an error
+        if cache is not None:
+            cache.put(key, {"log": log, "arch": self.arch}, {"cubin": bytes(image)})
         return Cubin(bytes(image), log, self.arch, parse_ptxas_log(log), seconds)
 
 
