@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -276,72 +276,10 @@ class KernelWriter:
             self.emit_op(op)
 
     def emit_op(self, op: Operation) -> None:
-        n = op.name
-        r = op.results[0] if op.results else None
-        if n in ("scf.yield", "scf.reduce"):
-            return
-        if n == "arith.constant":
-            self.names[r] = self.literal(op)
-        elif n == "memref.load":
-            hooked = self.load_hook(op) if self.load_hook else None
-            if hooked is not None:
-                self.names[r] = hooked
-            else:
-                self.define(r, self.addr(op.memref, op.indices))
-        elif n == "memref.store":
-            value = self.val(op.value)
-            if not (self.store_hook and self.store_hook(op, value)):
-                self.line(f"{self.addr(op.memref, op.indices)} = {value};")
-        elif n in _BIN:
-            self.define(r, f"{self.val(op.operands[0])} {_BIN[n]} {self.val(op.operands[1])}")
-        elif n in _FCALL2:
-            self.define(r, f"{_fname(_FCALL2[n], r.type)}({self.val(op.operands[0])}, "
-                           f"{self.val(op.operands[1])})")
-        elif n in _NAN_MINMAX:
-            self.define(r, f"{_NAN_MINMAX[n]}({self.val(op.operands[0])}, "
-                           f"{self.val(op.operands[1])})")
-        elif n in _FCALL1:
-            self.define(r, f"{_fname(_FCALL1[n], r.type)}({self.val(op.operands[0])})")
-        elif n == "math.fma":
-            a, b, c = (self.val(v) for v in op.operands)
-            self.define(r, f"{_fname('fma', r.type)}({a}, {b}, {c})")
-        elif n == "arith.negf":
-            self.define(r, f"-{self.val(op.operands[0])}")
-        elif n == "arith.cmpf":
-            a, b = self.val(op.lhs), self.val(op.rhs)
-            self.define(r, _CMPF[op.predicate.value.data].format(a=a, b=b))
-        elif n == "arith.cmpi":
-            p = op.predicate.value.data
-            a, b = self.val(op.lhs), self.val(op.rhs)
-            if p >= 6:
-                u = _UNSIGNED[self.ct(op.lhs.type)]
-                a, b = f"({u}){a}", f"({u}){b}"
-            self.define(r, f"{a} {_CMPI[p]} {b}")
-        elif n == "arith.select":
-            c, a, b = (self.val(v) for v in op.operands)
-            self.define(r, f"{c} ? {a} : {b}")
-        elif n in ("arith.maxsi", "arith.minsi"):
-            a, b = (self.val(v) for v in op.operands)
-            self.define(r, f"{a} {'>' if n == 'arith.maxsi' else '<'} {b} ? {a} : {b}")
-        elif n == "arith.floordivsi":
-            a, b = (self.val(v) for v in op.operands)
-            self.define(r, f"{a} / {b} - (({a} % {b} != 0) && (({a} < 0) != ({b} < 0)))")
-        elif n in _CASTS:
-            src = self.val(op.operands[0])
-            if n in ("arith.uitofp", "arith.extui", "arith.index_castui"):
-                # unsigned at the source's own width: (unsigned long long)(int)-1 is not 2^32-1
-                src = f"({_UNSIGNED[self.ct(op.operands[0].type)]}){src}"
-            self.define(r, f"({self.ct(r.type)}){src}")
-        elif n == "scf.for":
-            self.emit_for(op)
-        elif n == "scf.if":
-            self.emit_if(op)
-        elif n == "scf.parallel":
-            self.emit_parallel_seq(op)
-        elif n in ("memref.collapse_shape", "memref.expand_shape", "memref.cast"):
-            self.names[r] = self.val(op.operands[0])
-        else:
-            raise UnsupportedOpError(n, f"no CUDA lowering for '{n}' (target cuda)")
+        emit = OP_WRITERS.get(op.name)
+        if emit is None:
+            raise UnsupportedOpError(op.name, f"no CUDA lowering for '{op.name}' (target cuda)")
+        emit(self, op, op.results[0] if op.results else None)
 
     def emit_for(self, op, lb: str | None = None, step: str | None = None,
                  inits: list[str] | None = None) -> list[str]:
@@ -539,3 +477,143 @@ class KernelWriter:
                 f"{info.name}({', '.join(params)}) {{")
         return "\n".join([head, *self.lines, "}", ""])
 
+
+# -- op writers: op name -> writer(kernel writer, op, its result), one line of C each ---------
+
+OpWriter = Callable[[KernelWriter, Operation, OpResult | None], None]
+OP_WRITERS: dict[str, OpWriter] = {}
+
+
+def writes(*names: str):
+    def deco(fn: OpWriter) -> OpWriter:
+        for n in names:
+            OP_WRITERS[n] = fn
+        return fn
+    return deco
+
+
+def _operands(w: KernelWriter, op: Operation) -> list[str]:
+    return [w.val(v) for v in op.operands]
+
+
+@writes("scf.yield", "scf.reduce")
+def _terminator(w, op, r) -> None:
+    pass
+
+
+@writes("arith.constant")
+def _constant(w, op, r) -> None:
+    w.names[r] = w.literal(op)
+
+
+@writes("memref.load")
+def _load(w, op, r) -> None:
+    hooked = w.load_hook(op) if w.load_hook else None
+    if hooked is not None:
+        w.names[r] = hooked
+    else:
+        w.define(r, w.addr(op.memref, op.indices))
+
+
+@writes("memref.store")
+def _store(w, op, r) -> None:
+    value = w.val(op.value)
+    if not (w.store_hook and w.store_hook(op, value)):
+        w.line(f"{w.addr(op.memref, op.indices)} = {value};")
+
+
+@writes(*_BIN)
+def _binary(w, op, r) -> None:  # a + b
+    a, b = _operands(w, op)
+    w.define(r, f"{a} {_BIN[op.name]} {b}")
+
+
+@writes(*_FCALL2)
+def _call2(w, op, r) -> None:  # fmax(a, b) / fmaxf(a, b)
+    a, b = _operands(w, op)
+    w.define(r, f"{_fname(_FCALL2[op.name], r.type)}({a}, {b})")
+
+
+@writes(*_NAN_MINMAX)
+def _nan_minmax(w, op, r) -> None:  # NaN-propagating max / min of the prelude
+    a, b = _operands(w, op)
+    w.define(r, f"{_NAN_MINMAX[op.name]}({a}, {b})")
+
+
+@writes(*_FCALL1)
+def _call1(w, op, r) -> None:  # exp(a) / expf(a)
+    w.define(r, f"{_fname(_FCALL1[op.name], r.type)}({w.val(op.operands[0])})")
+
+
+@writes("math.fma")
+def _fma(w, op, r) -> None:
+    a, b, c = _operands(w, op)
+    w.define(r, f"{_fname('fma', r.type)}({a}, {b}, {c})")
+
+
+@writes("arith.negf")
+def _negf(w, op, r) -> None:
+    w.define(r, f"-{w.val(op.operands[0])}")
+
+
+@writes("arith.cmpf")
+def _cmpf(w, op, r) -> None:
+    a, b = w.val(op.lhs), w.val(op.rhs)
+    w.define(r, _CMPF[op.predicate.value.data].format(a=a, b=b))
+
+
+@writes("arith.cmpi")
+def _cmpi(w, op, r) -> None:
+    p = op.predicate.value.data
+    a, b = w.val(op.lhs), w.val(op.rhs)
+    if p >= 6:  # the unsigned predicates
+        u = _UNSIGNED[w.ct(op.lhs.type)]
+        a, b = f"({u}){a}", f"({u}){b}"
+    w.define(r, f"{a} {_CMPI[p]} {b}")
+
+
+@writes("arith.select")
+def _select(w, op, r) -> None:
+    c, a, b = _operands(w, op)
+    w.define(r, f"{c} ? {a} : {b}")
+
+
+@writes("arith.maxsi", "arith.minsi")
+def _minmax_si(w, op, r) -> None:
+    a, b = _operands(w, op)
+    w.define(r, f"{a} {'>' if op.name == 'arith.maxsi' else '<'} {b} ? {a} : {b}")
+
+
+@writes("arith.floordivsi")
+def _floordivsi(w, op, r) -> None:  # C's / truncates: one less where the signs differ
+    a, b = _operands(w, op)
+    w.define(r, f"{a} / {b} - (({a} % {b} != 0) && (({a} < 0) != ({b} < 0)))")
+
+
+@writes(*_CASTS)
+def _cast(w, op, r) -> None:
+    src = w.val(op.operands[0])
+    if op.name in ("arith.uitofp", "arith.extui", "arith.index_castui"):
+        # unsigned at the source's own width: (unsigned long long)(int)-1 is not 2^32-1
+        src = f"({_UNSIGNED[w.ct(op.operands[0].type)]}){src}"
+    w.define(r, f"({w.ct(r.type)}){src}")
+
+
+@writes("scf.for")
+def _for(w, op, r) -> None:
+    w.emit_for(op)
+
+
+@writes("scf.if")
+def _if(w, op, r) -> None:
+    w.emit_if(op)
+
+
+@writes("scf.parallel")
+def _parallel(w, op, r) -> None:
+    w.emit_parallel_seq(op)
+
+
+@writes("memref.collapse_shape", "memref.expand_shape", "memref.cast")
+def _view(w, op, r) -> None:  # the same pointer
+    w.names[r] = w.val(op.operands[0])
