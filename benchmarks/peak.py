@@ -20,9 +20,9 @@ from llvmlite import ir
 
 
 def _jit(module: ir.Module):
-    from compiler.targets.cpu.runtime import _new_host_target_machine
+    from compiler.targets.cpu.machine import cpu_machine, new_target_machine
 
-    tm = _new_host_target_machine()
+    tm = new_target_machine(cpu_machine("host"), jit=True)
     mod = llvm.parse_assembly(str(module))
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)

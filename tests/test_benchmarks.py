@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,12 @@ def test_quick_run(tmp_path):
     md = (tmp_path / "cpu.md").read_text()
     assert "| matmul 256 |" in md and "## Bars (1 thread)" in md
     assert (tmp_path / "cpu.png").exists() == (importlib.util.find_spec("matplotlib") is not None)
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86 only")
+def test_peak_is_measured_on_x86(run, monkeypatch):
+    """peak_info reports None where no peak can be measured; on x86 it must measure one (an
+    error inside aicc, such as a renamed import, must not pass for 'not measured here')."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    pk = run.peak_info()
+    assert pk is not None and pk["lanes_f32"] in (4, 8, 16) and pk["GFLOPs_1_thread"] > 0
