@@ -483,3 +483,10 @@ def test_aicc_opt_missing_file(tmp_path):
     assert r.returncode != 0
     assert "Traceback" not in r.stderr
     assert "missing.mlir" in r.stderr
+
+
+def test_output_piped_into_head_ends_quietly():
+    """`aicc MODEL | head -1`: the reader leaves early; no internal error, no traceback."""
+    r = subprocess.run(f"{sys.executable} -m tools.aicc examples/mlp.py | head -1", shell=True,
+                       cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT, env=_env())
+    assert r.stdout.startswith("aicc examples/mlp.py") and r.stderr == ""

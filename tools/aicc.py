@@ -376,6 +376,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `aicc ... | head`: the reader left; stop quietly, as cat does
+        sys.stderr.close()
+        return 141
     except Exception as e:  # anything else is a bug in aicc: say so in one line, keep details on request
         if os.environ.get("AICC_DEBUG"):
             traceback.print_exc()
