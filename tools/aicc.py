@@ -370,14 +370,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from compiler.errors import CompileError
 
     try:
-        return run(args)
+        status = run(args)
+        sys.stdout.flush()  # a reader that left shows here, inside the handlers below
+        return status
     except CompileError as e:
         print(f"aicc: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `aicc ... | head`: the reader left; stop quietly, as cat does
-        sys.stderr.close()
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return 141
     except Exception as e:  # anything else is a bug in aicc: say so in one line, keep details on request
         if os.environ.get("AICC_DEBUG"):
