@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 from xdsl.dialects import func
@@ -32,7 +33,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
-from compiler.cache import CACHE_ENV, CompileCache, cache_enabled
+from compiler.cache import CompileCache, cache_enabled, source_digest
 from compiler.dialects.aicc import numpy_dtype
 from compiler.errors import CompileError
 from compiler.lowering.pipeline import cleanup, graph_passes, make_context
@@ -179,6 +180,7 @@ def compile_module(
     *,
     output_is_tuple: bool = False,
     options: CompileOptions | None = None,
+    use_cache: bool = True,
 ) -> CompiledModel:
     """Compile an aicc-dialect module (one func `func_name` on tensors) for `options.target`."""
     options = options or CompileOptions()
@@ -193,7 +195,8 @@ def compile_module(
     output_types = [_shape_dtype(t) for t in ftype.outputs]
 
     target = get_target(options.target)
-    cache, key = _model_cache(module, func_name, output_is_tuple, options, target)
+    cache, key = (_model_cache(module, func_name, output_is_tuple, options, target) if use_cache
+                  else (None, ""))
     if cache is not None:
         t0 = time.perf_counter()
         entry = cache.get(key)
@@ -254,16 +257,7 @@ def model_key(module: ModuleOp, func_name: str, output_is_tuple: bool,
     """The compile cache's key of a model: the tensor-level IR (its fingerprint), every
     option, the environment the passes read, the target's machine and tool versions
     (`Target.cache_key`), and the versions of aicc (its source digest), xDSL and NumPy."""
-    from importlib import metadata
-
-    from compiler.cache import source_digest
     from compiler.fingerprint import module_fingerprint
-
-    def version(pkg: str) -> str:
-        try:
-            return metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            return "?"
 
     described = {
         "func": func_name, "tuple": output_is_tuple, "target": options.target,
@@ -271,13 +265,24 @@ def model_key(module: ModuleOp, func_name: str, output_is_tuple: bool,
         "target_cpu": options.target_cpu, "target_options": options.target_options,
         "env": {k: os.environ.get(k, "") for k in ("AICC_CONV_LOWERING",)},
         "machine": target.cache_key(options),
-        "versions": {"aicc-source": source_digest(), "xdsl": version("xdsl"),
-                     "numpy": np.__version__},
+        "versions": _versions(),
     }
     h = hashlib.blake2b(json.dumps(described, sort_keys=True, default=str).encode(),
                         digest_size=20)
     h.update(module_fingerprint(module).encode())
     return h.hexdigest()
+
+
+@lru_cache(maxsize=None)
+def _versions() -> dict[str, str]:
+    """aicc (its source digest), xDSL and NumPy: read once per process."""
+    from importlib import metadata
+
+    try:
+        xdsl = metadata.version("xdsl")
+    except metadata.PackageNotFoundError:
+        xdsl = "?"
+    return {"aicc-source": source_digest(), "xdsl": xdsl, "numpy": np.__version__}
 
 
 class LazyStages(StageIR):
@@ -295,16 +300,8 @@ class LazyStages(StageIR):
             return
         module, func_name, output_is_tuple, options = self._source
         self._source = None
-        saved = os.environ.get(CACHE_ENV)
-        os.environ[CACHE_ENV] = "0"
-        try:
-            again = compile_module(module, func_name, output_is_tuple=output_is_tuple,
-                                   options=options)
-        finally:
-            if saved is None:
-                os.environ.pop(CACHE_ENV, None)
-            else:
-                os.environ[CACHE_ENV] = saved
+        again = compile_module(module, func_name, output_is_tuple=output_is_tuple,
+                               options=options, use_cache=False)
         for stage in again.stages:
             dict.__setitem__(self, stage, dict.__getitem__(again.stages, stage))
         if "asm" in again.stages and not dict.__getitem__(again.stages, "asm"):

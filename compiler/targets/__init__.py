@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar
@@ -140,7 +141,10 @@ def unregister_target(name: str) -> None:
     _loaded.pop(name, None)
 
 
+@lru_cache(maxsize=None)
 def _entry_points() -> dict[str, str]:
+    """Name -> "module:attr" of the built-in and installed targets (read once: installing a
+    package does not change the running process)."""
     found = dict(BUILTIN_TARGETS)
     try:
         for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):

@@ -33,9 +33,9 @@ class CPUTarget(Target):
     cacheable = True
 
     def machine(self, options: CompileOptions | None = None):
-        from compiler.targets.cpu.machine import cpu_machine, target_cpu_name
+        from compiler.targets.cpu.machine import cpu_machine
 
-        return cpu_machine(target_cpu_name(options.target_cpu if options else None))
+        return cpu_machine(options.target_cpu if options else None)
 
     def pipeline(self, options: CompileOptions) -> list[tuple[str, list]]:
         from xdsl.transforms.dead_code_elimination import DeadCodeElimination

@@ -404,8 +404,7 @@ class CPUExecutable:
         self._data = dict(data or {})
         for symbol, array in self._data.items():
             llvm.add_symbol(symbol, array.ctypes.data)
-        _init_llvm()
-        tm = target_machine(machine)
+        tm = target_machine(machine)  # initializes LLVM and the thread pool first
         self._tm = tm
         self._object: bytes | None = object_code
         if object_code is None:
