@@ -8,9 +8,11 @@
         return np.maximum(x @ w1 + b1, 0.0) @ w2 + b2
 
     m = compiler.compile(fn, example_inputs)     # m(*inputs), m.ir("loops")
+    m.export("out/")                             # libmodel.so + model.h: no Python needed
+    lib = compiler.load("out/")                  # that library, called from Python
 """
 
-from compiler.api import JitFunction, compile, jit
+from compiler.api import JitFunction, compile, jit, load
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
 from compiler.pipeline import CompiledModel
 
@@ -22,6 +24,7 @@ __all__ = [
     "UnsupportedOpError",
     "compile",
     "jit",
+    "load",
     "ops",
 ]
 

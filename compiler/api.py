@@ -120,6 +120,31 @@ def _compile_function(fn: Callable, inputs: tuple, options: CompileOptions) -> C
     )
 
 
+def load(directory: str | os.PathLike, name: str | None = None):
+    """The ahead-of-time artifact in `directory` (`aicc MODEL --aot -o DIR`, or
+    `CompiledModel.export(DIR)`) as a callable model: NumPy arrays in, NumPy arrays out. `name`
+    picks one artifact when the folder holds several (its `--aot-name`)."""
+    import json
+    from pathlib import Path
+
+    folder = Path(directory)
+    if name is None:
+        found = sorted(p for p in folder.glob("*.json")
+                       if (folder / f"lib{p.stem}.so").exists()) if folder.is_dir() else []
+        if len(found) != 1:
+            what = (f"holds {len(found)} ({', '.join(p.stem for p in found)}): pass name="
+                    if found else "holds none (lib<name>.so with <name>.json)")
+            raise CompileError(f"compiler.load: {directory} {what}")
+        meta_path = found[0]
+    else:
+        meta_path = folder / f"{name}.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError) as e:
+        raise CompileError(f"compiler.load: cannot read {meta_path}: {e}") from None
+    return get_target(meta.get("target", "cpu")).load_library(folder, meta)
+
+
 class JitFunction:
     """A traced-on-call function: compiled once per distinct input shapes and dtypes."""
 

@@ -68,6 +68,7 @@ class CompiledModel:
     workspace_bytes: int = 0  # plan-memory's arena, allocated once per calling thread
     stats: dict = field(default_factory=dict)  # kernels, flops, bytes: see compiler/stats.py
     target: Target | None = None  # None: the cpu target
+    options: CompileOptions | None = None  # what it was compiled with
     _fn: Callable | None = None
     _local: threading.local = field(default_factory=threading.local)
 
@@ -104,6 +105,21 @@ class CompiledModel:
         if stage == "asm" and not self.stages["asm"] and hasattr(self.executable, "asm"):
             self.stages["asm"] = self.executable.asm()
         return self.stages[stage]
+
+    def export(self, directory, name: str = "model") -> list:
+        """Write the model as a library that runs without Python or aicc (cpu: `lib<name>.so`
+        and its C header `<name>.h`) into `directory`; the paths written. `compiler.load`
+        opens it again."""
+        from pathlib import Path
+
+        out = Path(directory)
+        return (self.target or get_target("cpu")).export_library(self, out, name)
+
+    def rebuilt_executable(self):
+        """The executable whose code the stage IR describes: this model's own, or for a model
+        loaded from the compile cache, the one built when its IR was first asked for (its
+        external symbols are named anew)."""
+        return getattr(self.stages, "rebuilt", None) or self.executable
 
     @property
     def threads(self) -> int:
@@ -212,7 +228,8 @@ def compile_module(
                     func_name, input_types, output_types, output_is_tuple,
                     LazyStages(module.clone(), func_name, output_is_tuple, options), exe,
                     [PassTiming("cache-load", time.perf_counter() - t0)],
-                    workspace_bytes=meta["workspace_bytes"], stats=stats, target=target)
+                    workspace_bytes=meta["workspace_bytes"], stats=stats, target=target,
+                    options=options)
 
     stats: dict = {"fused": options.fuse}
     stages, timings = run_passes(module, options, stats)
@@ -239,6 +256,7 @@ def compile_module(
         workspace_bytes=workspace_bytes,
         stats=stats,
         target=target,
+        options=options,
     )
 
 
@@ -294,6 +312,7 @@ class LazyStages(StageIR):
                  options: CompileOptions):
         super().__init__()
         self._source = (module, func_name, output_is_tuple, options)
+        self.rebuilt = None  # the executable of that compile
 
     def _fill(self) -> None:
         if self._source is None:
@@ -302,6 +321,7 @@ class LazyStages(StageIR):
         self._source = None
         again = compile_module(module, func_name, output_is_tuple=output_is_tuple,
                                options=options, use_cache=False)
+        self.rebuilt = again.executable
         for stage in again.stages:
             dict.__setitem__(self, stage, dict.__getitem__(again.stages, stage))
         if "asm" in again.stages and not dict.__getitem__(again.stages, "asm"):

@@ -4,6 +4,7 @@
     aicc examples/mlp.py --target cpu
     aicc examples/mlp.py --emit loops
     aicc examples/mlp.py -o out/ --time-passes
+    aicc examples/mlp.py --aot -o out/          # out/libmodel.so + out/model.h
     aicc examples/torch_cnn.py
 """
 
@@ -69,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--print-ir-after-all", action="store_true", help="print the IR after every pass (to stderr)")
     p.add_argument("--time-passes", action="store_true", help="print the time spent in each pass")
     p.add_argument("-o", "--output-dir", metavar="DIR", help="write every stage's IR, the .ll, the .s and the object file to DIR")
+    p.add_argument("--aot", action="store_true",
+                   help="cpu: write the model into DIR (-o) as lib<name>.so and <name>.h, a shared "
+                   "library with a C API that runs without Python (see examples/aot/main.c), and "
+                   "check it against the in-process model")
+    p.add_argument("--aot-name", default="model", metavar="NAME",
+                   help="with --aot: the library's name and its C functions' prefix (default: model)")
     p.add_argument("--threads", type=int, metavar="N", help="threads for parallel loops (default: $AICC_NUM_THREADS or all cores)")
     p.add_argument("--no-fuse", action="store_true", help="compile without elementwise fusion")
     p.add_argument(
@@ -176,7 +183,9 @@ def report_compiled(m, args: argparse.Namespace, import_s: float | None = None) 
         print(m.ir(args.emit))
         return 0
     if args.output_dir:
-        for path in write_outputs(m, args.output_dir):
+        written = (m.export(args.output_dir, args.aot_name) if args.aot
+                   else write_outputs(m, args.output_dir))
+        for path in written:
             print(f"wrote {path}")
     return m.target.report(m, args.run)
 
@@ -212,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
         return status
 
     out = m(*inputs)
+    if args.aot:
+        check_library(args, inputs, out)
     ref_name, eager = eager_runner(model, inputs, m.threads)
     try:
         ref = eager()
@@ -245,6 +256,28 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def check_library(args: argparse.Namespace, inputs, expected) -> None:
+    """Run the library --aot wrote (through compiler.load) on the inputs and compare it with
+    the in-process model's outputs: the same LLVM IR, so the same numbers."""
+    import numpy as np
+
+    import compiler
+
+    lib = compiler.load(args.output_dir, args.aot_name)
+    got = lib(*inputs)
+    got = got if isinstance(got, tuple) else (got,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    worst = max((float(np.max(np.abs(g.astype(np.float64) - e.astype(np.float64))))
+                 for g, e in zip(got, expected) if e.size), default=0.0)
+    same = all(g.shape == e.shape and np.allclose(g, e, rtol=RTOL, atol=ATOL, equal_nan=True)
+               for g, e in zip(got, expected))
+    if not same:
+        raise RuntimeError(f"lib{args.aot_name}.so computes other numbers than the "
+                           f"in-process model (max abs difference {worst:.3g})")
+    print(f"lib{args.aot_name}.so: same outputs as the in-process model "
+          f"(max abs difference {worst:.3g})")
 
 
 def eager_runner(model, inputs, threads: int):
@@ -300,6 +333,8 @@ def run_onnx(args: argparse.Namespace) -> int:
     if status is not None:
         return status
     out = m(*inputs)
+    if args.aot:
+        check_library(args, inputs, out)
     outs = out if isinstance(out, tuple) else (out,)
     try:
         import onnxruntime as ort
@@ -363,6 +398,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["cache"] and not os.path.exists("cache"):
         return cache_command(argv[1:])
     args = build_parser().parse_args(argv)
+    if args.aot and not args.output_dir:
+        print("aicc: error: --aot writes the library into a folder: give it with -o DIR",
+              file=sys.stderr)
+        return 2
     if args.threads is not None:
         os.environ["AICC_NUM_THREADS"] = str(args.threads)
     if getattr(args, "arch", None):

@@ -118,6 +118,16 @@ class Target:
             written[-1].write_text(m.ir(stage))
         return written
 
+    def export_library(self, m, out: Path, name: str) -> list[Path]:
+        """`aicc --aot -o DIR` / `CompiledModel.export`: write `m` as an artifact that runs
+        without Python; the paths written."""
+        raise CompileError(f"the {self.name} target cannot write an ahead-of-time library "
+                           "(--aot): compile for the cpu target")
+
+    def load_library(self, directory: Path, meta: dict):
+        """`compiler.load`: the artifact `export_library` wrote, as a callable model."""
+        raise CompileError(f"the {self.name} target cannot load an ahead-of-time library")
+
     def __repr__(self) -> str:
         return f"<aicc target {self.name!r}>"
 

@@ -106,6 +106,18 @@ class CPUTarget(Target):
                              machine=self.machine(options),
                              object_code=bytes(entry.blobs["object"]))
 
+    def export_library(self, m, out: Path, name: str) -> list[Path]:
+        from compiler.targets.cpu.aot import write_library
+
+        llvm_ir = m.ir("llvm")  # first: a model from the cache rebuilds its IR here
+        return write_library(m, out, name, llvm_ir, m.rebuilt_executable().data,
+                             self.machine(m.options))
+
+    def load_library(self, directory: Path, meta: dict):
+        from compiler.targets.cpu.aot import load_library
+
+        return load_library(directory, meta)
+
     def workspace(self, nbytes: int):
         from compiler.targets.cpu.runtime import arena
 

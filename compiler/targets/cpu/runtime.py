@@ -94,7 +94,7 @@ _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
 _SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
 
 
-def _pool_ir() -> str:
+def pool_ir() -> str:
     """LLVM IR of the pool: ``aicc_pool_worker(id)`` and ``aicc_parallel_for``.
 
     A job is published as one 64-bit word ``gen << 32 | claimed << 16 | nchunks``. Threads
@@ -328,7 +328,7 @@ class _PoolIR:
 
 class _NativePool:
     def __init__(self):
-        mod = llvm.parse_assembly(_pool_ir())
+        mod = llvm.parse_assembly(pool_ir())
         mod.verify()
         tm = new_target_machine(cpu_machine("host"), jit=True)
         mod.triple = tm.triple
