@@ -147,6 +147,7 @@ class CompiledModel:
         extra = [self._workspace()] if self.workspace_bytes else []
         if self._fn is None:
             self._fn = self.executable.get(self.func_name, len(args) + len(outs) + len(extra))
+            self.stats["kernels_loaded"] = self.stats.get("kernels", 0)
         self._fn(*args, *outs, *extra)
         if self.output_is_tuple:
             return tuple(outs)
@@ -217,19 +218,24 @@ def compile_module(
         t0 = time.perf_counter()
         entry = cache.get(key)
         if entry is not None:
-            try:
-                exe = target.load_executable(entry, options, len(input_types), len(output_types))
-            except Exception:  # noqa: BLE001 - an entry this aicc cannot load: compile anew
+            stages = LazyStages(module.clone(), func_name, output_is_tuple, options)
+
+            def load():
+                return target.load_executable(entry, options, len(input_types),
+                                              len(output_types))
+
+            def rebuild():  # an entry this aicc cannot load after all: compile anew
                 cache.discard(key)
-            else:
-                meta = entry.meta
-                stats = {**meta["stats"], "cache": "hit"}
-                return CompiledModel(
-                    func_name, input_types, output_types, output_is_tuple,
-                    LazyStages(module.clone(), func_name, output_is_tuple, options), exe,
-                    [PassTiming("cache-load", time.perf_counter() - t0)],
-                    workspace_bytes=meta["workspace_bytes"], stats=stats, target=target,
-                    options=options)
+                return stages.rebuild()
+
+            meta = entry.meta
+            return CompiledModel(
+                func_name, input_types, output_types, output_is_tuple, stages,
+                LazyExecutable(load, rebuild, options.threads or default_threads()),
+                [PassTiming("cache-load", time.perf_counter() - t0)],
+                workspace_bytes=meta["workspace_bytes"],
+                stats={**meta["stats"], "cache": "hit", "kernels_loaded": 0}, target=target,
+                options=options)
 
     stats: dict = {"fused": options.fuse}
     stages, timings = run_passes(module, options, stats)
@@ -237,6 +243,7 @@ def compile_module(
     workspace_bytes = workspace.value.data if workspace is not None else 0
     exe = target.build(module, stages, timings, options, len(input_types), len(output_types))
     stats["cache"] = "off"
+    stats["kernels_loaded"] = stats.get("kernels", 0)
     if cache is not None:
         saved = target.save_executable(exe)
         if saved is not None:
@@ -258,6 +265,47 @@ def compile_module(
         target=target,
         options=options,
     )
+
+
+class LazyExecutable:
+    """An executable from a compile cache entry, loaded (cpu: its machine code linked into
+    MCJIT, its weights bound) the first time it is used: a model compiled from the cache
+    and never called costs no load. Should the load fail, the entry is discarded and the
+    model compiled anew (`rebuild`)."""
+
+    def __init__(self, load: Callable, rebuild: Callable, threads: int):
+        self._load, self._rebuild = load, rebuild
+        self._exe = None
+        self._threads = threads
+
+    @property
+    def loaded(self) -> bool:
+        return self._exe is not None
+
+    def _executable(self):
+        if self._exe is None:
+            try:
+                exe = self._load()
+            except Exception:  # noqa: BLE001 - see the class's docstring
+                exe = self._rebuild()
+            exe.threads = self._threads
+            self._exe = exe
+        return self._exe
+
+    @property
+    def threads(self) -> int:
+        return self._exe.threads if self._exe is not None else self._threads
+
+    @threads.setter
+    def threads(self, n: int) -> None:
+        self._threads = n
+        if self._exe is not None:
+            self._exe.threads = n
+
+    def __getattr__(self, name: str):  # get, address, data, asm, object_code, ...
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._executable(), name)
 
 
 def _model_cache(module: ModuleOp, func_name: str, output_is_tuple: bool,
@@ -313,6 +361,11 @@ class LazyStages(StageIR):
         super().__init__()
         self._source = (module, func_name, output_is_tuple, options)
         self.rebuilt = None  # the executable of that compile
+
+    def rebuild(self):
+        """Compile the model again (every stage's IR) and return that compile's executable."""
+        self._fill()
+        return self.rebuilt
 
     def _fill(self) -> None:
         if self._source is None:

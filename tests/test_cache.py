@@ -57,6 +57,34 @@ def test_second_compile_is_a_hit_with_identical_results(store):
     assert "vfmadd" in warm.ir("asm") or "fma" in warm.ir("asm")
 
 
+def test_a_hit_loads_its_code_on_first_use(store):
+    cold = compiler.compile(mlp, (X,))
+    assert cold.stats["kernels_loaded"] == cold.stats["kernels"] > 0
+    warm = compiler.compile(mlp, (X,))
+    assert warm.stats["cache"] == "hit" and warm.stats["kernels_loaded"] == 0
+    assert not warm.executable.loaded  # nothing linked into MCJIT yet
+    warm.threads = 1
+    np.testing.assert_array_equal(warm(X), cold(X))
+    assert warm.executable.loaded and warm.threads == 1
+    assert warm.stats["kernels_loaded"] == cold.stats["kernels"]
+
+
+def test_an_entry_that_fails_to_load_is_discarded_and_compiled_anew(store, monkeypatch):
+    from compiler.targets.cpu import CPUTarget
+
+    cold = compiler.compile(mlp, (X,))
+    assert len(entries(store)) == 1
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("an object this LLVM cannot link")
+
+    monkeypatch.setattr(CPUTarget, "load_executable", refuse)
+    warm = compiler.compile(mlp, (X,))
+    assert warm.stats["cache"] == "hit"
+    np.testing.assert_array_equal(warm(X), cold(X))
+    assert entries(store) == []
+
+
 def test_the_key_changes_with_what_changes_the_code(store, monkeypatch):
     base = compiler.compile(mlp, (X,), threads=1)
     assert base.stats["cache"] == "stored"
