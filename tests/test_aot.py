@@ -282,6 +282,20 @@ def test_cli_aot_with_a_torch_cnn(tmp_path):
     assert c.returncode == 0 and "output 0: shape (2, 10)" in c.stdout, c.stderr
 
 
+def test_cli_aot_with_an_onnx_file(tmp_path):
+    import onnx
+
+    path = tmp_path / "pair.onnx"
+    onnx.save(two_outputs_onnx(), path)
+    run = subprocess.run([sys.executable, "-m", "tools.aicc", str(path), "--aot", "-o",
+                          str(tmp_path / "out"), "--repeat", "1"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "libmodel.so: same outputs as the in-process model" in run.stdout
+    lib = compiler.load(tmp_path / "out")
+    assert [s for s, _ in lib.output_types] == [(7, 1, 3), (7, 1, 3)]
+
+
 def test_cli_aot_needs_an_output_folder(tmp_path):
     run = subprocess.run([sys.executable, "-m", "tools.aicc", "examples/mlp.py", "--aot"],
                          cwd=ROOT, capture_output=True, text=True)
