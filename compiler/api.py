@@ -98,6 +98,7 @@ def compile_program(program: Any, options: CompileOptions) -> CompiledModel:
         program.func_name,
         output_is_tuple=program.output_is_tuple,
         options=options,
+        locations=getattr(program, "locations", None),
     )
     m.input_names = getattr(program, "input_names", None)
     m.output_names = getattr(program, "output_names", None)
@@ -117,6 +118,7 @@ def _compile_function(fn: Callable, inputs: tuple, options: CompileOptions) -> C
         program.func_name,
         output_is_tuple=program.output_is_tuple,
         options=options,
+        locations=program.locations,
     )
 
 

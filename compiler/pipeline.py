@@ -42,7 +42,8 @@ from compiler.stages import STAGES, CompileOptions, PassTiming, StageIR
 from compiler.targets import Target, available_targets, get_target
 from compiler.threads import default_threads
 
-REUSE_OUTPUT_BYTES = 1 << 20  # results this large reuse a dropped array of the previous call
+REUSE_OUTPUT_BYTES = 1 << 20
+FAULT_ENV = "AICC_TEST_NUMERICS_FAULT"  # "INDEX:DELTA": check_numerics' test hook (tests only)  # results this large reuse a dropped array of the previous call
 
 
 def stage_passes(target: str, fuse: bool = True, schedule: str | dict | None = None,
@@ -115,6 +116,21 @@ class CompiledModel:
         out = Path(directory)
         return (self.target or get_target("cpu")).export_library(self, out, name)
 
+    def check_numerics(self, *inputs, fault: tuple[int, float] | None = None):
+        """Run the model kernel by kernel on `inputs` and compare each kernel's result with
+        the reference interpreter in float64 on the same operands (compiler/numerics.py): a
+        `NumericsReport` (`.table()`, `.first_failure`, `.ok`). `fault` is a test hook."""
+        from compiler.numerics import check_numerics
+
+        def compile_fn(module, func_name, output_is_tuple, options):
+            return compile_module(module, func_name, output_is_tuple=output_is_tuple,
+                                  options=options, use_cache=False)
+
+        if fault is None and os.environ.get(FAULT_ENV):  # the test hook, from a command line
+            index, delta = os.environ[FAULT_ENV].split(":")
+            fault = (int(index), float(delta))
+        return check_numerics(self, inputs, compile_fn, fault=fault)
+
     def rebuilt_executable(self):
         """The executable whose code the stage IR describes: this model's own, or for a model
         loaded from the compile cache, the one built when its IR was first asked for (its
@@ -163,10 +179,12 @@ def _host_tensor(x):
 
 
 def run_passes(
-    module: ModuleOp, options: CompileOptions, stats: dict | None = None
+    module: ModuleOp, options: CompileOptions, stats: dict | None = None,
+    locations: dict | None = None,
 ) -> tuple[StageIR, list[PassTiming]]:
     """Run the pipeline; the IR of each stage, the pass timings, and (into `stats`, when
-    given) the statistics of compiler/stats.py."""
+    given) the statistics of compiler/stats.py. `locations` (op -> where the frontend made it)
+    gives `stages.origins` for the ops of the tensor stage that the graph passes kept."""
     from compiler.stats import stage_stats
 
     ctx = make_context()
@@ -186,6 +204,8 @@ def run_passes(
         except VerifyException as e:  # a pass produced invalid IR: a bug in aicc
             raise RuntimeError(f"IR after the {stage} stage does not verify: {e}") from e
         stages[stage] = module.clone()  # printed on demand: big constants print slowly
+        if stage == "tensor" and locations:
+            stages.origins = [locations.get(op, "") for op in _body_ops(module)]
         if stats is not None:
             stats.update(stage_stats(stage, module))
     return stages, timings
@@ -198,8 +218,11 @@ def compile_module(
     output_is_tuple: bool = False,
     options: CompileOptions | None = None,
     use_cache: bool = True,
+    locations: dict | None = None,
 ) -> CompiledModel:
-    """Compile an aicc-dialect module (one func `func_name` on tensors) for `options.target`."""
+    """Compile an aicc-dialect module (one func `func_name` on tensors) for `options.target`.
+    `locations`: the frontend's op -> source location (file:line, ONNX node), kept for the
+    ops of the tensor stage (`CompiledModel.check_numerics` names them)."""
     options = options or CompileOptions()
     fn = next(
         (o for o in module.ops if isinstance(o, func.FuncOp) and o.sym_name.data == func_name),
@@ -218,7 +241,7 @@ def compile_module(
         t0 = time.perf_counter()
         entry = cache.get(key)
         if entry is not None:
-            stages = LazyStages(module.clone(), func_name, output_is_tuple, options)
+            stages = LazyStages(module, func_name, output_is_tuple, options, locations)
 
             def load():
                 return target.load_executable(entry, options, len(input_types),
@@ -238,7 +261,7 @@ def compile_module(
                 options=options)
 
     stats: dict = {"fused": options.fuse}
-    stages, timings = run_passes(module, options, stats)
+    stages, timings = run_passes(module, options, stats, locations)
     workspace = fn.attributes.get(WORKSPACE_ATTR)
     workspace_bytes = workspace.value.data if workspace is not None else 0
     exe = target.build(module, stages, timings, options, len(input_types), len(output_types))
@@ -357,9 +380,13 @@ class LazyStages(StageIR):
     every stage of that compile."""
 
     def __init__(self, module: ModuleOp, func_name: str, output_is_tuple: bool,
-                 options: CompileOptions):
+                 options: CompileOptions, locations: dict | None = None):
         super().__init__()
-        self._source = (module, func_name, output_is_tuple, options)
+        copy = module.clone()
+        if locations:  # the same ops in the copy, in the same order
+            locations = {c: locations[o] for o, c in zip(_body_ops(module), _body_ops(copy))
+                         if o in locations}
+        self._source = (copy, func_name, output_is_tuple, options, locations)
         self.rebuilt = None  # the executable of that compile
 
     def rebuild(self):
@@ -370,11 +397,12 @@ class LazyStages(StageIR):
     def _fill(self) -> None:
         if self._source is None:
             return
-        module, func_name, output_is_tuple, options = self._source
+        module, func_name, output_is_tuple, options, locations = self._source
         self._source = None
         again = compile_module(module, func_name, output_is_tuple=output_is_tuple,
-                               options=options, use_cache=False)
+                               options=options, use_cache=False, locations=locations)
         self.rebuilt = again.executable
+        self.modules, self.origins = again.stages.modules, again.stages.origins
         for stage in again.stages:
             dict.__setitem__(self, stage, dict.__getitem__(again.stages, stage))
         if "asm" in again.stages and not dict.__getitem__(again.stages, "asm"):
@@ -387,6 +415,15 @@ class LazyStages(StageIR):
     def __getitem__(self, stage: str) -> str:
         self._fill()
         return super().__getitem__(stage)
+
+    def module(self, stage: str) -> ModuleOp:
+        self._fill()
+        return super().module(stage)
+
+
+def _body_ops(module: ModuleOp) -> list:
+    """The ops of the module's functions' bodies, in order (the key of `StageIR.origins`)."""
+    return [op for f in module.ops if isinstance(f, func.FuncOp) for op in f.body.walk()]
 
 
 def _shape_dtype(t) -> tuple[tuple[int, ...], np.dtype]:

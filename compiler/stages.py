@@ -37,12 +37,30 @@ class StageIR(dict):
     weights included, are shared, not copied) and is printed the first time it is read, so a
     model with hundreds of MB of weights does not pay for printing IR nobody asks for."""
 
+    # the tensor stage's module is kept after it is printed: `module("tensor")` (the numerics
+    # check instruments it); `origins[i]`: where op i of its function came from ("" unknown)
+    KEEP = ("tensor",)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.modules: dict[str, ModuleOp] = {}
+        self.origins: list[str] = []
+
+    def __setitem__(self, stage: str, value) -> None:
+        if isinstance(value, ModuleOp) and stage in self.KEEP:
+            self.modules[stage] = value
+        super().__setitem__(stage, value)
+
     def __getitem__(self, stage: str) -> str:
         value = super().__getitem__(stage)
         if isinstance(value, ModuleOp):
             value = str(value)
-            self[stage] = value
+            dict.__setitem__(self, stage, value)
         return value
+
+    def module(self, stage: str) -> ModuleOp:
+        """The IR of a kept stage (`KEEP`) as a module."""
+        return self.modules[stage]
 
 
 __all__ = ["STAGES", "SHARED_STAGES", "CompileOptions", "PassTiming", "StageIR"]

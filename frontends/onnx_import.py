@@ -801,6 +801,7 @@ class OnnxImporter:
         self.g = g
         for vi, arg in zip(inputs, block.args):
             env[vi.name] = arg
+        locations: dict[Operation, str] = {}
         for i, node in enumerate(graph.node):
             name = node.name or f"#{i}"
             g.where = f"ONNX {node.op_type} node '{name}'"
@@ -818,12 +819,17 @@ class OnnxImporter:
             for a in node.attribute:
                 if a.ref_attr_name:
                     raise UnsupportedOpError(node.op_type, f"{g.where}: attribute references")
+            last = block.last_op
             try:
                 outs = HANDLERS[node.op_type](self, node, ins, at)
             except (KeyError, IndexError, TypeError) as e:  # a malformed node, not an aicc bug
                 raise CompileError(f"{g.where}: malformed node ({type(e).__name__}: {e})") from None
             except ValueError as e:
                 raise ShapeError(f"{g.where}: {e}") from None
+            op = last.next_op if last is not None else block.first_op
+            while op is not None:  # the ops this node became
+                locations[op] = g.where
+                op = op.next_op
             for n, v in zip(node.output, outs):
                 if isinstance(v, np.generic):  # NumPy scalars from folding
                     v = np.asarray(v)
@@ -846,6 +852,7 @@ class OnnxImporter:
             output_names=[vi.name for vi in graph.output],
             output_is_tuple=len(graph.output) != 1,
             model_name=graph.name or "model",
+            locations=locations,
         )
 
 

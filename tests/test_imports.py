@@ -18,7 +18,7 @@ PACKAGES = ("compiler", "frontends", "tools")
 FLOORS = (
     ("compiler.errors", "compiler.threads", "compiler.ops"),
     ("compiler.dialects", "compiler.stages", "compiler.cache", "compiler.fingerprint"),
-    ("compiler.reference",),
+    ("compiler.reference", "compiler.numerics"),
     ("compiler.lowering",),  # target-independent passes
     ("compiler.stats", "compiler.codegen"),  # codegen: emitters per output language
     ("frontends",),

@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "check it against the in-process model")
     p.add_argument("--aot-name", default="model", metavar="NAME",
                    help="with --aot: the library's name and its C functions' prefix (default: model)")
+    p.add_argument("--check-numerics", action="store_true",
+                   help="run the compiled model kernel by kernel on the example inputs and compare "
+                   "each kernel with aicc's reference interpreter in float64 on the same inputs; "
+                   "exit 1 naming the first kernel out of tolerance, with its loop IR")
     p.add_argument("--threads", type=int, metavar="N", help="threads for parallel loops (default: $AICC_NUM_THREADS or all cores)")
     p.add_argument("--no-fuse", action="store_true", help="compile without elementwise fusion")
     p.add_argument(
@@ -219,6 +223,8 @@ def run(args: argparse.Namespace) -> int:
     status = report_compiled(m, args)
     if status is not None:
         return status
+    if args.check_numerics:
+        return check_numerics(m, inputs)
 
     out = m(*inputs)
     if args.aot:
@@ -255,6 +261,25 @@ def run(args: argparse.Namespace) -> int:
         print(f"aicc: error: compiled output differs from {ref_name} beyond rtol={RTOL}, atol={ATOL}",
               file=sys.stderr)
         return 1
+    return 0
+
+
+def check_numerics(m, inputs) -> int:
+    """--check-numerics: the kernel table; 1 and the first bad kernel's loop IR on a failure."""
+    report = m.check_numerics(*inputs)
+    print(report.table())
+    bad = report.first_failure
+    if bad is not None:
+        print(f"\n// loop IR of {bad.label}, compiled alone:\n{report.loop_ir}")
+        print(f"aicc: error: kernel {bad.label} ({bad.origin or 'source unknown'}) is out of "
+              f"tolerance: max abs err {bad.max_abs:.3g} (max rel err {bad.max_rel:.3g})",
+              file=sys.stderr)
+        return 1
+    if not report.ok:
+        print("aicc: error: every kernel is within tolerance but the fused model's outputs are "
+              "not: the error is in fusion", file=sys.stderr)
+        return 1
+    print(f"aicc: {len(report.kernels)} kernels within tolerance")
     return 0
 
 
@@ -332,6 +357,8 @@ def run_onnx(args: argparse.Namespace) -> int:
     status = report_compiled(m, args, import_s)
     if status is not None:
         return status
+    if args.check_numerics:
+        return check_numerics(m, inputs)
     out = m(*inputs)
     if args.aot:
         check_library(args, inputs, out)

@@ -56,6 +56,17 @@ def _location(node) -> str | None:
     return f"{path}:{line}" if path else None
 
 
+def _origin(node, loc: str | None) -> str:
+    """Where an op came from, for the numerics check: the user's line and the submodule
+    that ran it (`model.py:15 2.a:Conv2d`), else the node's name."""
+    stack = list((node.meta.get("nn_module_stack") or {}).values())
+    path, kind = stack[-1] if stack else ("", "")
+    module = f"{path}:{str(getattr(kind, '__name__', kind)).rsplit('.', 1)[-1]}" if path else ""
+    if loc and os.path.abspath(loc.rsplit(":", 1)[0]).startswith(os.path.dirname(torch.__file__)):
+        loc = None  # torch's own code: the submodule says more
+    return " ".join(p for p in (loc, module) if p) or f"torch node {node.name}"
+
+
 def _bind(node) -> dict[str, Any]:
     """The node's arguments by schema name ('self' is 'input'), defaults filled in."""
     schema = node.target._schema
@@ -278,11 +289,11 @@ class TorchImporter:
                 except ValueError as e:  # a shape helper refused the operands
                     raise ShapeError(f"{self.where}: {e}", location=loc) from None
                 env[node] = self.checked(node, out)
-            if loc is not None:
-                op = last.next_op if last is not None else block.first_op
-                while op is not None:
-                    locations[op] = loc
-                    op = op.next_op
+            origin = _origin(node, loc)
+            op = last.next_op if last is not None else block.first_op
+            while op is not None:  # the ops this node became
+                locations[op] = origin
+                op = op.next_op
 
         outputs = []
         returned = next(n for n in graph.nodes if n.op == "output").args[0]
