@@ -36,6 +36,8 @@ def compile(
     input_shapes: dict[str, Sequence[int]] | None = None,
     schedule: str | dict | None = None,
     target_cpu: str | None = None,
+    tune: bool | str = False,
+    tune_budget: float | None = None,
 ) -> CompiledModel | JitFunction:
     """Compile `model` for `target`.
 
@@ -52,8 +54,15 @@ def compile(
     `target` is any registered target (`compiler.targets.available_targets()`: cpu, cuda,
     cuda-emu and any installed through the `aicc.targets` entry point). `target_cpu` (cpu) is
     the LLVM name of the CPU to generate code for (default: $AICC_TARGET_CPU, else the host).
+
+    `tune=True` (cpu) first measures schedules for the model's matmuls and convs on this
+    machine within `tune_budget` seconds (default 60) and records the fastest in the cache
+    folder's tuning record, which every later compile on this machine uses
+    (`m.stats["tuned"]`); `tune="ray"` spreads the measurements over a Ray cluster.
     """
-    options = CompileOptions(target, threads, fuse, print_ir_after_all, schedule, target_cpu)
+    tuning = {"tune": tune, "tune_budget": tune_budget} if tune else {}
+    options = CompileOptions(target, threads, fuse, print_ir_after_all, schedule, target_cpu,
+                             target_options=tuning)
     _check_target(options)
     if _is_onnx(model):
         from frontends.onnx_import import import_onnx

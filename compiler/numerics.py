@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from compiler.dialects import aicc
+from compiler.dialects.extract import op_module
 from compiler.reference import REFERENCE_KERNELS, run_reference
 
 RTOL = 1e-3  # float32 kernels against float64: summation order, polynomial exp/tanh/erf
@@ -216,22 +217,7 @@ def check_numerics(m, inputs: Sequence, compile_fn: Callable, *,
 
 def _alone(op: Operation, compile_fn: Callable, options, name: str) -> str:
     """The loop IR of `op` compiled on its own (its tensor operands as arguments)."""
-    args = [v for v in dict.fromkeys(op.operands) if not isinstance(v.owner, aicc.ConstantOp)]
-    consts = [v.owner.clone() for v in dict.fromkeys(op.operands)
-              if isinstance(v.owner, aicc.ConstantOp)]
-    from xdsl.ir import Block, Region
-
-    block = Block(arg_types=[v.type for v in args])
-    mapping = dict(zip(args, block.args))
-    for c, v in zip(consts, [v for v in dict.fromkeys(op.operands)
-                             if isinstance(v.owner, aicc.ConstantOp)]):
-        block.add_op(c)
-        mapping[v] = c.result
-    clone = op.clone(value_mapper=dict(mapping))
-    block.add_op(clone)
-    block.add_op(func.ReturnOp(*clone.results))
-    f = func.FuncOp(name, ([v.type for v in args], [r.type for r in clone.results]), Region(block))
-    return compile_fn(ModuleOp([f]), name, False, options).ir("loops")
+    return compile_fn(op_module(op, name), name, False, options).ir("loops")
 
 
 __all__ = ["KernelCheck", "NumericsReport", "check_numerics"]

@@ -70,6 +70,7 @@ class CompiledModel:
     stats: dict = field(default_factory=dict)  # kernels, flops, bytes: see compiler/stats.py
     target: Target | None = None  # None: the cpu target
     options: CompileOptions | None = None  # what it was compiled with
+    tune_report: object = None  # tune=True: what the tuner measured (cpu: tune.TuneReport)
     _fn: Callable | None = None
     _local: threading.local = field(default_factory=threading.local)
 
@@ -235,6 +236,7 @@ def compile_module(
     output_types = [_shape_dtype(t) for t in ftype.outputs]
 
     target = get_target(options.target)
+    tune_report = target.prepare(module, func_name, options)
     cache, key = (_model_cache(module, func_name, output_is_tuple, options, target) if use_cache
                   else (None, ""))
     if cache is not None:
@@ -258,7 +260,7 @@ def compile_module(
                 [PassTiming("cache-load", time.perf_counter() - t0)],
                 workspace_bytes=meta["workspace_bytes"],
                 stats={**meta["stats"], "cache": "hit", "kernels_loaded": 0}, target=target,
-                options=options)
+                options=options, tune_report=tune_report)
 
     stats: dict = {"fused": options.fuse}
     stages, timings = run_passes(module, options, stats, locations)
@@ -287,6 +289,7 @@ def compile_module(
         stats=stats,
         target=target,
         options=options,
+        tune_report=tune_report,
     )
 
 
@@ -351,7 +354,9 @@ def model_key(module: ModuleOp, func_name: str, output_is_tuple: bool,
     described = {
         "func": func_name, "tuple": output_is_tuple, "target": options.target,
         "threads": options.threads, "default_threads": default_threads(), "fuse": options.fuse,
-        "target_cpu": options.target_cpu, "target_options": options.target_options,
+        "target_cpu": options.target_cpu,
+        "target_options": {k: v for k, v in options.target_options.items()
+                           if k not in target.keyless_options},
         "env": {k: os.environ.get(k, "") for k in ("AICC_CONV_LOWERING",)},
         "machine": target.cache_key(options),
         "versions": _versions(),

@@ -164,7 +164,12 @@ def tensor_stats(module: ModuleOp) -> dict:
     return {"tensor_ops": dict(sorted(ops.items()))}
 
 
-STAGE_STATS = {"tensor": tensor_stats, "memref": memref_stats}
+def linalg_stats(module: ModuleOp) -> dict:
+    """Matmuls whose schedule came from a tuning record (choose-schedule marks them)."""
+    return {"tuned": sum(1 for o in module.walk() if "aicc.tuned" in o.attributes)}
+
+
+STAGE_STATS = {"tensor": tensor_stats, "linalg": linalg_stats, "memref": memref_stats}
 
 
 def stage_stats(stage: str, module: ModuleOp) -> dict:
@@ -173,7 +178,7 @@ def stage_stats(stage: str, module: ModuleOp) -> dict:
     return fn(module) if fn else {}
 
 
-__all__ = ["format_stats", "memref_stats", "tensor_stats", "stage_stats", "flops", "iteration_space",
+__all__ = ["format_stats", "linalg_stats", "memref_stats", "tensor_stats", "stage_stats", "flops", "iteration_space",
            "loop_flops"]
 
 

@@ -24,7 +24,7 @@ FLOORS = (
     ("frontends",),
     ("compiler.targets",),  # the registry, then each target's package
     ("compiler.pipeline", "compiler.universe"),
-    ("compiler.api",),
+    ("compiler.api", "compiler.tune_worker"),  # tune_worker: the autotuner's child process
     ("compiler",),  # compiler/__init__: the public API
     ("tools",),
 )

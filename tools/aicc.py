@@ -80,6 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the compiled model kernel by kernel on the example inputs and compare "
                    "each kernel with aicc's reference interpreter in float64 on the same inputs; "
                    "exit 1 naming the first kernel out of tolerance, with its loop IR")
+    p.add_argument("--tune", action="store_true",
+                   help="cpu: measure schedules for the model's matmuls and convs on this machine "
+                   "first, and keep the fastest in the tuning record that later compiles use")
+    p.add_argument("--tune-budget", type=float, metavar="SECONDS",
+                   help="with --tune: seconds of search for the whole model (default: 60)")
+    p.add_argument("--tune-workers", choices=("local", "ray"), default="local",
+                   help="with --tune: measure in one local process, or spread over a Ray cluster "
+                   "(ray.init(), or $RAY_ADDRESS)")
     p.add_argument("--threads", type=int, metavar="N", help="threads for parallel loops (default: $AICC_NUM_THREADS or all cores)")
     p.add_argument("--no-fuse", action="store_true", help="compile without elementwise fusion")
     p.add_argument(
@@ -170,9 +178,20 @@ def print_stats(m) -> None:
     print(format_stats(m.stats))
 
 
+def tune_options(args: argparse.Namespace) -> dict:
+    """--tune, --tune-budget, --tune-workers as compile options (none without --tune)."""
+    if not args.tune:
+        return {}
+    return {"tune": "ray" if args.tune_workers == "ray" else True,
+            "tune_budget": args.tune_budget}
+
+
 def report_compiled(m, args: argparse.Namespace, import_s: float | None = None) -> int | None:
-    """What every model kind prints after compiling (--stats, --time-passes, --emit, -o, the
-    no-GPU report); an exit status when nothing is left to run."""
+    """What every model kind prints after compiling (--tune, --stats, --time-passes, --emit,
+    -o, the no-GPU report); an exit status when nothing is left to run."""
+    if m.tune_report is not None:
+        print(m.tune_report.table())
+        print(f"tuned schedules in this compile: {m.stats.get('tuned', 0)}")
     if args.stats:
         print_stats(m)
     if args.time_passes:
@@ -218,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
             schedule=args.schedule,
             target_cpu=args.target_cpu,
             print_ir_after_all=print_after if args.print_ir_after_all else None,
+            **tune_options(args),
         )
     compile_s = time.perf_counter() - t0
     status = report_compiled(m, args)
@@ -351,7 +371,7 @@ def run_onnx(args: argparse.Namespace) -> int:
 
     options = CompileOptions(args.target, args.threads, not args.no_fuse,
                              print_after if args.print_ir_after_all else None, args.schedule,
-                             args.target_cpu)
+                             args.target_cpu, target_options=tune_options(args))
     m = compile_program(program, options)
     compile_s = time.perf_counter() - t0
     status = report_compiled(m, args, import_s)

@@ -53,6 +53,9 @@ class Target:
     timed: ClassVar[bool] = True
     # its executables go into the compile cache (`save_executable` / `load_executable`)
     cacheable: ClassVar[bool] = False
+    # target options that change no code by themselves, left out of the cache key (cpu's
+    # tune: what it measures reaches the key through `cache_key`, as the record's digest)
+    keyless_options: ClassVar[tuple[str, ...]] = ()
 
     def check_options(self, options: CompileOptions) -> None:
         """Refuse options this target does not take (a CompileError naming the option)."""
@@ -74,6 +77,12 @@ class Target:
         nargs)` returning a callable on buffers and a `threads` attribute. Adds the IR of the
         target's own stages to `stages` and its steps' times to `timings`."""
         raise NotImplementedError
+
+    def prepare(self, module, func_name: str, options: CompileOptions):
+        """Before a compile (and its cache lookup): work on the tensor-level `module` that
+        changes how it is compiled (cpu: autotuning; its report is returned and kept as
+        `CompiledModel.tune_report`). Must not change `module`."""
+        return None
 
     def cache_key(self, options: CompileOptions) -> dict[str, str]:
         """What, besides the IR and the options, decides the generated code: the machine

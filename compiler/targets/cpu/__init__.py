@@ -29,7 +29,8 @@ class CPUTarget(Target):
     name = "cpu"
     description = "x86-64 CPU: LLVM IR through llvmlite, O3, MCJIT (AICC_TARGET_CPU picks the CPU)"
     stages = ("tensor", "linalg", "memref", "loops", "llvm", "asm")
-    options = ("schedule", "target_cpu")
+    options = ("schedule", "target_cpu", "tune", "tune_budget")
+    keyless_options = ("tune", "tune_budget")
     cacheable = True
 
     def machine(self, options: CompileOptions | None = None):
@@ -57,7 +58,8 @@ class CPUTarget(Target):
             tensor=(FuseAttention(), DeadCodeElimination()) if fuse else (),
             linalg=(ChooseSchedule(vector_bits=machine.vector_bits, threads=threads,
                                    l1_bytes=machine.l1_bytes, l2_bytes=machine.l2_bytes,
-                                   overrides=format_overrides(options.schedule)),),
+                                   overrides=format_overrides(options.schedule),
+                                   record=self._record(machine)),),
             memref=(*([FuseRows()] if fuse else []), TileMatmul(threads=threads)),
             loops=(LowerAttention(),),
             transpose_tile=64,
@@ -86,9 +88,32 @@ class CPUTarget(Target):
         import llvmlite
 
         from compiler.targets.cpu.schedule import format_overrides
+        from compiler.targets.cpu.tuning_record import record_digest
 
-        return {"target": self.name, "cpu": self.machine(options).key(),
-                "llvmlite": llvmlite.__version__, "schedule": format_overrides(options.schedule)}
+        machine = self.machine(options)
+        return {"target": self.name, "cpu": machine.key(),
+                "llvmlite": llvmlite.__version__, "schedule": format_overrides(options.schedule),
+                "tuning": record_digest(machine.key())}
+
+    @staticmethod
+    def _record(machine) -> str:
+        """The machine's tuning record, when there is one, for choose-schedule."""
+        from compiler.targets.cpu.tuning_record import record_path
+
+        path = record_path(machine.key())
+        return str(path) if path.exists() else ""
+
+    def prepare(self, module, func_name: str, options: CompileOptions):
+        """tune=True: measure the model's matmul schedules first (tune.py), so the compile
+        that follows takes them from the record."""
+        tune = options.target_options.get("tune")
+        if not tune:
+            return None
+        from compiler.targets.cpu.tune import tune_module
+
+        return tune_module(module, func_name, options,
+                           workers="ray" if tune == "ray" else "local",
+                           budget_s=options.target_options.get("tune_budget"))
 
     def save_executable(self, exe):
         """The machine code MCJIT loaded and the weights kept out of it."""

@@ -14,6 +14,9 @@ matmul, `0:mr=6;1:kc=128` per matmul in program order. An op that already has a 
 keeps it (overrides still apply), so a schedule written into the IR by hand or by a tuner
 wins. The matmul of a conv2d (marked `aicc.conv_lowering` by nn_to_linalg.py) gets a conv's
 schedule: B, the conv's input matrix, read in place.
+
+`record` names a tuning record (tuning_record.py): a matmul whose signature it holds, and
+that no override names, takes the measured schedule and is marked `aicc.tuned`.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, TensorType, UnitAttr
 from xdsl.dialects.linalg import ops as linalg
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.ir import OpResult, SSAValue
@@ -35,6 +38,7 @@ from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR
 from compiler.lowering.utils import PARALLEL, REDUCTION, build_generic
 from compiler.targets.cpu.schedule import (
     SCHEDULE_ATTR,
+    MatmulSchedule,
     choose_matmul_schedule,
     element_bytes,
     is_constant,
@@ -87,6 +91,16 @@ def fold_transposed_operands(op: linalg.MatmulOp) -> None:
             Rewriter.erase_op(v.op)
 
 
+def matmul_signature(op, match, threads: int) -> str:
+    """The tuning record's key of a matmul-like op (tuning_record.signature)."""
+    from compiler.targets.cpu.tuning_record import signature
+
+    return signature(match.batch, match.m, match.n, match.k, a_trans=match.a_trans,
+                     b_trans=match.b_trans, b_constant=is_constant(match.b),
+                     conv=CONV_LOWERING_ATTR in op.attributes,
+                     elem_bytes=element_bytes(match.element_type), threads=threads)
+
+
 @dataclass(frozen=True)
 class ChooseSchedule(ModulePass):
     """Attach `aicc.schedule` to each matmul-like linalg op."""
@@ -98,8 +112,16 @@ class ChooseSchedule(ModulePass):
     l1_bytes: int = 0  # 0: the defaults in schedule.py
     l2_bytes: int = 0
     overrides: str = ""
+    record: str = ""  # a tuning record's path ("" none)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from pathlib import Path
+
+        from compiler.targets.cpu.tuning_record import TUNED_ATTR, load_record
+        from compiler.threads import default_threads
+
+        tuned = load_record(Path(self.record)) if self.record else {}
+        threads = self.threads or default_threads()
         for o in list(op.walk()):
             if isinstance(o, linalg.MatmulOp):
                 fold_transposed_operands(o)
@@ -112,10 +134,20 @@ class ChooseSchedule(ModulePass):
                 continue
             fixed = {**overrides.get(None, {}), **overrides.get(index, {})}
             sched = schedule_of(o)
-            if sched is not None:  # written into the IR: overrides still apply
+            ebytes = element_bytes(match.element_type)
+            entry = None
+            if tuned and sched is None and not fixed:
+                entry = tuned.get(matmul_signature(o, match, threads))
+            if entry is not None:
+                try:
+                    sched = MatmulSchedule.from_dict(entry["schedule"])
+                except (CompileError, KeyError, TypeError):  # a record this aicc cannot read
+                    sched = None
+                else:
+                    o.attributes[TUNED_ATTR] = UnitAttr()
+            if sched is not None:  # written into the IR, or measured: overrides still apply
                 sched = sched.with_overrides(fixed)
             else:
-                ebytes = element_bytes(match.element_type)
                 sched = choose_matmul_schedule(
                     match.batch, match.m, match.n, match.k,
                     vw=max(1, self.vector_bits // (8 * ebytes)), elem_bytes=ebytes,
