@@ -164,8 +164,10 @@ class CompiledModel:
         extra = [self._workspace()] if self.workspace_bytes else []
         if self._fn is None:
             self._fn = self.executable.get(self.func_name, len(args) + len(outs) + len(extra))
-            self.stats["kernels_loaded"] = self.stats.get("kernels", 0)
         self._fn(*args, *outs, *extra)
+        # cuda: kernels load on their first launch; cpu: one object with every kernel
+        self.stats["kernels_loaded"] = getattr(self.executable, "kernels_loaded",
+                                               self.stats.get("kernels", 0))
         if self.output_is_tuple:
             return tuple(outs)
         return outs[0]
@@ -268,7 +270,7 @@ def compile_module(
     workspace_bytes = workspace.value.data if workspace is not None else 0
     exe = target.build(module, stages, timings, options, len(input_types), len(output_types))
     stats["cache"] = "off"
-    stats["kernels_loaded"] = stats.get("kernels", 0)
+    stats["kernels_loaded"] = getattr(exe, "kernels_loaded", stats.get("kernels", 0))
     if cache is not None:
         saved = target.save_executable(exe)
         if saved is not None:

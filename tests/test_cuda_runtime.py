@@ -58,18 +58,26 @@ class _FakeDriver:
             self.calls.append((name, args))
             if name == "cuModuleGetFunction":
                 return (driver.CUresult.CUDA_SUCCESS, "fn:" + args[1].decode())
+            if name == "cuModuleLoadData":
+                return (driver.CUresult.CUDA_SUCCESS, "module:" + args[0].decode())
             return (driver.CUresult.CUDA_SUCCESS,)
         return call
 
 
 def test_driver_launch_pads_grid_and_block_and_packs_pointers():
     dev = DriverDevice.__new__(DriverDevice)
-    dev.d, dev.module, dev.functions, dev.ctx = _FakeDriver(), "module", {}, "ctx"
+    loaded = []
+    dev.d, dev.modules, dev.functions, dev.ctx = _FakeDriver(), {}, {}, "ctx"
+    dev.load = lambda name: loaded.append(name) or f"cubin-of-{name}".encode()
     dev.launch("k0", (4, 2), (16, 16), [0x1000, 0x2000])
     dev.launch("k0", (7,), (256,), [0x3000])
     calls = [c for c in dev.d.calls if c[0] == "cuLaunchKernel"]
+    # the kernel's own module, loaded on its first launch and looked up once
+    assert loaded == ["k0"]
+    assert [c for c in dev.d.calls if c[0] == "cuModuleLoadData"] == [
+        ("cuModuleLoadData", (b"cubin-of-k0",))]
     assert [c for c in dev.d.calls if c[0] == "cuModuleGetFunction"] == [
-        ("cuModuleGetFunction", ("module", b"k0"))]  # looked up once
+        ("cuModuleGetFunction", ("module:cubin-of-k0", b"k0"))]
     f, *dims, smem, stream, params, extra = calls[0][1]
     assert f == "fn:k0" and dims == [4, 2, 1, 16, 16, 1] and (smem, stream, extra) == (0, 0, 0)
     assert params == ((0x1000, 0x2000), (ctypes.c_void_p, ctypes.c_void_p))
@@ -150,3 +158,46 @@ def test_plan_runner_allocates_once_and_takes_device_pointers():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     with pytest.raises(CompileError, match="3 inputs and 1 outputs"):
         runner.launch(ptrs[:2])
+
+
+@needs_emulation
+def test_kernels_build_in_the_background_and_load_on_their_first_launch(monkeypatch):
+    """Each kernel is an NVRTC program of its own, built on a background thread from compile()
+    on, and loaded onto the device when it is first launched (the emulated device stands in
+    for the GPU and checks the numbers)."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from compiler.targets.cuda import runtime
+    from compiler.targets.cuda_emu.emu import EmuDevice, build
+
+    def attention(q, k, v):
+        return ops.softmax(q @ k.transpose(0, 2, 1), axis=-1) @ v
+
+    q, k, v = (rng.standard_normal((2, 9, 136)).astype(np.float32) for _ in range(3))
+    m = compiler.compile(attention, (q, k, v), target="cuda")
+    exe = m.executable
+    names = list(exe.program.kernel_sources)
+    assert len(names) == 3 and m.stats["kernels_loaded"] == 0
+    exe.wait()
+    assert exe.kernels_built == 3
+    for name in names:  # each cubin holds its kernel alone
+        assert set(exe.kernel_cubin(name).stats) == {name}
+    lib = build(exe.program)
+
+    class FirstLaunchLoads(EmuDevice):
+        def __init__(self, load):
+            super().__init__(lib)
+            self.load, self.loaded = load, []
+
+        def launch(self, name, grid, block, ptrs):
+            if name not in self.loaded:  # as DriverDevice: the kernel's cubin, now
+                assert self.load(name)[:4] == b"\x7fELF"
+                self.loaded.append(name)
+            super().launch(name, grid, block, ptrs)
+
+    monkeypatch.setattr(runtime, "has_gpu", lambda: True)
+    monkeypatch.setattr(runtime, "open_device", FirstLaunchLoads)
+    e = np.exp(q @ k.transpose(0, 2, 1) - (q @ k.transpose(0, 2, 1)).max(-1, keepdims=True))
+    want = (e / e.sum(-1, keepdims=True)) @ v
+    for _ in range(2):
+        np.testing.assert_allclose(m(q, k, v), want, rtol=1e-4, atol=1e-5)
+        assert m.stats["kernels_loaded"] == 3 and exe.kernels_loaded == 3  # once each

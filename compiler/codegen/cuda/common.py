@@ -128,8 +128,10 @@ class HostPlan:
 
 
 class CudaProgram:
-    source: str
+    source: str  # the whole program: the prelude, then every kernel
     plans: dict[str, HostPlan]
+    prelude: str = ""
+    kernel_sources: dict[str, str] = field(default_factory=dict)  # kernel -> its function
 
     @property
     def kernels(self) -> list[KernelInfo]:

@@ -67,6 +67,7 @@ class CudaEmitter:
         globals_: dict[str, bytes] = {}
         parts = [PRELUDE]
         plans: dict[str, HostPlan] = {}
+        kernels: dict[str, str] = {}
         for op in module.ops:
             if op.name == "memref.global":
                 globals_[op.sym_name.data] = _global_bytes(op)
@@ -77,9 +78,10 @@ class CudaEmitter:
                 plan, srcs = self._emit_func(op, globals_)
                 plans[plan.func_name] = plan
                 parts.extend(srcs)
+                kernels.update((k.name, src) for k, src in zip(plan.kernels, srcs))
             elif op.name != "memref.global":
                 raise UnsupportedOpError(op.name, f"no CUDA lowering for '{op.name}' (target cuda)")
-        return CudaProgram("\n".join(parts), plans)
+        return CudaProgram("\n".join(parts), plans, PRELUDE, kernels)
 
     def _emit_func(self, f: Operation, globals_: dict[str, bytes]):
         args = list(f.body.block.args)

@@ -1,14 +1,16 @@
 """CUDA runtime: NVRTC compiles the emitted CUDA C to a cubin; a device runs the host plan.
 
 NVRTC (from the `nvidia-cuda-nvrtc` wheel, through `cuda-bindings`) runs on any machine, GPU or
-not, so every kernel is compiled and its ptxas statistics (registers, shared memory, spills) are
-known at compile time. Running needs an NVIDIA GPU: kernels launch through PyCUDA when it is
+not. Each kernel is its own NVRTC program, built on a background thread from compile() on (or
+on its first launch, whichever comes first), so its ptxas statistics (registers, shared memory,
+spills) are known without a GPU, and loaded onto the device on its first launch. Running needs an NVIDIA GPU: kernels launch through PyCUDA when it is
 installed, else through cuda-bindings' driver API, in the device's primary context (so torch or
 cupy can share buffers). Cubins are cached on disk, keyed by source, options and NVRTC version.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import json
@@ -16,6 +18,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -281,7 +284,8 @@ class DriverDevice:
     """cuda-bindings' driver API on device 0's primary context (the one torch and cupy use, so
     buffers can be shared). Launches go to the legacy default stream (0)."""
 
-    def __init__(self, cubin: bytes):
+    def __init__(self, load: Callable[[str], bytes]):
+        """`load(kernel)`: the cubin holding that kernel, asked for on its first launch."""
         from cuda.bindings import driver
 
         self.d = driver
@@ -289,7 +293,8 @@ class DriverDevice:
         dev = check_driver(driver.cuDeviceGet(0), "cuDeviceGet")
         self.ctx = check_driver(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
         check_driver(driver.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
-        self.module = check_driver(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
+        self.load = load
+        self.modules: dict[str, object] = {}
         self.functions: dict[str, object] = {}
 
     def current(self) -> None:
@@ -316,9 +321,11 @@ class DriverDevice:
 
     def launch(self, name: str, grid, block, ptrs) -> None:
         f = self.functions.get(name)
-        if f is None:
+        if f is None:  # the kernel's first launch: load its module
+            module = self.modules[name] = check_driver(
+                self.d.cuModuleLoadData(self.load(name)), f"cuModuleLoadData({name})")
             f = self.functions[name] = check_driver(
-                self.d.cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
+                self.d.cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction({name})")
         g = (*grid, 1, 1)[:3]
         b = (*block, 1, 1)[:3]
         check_driver(self.d.cuLaunchKernel(f, *g, *b, 0, 0, kernel_params(ptrs), 0),
@@ -331,14 +338,15 @@ class DriverDevice:
 class PyCudaDevice(DriverDevice):
     """PyCUDA on device 0's primary context."""
 
-    def __init__(self, cubin: bytes):
+    def __init__(self, load: Callable[[str], bytes]):
         import pycuda.driver as drv
 
         drv.init()
         self.drv = drv
         self.ctx = drv.Device(0).retain_primary_context()
         self.ctx.push()
-        self.module = drv.module_from_buffer(cubin)
+        self.load = load
+        self.modules = {}
         self.functions = {}
         self.allocs: dict[int, object] = {}
 
@@ -368,20 +376,23 @@ class PyCudaDevice(DriverDevice):
 
     def launch(self, name: str, grid, block, ptrs) -> None:
         f = self.functions.get(name)
-        if f is None:
-            f = self.functions[name] = self.module.get_function(name)
+        if f is None:  # the kernel's first launch: load its module
+            self.modules[name] = self.drv.module_from_buffer(self.load(name))
+            f = self.functions[name] = self.modules[name].get_function(name)
         f(*[np.uintp(p) for p in ptrs], block=(*block, 1, 1)[:3], grid=(*grid, 1, 1)[:3])
 
     def sync(self) -> None:
         self.drv.Context.synchronize()
 
 
-def open_device(cubin: bytes):
+def open_device(load: Callable[[str], bytes]):
+    """PyCUDA's device when PyCUDA is installed, else the driver API's; `load(kernel)` gives
+    a kernel's cubin on its first launch."""
     try:
         import pycuda.driver  # noqa: F401
     except ImportError:
-        return DriverDevice(cubin)
-    return PyCudaDevice(cubin)
+        return DriverDevice(load)
+    return PyCudaDevice(load)
 
 
 # ------------------------------------------------------------------------------ host plans
@@ -501,7 +512,9 @@ def device_pointer(x) -> int:
 
 @dataclass
 class CudaExecutable:
-    """The CUDA program of a compiled model: source, cubin (compiled on first need), launcher."""
+    """The CUDA program of a compiled model. Each kernel is its own NVRTC program (the prelude
+    and that kernel), built in the background from compile() on, or on the kernel's first
+    launch if that comes first, and loaded onto the device on its first launch."""
 
     program: object  # compiler.codegen.cuda.CudaProgram
     n_inputs: int
@@ -510,28 +523,74 @@ class CudaExecutable:
     threads: int = 1
     _cubin: Cubin | None = None
     _runners: dict = field(default_factory=dict)
+    _kernels: dict = field(default_factory=dict)  # kernel -> Cubin
+    _locks: dict = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _background: threading.Thread | None = None
+    loads: int = 0  # kernel modules loaded onto a device
 
     @property
     def source(self) -> str:
         return self.program.source
 
+    def target_arch(self) -> str:
+        return self.arch or os.environ.get("AICC_CUDA_ARCH") or device_arch() or DEFAULT_ARCH
+
     @property
     def cubin(self) -> Cubin:
+        """The whole program as one cubin (`aicc -o`: model.cubin)."""
         if self._cubin is None:
-            arch = self.arch or os.environ.get("AICC_CUDA_ARCH") or device_arch() or DEFAULT_ARCH
-            cubin = NVRTCCompiler(arch).compile(self.source)
-            relaxed = relax_launch_bounds(self.source, cubin.stats)
-            if relaxed != self.source:
-                # a kernel asked for a register cap (several blocks per SM) that made ptxas spill:
-                # spills cost more than the occupancy gains, so compile it without the cap
-                self.program.source = relaxed
-                cubin = NVRTCCompiler(arch).compile(relaxed)
-            self._cubin = cubin
+            self._cubin = _compile_relaxed(self.source, self.target_arch())
         return self._cubin
+
+    def kernel_cubin(self, name: str) -> Cubin:
+        """Kernel `name`'s cubin, built once (the caller waits if another thread is building
+        it)."""
+        with self._lock:
+            lock = self._locks.setdefault(name, threading.Lock())
+        with lock:
+            if name not in self._kernels:
+                prelude = self.program.prelude
+                self._kernels[name] = _compile_relaxed(
+                    f"{prelude}\n{self.program.kernel_sources[name]}", self.target_arch(),
+                    f"{name}.cu")
+            return self._kernels[name]
+
+    def build_in_background(self) -> None:
+        """Start NVRTC on every kernel, in launch order, on a thread of its own."""
+        def build():
+            for name in self.program.kernel_sources:
+                try:
+                    self.kernel_cubin(name)
+                except Exception:  # noqa: BLE001 - raised again where the kernel is needed
+                    pass
+
+        self._background = threading.Thread(target=build, daemon=True, name="aicc-nvrtc")
+        self._background.start()
+        _BACKGROUND.append(self._background)
+
+    def wait(self) -> None:
+        """Until the background build is done."""
+        if self._background is not None:
+            self._background.join()
+
+    @property
+    def kernels_built(self) -> int:
+        return len(self._kernels)
+
+    @property
+    def kernels_loaded(self) -> int:
+        return self.loads
 
     @property
     def stats(self) -> dict[str, KernelStats]:
-        return self.cubin.stats
+        """Every kernel's ptxas statistics (builds those not built yet)."""
+        return {name: self.kernel_cubin(name).stats.get(name, KernelStats())
+                for name in self.program.kernel_sources}
+
+    def _load(self, name: str) -> bytes:
+        self.loads += 1
+        return self.kernel_cubin(name).image
 
     def get(self, name: str, nargs: int = 0) -> PlanRunner:
         """The runner of function `name`: call it with NumPy arrays, or `.launch(pointers)`
@@ -539,15 +598,37 @@ class CudaExecutable:
         if not has_gpu():
             raise CompileError(NO_GPU_MESSAGE)
         if name not in self._runners:
-            device = open_device(self.cubin.image)
+            device = open_device(self._load)
             self._runners[name] = PlanRunner(self.program.plans[name], device, self.n_inputs,
                                              self.n_outputs)
         return self._runners[name]
 
 
+_BACKGROUND: list[threading.Thread] = []
+
+
+@atexit.register
+def _join_background() -> None:
+    # NVRTC threads finish before the interpreter goes (a daemon thread in the middle of a
+    # C call while the process tears down is a crash waiting to happen)
+    for t in _BACKGROUND:
+        t.join()
+
+
+def _compile_relaxed(source: str, arch: str, name: str = "aicc.cu") -> Cubin:
+    cubin = NVRTCCompiler(arch).compile(source, name)
+    relaxed = relax_launch_bounds(source, cubin.stats)
+    if relaxed != source:
+        # a kernel asked for a register cap (several blocks per SM) that made ptxas spill:
+        # spills cost more than the occupancy gains, so compile it without the cap
+        cubin = NVRTCCompiler(arch).compile(relaxed, name)
+    return cubin
+
+
 def compile_cuda(module, stages: dict, timings: list, n_inputs: int, n_outputs: int,
                  arch: str | None = None) -> CudaExecutable:
-    """Emit CUDA C for a mapped module and compile it with NVRTC when NVRTC is installed."""
+    """Emit CUDA C for a mapped module; NVRTC builds its kernels in the background when it
+    is installed (else the first need of a kernel reports the missing package)."""
     from compiler.codegen.cuda import emit_cuda
     from compiler.stages import PassTiming
 
@@ -559,11 +640,8 @@ def compile_cuda(module, stages: dict, timings: list, n_inputs: int, n_outputs: 
     try:
         nvrtc()
     except CompileError:
-        return exe  # compiled on first need, which then reports the missing package
-    t0 = time.perf_counter()
-    exe.cubin  # noqa: B018  compile now, so errors and statistics come with compile()
-    stages["cuda"] = program.source  # as compiled (launch bounds relaxed where they spilled)
-    timings.append(PassTiming("nvrtc", time.perf_counter() - t0))
+        return exe
+    exe.build_in_background()
     return exe
 
 
@@ -574,9 +652,10 @@ def kernel_report(m) -> list[str]:
     """One line per kernel: name, kind, launch shape and NVRTC's statistics."""
     exe = m.executable
     stats = exe.stats
+    cached = all(exe.kernel_cubin(k).cached for k in exe.program.kernel_sources)
     lines = [f"cuda: {len(exe.program.kernels)} kernel(s) compiled by NVRTC "
-             f"{'.'.join(map(str, nvrtc_version()))} for {exe.cubin.arch}"
-             f"{' (cached)' if exe.cubin.cached else ''}"]
+             f"{'.'.join(map(str, nvrtc_version()))} for {exe.target_arch()}"
+             f"{' (cached)' if cached else ''}"]
     for k in exe.program.kernels:
         s = stats.get(k.name, KernelStats())
         lines.append(f"  {k.name:<16} {k.kind:<11} grid {'x'.join(map(str, k.grid)):>8} "
