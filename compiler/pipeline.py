@@ -219,6 +219,7 @@ def compile_module(
     workspace = fn.attributes.get(WORKSPACE_ATTR)
     workspace_bytes = workspace.value.data if workspace is not None else 0
     exe = target.build(module, stages, timings, options, len(input_types), len(output_types))
+    stats.update(getattr(exe, "stats", None) or {})  # what the target's code generation counted
     stats["cache"] = "off"
     if cache is not None:
         saved = target.save_executable(exe)
