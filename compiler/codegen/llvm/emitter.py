@@ -927,7 +927,11 @@ def _outline_parallel(e: FunctionEmitter, op: Operation, threads: bool = True) -
         for v in inner.operands:
             note(v)
 
-    remat = [v for v in outside if isinstance(v, OpResult) and v.op.name in _REMATERIALIZE]
+    # Constants are made again inside: LLVM folds the loads of a small constant global. A
+    # global whose bytes the IR does not hold (external data: the weights) is a parameter
+    # like any buffer, so that loop nests alike but for their weights are one function.
+    remat = [v for v in outside if isinstance(v, OpResult) and v.op.name in _REMATERIALIZE
+             and not _external_global(e.get(v))]
     # One parameter per distinct LLVM value (a reshaped memref is the same pointer).
     params: list[ir.Value] = []
     param_of: dict[SSAValue, int] = {}
@@ -955,6 +959,8 @@ def _outline_parallel(e: FunctionEmitter, op: Operation, threads: bool = True) -
         if isinstance(p.type, ir.PointerType) and (_distinct_object(p) or i in disjoint):
             arg.add_attribute("noalias")
             arg.add_attribute("captures(none)")
+        if _external_global(p):  # what the body knew of the global itself
+            arg.attributes.align = p.align
     sub = FunctionEmitter(em, body_fn)
     sub.serial_only = True
     for v, i in param_of.items():
@@ -1081,6 +1087,11 @@ def _disjoint_views(e: FunctionEmitter, param_of: dict[SSAValue, int],
         if all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:])):
             out.update(members)
     return out
+
+
+def _external_global(p: ir.Value) -> bool:
+    """A global declared external: data bound at load time (LLVMEmitter.external_data)."""
+    return isinstance(p, ir.GlobalVariable) and p.linkage == "external"
 
 
 def _distinct_object(p: ir.Value) -> bool:
