@@ -38,6 +38,7 @@ from compiler.dialects.aicc import numpy_dtype
 from compiler.errors import CompileError
 from compiler.lowering.pipeline import cleanup, graph_passes, make_context
 from compiler.lowering.plan_memory import WORKSPACE_ATTR
+from compiler.progress import Progress
 from compiler.stages import STAGES, CompileOptions, PassTiming, StageIR
 from compiler.targets import Target, available_targets, get_target
 from compiler.threads import default_threads
@@ -146,10 +147,11 @@ def _host_tensor(x):
 
 
 def run_passes(
-    module: ModuleOp, options: CompileOptions, stats: dict | None = None
+    module: ModuleOp, options: CompileOptions, stats: dict | None = None,
+    progress: Progress | None = None,
 ) -> tuple[StageIR, list[PassTiming]]:
     """Run the pipeline; the IR of each stage, the pass timings, and (into `stats`, when
-    given) the statistics of compiler/stats.py."""
+    given) the statistics of compiler/stats.py. `progress` gets a line per stage."""
     from compiler.stats import stage_stats
 
     ctx = make_context()
@@ -158,10 +160,14 @@ def run_passes(
     target = get_target(options.target)
     target.check_options(options)
     for stage, passes in target.pipeline(options):
+        if progress is not None:
+            progress.stage(stage, len(passes))
         for p in passes:
             t0 = time.perf_counter()
             p.apply(ctx, module)
             timings.append(PassTiming(p.name, time.perf_counter() - t0))
+            if progress is not None:
+                progress.step(p.name)
             if options.print_ir_after_all:
                 options.print_ir_after_all(p.name, module)
         try:
@@ -215,10 +221,14 @@ def compile_module(
                     workspace_bytes=meta["workspace_bytes"], stats=stats, target=target)
 
     stats: dict = {"fused": options.fuse}
-    stages, timings = run_passes(module, options, stats)
-    workspace = fn.attributes.get(WORKSPACE_ATTR)
-    workspace_bytes = workspace.value.data if workspace is not None else 0
-    exe = target.build(module, stages, timings, options, len(input_types), len(output_types))
+    with Progress() as progress:  # shown on a terminal, once a compile takes a while
+        stages, timings = run_passes(module, options, stats, progress)
+        workspace = fn.attributes.get(WORKSPACE_ATTR)
+        workspace_bytes = workspace.value.data if workspace is not None else 0
+        progress.stage("codegen", 1)
+        exe = target.build(module, stages, timings, options, len(input_types),
+                           len(output_types))
+        progress.step()
     stats.update(getattr(exe, "stats", None) or {})  # what the target's code generation counted
     stats["cache"] = "off"
     if cache is not None:

@@ -4,13 +4,16 @@ parallel threads, linked in one MCJIT engine, stored whole in the compile cache.
 
 from __future__ import annotations
 
+import io
 import re
+import time
 
 import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
 import compiler
+from compiler.progress import PROGRESS_ENV, Progress, progress_wanted
 from compiler.targets.cpu.partition import refs, split_module
 
 rng = np.random.default_rng(0)
@@ -129,3 +132,36 @@ def test_cache_entry_holds_every_partition(store, monkeypatch):
     assert warm.stats["cache"] == "hit"
     assert warm.stats["kernels_compiled"] == cold.stats["kernels_compiled"]
     np.testing.assert_array_equal(warm(X), cold(X))
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_shows_one_line_per_stage_on_a_terminal_only(monkeypatch):
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)
+    term = _Terminal()
+    with Progress(term, after=0.0) as p:
+        time.sleep(0.2)  # the display opens once the compile has run `after` seconds
+        for stage, steps in (("tensor", 3), ("linalg", 2), ("codegen", 1)):
+            p.stage(stage, steps)
+            for i in range(steps):
+                p.step(f"pass{i}")
+    lines = [chunk.split("\r")[-1] for chunk in term.getvalue().split("\n") if chunk.strip()]
+    assert [line.split("|")[0].strip() for line in lines] == ["tensor", "linalg", "codegen"]
+    assert all(re.search(r"(\d+)/\1, \d+\.\d s$", line) for line in lines), lines
+    # not a terminal, turned off, or a compile that ends in time: nothing at all
+    quiet = io.StringIO()
+    with Progress(quiet, after=0.0) as p:
+        p.stage("tensor", 1)
+        p.step()
+    assert quiet.getvalue() == ""
+    monkeypatch.setenv(PROGRESS_ENV, "0")
+    assert not progress_wanted(_Terminal())
+    monkeypatch.delenv(PROGRESS_ENV)
+    fast = _Terminal()
+    with Progress(fast, after=60.0) as p:
+        p.stage("tensor", 1)
+        p.step()
+    assert fast.getvalue() == ""
