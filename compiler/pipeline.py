@@ -17,6 +17,7 @@ stages each target prints (`CompiledModel.ir(stage)`):
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -221,7 +223,7 @@ def compile_module(
                     workspace_bytes=meta["workspace_bytes"], stats=stats, target=target)
 
     stats: dict = {"fused": options.fuse}
-    with Progress() as progress:  # shown on a terminal, once a compile takes a while
+    with _gc_paused(), Progress() as progress:  # progress: on a terminal, after a while
         stages, timings = run_passes(module, options, stats, progress)
         workspace = fn.attributes.get(WORKSPACE_ATTR)
         workspace_bytes = workspace.value.data if workspace is not None else 0
@@ -251,6 +253,24 @@ def compile_module(
         stats=stats,
         target=target,
     )
+
+
+@contextmanager
+def _gc_paused():
+    """The cyclic garbage collector off for the duration of a compile. xDSL's IR is a graph of
+    cycles (ops, blocks and regions point at each other) and a compile makes millions of
+    objects that mostly live until its end: the collector traversed them again and again as
+    the heap grew (ResNet-50: 1 to 2 s of a 10 s compile, half of emit-llvm). The garbage is
+    collected as usual afterwards (peak memory: 290 -> 385 MB for ResNet-50). Restores the
+    state it found, so a compile inside a compile, or one run with the collector off, leaves
+    it as it was."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _model_cache(module: ModuleOp, func_name: str, output_is_tuple: bool,
