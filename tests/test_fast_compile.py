@@ -75,7 +75,15 @@ def test_shared_kernel_on_threads_computes_the_same():
     np.testing.assert_array_equal(m1(X), m2(X))
 
 
-def test_partitions_give_the_same_code_as_one_module(monkeypatch):
+@pytest.fixture
+def small_partitions(monkeypatch):
+    """Partitions however small the module (by default a small one stays whole)."""
+    from compiler.targets.cpu import runtime
+
+    monkeypatch.setattr(runtime, "MIN_PART_CHARS", 1)
+
+
+def test_partitions_give_the_same_code_as_one_module(monkeypatch, small_partitions):
     monkeypatch.setenv("AICC_COMPILE_JOBS", "1")
     one = compiler.compile(mixed, (X,), threads=1)
     monkeypatch.setenv("AICC_COMPILE_JOBS", "3")
@@ -124,7 +132,7 @@ def store(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_cache_entry_holds_every_partition(store, monkeypatch):
+def test_cache_entry_holds_every_partition(store, monkeypatch, small_partitions):
     monkeypatch.setenv("AICC_COMPILE_JOBS", "3")
     cold = compiler.compile(mixed, (X,), threads=1)
     assert cold.stats["cache"] == "stored" and cold.stats["llvm_partitions"] >= 2

@@ -406,6 +406,10 @@ def compile_jobs() -> int:
 # a few more than threads keep every thread busy until the end (light_resnet50 on 2 idle
 # cores: LLVM 4.5 s in one module, 2.9 s in 2 partitions, 1.8 s in 8).
 PARTS_PER_JOB = 4
+# Characters of LLVM IR per partition at least: a partition costs a context, a pass
+# pipeline and a thread hand-off, which a small module does not win back (examples/mlp.py
+# stays one or two partitions, a transformer layer three, ResNet-50 takes all).
+MIN_PART_CHARS = 100_000
 
 
 class _Part:
@@ -491,7 +495,8 @@ def compile_module_text(llvm_ir: str, machine: CPUMachine, jobs: int | None = No
     texts = [llvm_ir]
     if jobs > 1:
         try:
-            texts = split_module(llvm_ir, jobs * PARTS_PER_JOB)
+            texts = split_module(llvm_ir, min(jobs * PARTS_PER_JOB,
+                                              -(-len(llvm_ir) // MIN_PART_CHARS)))
         except ValueError:  # text this splitter does not read: one module, as it is
             texts = [llvm_ir]
     parts = [_Part(t, machine) for t in texts]
