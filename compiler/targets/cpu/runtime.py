@@ -455,7 +455,7 @@ def _bypass_llvmlite_lock() -> bool:
 
     lock = getattr(getattr(ffi, "lib", None), "_lock", None)
     base = getattr(ffi, "_LLVMLock", None)
-    if lock is None or base is None:
+    if lock is None or base is None or _PartitionLock is None:
         return False
     if isinstance(lock, _PartitionLock):
         return True
@@ -467,6 +467,9 @@ def _bypass_llvmlite_lock() -> bool:
 
 def _partition_lock_class():
     from llvmlite.binding import ffi
+
+    if not isinstance(getattr(ffi, "_LLVMLock", None), type):
+        return None  # another llvmlite: its lock stays as it is
 
     class PartitionLock(ffi._LLVMLock):
         def __enter__(self):
