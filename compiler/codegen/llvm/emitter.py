@@ -201,7 +201,8 @@ class LLVMEmitter:
 
     def __init__(self, *, parallel_min_work: int = PARALLEL_MIN_WORK,
                  prefer_vector_width: int | None = 512,
-                 external_data_min_bytes: int | None = None, vector_ldexp: bool = False):
+                 external_data_min_bytes: int | None = None, vector_ldexp: bool = False,
+                 outline_serial: bool = True):
         self.parallel_min_work = parallel_min_work
         # The target lowers llvm.ldexp on float vectors to one instruction (AVX-512's
         # vscalefps): exp then scales by 2**n with it, else with two exponent-field multiplies.
@@ -212,6 +213,14 @@ class LLVMEmitter:
         # in the IR text: LLVM would otherwise print, parse and codegen every weight byte.
         self.external_data_min_bytes = external_data_min_bytes
         self.external_data: dict[str, np.ndarray] = {}
+        # Big top-level loop nests that could not use threads (one outer iteration) are
+        # outlined all the same: LLVM compiles them apart from the caller, and only once
+        # when identical.
+        self.outline_serial = outline_serial
+        # Outlined loop nests: structure key of the body -> its chunk function (one function
+        # per distinct loop nest), and how many were outlined in all.
+        self.kernels: dict[str, ir.Function] = {}
+        self.outlined = 0
         self.module: ir.Module | None = None
         self.functions: dict[str, ir.Function] = {}
         self.globals: dict[str, ir.GlobalVariable] = {}
@@ -223,6 +232,7 @@ class LLVMEmitter:
         self.module = ir.Module(name="aicc")
         self.functions, self.globals, self._runtime = {}, {}, {}
         self.external_data = {}
+        self.kernels, self.outlined = {}, 0
         funcs = []
         for op in module.ops:
             if op.name == "memref.global":
@@ -831,9 +841,16 @@ def _parallel(e: FunctionEmitter, op: Operation) -> None:
             "express them with scf.for iter_args")
     nested = _enclosing_parallel(op) is not None
     trip0 = _trip(op.lowerBound[0], op.upperBound[0], op.step[0])
-    if (not nested and not getattr(e, "serial_only", False) and trip0 > 1
-            and parallel_work(op) >= e.em.parallel_min_work):
+    big = (not nested and not getattr(e, "serial_only", False)
+           and parallel_work(op) >= e.em.parallel_min_work)
+    if big and trip0 > 1:
         _outline_parallel(e, op)
+    elif big and e.em.outline_serial and op.parent_op() is not None \
+            and op.parent_op().name == "func.func":
+        # As much work, but one outer iteration: no threads, but a function of its own all
+        # the same (called directly), which LLVM compiles apart from the caller and only
+        # once for identical loops (see LLVMEmitter.kernels)
+        _outline_parallel(e, op, threads=False)
     else:
         _serial_parallel(e, op, 0)
 
@@ -884,7 +901,12 @@ def _is_inside(v: SSAValue, op: Operation) -> bool:
 _REMATERIALIZE = ("arith.constant", "memref.get_global")
 
 
-def _outline_parallel(e: FunctionEmitter, op: Operation) -> None:
+def _outline_parallel(e: FunctionEmitter, op: Operation, threads: bool = True) -> None:
+    """Outline a top-level scf.parallel into `@<fn>.par<k>(ptr ctx, i64 lo, i64 hi)` (a chunk
+    function that unpacks the captured values from ctx and calls the alwaysinline body), run
+    by `aicc_parallel_for`, or called directly with [0, n) when not `threads`. A loop whose
+    body function is identical to an earlier one's, modulo its name, reuses that one's chunk
+    function (`LLVMEmitter.kernels`)."""
     em = e.em
     name = f"{e.fn.name}.par{e._npar}"
     e._npar += 1
@@ -905,7 +927,11 @@ def _outline_parallel(e: FunctionEmitter, op: Operation) -> None:
         for v in inner.operands:
             note(v)
 
-    remat = [v for v in outside if isinstance(v, OpResult) and v.op.name in _REMATERIALIZE]
+    # Constants are made again inside: LLVM folds the loads of a small constant global. A
+    # global whose bytes the IR does not hold (external data: the weights) is a parameter
+    # like any buffer, so that loop nests alike but for their weights are one function.
+    remat = [v for v in outside if isinstance(v, OpResult) and v.op.name in _REMATERIALIZE
+             and not _external_global(e.get(v))]
     # One parameter per distinct LLVM value (a reshaped memref is the same pointer).
     params: list[ir.Value] = []
     param_of: dict[SSAValue, int] = {}
@@ -933,6 +959,8 @@ def _outline_parallel(e: FunctionEmitter, op: Operation) -> None:
         if isinstance(p.type, ir.PointerType) and (_distinct_object(p) or i in disjoint):
             arg.add_attribute("noalias")
             arg.add_attribute("captures(none)")
+        if _external_global(p):  # what the body knew of the global itself
+            arg.attributes.align = p.align
     sub = FunctionEmitter(em, body_fn)
     sub.serial_only = True
     for v, i in param_of.items():
@@ -963,18 +991,28 @@ def _outline_parallel(e: FunctionEmitter, op: Operation) -> None:
     sub.b.ret_void()
     sub.finish()
 
-    # The chunk function the runtime calls: unpack ctx slots, call the body.
-    chunk = ir.Function(em.module, ir.FunctionType(VOID, [PTR, I64, I64]), name=name)
-    chunk.attributes.add("nounwind")
-    em.vector_attrs(chunk)
-    cb = ir.IRBuilder(chunk.append_basic_block("entry"))
-    ctx, lo, hi = chunk.args
-    args = []
-    for i, p in enumerate(params):
-        slot = cb.gep(ctx, [_const(I64, i)], inbounds=True, source_etype=I64)
-        args.append(cb.load(slot, typ=p.type, align=8))
-    cb.call(body_fn, args + [lo, hi])
-    cb.ret_void()
+    em.outlined += 1
+    key = _structure_key(body_fn)
+    chunk = em.kernels.get(key)
+    if chunk is not None:  # the same loop nest was outlined before: call that one
+        del em.module.globals[body_fn.name]
+    else:
+        # The chunk function the runtime calls: unpack ctx slots, call the body. noinline:
+        # called directly (a loop without threads), it stays a function of its own whether
+        # or not LLVM compiles it in the caller's module.
+        chunk = ir.Function(em.module, ir.FunctionType(VOID, [PTR, I64, I64]), name=name)
+        chunk.attributes.add("nounwind")
+        chunk.attributes.add("noinline")
+        em.vector_attrs(chunk)
+        cb = ir.IRBuilder(chunk.append_basic_block("entry"))
+        ctx, lo, hi = chunk.args
+        args = []
+        for i, p in enumerate(params):
+            slot = cb.gep(ctx, [_const(I64, i)], inbounds=True, source_etype=I64)
+            args.append(cb.load(slot, typ=p.type, align=8))
+        cb.call(body_fn, args + [lo, hi])
+        cb.ret_void()
+        em.kernels[key] = chunk
 
     # Caller: fill the ctx slots on the stack, hand the chunk function to the runtime.
     b = e.b
@@ -992,7 +1030,19 @@ def _outline_parallel(e: FunctionEmitter, op: Operation) -> None:
     if st_const != 1:
         span = b.sdiv(b.add(span, b.sub(stv, one)), stv)
     n = e.intr("smax", span, _const(I64, 0))
-    b.call(em.runtime_fn(PARALLEL_FOR_SYMBOL), [chunk, ctx_mem, n])
+    if threads:
+        b.call(em.runtime_fn(PARALLEL_FOR_SYMBOL), [chunk, ctx_mem, n])
+    else:
+        b.call(chunk, [ctx_mem, _const(I64, 0), n])
+
+
+def _structure_key(fn: ir.Function) -> str:
+    """What identifies an outlined body function's code: its text with its own name taken
+    out (the values it uses from outside are its parameters, the globals and micro-kernels it
+    names are named by what they hold), so two loop nests that do the same work on
+    different buffers get the same key, and nothing else does."""
+    text = str(fn)
+    return text.replace(f'@"{fn.name}"', "@SELF", 1)
 
 
 def _arena_range(v: SSAValue) -> tuple[SSAValue, int, int] | None:
@@ -1037,6 +1087,11 @@ def _disjoint_views(e: FunctionEmitter, param_of: dict[SSAValue, int],
         if all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:])):
             out.update(members)
     return out
+
+
+def _external_global(p: ir.Value) -> bool:
+    """A global declared external: data bound at load time (LLVMEmitter.external_data)."""
+    return isinstance(p, ir.GlobalVariable) and p.linkage == "external"
 
 
 def _distinct_object(p: ir.Value) -> bool:

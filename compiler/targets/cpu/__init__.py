@@ -80,6 +80,10 @@ class CPUTarget(Target):
         exe = CPUExecutable(llvm_ir, threads=options.threads, data=emitter.external_data,
                             machine=machine)
         timings.append(PassTiming("llvm-O3-and-jit", time.perf_counter() - t0))
+        # loop nests outlined into functions, and the distinct ones LLVM compiled (identical
+        # loop nests share one function)
+        exe.codegen_stats = {"llvm_kernels": emitter.outlined, "kernels_compiled": len(emitter.kernels),
+                     "llvm_partitions": len(exe.object_codes())}
         stages["llvm"] = llvm_ir
         stages["asm"] = ""  # produced on demand: printing assembly costs a second codegen
         return exe
@@ -116,10 +120,14 @@ class CPUTarget(Target):
                            budget_s=options.target_options.get("tune_budget"))
 
     def save_executable(self, exe):
-        """The machine code MCJIT loaded and the weights kept out of it."""
+        """The machine code MCJIT loaded (an object per partition) and the weights kept out
+        of it."""
         data = exe.data
-        meta = {"data": [[sym, a.dtype.str, list(a.shape)] for sym, a in data.items()]}
-        blobs = {"object": exe.object_code(), **{f"data:{sym}": a for sym, a in data.items()}}
+        objects = exe.object_codes()
+        meta = {"data": [[sym, a.dtype.str, list(a.shape)] for sym, a in data.items()],
+                "objects": len(objects)}
+        blobs = {**{f"object:{i}": o for i, o in enumerate(objects)},
+                 **{f"data:{sym}": a for sym, a in data.items()}}
         return meta, blobs
 
     def load_executable(self, entry, options, n_inputs, n_outputs):
@@ -127,9 +135,9 @@ class CPUTarget(Target):
 
         data = {sym: entry.array(f"data:{sym}", dtype, shape)
                 for sym, dtype, shape in entry.meta["data"]}
+        objects = [bytes(entry.blobs[f"object:{i}"]) for i in range(entry.meta["objects"])]
         return CPUExecutable(None, threads=options.threads, data=data,
-                             machine=self.machine(options),
-                             object_code=bytes(entry.blobs["object"]))
+                             machine=self.machine(options), object_code=objects)
 
     def export_library(self, m, out: Path, name: str) -> list[Path]:
         from compiler.targets.cpu.aot import write_library

@@ -13,6 +13,7 @@ import os
 import platform
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -386,68 +387,240 @@ def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
     mpm.run(module, pb)
 
 
+def compile_jobs() -> int:
+    """Threads LLVM compiles a module's partitions on: AICC_COMPILE_JOBS when set to an
+    integer, else every core this process may run on."""
+    env = os.environ.get("AICC_COMPILE_JOBS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            pass
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+# Partitions per compile thread: their costs differ and are not known from their sizes, and
+# a few more than threads keep every thread busy until the end (light_resnet50 on 2 idle
+# cores: LLVM 4.5 s in one module, 2.9 s in 2 partitions, 1.8 s in 8).
+PARTS_PER_JOB = 4
+# Characters of LLVM IR per partition at least: a partition costs a context, a pass
+# pipeline and a thread hand-off, which a small module does not win back (examples/mlp.py
+# stays one or two partitions, a transformer layer three, ResNet-50 takes all).
+MIN_PART_CHARS = 100_000
+
+
+class _Part:
+    """One partition of a module: its own LLVM context (contexts are not thread-safe), the
+    optimized module and the object code generated from it."""
+
+    def __init__(self, text: str, machine: CPUMachine):
+        self.text = text
+        self.machine = machine
+        self.context = None
+        self.module: llvm.ModuleRef | None = None
+        self.object: bytes = b""
+
+    def compile(self, tm: llvm.TargetMachine, own_context: bool) -> None:
+        self.context = llvm.create_context() if own_context else None
+        try:
+            mod = llvm.parse_assembly(self.text, context=self.context) if own_context \
+                else llvm.parse_assembly(self.text)
+            mod.verify()
+        except RuntimeError as exc:
+            raise RuntimeError(f"aicc emitted invalid LLVM IR: {exc}") from exc
+        mod.triple = tm.triple
+        mod.data_layout = str(tm.target_data)
+        optimize(mod, tm)
+        self.object = tm.emit_object(mod)
+        self.module = mod
+        self.text = ""  # the module holds it now
+
+
+_unlocked = threading.local()
+
+
+def _bypass_llvmlite_lock() -> bool:
+    """Let aicc's partition threads call LLVM without llvmlite's global lock.
+
+    llvmlite wraps every call of its C library in one process-wide lock, so threads that
+    compile separate modules would take turns. Each partition thread works on its own
+    context, module, target machine and pass builder, which LLVM allows at once; so the
+    lock's class is swapped (once) for one that the threads marked in `_unlocked` walk
+    through, while every other thread still takes it. False (and threads take turns, as
+    before) where llvmlite's internals are not the expected ones."""
+    from llvmlite.binding import ffi
+
+    lock = getattr(getattr(ffi, "lib", None), "_lock", None)
+    base = getattr(ffi, "_LLVMLock", None)
+    if lock is None or base is None or _PartitionLock is None:
+        return False
+    if isinstance(lock, _PartitionLock):
+        return True
+    if type(lock) is not base:
+        return False
+    lock.__class__ = _PartitionLock
+    return True
+
+
+def _partition_lock_class():
+    from llvmlite.binding import ffi
+
+    if not isinstance(getattr(ffi, "_LLVMLock", None), type):
+        return None  # another llvmlite: its lock stays as it is
+
+    class PartitionLock(ffi._LLVMLock):
+        def __enter__(self):
+            if not getattr(_unlocked, "on", False):
+                super().__enter__()
+
+        def __exit__(self, *exc):
+            if not getattr(_unlocked, "on", False):
+                super().__exit__(*exc)
+
+    return PartitionLock
+
+
+_PartitionLock = _partition_lock_class()
+
+
+def compile_module_text(llvm_ir: str, machine: CPUMachine, jobs: int | None = None
+                        ) -> list[_Part]:
+    """O3 and code generation of `llvm_ir` for `machine`, split into partitions
+    (compiler/targets/cpu/partition.py) compiled on `jobs` threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from compiler.targets.cpu.partition import split_module
+
+    jobs = compile_jobs() if jobs is None else max(1, jobs)
+    texts = [llvm_ir]
+    if jobs > 1:
+        try:
+            texts = split_module(llvm_ir, min(jobs * PARTS_PER_JOB,
+                                              -(-len(llvm_ir) // MIN_PART_CHARS)))
+        except ValueError:  # text this splitter does not read: one module, as it is
+            texts = [llvm_ir]
+    parts = [_Part(t, machine) for t in texts]
+    tms = [new_target_machine(machine, jit=True) for _ in parts]
+    if len(parts) == 1:
+        parts[0].compile(tms[0], own_context=False)
+        return parts
+    order = sorted(range(len(parts)), key=lambda i: -len(texts[i]))  # longest first
+    unlocked = _bypass_llvmlite_lock()
+
+    def run(i: int) -> None:
+        _unlocked.on = unlocked
+        try:
+            parts[i].compile(tms[i], True)
+        finally:
+            _unlocked.on = False
+
+    with ThreadPoolExecutor(max_workers=min(jobs, len(parts)),
+                            thread_name_prefix="aicc-llvm") as pool:
+        for f in [pool.submit(run, i) for i in order]:
+            f.result()
+    return parts
+
+
+def _close_refs(refs: list) -> None:
+    for r in refs:
+        if r is not None:
+            r.close()
+    refs.clear()
+
+
 class CPUExecutable:
     """LLVM IR text compiled for a CPU (the host's by default) and loaded into the process
     with MCJIT."""
 
     def __init__(self, llvm_ir: str | None, *, threads: int | None = None,
                  data: dict[str, np.ndarray] | None = None, machine: CPUMachine | None = None,
-                 object_code: bytes | None = None):
+                 object_code: bytes | list[bytes] | None = None, jobs: int | None = None):
         """`data` binds the module's external globals (symbol -> array, e.g. the weights the
         emitter kept out of the IR text); the executable keeps the arrays alive. `machine`:
         the CPU to generate code for (default: `cpu_machine()`, $AICC_TARGET_CPU or the
         host); its code must be able to run on this host. `object_code`, instead of
-        `llvm_ir`: the machine code of an earlier compile (`self.object_code()`), loaded as it
-        is (the compile cache)."""
+        `llvm_ir`: the machine code of an earlier compile (`self.object_codes()`, or one
+        object), loaded as it is (the compile cache). `jobs`: threads that compile the
+        module's partitions (default: `compile_jobs()`)."""
         machine = machine or cpu_machine()
         check_runnable(machine)
+        self._machine = machine
         self._data = dict(data or {})
         for symbol, array in self._data.items():
             llvm.add_symbol(symbol, array.ctypes.data)
         tm = target_machine(machine)  # initializes LLVM and the thread pool first
         self._tm = tm
-        self._object: bytes | None = object_code
+        self._parts: list[_Part] = []
+        self._linked: llvm.ModuleRef | None = None
+        self._optimized_ir: str | None = None
+        # The LLVM modules kept (for optimized_ir / asm) and their contexts, closed in this
+        # order when the executable goes: left to the garbage collector, a context could be
+        # disposed of before its modules (finalizers of a collected cycle run in any order).
+        self._llvm_refs: list = []
+        weakref.finalize(self, _close_refs, self._llvm_refs)
         if object_code is None:
-            try:
-                mod = llvm.parse_assembly(llvm_ir)
-                mod.verify()
-            except RuntimeError as exc:
-                raise RuntimeError(f"aicc emitted invalid LLVM IR: {exc}") from exc
-            mod.triple = tm.triple
-            mod.data_layout = str(tm.target_data)
-            optimize(mod, tm)
-            mod.verify()
-            self.optimized_ir: str | None = str(mod)
+            self._parts = compile_module_text(llvm_ir, machine, jobs)
+            for p in self._parts:
+                self._llvm_refs += [p.module, p.context]
+            self._objects = [p.object for p in self._parts]
         else:
-            mod = llvm.parse_assembly("")
-            mod.triple = tm.triple
-            mod.data_layout = str(tm.target_data)
-            self.optimized_ir = None
-        # The engine owns (and frees) both the module and its target machine.
+            self._objects = [object_code] if isinstance(object_code, bytes | bytearray | memoryview) \
+                else list(object_code)
+        mod = llvm.parse_assembly("")
+        mod.triple = tm.triple
+        mod.data_layout = str(tm.target_data)
+        # The engine owns (and frees) both the module and its target machine; it links the
+        # partitions' objects with each other.
         self._engine = llvm.create_mcjit_compiler(mod, new_target_machine(machine, jit=True))
-        if object_code is None:
-            # keep the machine code MCJIT produces, for the compile cache
-            self._engine.set_object_cache(notify_func=self._keep_object)
-        else:
-            self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+        for obj in self._objects:
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(obj)))
         self._engine.finalize_object()
         self._engine.run_static_constructors()
         self._functions: dict[tuple[str, int], Callable[..., None]] = {}
         self.threads: int = threads if threads is not None else default_threads()
 
-    def _keep_object(self, module, buffer: bytes) -> None:
-        self._object = bytes(buffer)
+    def _linked_module(self) -> llvm.ModuleRef:
+        """The optimized partitions linked into one module (in a context of its own)."""
+        if self._linked is None:
+            if not self._parts:
+                raise RuntimeError("a model loaded from machine code has no LLVM IR")
+            if len(self._parts) == 1 and self._parts[0].context is None:
+                self._linked = self._parts[0].module
+            else:
+                ctx = llvm.create_context()
+                texts = [str(p.module) for p in self._parts]
+                linked = llvm.parse_assembly(texts[0], context=ctx)
+                for t in texts[1:]:
+                    linked.link_in(llvm.parse_assembly(t, context=ctx))
+                self._linked = linked
+                self._llvm_refs += [linked, ctx]
+        return self._linked
+
+    @property
+    def optimized_ir(self) -> str | None:
+        """The LLVM IR after O3, as one module (None for a model loaded from machine code)."""
+        if self._optimized_ir is None and self._parts:
+            self._optimized_ir = str(self._linked_module())
+        return self._optimized_ir
 
     def asm(self) -> str:
-        if self.optimized_ir is None:
+        if not self._parts:
             raise RuntimeError("a model loaded from machine code has no assembly text")
-        return self._tm.emit_assembly(llvm.parse_assembly(self.optimized_ir))
+        return self._tm.emit_assembly(self._linked_module())
+
+    def object_codes(self) -> list[bytes]:
+        """The machine code MCJIT loaded: one ELF relocatable object per partition."""
+        return [bytes(o) for o in self._objects]
 
     def object_code(self) -> bytes:
-        """The machine code as an ELF relocatable object (what MCJIT loaded)."""
-        if self._object is None:
-            self._object = self._tm.emit_object(llvm.parse_assembly(self.optimized_ir))
-        return self._object
+        """The machine code as one ELF relocatable object (with several partitions, the
+        linked optimized module compiled again)."""
+        if len(self._objects) == 1:
+            return bytes(self._objects[0])
+        return self._tm.emit_object(self._linked_module())
 
     @property
     def data(self) -> dict[str, np.ndarray]:
