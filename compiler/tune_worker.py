@@ -2,7 +2,8 @@
 
 Reads one JSON job per line on stdin, {"module": MLIR text, "func": name, "schedule": {...},
 "threads": n, "target_cpu": name, "min_s": seconds}, compiles the module (one matmul-like op,
-weights stripped to splats) with that schedule, fills its splat weights and its inputs with
+weights stripped to splats) with that schedule (or a whole model with the schedules of the
+tuning record in "cache_dir"), fills its splat weights and its inputs with
 random values, and writes one JSON line: {"ms": best time of the runs} or {"error": text}.
 The tuner runs it as a child process with a timeout per job, so a candidate that crashes or
 hangs the compiler or the code costs that candidate only.
@@ -67,6 +68,8 @@ def main() -> None:
     os.environ["AICC_CACHE"] = "0"  # each candidate is compiled, never looked up
     for line in sys.stdin:
         job = json.loads(line)
+        if job.get("cache_dir"):  # a whole model with the tuning record found there
+            os.environ["AICC_CACHE_DIR"] = job["cache_dir"]
         if job.get("crash"):  # test hook: a candidate that takes the process down
             os._exit(3)
         try:

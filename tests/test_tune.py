@@ -54,8 +54,10 @@ def kernels_of(fn, inputs, threads=1):
 class CostModel:
     """A synthetic measurer: a smooth cost with its optimum away from the heuristic's choice."""
 
-    def __init__(self):
+    def __init__(self, model_gain: float = 0.1):
         self.calls = 0
+        self.model_gain = model_gain  # whole-model time saved per tuned kernel (< 0: lost)
+        self.model_jobs = 0
 
     @staticmethod
     def cost(s: dict) -> float:
@@ -64,9 +66,18 @@ class CostModel:
                 + (0.3 if s["pack_a"] else 0.0) + 0.2 * abs(math.log2(s["mc"] / (4 * s["mr"])))
                 + (0.0 if s["ku"] == 2 else 0.25))
 
+    def model(self, job) -> float:
+        """A whole model's time: faster (or slower) by `model_gain` per tuned kernel."""
+        self.model_jobs += 1
+        records = list(Path(job["cache_dir"]).glob("tuning/*.json"))
+        kernels = json.loads(records[0].read_text())["kernels"] if records else {}
+        tuned = sum(1 for e in kernels.values() if e["ms"] < e["default_ms"])
+        return 10.0 - self.model_gain * tuned
+
     def measure(self, jobs):
         self.calls += len(jobs)
-        return [self.cost(j["schedule"]) for j in jobs]
+        return [self.model(j) if j["schedule"] is None else self.cost(j["schedule"])
+                for j in jobs]
 
     def close(self):
         pass
@@ -159,6 +170,7 @@ def test_tuned_schedules_are_recorded_and_used_by_later_compiles(store, monkeypa
     report = tuned.tune_report
     assert len(report.kernels) == 2 and cost.calls > 2
     assert all(r.best_ms <= r.default_ms for r in report.kernels)
+    assert report.reverted == [] and report.model_tuned_ms < report.model_default_ms
     assert tuned.stats["tuned"] == 3 and tuned.stats["cache"] == "stored"  # a new key
     record = json.loads(Path(report.record).read_text())
     assert set(record["kernels"]) == {r.signature for r in report.kernels}
@@ -171,6 +183,21 @@ def test_tuned_schedules_are_recorded_and_used_by_later_compiles(store, monkeypa
     calls = cost.calls
     assert compiler.compile(mlp, (X,), threads=1, tune=True).tune_report.skipped == 2
     assert cost.calls == calls
+
+
+def test_winners_that_slow_the_whole_model_go_back_to_the_default(store, monkeypatch):
+    cost = CostModel(model_gain=-0.1)  # every tuned kernel makes the model slower
+    monkeypatch.setattr(tune, "LocalMeasurer", lambda *a, **k: cost)
+    m = compiler.compile(mlp, (X,), threads=1, tune=True, tune_budget=2)
+    report = m.tune_report
+    assert cost.model_jobs > 2
+    assert sorted(report.reverted) == sorted(r.signature for r in report.kernels)
+    assert report.model_tuned_ms == report.model_default_ms
+    kernels = tuning_record.load_record(Path(report.record))
+    for r in report.kernels:  # recorded with the default schedule: not searched again
+        assert kernels[r.signature]["schedule"] == next(
+            k.default for k in kernels_of(mlp, (X,)) if k.signature == r.signature)
+    assert "reverted: slower in the model" in report.table()
 
 
 def test_a_real_search_in_a_child_process(store):

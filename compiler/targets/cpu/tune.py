@@ -18,7 +18,10 @@
    restarted. Locally one process measures, one candidate after the other. With Ray
    (`workers="ray"`), one actor per `threads` CPUs of the cluster each keeps such a process,
    pinned to its cores, and a generation's candidates are spread over them.
-4. **Record.** The winners go to the machine's tuning record (tuning_record.py), which every
+4. **In the model.** A kernel measured alone can behave otherwise next to the others, so the
+   whole model is timed with and without the winners; a winner whose removal makes it faster
+   goes back to the default schedule until the tuned model is faster than the default one.
+5. **Record.** The winners go to the machine's tuning record (tuning_record.py), which every
    later compile on this machine reads.
 """
 
@@ -31,8 +34,10 @@ import random
 import selectors
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 from xdsl.dialects import func
@@ -104,14 +109,22 @@ class TuneReport:
     skipped: int = 0  # kernels the record already had
     seconds: float = 0.0
     record: str = ""
+    model_default_ms: float | None = None  # the whole model, checked after the searches
+    model_tuned_ms: float | None = None
+    reverted: list[str] = field(default_factory=list)  # winners that slowed the whole model
 
     def table(self) -> str:
         lines = [f"tuned {len(self.kernels)} kernel(s) in {self.seconds:.1f} s "
                  f"({self.skipped} already in the record {self.record})"]
         for r in self.kernels:
+            back = "  (reverted: slower in the model)" if r.signature in self.reverted else ""
             lines.append(f"  {r.signature:<44} default {r.default_ms:9.3f} ms  tuned "
                          f"{r.best_ms:9.3f} ms  {r.speedup:5.2f}x  ({r.measured} measured, "
-                         f"{r.failed} failed, {r.seconds:.1f} s)")
+                         f"{r.failed} failed, {r.seconds:.1f} s){back}")
+        if self.model_default_ms is not None:
+            lines.append(f"  whole model: default {self.model_default_ms:.3f} ms, tuned "
+                         f"{self.model_tuned_ms:.3f} ms "
+                         f"({self.model_default_ms / self.model_tuned_ms:.2f}x)")
         return "\n".join(lines)
 
 
@@ -411,7 +424,7 @@ def search(k: Kernel, space: Space, measurer, budget_s: float, options: CompileO
 
 def tune_module(module: ModuleOp, func_name: str, options: CompileOptions, *,
                 workers: str = "local", budget_s: float | None = None,
-                measurer=None) -> TuneReport:
+                measurer=None, validate: bool = True) -> TuneReport:
     """Tune `module`'s kernels for `options` (cpu) and save the winners to the record."""
     from compiler.targets import get_target
 
@@ -433,6 +446,8 @@ def tune_module(module: ModuleOp, func_name: str, options: CompileOptions, *,
         measurer = RayMeasurer(threads) if workers == "ray" else LocalMeasurer()
     batch = 4 * len(getattr(measurer, "actors", [0]))
     budget = float(budget_s if budget_s is not None else DEFAULT_BUDGET_S)
+    winners: dict[str, dict] = {}
+    defaults: dict[str, dict] = {}
     try:
         for i, k in enumerate(todo):
             left = budget - (time.monotonic() - t0)
@@ -441,15 +456,58 @@ def tune_module(module: ModuleOp, func_name: str, options: CompileOptions, *,
                        batch=batch)
             report.kernels.append(r)
             if not math.isnan(r.best_ms):
-                save_kernels(machine.key(), {k.signature: {
-                    "schedule": r.schedule, "ms": round(r.best_ms, 5),
-                    "default_ms": round(r.default_ms, 5), "measured": r.measured,
-                    "search_s": round(r.seconds, 2), "found_on": k.origin}})
+                entry = {"schedule": r.schedule, "ms": round(r.best_ms, 5),
+                         "default_ms": round(r.default_ms, 5), "measured": r.measured,
+                         "search_s": round(r.seconds, 2), "found_on": k.origin}
+                winners[k.signature] = entry
+                defaults[k.signature] = {**entry, "schedule": k.default,
+                                         "ms": round(r.default_ms, 5)}
+        if winners and validate:
+            winners = _validated(module, func_name, plain, machine, measurer, known, winners,
+                                 defaults, report)
+        if winners:
+            save_kernels(machine.key(), winners)
     finally:
         if own:
             measurer.close()
     report.seconds = time.monotonic() - t0
     return report
+
+
+def _validated(module: ModuleOp, func_name: str, options: CompileOptions, machine, measurer,
+               known: dict, winners: dict, defaults: dict, report: TuneReport) -> dict:
+    """The winners, checked in the whole model: a kernel measured alone can behave otherwise
+    next to the others (caches, a fused epilogue). The whole model is timed with the record
+    as it was and with the winners added; while it is not faster, the winner whose removal
+    helps most goes back to the default schedule (recorded as such, so it is not searched
+    again). The default keeps the last word: a tuned model is never slower than measured."""
+    text = _stripped(module)
+
+    def model_ms(kernels: dict) -> float:
+        with tempfile.TemporaryDirectory(prefix="aicc-tune-") as d:
+            if kernels:
+                folder = Path(d) / "tuning"
+                folder.mkdir()
+                (folder / record_path(machine.key()).name).write_text(json.dumps(
+                    {"format": 1, "machine": machine.key(), "kernels": kernels}))
+            job = {"module": text, "func": func_name, "schedule": None, "cache_dir": d,
+                   "threads": options.threads or default_threads(),
+                   "target_cpu": options.target_cpu, "min_s": 0.3}
+            times = [t for t in measurer.measure([job, job]) if t is not None]
+        return min(times) if times else float("inf")
+
+    base = model_ms(known)
+    chosen = dict(winners)
+    best = model_ms({**known, **chosen})
+    while chosen and best >= base:
+        trials = {sig: model_ms({**known, **{s: e for s, e in chosen.items() if s != sig}})
+                  for sig in chosen}
+        sig = min(trials, key=trials.get)
+        del chosen[sig]
+        best = min(trials[sig], base) if chosen else base
+    report.model_default_ms, report.model_tuned_ms = base, min(best, base)
+    report.reverted = sorted(set(winners) - set(chosen))
+    return {**{s: defaults[s] for s in winners if s not in chosen}, **chosen}
 
 
 __all__ = ["Kernel", "KernelResult", "LocalMeasurer", "RayMeasurer", "Space", "TuneReport",
