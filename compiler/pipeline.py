@@ -45,8 +45,8 @@ from compiler.stages import STAGES, CompileOptions, PassTiming, StageIR
 from compiler.targets import Target, available_targets, get_target
 from compiler.threads import default_threads
 
-REUSE_OUTPUT_BYTES = 1 << 20
-FAULT_ENV = "AICC_TEST_NUMERICS_FAULT"  # "INDEX:DELTA": check_numerics' test hook (tests only)  # results this large reuse a dropped array of the previous call
+REUSE_OUTPUT_BYTES = 1 << 20  # results this large reuse a dropped array of the previous call
+FAULT_ENV = "AICC_TEST_NUMERICS_FAULT"  # "INDEX:DELTA": check_numerics' test hook (tests only)
 
 
 def stage_passes(target: str, fuse: bool = True, schedule: str | dict | None = None,
@@ -165,12 +165,13 @@ class CompiledModel:
             args.append(np.ascontiguousarray(a))
         outs = self._outputs()
         extra = [self._workspace()] if self.workspace_bytes else []
-        if self._fn is None:
+        first = self._fn is None
+        if first:
             self._fn = self.executable.get(self.func_name, len(args) + len(outs) + len(extra))
         self._fn(*args, *outs, *extra)
-        # cuda: kernels load on their first launch; cpu: one object with every kernel
-        self.stats["kernels_loaded"] = getattr(self.executable, "kernels_loaded",
-                                               self.stats.get("kernels", 0))
+        if first:  # cuda: each kernel loads on its first launch; cpu: one load for all
+            self.stats["kernels_loaded"] = getattr(self.executable, "kernels_loaded",
+                                                   self.stats.get("kernels", 0))
         if self.output_is_tuple:
             return tuple(outs)
         return outs[0]

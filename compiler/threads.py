@@ -3,12 +3,17 @@
 import os
 
 
-def default_threads() -> int:
-    """AICC_NUM_THREADS when set to an integer, else every core."""
-    env = os.environ.get("AICC_NUM_THREADS")
+def count_from_env(name: str) -> int | None:
+    """$name as a count (at least 1) when it is set to an integer, else None."""
+    env = os.environ.get(name)
     if env:
         try:
             return max(1, int(env))
         except ValueError:
             pass
-    return os.cpu_count() or 1
+    return None
+
+
+def default_threads() -> int:
+    """AICC_NUM_THREADS when set to an integer, else every core."""
+    return count_from_env("AICC_NUM_THREADS") or os.cpu_count() or 1

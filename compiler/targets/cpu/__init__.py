@@ -82,8 +82,9 @@ class CPUTarget(Target):
         timings.append(PassTiming("llvm-O3-and-jit", time.perf_counter() - t0))
         # loop nests outlined into functions, and the distinct ones LLVM compiled (identical
         # loop nests share one function)
-        exe.codegen_stats = {"llvm_kernels": emitter.outlined, "kernels_compiled": len(emitter.kernels),
-                     "llvm_partitions": len(exe.object_codes())}
+        exe.codegen_stats = {"llvm_kernels": emitter.outlined,
+                             "kernels_compiled": len(emitter.kernels),
+                             "llvm_partitions": len(exe.object_codes())}
         stages["llvm"] = llvm_ir
         stages["asm"] = ""  # produced on demand: printing assembly costs a second codegen
         return exe

@@ -23,7 +23,7 @@ import numpy as np
 
 from compiler.codegen.llvm import PARALLEL_FOR_SYMBOL
 from compiler.targets.cpu.machine import CPUMachine, check_runnable, cpu_machine, new_target_machine
-from compiler.threads import default_threads
+from compiler.threads import count_from_env, default_threads
 
 _init_lock = threading.Lock()
 _initialized = False
@@ -390,12 +390,9 @@ def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
 def compile_jobs() -> int:
     """Threads LLVM compiles a module's partitions on: AICC_COMPILE_JOBS when set to an
     integer, else every core this process may run on."""
-    env = os.environ.get("AICC_COMPILE_JOBS")
-    if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            pass
+    jobs = count_from_env("AICC_COMPILE_JOBS")
+    if jobs is not None:
+        return jobs
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +52,6 @@ from compiler.targets.cpu.choose_schedule import ChooseSchedule, matmul_signatur
 from compiler.targets.cpu.schedule import (
     L1_BYTES,
     L2_BYTES,
-    MatmulSchedule,
     choose_matmul_schedule,
     element_bytes,
     is_constant,
@@ -175,18 +174,12 @@ def find_kernels(module: ModuleOp, func_name: str, options: CompileOptions,
         if sig in found:
             continue
         sched = schedule_of(o)
-        found[sig] = Kernel(sig, text, func_name, _as_dict(sched), tuple(mm.batch), mm.m, mm.n,
+        found[sig] = Kernel(sig, text, func_name, asdict(sched), tuple(mm.batch), mm.m, mm.n,
                             mm.k, mm.a_trans, mm.b_trans, is_constant(mm.b),
                             "aicc.conv_lowering" in o.attributes,
                             element_bytes(mm.element_type), sched.vw,
                             op.name)
     return list(found.values())
-
-
-def _as_dict(s: MatmulSchedule) -> dict:
-    from dataclasses import asdict
-
-    return asdict(s)
 
 
 # ------------------------------------------------------------------------------ candidates
@@ -247,7 +240,7 @@ class Space:
                 a_trans=k.a_trans, b_trans=k.b_trans, conv=k.conv, fixed=fixed)
         except CompileError:
             return None
-        return _as_dict(s)
+        return asdict(s)
 
     def random(self, rng: random.Random) -> dict | None:
         fixed: dict = {}

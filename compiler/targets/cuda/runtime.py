@@ -527,7 +527,7 @@ class CudaExecutable:
     _locks: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _background: threading.Thread | None = None
-    loads: int = 0  # kernel modules loaded onto a device
+    kernels_loaded: int = 0  # kernel modules loaded onto a device
 
     @property
     def source(self) -> str:
@@ -579,17 +579,13 @@ class CudaExecutable:
         return len(self._kernels)
 
     @property
-    def kernels_loaded(self) -> int:
-        return self.loads
-
-    @property
     def stats(self) -> dict[str, KernelStats]:
         """Every kernel's ptxas statistics (builds those not built yet)."""
         return {name: self.kernel_cubin(name).stats.get(name, KernelStats())
                 for name in self.program.kernel_sources}
 
     def _load(self, name: str) -> bytes:
-        self.loads += 1
+        self.kernels_loaded += 1
         return self.kernel_cubin(name).image
 
     def get(self, name: str, nargs: int = 0) -> PlanRunner:
