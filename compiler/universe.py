@@ -23,6 +23,7 @@ def _pass(module: str, cls: str):
 
 
 SHARED_PASSES = {
+    "autodiff": _pass("autodiff", "ReverseModeAD"),
     "fold-constants": _pass("fold_constants", "FoldConstants"),
     "simplify": _pass("simplify", "Simplify"),
     "fold-conv-bn": _pass("fold_conv_bn", "FoldConvBatchNorm"),
