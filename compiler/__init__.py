@@ -10,10 +10,12 @@
     m = compiler.compile(fn, example_inputs)     # m(*inputs), m.ir("loops")
     m.export("out/")                             # libmodel.so + model.h: no Python needed
     lib = compiler.load("out/")                  # that library, called from Python
+    g = compiler.grad(loss, argnums=(1, 2))      # gradients, as in JAX (compiler/grad.py)
 """
 
 from compiler.api import JitFunction, compile, jit, load
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
+from compiler.grad import check_grads, grad, value_and_grad
 from compiler.pipeline import CompiledModel
 
 __all__ = [
@@ -22,10 +24,13 @@ __all__ = [
     "JitFunction",
     "ShapeError",
     "UnsupportedOpError",
+    "check_grads",
     "compile",
+    "grad",
     "jit",
     "load",
     "ops",
+    "value_and_grad",
 ]
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["relu", "gelu", "sigmoid", "softmax", "rsqrt", "erf"]
+__all__ = ["relu", "gelu", "sigmoid", "softmax", "rsqrt", "erf", "conv2d", "max_pool2d", "avg_pool2d",
+           "layer_norm", "attention"]
 
 
 def _traced(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
@@ -110,3 +111,104 @@ def erf(x: Any) -> Any:
         return out
     x, dtype = _as_float(x)
     return _erf64(x).astype(dtype)
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    return (int(v), int(v)) if np.isscalar(v) else tuple(int(a) for a in v)  # type: ignore[return-value]
+
+
+def _windows(x: np.ndarray, kernel, stride, dilation) -> np.ndarray:
+    """(N, C, OH, OW, KH, KW) windows of an NCHW array (already padded)."""
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    oh = (x.shape[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (x.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    rows = (np.arange(oh) * sh)[:, None] + (np.arange(kh) * dh)[None, :]
+    cols = (np.arange(ow) * sw)[:, None] + (np.arange(kw) * dw)[None, :]
+    return x[:, :, rows[:, None, :, None], cols[None, :, None, :]]
+
+
+def _pad_hw(x: np.ndarray, padding: tuple[int, int], value: float) -> np.ndarray:
+    ph, pw = padding
+    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
+
+
+def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+           dilation: Any = 1, groups: int = 1) -> Any:
+    """2-D convolution as torch.nn.functional.conv2d: NCHW input, (O, C/groups, KH, KW)
+    weight, optional (O,) bias, symmetric zero padding."""
+    kw = {"bias": bias, "stride": _pair(stride), "padding": _pair(padding),
+          "dilation": _pair(dilation), "groups": int(groups)}
+    done, out = _traced("conv2d", (x, weight), kw)
+    if done:
+        return out
+    x, w = np.asarray(x, np.float64), np.asarray(weight, np.float64)
+    win = _windows(_pad_hw(x, kw["padding"], 0.0), w.shape[2:], kw["stride"], kw["dilation"])
+    n, c, oh, ow = win.shape[:4]
+    g = kw["groups"]
+    y = np.einsum("ngchwij,gocij->ngohw", win.reshape(n, g, c // g, oh, ow, *w.shape[2:]),
+                  w.reshape(g, w.shape[0] // g, c // g, *w.shape[2:])).reshape(n, w.shape[0], oh, ow)
+    if bias is not None:
+        y = y + np.asarray(bias, np.float64).reshape(1, -1, 1, 1)
+    return y.astype(np.float32)
+
+
+def max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> Any:
+    """Max pooling as torch.nn.functional.max_pool2d (padding counts as -inf)."""
+    kw = {"kernel_size": _pair(kernel_size), "stride": _pair(stride if stride is not None else kernel_size),
+          "padding": _pair(padding), "dilation": _pair(dilation)}
+    done, out = _traced("max_pool2d", (x,), kw)
+    if done:
+        return out
+    x = np.asarray(x)
+    win = _windows(_pad_hw(x, kw["padding"], -np.inf), kw["kernel_size"], kw["stride"], kw["dilation"])
+    return win.max(axis=(4, 5)).astype(np.float32)
+
+
+def avg_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Any:
+    """Average pooling as torch.nn.functional.avg_pool2d (zero padding counted in the mean)."""
+    kw = {"kernel_size": _pair(kernel_size), "stride": _pair(stride if stride is not None else kernel_size),
+          "padding": _pair(padding)}
+    done, out = _traced("avg_pool2d", (x,), kw)
+    if done:
+        return out
+    x = np.asarray(x, np.float64)
+    win = _windows(_pad_hw(x, kw["padding"], 0.0), kw["kernel_size"], kw["stride"], (1, 1))
+    return win.mean(axis=(4, 5)).astype(np.float32)
+
+
+def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5, axis: Any = -1) -> Any:
+    """(x - mean) / sqrt(var + eps) * weight + bias over `axis` (the last by default)."""
+    done, out = _traced("layer_norm", (x,), {"weight": weight, "bias": bias, "eps": eps, "axis": axis})
+    if done:
+        return out
+    x64 = np.asarray(x, np.float64)
+    mean = x64.mean(axis=axis, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=axis, keepdims=True)
+    y = (x64 - mean) / np.sqrt(var + eps)
+    if weight is not None:
+        y = y * np.asarray(weight, np.float64)
+    if bias is not None:
+        y = y + np.asarray(bias, np.float64)
+    return y.astype(np.float32)
+
+
+def attention(q: Any, k: Any, v: Any, mask: Any = None, causal: bool = False, scale: float | None = None) -> Any:
+    """softmax(q k^T * scale + mask) v over the last two dims, as
+    torch.nn.functional.scaled_dot_product_attention (scale defaults to 1/sqrt(head dim);
+    `causal` masks the keys after each query)."""
+    done, out = _traced("attention", (q, k, v), {"mask": mask, "causal": causal, "scale": scale})
+    if done:
+        return out
+    q64, k64, v64 = (np.asarray(a, np.float64) for a in (q, k, v))
+    s = (q64 @ np.swapaxes(k64, -1, -2)) * (scale if scale is not None else 1.0 / math.sqrt(q64.shape[-1]))
+    if mask is not None:
+        s = s + np.asarray(mask, np.float64)
+    if causal:
+        s = s + causal_mask(s.shape[-2], s.shape[-1])
+    return (softmax(s, axis=-1) @ v64).astype(np.float32)
+
+
+def causal_mask(lq: int, lk: int) -> np.ndarray:
+    """0 where query i may see key j (j <= i), -inf elsewhere: torch's is_causal, aligned at
+    the top left when there are more keys than queries."""
+    return np.where(np.tril(np.ones((lq, lk), bool)), 0.0, -np.inf).astype(np.float32)

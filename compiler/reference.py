@@ -246,8 +246,9 @@ REFERENCE_KERNELS.update({
 })
 
 
-def evaluate_op(op: Operation, operands: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """The results of one aicc op on concrete operand values."""
+def evaluate_op(op: Operation, operands: Sequence[np.ndarray], float64: bool = False) -> list[np.ndarray]:
+    """The results of one aicc op on concrete operand values (float results in float64 rather
+    than their own type when `float64`)."""
     kernel = REFERENCE_KERNELS.get(type(op))
     if kernel is None:
         raise UnsupportedOpError(op.name, f"the reference interpreter does not know '{op.name}'")
@@ -255,7 +256,8 @@ def evaluate_op(op: Operation, operands: Sequence[np.ndarray]) -> list[np.ndarra
         value = kernel(op, [np.asarray(v) for v in operands])
     rtype = op.results[0].type
     assert isinstance(rtype, TensorType)
-    value = np.asarray(value, dtype=aicc.numpy_dtype(rtype.element_type))
+    dtype = aicc.numpy_dtype(rtype.element_type)
+    value = np.asarray(value, dtype=np.float64 if float64 and dtype.kind == "f" else dtype)
     assert value.shape == tuple(rtype.get_shape()), (op.name, value.shape, rtype)
     return [value]
 
@@ -268,9 +270,10 @@ def _find_func(module: ModuleOp, func_name: str) -> func.FuncOp:
 
 
 def run_reference(
-    module: ModuleOp, inputs: Sequence[np.ndarray], func_name: str = "main"
+    module: ModuleOp, inputs: Sequence[np.ndarray], func_name: str = "main", *, float64: bool = False
 ) -> list[np.ndarray]:
-    """Evaluate `func_name` of `module` on `inputs` with NumPy; one array per result."""
+    """Evaluate `func_name` of `module` on `inputs` with NumPy; one array per result. With
+    `float64`, float values are kept in float64 throughout (finite differences need it)."""
     f = _find_func(module, func_name)
     block = f.body.blocks.first
     assert block is not None
@@ -280,7 +283,8 @@ def run_reference(
     for i, (arg, x) in enumerate(zip(block.args, inputs)):
         t = arg.type
         assert isinstance(t, TensorType)
-        x = np.asarray(x, dtype=aicc.numpy_dtype(t.element_type))
+        dtype = aicc.numpy_dtype(t.element_type)
+        x = np.asarray(x, dtype=np.float64 if float64 and dtype.kind == "f" else dtype)
         if x.shape != tuple(t.get_shape()):
             raise CompileError(
                 f"@{func_name}: input {i} has shape {x.shape}, expected {tuple(t.get_shape())}"
@@ -289,6 +293,6 @@ def run_reference(
     for op in block.ops:
         if isinstance(op, func.ReturnOp):
             return [np.array(env[v], order="C", copy=True) for v in op.operands]
-        for res, value in zip(op.results, evaluate_op(op, [env[v] for v in op.operands])):
+        for res, value in zip(op.results, evaluate_op(op, [env[v] for v in op.operands], float64)):
             env[res] = value
     raise CompileError(f"@{func_name} has no func.return")

@@ -35,7 +35,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
-from compiler.dialects import aicc
+from compiler.dialects import aicc, aicc_nn
 from compiler.dialects.shapes import fmt_shape
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
 from frontends.graph_builder import TracedProgram
@@ -315,6 +315,7 @@ def _max_like(cls: type[Operation], np_name: str) -> Callable[..., Tracer]:
 
 _sum = _reduction(aicc.ReduceSumOp, "np.sum")
 _mean = _reduction(aicc.ReduceMeanOp, "np.mean")
+_prod = _reduction(aicc.ReduceProdOp, "np.prod")
 _max = _max_like(aicc.ReduceMaxOp, "np.max")
 _min = _max_like(aicc.ReduceMinOp, "np.min")
 
@@ -451,6 +452,124 @@ def _broadcast_to(array: Any, shape: Any, subok: bool = False) -> Tracer:
     return x._trace.emit(aicc.BroadcastToOp, x.value, new)
 
 
+def _getitem(x: Tracer, key: Any) -> Tracer:
+    """Basic indexing (ints, slices with steps, None, ...) as one aicc.slice and a reshape;
+    an integer array (a constant: traced values are float) as aicc.gather on the first axis."""
+    tr = x._trace
+    if isinstance(key, (np.ndarray, list)) and np.asarray(key).dtype.kind in "iu":
+        idx = np.asarray(key, dtype=np.int64)
+        if not x.ndim:
+            raise ShapeError("indexing a 0-d array with an index array", location=user_location())
+        if idx.size and (idx.max() >= x.shape[0] or idx.min() < -x.shape[0]):
+            raise ShapeError(f"index out of range for axis 0 of size {x.shape[0]}", location=user_location())
+        return tr.emit(aicc_nn.GatherOp, x.value, tr.constant(idx).value, 0)
+    items = list(key) if isinstance(key, tuple) else [key]
+    if sum(1 for k in items if k is Ellipsis) > 1:
+        raise _unsupported("indexing (x[...])", "an index can only have a single ellipsis")
+    n_real = sum(1 for k in items if k is not None and k is not Ellipsis)
+    if n_real > x.ndim:
+        raise ShapeError(f"too many indices ({n_real}) for an array of rank {x.ndim}", location=user_location())
+    at = next((i for i, k in enumerate(items) if k is Ellipsis), len(items))
+    items[at:at + 1] = [slice(None)] * (x.ndim - n_real)
+    starts, steps, sizes, out_shape = [], [], [], []
+    dim = 0
+    for k in items:
+        if k is None:
+            out_shape.append(1)
+            continue
+        d = x.shape[dim]
+        dim += 1
+        if isinstance(k, slice):
+            start, stop, step = k.indices(d)
+            n = len(range(start, stop, step))
+            starts.append(start if n else 0)
+            steps.append(step)
+            sizes.append(n)
+            out_shape.append(n)
+        elif isinstance(k, (int, np.integer)):
+            i = operator.index(k)
+            if not -d <= i < d:
+                raise ShapeError(f"index {i} is out of bounds for an axis of size {d}", location=user_location())
+            starts.append(i % d)
+            steps.append(1)
+            sizes.append(1)
+        else:
+            raise _unsupported("indexing (x[...])", f"indexing with a {type(k).__name__} is not supported "
+                               "(ints, slices, None, ... and one constant integer array are)")
+    y = x
+    if tuple(sizes) != x.shape or any(s != 1 for s in steps):
+        y = tr.emit(aicc_nn.SliceOp, x.value, starts, steps, sizes)
+    return _reshape_to(y, out_shape)
+
+
+def _concatenate(arrays: Any, axis: Any = 0, out: Any = None, **extra: Any) -> Tracer:
+    if out is not None or any(v is not None for v in extra.values()):
+        raise _unsupported("np.concatenate", "np.concatenate with out=/dtype= is not supported")
+    tr = _current()
+    xs = [_float(tr.lift(a)) for a in arrays]
+    if axis is None:
+        xs, axis = [_reshape_to(x, (x.size,)) for x in xs], 0
+    rank = xs[0].ndim if xs else 0
+    (ax,) = aicc.normalize_axes("np.concatenate", operator.index(axis), rank) if rank else (0,)
+    return tr.emit(aicc_nn.ConcatOp, [x.value for x in xs], ax) if len(xs) != 1 else xs[0]
+
+
+def _stack(arrays: Any, axis: Any = 0, out: Any = None, **extra: Any) -> Tracer:
+    tr = _current()
+    xs = [_float(tr.lift(a)) for a in arrays]
+    if not xs:
+        raise ShapeError("np.stack needs at least one array", location=user_location())
+    rank = xs[0].ndim + 1
+    (ax,) = aicc.normalize_axes("np.stack", operator.index(axis), rank)
+    xs = [_reshape_to(x, (*x.shape[:ax], 1, *x.shape[ax:])) for x in xs]
+    return _concatenate(xs, ax, out, **extra)
+
+
+def _index_constant(indices: Any, what: str) -> np.ndarray:
+    if isinstance(indices, Tracer):
+        raise _unsupported(what, f"{what} with traced indices is not supported: indices are constants")
+    return np.asarray(indices, dtype=np.int64)
+
+
+def _take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise") -> Tracer:
+    tr = _current()
+    x = _float(tr.lift(a))
+    if axis is None:
+        x, axis = _reshape_to(x, (x.size,)), 0
+    (ax,) = aicc.normalize_axes("np.take", operator.index(axis), x.ndim)
+    idx = _index_constant(indices, "np.take")
+    return tr.emit(aicc_nn.GatherOp, x.value, tr.constant(idx).value, ax)
+
+
+def _take_along_axis(arr: Any, indices: Any, axis: Any) -> Tracer:
+    tr = _current()
+    x = _float(tr.lift(arr))
+    (ax,) = aicc.normalize_axes("np.take_along_axis", operator.index(axis), x.ndim)
+    idx = _index_constant(indices, "np.take_along_axis")
+    return tr.emit(aicc_nn.GatherElementsOp, x.value, tr.constant(idx).value, ax)
+
+
+def _cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Tracer:
+    tr = _current()
+    x = _float(tr.lift(a))
+    if axis is None:
+        x, axis = _reshape_to(x, (x.size,)), 0
+    (ax,) = aicc.normalize_axes("np.cumsum", operator.index(axis), x.ndim)
+    return tr.emit(aicc_nn.CumSumOp, x.value, ax)
+
+
+def _pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Tracer:
+    if mode != "constant" or set(kwargs) - {"constant_values"}:
+        raise _unsupported("np.pad", f"np.pad with mode={mode!r} is not supported (only 'constant')")
+    value = kwargs.get("constant_values", 0.0)
+    if not isinstance(value, (int, float, np.integer, np.floating)):
+        raise _unsupported("np.pad", "np.pad with per-axis constant_values is not supported")
+    tr = _current()
+    x = _float(tr.lift(array))
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
+    return tr.emit(aicc_nn.PadOp, x.value, widths[:, 0].tolist(), widths[:, 1].tolist(), float(value))
+
+
 _UFUNCS: dict[np.ufunc, Callable[..., Tracer]] = {
     np.exp: _unary(aicc.ExpOp),
     np.log: _unary(aicc.LogOp),
@@ -495,6 +614,7 @@ _FUNCTIONS: dict[Callable[..., Any], Callable[..., Tracer]] = {
     np.where: _where,
     np.sum: _sum,
     np.mean: _mean,
+    np.prod: _prod,
     np.max: _max,
     np.amax: _max,
     np.min: _min,
@@ -506,6 +626,12 @@ _FUNCTIONS: dict[Callable[..., Any], Callable[..., Tracer]] = {
     np.var: _var,
     np.std: _std,
     np.clip: _clip,
+    np.concatenate: _concatenate,
+    np.stack: _stack,
+    np.take: _take,
+    np.take_along_axis: _take_along_axis,
+    np.cumsum: _cumsum,
+    np.pad: _pad,
 }
 
 
@@ -532,7 +658,71 @@ def _softmax(x: Any, axis: int = -1) -> Tracer:
     return x._trace.emit(aicc.SoftmaxOp, x.value, operator.index(axis))
 
 
+def _pad_hw(x: Tracer, padding: tuple[int, int], value: float) -> Tracer:
+    if not any(padding):
+        return x
+    ph, pw = padding
+    return x._trace.emit(aicc_nn.PadOp, x.value, (0, 0, ph, pw), (0, 0, ph, pw), value)
+
+
+def _conv2d(x: Any, weight: Any, bias: Any, stride, padding, dilation, groups) -> Tracer:
+    tr = _current()
+    x, w = _float(tr.lift(x)), _float(tr.lift(weight))
+    y = tr.emit(aicc_nn.Conv2dOp, _pad_hw(x, padding, 0.0).value, w.value, stride, dilation, groups)
+    if bias is not None:
+        b = _float(tr.lift(bias))
+        y = _binary(aicc.AddOp)(y, _reshape_to(b, (b.size, 1, 1)))
+    return y
+
+
+def _max_pool2d(x: Any, kernel_size, stride, padding, dilation) -> Tracer:
+    x = _float(_current().lift(x))
+    return x._trace.emit(aicc_nn.Pool2dOp, _pad_hw(x, padding, -np.inf).value, "max", kernel_size,
+                         stride, dilation)
+
+
+def _avg_pool2d(x: Any, kernel_size, stride, padding) -> Tracer:
+    x = _float(_current().lift(x))
+    s = x._trace.emit(aicc_nn.Pool2dOp, _pad_hw(x, padding, 0.0).value, "sum", kernel_size, stride, (1, 1))
+    return _binary(aicc.MulOp)(s, 1.0 / (kernel_size[0] * kernel_size[1]))
+
+
+def _layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5, axis: Any = -1) -> Tracer:
+    x = _float(_current().lift(x))
+    centered = _binary(aicc.SubOp)(x, _mean(x, _axes(axis), None, None, True))
+    var = _mean(_square(centered), _axes(axis), None, None, True)
+    y = _binary(aicc.MulOp)(centered, _unary(aicc.RsqrtOp)(_binary(aicc.AddOp)(var, float(eps))))
+    if weight is not None:
+        y = _binary(aicc.MulOp)(y, weight)
+    if bias is not None:
+        y = _binary(aicc.AddOp)(y, bias)
+    return y
+
+
+def _attention(q: Any, k: Any, v: Any, mask: Any = None, causal: bool = False,
+               scale: float | None = None) -> Tracer:
+    from compiler.ops import causal_mask
+
+    tr = _current()
+    q, k, v = (_float(tr.lift(a)) for a in (q, k, v))
+    if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
+        raise ShapeError(f"attention: q, k and v need the same rank >= 2, got {fmt_shape(q.shape)}, "
+                         f"{fmt_shape(k.shape)} and {fmt_shape(v.shape)}", location=user_location())
+    s = tr.emit(aicc.MatmulOp, q.value, k.value, None, False, True)
+    s = _binary(aicc.MulOp)(s, float(scale) if scale is not None else 1.0 / float(np.sqrt(q.shape[-1])))
+    if mask is not None:
+        s = _binary(aicc.AddOp)(s, mask)
+    if causal:
+        s = _binary(aicc.AddOp)(s, causal_mask(s.shape[-2], s.shape[-1]))
+    return _matmul(_softmax(s, -1), v)
+
+
 _NN_OPS: dict[str, Callable[..., Tracer]] = {
+    "conv2d": _conv2d,
+    "max_pool2d": _max_pool2d,
+    "avg_pool2d": _avg_pool2d,
+    "layer_norm": _layer_norm,
+    "attention": _attention,
     "relu": _unary(aicc.ReluOp),
     "gelu": _gelu,
     "sigmoid": _unary(aicc.SigmoidOp),
@@ -741,7 +931,8 @@ class Tracer:
                            "an index: its value is not known while tracing")
 
     def __getitem__(self, key: Any) -> Any:
-        raise _unsupported("indexing (x[...])", "indexing a traced array (x[...]) is not supported yet")
+        self._check_active()
+        return _getitem(self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise _unsupported("item assignment (x[...] = v)",

@@ -428,7 +428,7 @@ def test_unsupported_python_constructs():
 
     def index(x):
         index.line = _line()
-        return x[0]
+        return x[0.5]
 
     _raises_at(UnsupportedOpError, index, rand(3), contains=["indexing"])
 
