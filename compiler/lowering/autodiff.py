@@ -142,15 +142,13 @@ class VJPBuilder:
         return self.constant(0.0, like, shape_of(like))
 
 
-def _parse_wrt(wrt: str, n_args: int) -> list[int]:
-    try:
-        idx = [int(s) for s in wrt.replace(" ", "").split(",") if s != ""]
-    except ValueError:
-        raise CompileError(f"autodiff: wrt must be a comma-separated list of argument numbers, got {wrt!r}") from None
+def _check_wrt(idx: Sequence[int], n_args: int) -> list[int]:
+    if not idx:
+        raise CompileError("autodiff: wrt names no argument")
     for i in idx:
         if not 0 <= i < n_args:
             raise CompileError(f"autodiff: argument {i} out of range: the function has {n_args} arguments")
-    return idx
+    return list(idx)
 
 
 def differentiate(fop: func.FuncOp, wrt: Sequence[int]) -> None:
@@ -212,11 +210,11 @@ def differentiate(fop: func.FuncOp, wrt: Sequence[int]) -> None:
 @dataclass(frozen=True)
 class ReverseModeAD(ModulePass):
     """Differentiate `func` (default: the module's only function) with respect to the arguments
-    numbered in `wrt` (comma-separated); the function then returns (value, *gradients)."""
+    numbered in `wrt` (`autodiff{wrt=0,1}`); the function then returns (value, *gradients)."""
 
     name = "autodiff"
 
-    wrt: str = "0"
+    wrt: tuple[int, ...] = (0,)
     func: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -228,7 +226,7 @@ class ReverseModeAD(ModulePass):
         elif len(funcs) != 1:
             raise CompileError(f"autodiff: the module has {len(funcs)} functions: name one with func=")
         fop = funcs[0]
-        differentiate(fop, _parse_wrt(self.wrt, len(fop.body.block.args)))
+        differentiate(fop, _check_wrt(self.wrt, len(fop.body.block.args)))
 
 
 __all__ = ["ReverseModeAD", "VJPBuilder", "VJP_RULES", "differentiate", "rule_for", "vjp"]
