@@ -421,6 +421,14 @@ def _transpose(a: Any, axes: Any = None) -> Tracer:
     return x._trace.emit(aicc.TransposeOp, x.value, perm)
 
 
+def _swapaxes(a: Any, axis1: Any, axis2: Any) -> Tracer:
+    x = _current().lift(a)
+    (i,), (j,) = (aicc.normalize_axes("np.swapaxes", operator.index(ax), x.ndim) for ax in (axis1, axis2))
+    perm = list(range(x.ndim))
+    perm[i], perm[j] = perm[j], perm[i]
+    return _transpose(x, perm)
+
+
 def _shape_arg(shape: Any) -> tuple[int, ...]:
     if isinstance(shape, (tuple, list)):
         return tuple(operator.index(d) for d in shape)
@@ -620,6 +628,7 @@ _FUNCTIONS: dict[Callable[..., Any], Callable[..., Tracer]] = {
     np.min: _min,
     np.amin: _min,
     np.transpose: _transpose,
+    np.swapaxes: _swapaxes,
     np.reshape: _reshape,
     np.broadcast_to: _broadcast_to,
     np.dot: _dot,

@@ -120,33 +120,164 @@ def test_resample_rule():
     np.testing.assert_allclose(run_reference(prog.module, [x], prog.func_name)[1], expect, rtol=1e-5, atol=1e-6)
 
 
-# -- hypothesis: elementwise and broadcasting rules on random shapes --------------------------
+# -- hypothesis: every rule on random shapes --------------------------------------------------
 
-_UNARY = {"exp": np.exp, "tanh": np.tanh, "sin": np.sin, "sigmoid": ops.sigmoid, "gelu": ops.gelu,
-          "neg": np.negative, "atan": np.arctan, "erf": ops.erf}
-_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum}
-
-
-@st.composite
-def _broadcast_pair(draw):
-    shape = draw(st.lists(st.sampled_from([1, 2, 3, 7]), min_size=1, max_size=3))
-    other = [d if draw(st.booleans()) else 1 for d in shape][draw(st.integers(0, len(shape) - 1)):]
-    return tuple(shape), tuple(other)
+_UNARY = {"exp": np.exp, "tanh": np.tanh, "sin": np.sin, "cos": np.cos, "sigmoid": ops.sigmoid,
+          "gelu": ops.gelu, "neg": np.negative, "atan": np.arctan, "erf": ops.erf, "relu": ops.relu,
+          "sinh": np.sinh, "abs": np.abs}
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+_DIM = st.sampled_from([1, 2, 3, 5])
 
 
-@settings(max_examples=8, deadline=None)
-@given(shapes=_broadcast_pair(), unary=st.sampled_from(sorted(_UNARY)), binary=st.sampled_from(sorted(_BINARY)),
-       axis=st.integers(-1, 0), seed=st.integers(0, 2**16))
-def test_random_shapes(shapes, unary, binary, axis, seed):
-    rng = np.random.default_rng(seed)
-    a, b = (rng.standard_normal(s).astype(np.float32) for s in shapes)
-    u, f = _UNARY[unary], _BINARY[binary]
+def _shape(draw, rank=None):
+    rank = draw(st.integers(1, 3)) if rank is None else rank
+    return tuple(draw(_DIM) for _ in range(rank))
+
+
+def _arr(draw, shape, positive=False):
+    seed = draw(st.integers(0, 2**16))
+    a = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return np.abs(a) + 0.5 if positive else a
+
+
+def _weights(shape):
+    """A fixed, non-uniform cotangent: sum(f(x) * w) checks every output element."""
+    return np.linspace(-1.0, 1.5, int(np.prod(shape)), dtype=np.float32).reshape(shape)
+
+
+def _unary_case(draw):
+    u = _UNARY[draw(st.sampled_from(sorted(_UNARY)))]
+    x = _arr(draw, _shape(draw))
+    return lambda x: np.sum(u(x) * _weights(x.shape)), (x,)
+
+
+def _positive_case(draw):
+    u = draw(st.sampled_from([np.log, np.sqrt, ops.rsqrt, lambda x: x ** 1.7, lambda x: 1.5 ** x,
+                              lambda x: np.arcsin(x / 5), lambda x: np.arccos(x / 5), lambda x: np.tan(x / 5),
+                              lambda x: np.remainder(x * 3, 1.3), lambda x: np.fmod(-x * 3, 1.1),
+                              lambda x: 2.0 / x]))
+    x = _arr(draw, _shape(draw), positive=True)
+    return lambda x: np.sum(u(x) * _weights(x.shape)), (x,)
+
+
+def _binary_case(draw):
+    shape = _shape(draw)
+    other = tuple(d if draw(st.booleans()) else 1 for d in shape)[draw(st.integers(0, len(shape) - 1)):]
+    f = _BINARY[draw(st.sampled_from(sorted(_BINARY)))]
+    a, b = _arr(draw, shape), _arr(draw, other)
+    if draw(st.booleans()):
+        a, b = b, a
+    return lambda a, b: np.sum(f(a, b) ** 2), (a, b)
+
+
+def _reduce_case(draw):
+    shape = _shape(draw)
+    axes = tuple(sorted(set(draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape))))))
+    keep = draw(st.booleans())
+    f = draw(st.sampled_from([np.sum, np.mean, np.max, np.min, np.prod, np.var]))
+    x = _arr(draw, shape)
+    out = f(x, axis=axes, keepdims=keep).shape
+    return lambda x: np.sum(f(x, axis=axes, keepdims=keep) * _weights(out)), (x,)
+
+
+def _softmax_case(draw):
+    shape = _shape(draw)
+    axis = draw(st.integers(-len(shape), len(shape) - 1))
+    return lambda x: np.sum(ops.softmax(x, axis=axis) * _weights(shape)), (_arr(draw, shape),)
+
+
+def _matmul_case(draw):
+    m, k, n = (draw(_DIM) for _ in range(3))
+    batch = tuple(draw(_DIM) for _ in range(draw(st.integers(0, 2))))
+    a = _arr(draw, (*batch, k, m) if draw(st.booleans()) else (*batch, m, k))
+    b = _arr(draw, (n, k) if draw(st.booleans()) else (k, n))
+    ta = a.shape[-2:] != (m, k)
+    tb = b.shape != (k, n)
 
     def fn(a, b):
-        y = u(f(a, b))
-        return np.sum(np.mean(y, axis=axis) ** 2)
+        x = np.swapaxes(a, -1, -2) if ta else a
+        y = b.T if tb else b
+        return np.sum((x @ y) * _weights((*batch, m, n)))
 
-    compiler.check_grads(fn, (a, b))
+    return fn, (a, b)
+
+
+def _shape_case(draw):
+    shape = _shape(draw, draw(st.integers(2, 3)))
+    perm = tuple(draw(st.permutations(range(len(shape)))))
+    x = _arr(draw, shape)
+    starts = [draw(st.integers(0, d - 1)) for d in shape]
+    steps = [draw(st.sampled_from([1, 2, -1])) for _ in shape]
+    key = tuple(slice(s, None, st_) for s, st_ in zip(starts, steps))
+    flat = int(np.prod(shape))
+
+    def fn(x):
+        y = np.transpose(x, perm).reshape(flat)[None] * 1.0
+        z = x[key]
+        return np.sum(y * _weights(y.shape)) + np.sum(z * _weights(z.shape))
+
+    return fn, (x,)
+
+
+def _join_case(draw):
+    shape = _shape(draw, 2)
+    axis = draw(st.integers(0, 1))
+    other = tuple(draw(_DIM) if i == axis else d for i, d in enumerate(shape))
+    a, b = _arr(draw, shape), _arr(draw, other)
+    pads = ((draw(st.integers(0, 2)), draw(st.integers(0, 2))), (draw(st.integers(0, 2)), 0))
+    idx = np.random.default_rng(0).integers(-shape[0], shape[0], size=draw(st.integers(1, 6)))
+    along = np.random.default_rng(1).integers(0, shape[axis], size=shape)
+
+    def fn(a, b):
+        c = np.concatenate([a, b * 2.0], axis=axis)
+        terms = [np.cumsum(c, axis=axis), np.pad(a, pads), a[idx], np.take_along_axis(a, along, axis=axis),
+                 np.stack([a, a * a], axis=axis)]
+        return sum(np.sum(t * _weights(t.shape)) for t in terms)
+
+    return fn, (a, b)
+
+
+def _conv_case(draw):
+    n, groups = draw(st.integers(1, 2)), draw(st.sampled_from([1, 2]))
+    c, o = groups * draw(st.integers(1, 2)), groups * draw(st.integers(1, 2))
+    k, stride, pad, dil = draw(st.sampled_from([1, 2, 3])), draw(st.sampled_from([1, 2])), \
+        draw(st.integers(0, 1)), draw(st.sampled_from([1, 2]))
+    size = dil * (k - 1) + 1 + draw(st.integers(0, 4))
+    x, w, b = _arr(draw, (n, c, size, size + 1)), _arr(draw, (o, c // groups, k, k)), _arr(draw, (o,))
+
+    def fn(x, w, b):
+        y = ops.conv2d(x, w, b, stride=stride, padding=pad, dilation=dil, groups=groups)
+        return np.sum(y * _weights(y.shape))
+
+    return fn, (x, w, b)
+
+
+def _pool_case(draw):
+    k, stride = draw(st.sampled_from([1, 2, 3])), draw(st.sampled_from([1, 2]))
+    pad = draw(st.integers(0, k // 2))
+    size = k + draw(st.integers(0, 4))
+    pool = draw(st.sampled_from([ops.max_pool2d, ops.avg_pool2d]))
+    x = _arr(draw, (draw(st.integers(1, 2)), 2, size, size + 2))
+
+    def fn(x):
+        y = pool(x, k, stride, padding=pad)
+        return np.sum(y * _weights(y.shape))
+
+    return fn, (x,)
+
+
+_FAMILIES = {f.__name__[1:-5]: f for f in (_unary_case, _positive_case, _binary_case, _reduce_case,
+                                            _softmax_case, _matmul_case, _shape_case, _join_case,
+                                            _conv_case, _pool_case)}
+
+
+@pytest.mark.parametrize("family", sorted(_FAMILIES))
+@settings(max_examples=4, deadline=None)
+@given(data=st.data())
+def test_random_shapes(family, data):
+    fn, args = data.draw(st.builds(lambda: None).flatmap(lambda _: st.composite(
+        lambda draw: _FAMILIES[family](draw))()))
+    compiler.check_grads(fn, args)
 
 
 # -- whole models against torch autograd ------------------------------------------------------
