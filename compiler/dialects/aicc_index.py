@@ -17,7 +17,7 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 
-from xdsl.dialects.builtin import AnyFloat, DictionaryAttr, IntegerAttr, StringAttr, TensorType, i64
+from xdsl.dialects.builtin import AnyFloat, DictionaryAttr, Float32Type, IntegerAttr, StringAttr, TensorType, i64
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import IRDLOperation, attr_def, irdl_op_definition, result_def, traits_def, var_operand_def
 from xdsl.traits import Pure
@@ -80,9 +80,7 @@ class TensorOp(IRDLOperation):
         rng = {idx_names.get(n, n): int(ranges[n]) for n in indices}
         rng = {n: rng[n] for n in order}
         if result_type is None:
-            elem = element_type_of(values[names[0]]) if names else None
-            if elem is None:
-                raise CompileError("tensor_op: an expression without inputs needs a result type")
+            elem = element_type_of(values[names[0]]) if names else Float32Type()
             result_type = TensorType(elem, ixn.result_shape(canon, rng))
         return TensorOp(ixn.to_text(canon), [values[n] for n in names], rng, result_type)
 
