@@ -488,10 +488,13 @@ def infer_ranges(stmt: Statement, shapes: Mapping[str, Sequence[int]],
                                  "position in bounds")
             ranges[u] = r
             source[u] = "the bounds of its subscripts"
-    for n in names:
-        if n not in ranges:
-            raise CompileError(f"tensor_op: cannot infer the range of index '{n}' "
-                               f"(it is never a subscript on its own): give it as ranges={{'{n}': N}}")
+    unknown = [n for n in names if n not in ranges]
+    if unknown:
+        n = unknown[0]
+        also = f" (nor those of {', '.join(repr(u) for u in unknown[1:])})" if unknown[1:] else ""
+        raise CompileError(f"tensor_op: cannot infer the range of index '{n}'{also}: it is never a "
+                           f"subscript on its own, and its subscripts do not bound it alone; "
+                           f"give it as ranges={{'{n}': N}}")
     for name, subs, shape in reads:
         for d, (s, n) in enumerate(zip(subs, shape)):
             lo, hi = s.bounds(ranges)
