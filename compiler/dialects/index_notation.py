@@ -444,8 +444,8 @@ def infer_ranges(stmt: Statement, shapes: Mapping[str, Sequence[int]],
             raise CompileError(f"tensor_op: no input named '{a.name}'")
         shape = tuple(int(d) for d in shapes[a.name])
         if len(a.subs) != len(shape):
-            what = "a scalar (written bare)" if not a.subs else f"with {len(a.subs)} subscripts"
-            raise ShapeError(f"tensor_op: operand '{a.name}' has shape {shape} but is read as {what}")
+            what = "as a scalar (written bare)" if not a.subs else f"with {len(a.subs)} subscripts"
+            raise ShapeError(f"tensor_op: operand '{a.name}' has shape {shape} but is read {what}")
         reads.append((a.name, a.subs, shape))
     if stmt.accumulate:
         if out_shape is None or len(out_shape) != len(stmt.subs):
