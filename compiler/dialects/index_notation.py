@@ -184,7 +184,7 @@ def parse(src: str) -> Statement:
         raise CompileError(f"tensor_op: the expression must be a string, got {type(src).__name__}")
     try:
         tree = _parser().parse(src)
-    except UnexpectedEOF as e:
+    except UnexpectedEOF:
         lines = src.splitlines() or [""]
         raise _error(src, len(lines), len(lines[-1]) + 1,
                      "syntax error: unexpected end of input") from None
@@ -405,8 +405,7 @@ def _check_reductions(stmt: Statement) -> None:
             for k in e.indices:
                 if k in bound:
                     raise CompileError(f"tensor_op: index '{k}' of {e.kind}[...] is already bound outside it")
-            for c in (e.body,):
-                visit(c, bound | set(e.indices))
+            visit(e.body, bound | set(e.indices))
             return
         if isinstance(e, Access) and not stmt.accumulate:
             for s in e.subs:
@@ -577,8 +576,6 @@ def evaluate(stmt: Statement, arrays: Mapping[str, np.ndarray], ranges: Mapping[
             return NUMPY_UNARY[e.fn](_as_float(args[0]))
         if isinstance(e, BinOp):
             lhs, rhs = ev(e.lhs), ev(e.rhs)
-            if e.op in COMPARISONS:
-                return NUMPY_BINARY[e.op](_as_float(lhs), _as_float(rhs))
             return NUMPY_BINARY[e.op](_as_float(lhs), _as_float(rhs))
         if isinstance(e, Reduce):
             body = _as_float(ev(e.body))
