@@ -30,8 +30,24 @@ __all__ = [
     "jit",
     "load",
     "ops",
+    "tensor_op",
     "value_and_grad",
 ]
+
+
+def tensor_op(src: str, ranges: dict[str, int] | None = None, *, target: str = "cpu", threads: int | None = None):
+    """A custom operator in index notation, e.g. `tensor_op("out[i, j] = sum[k](a[i, k] * b[k, j])")`.
+
+    The callable takes the expression's tensors (in order of first appearance, or by name) as
+    NumPy arrays, compiled for `target` once per input shapes, or traced values inside `@jit`
+    functions, where it becomes `aicc.tensor_op` ops. `ranges` gives index ranges that the
+    operands' shapes do not determine. See frontends/tensor_op.py."""
+    import functools
+
+    from compiler.api import jit
+    from frontends.tensor_op import TensorOpFunction
+
+    return TensorOpFunction(src, ranges, compile=functools.partial(jit, target=target, threads=threads))
 
 
 def __getattr__(name: str):

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from compiler import ops as nn
-from compiler.dialects import aicc, aicc_nn
+from compiler.dialects import aicc, aicc_index, aicc_nn, index_notation
 from compiler.errors import CompileError, UnsupportedOpError
 
 __all__ = ["run_reference", "evaluate_op", "REFERENCE_KERNELS"]
@@ -244,6 +244,15 @@ REFERENCE_KERNELS.update({
     aicc_nn.SliceOp: _slice,
     aicc_nn.GatherOp: _gather,
 })
+
+
+def _tensor_op(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, aicc_index.TensorOp)
+    arrays = {f"in{i}": a for i, a in enumerate(args)}
+    return index_notation.evaluate(op.statement, arrays, op.range_map, aicc.shape_of(op.result))
+
+
+REFERENCE_KERNELS[aicc_index.TensorOp] = _tensor_op
 
 
 def evaluate_op(op: Operation, operands: Sequence[np.ndarray], float64: bool = False) -> list[np.ndarray]:

@@ -667,6 +667,24 @@ def _softmax(x: Any, axis: int = -1) -> Tracer:
     return x._trace.emit(aicc.SoftmaxOp, x.value, operator.index(axis))
 
 
+def _tensor_op(fn: Any, *args: Any) -> Tracer:
+    """compiler.tensor_op on traced values: `fn.build` (frontends/tensor_op.py) makes the
+    aicc.tensor_op chain; its errors get the user's line."""
+    tr = _current()
+    xs = [_float(tr.lift(a)) for a in args]
+    try:
+        ops = fn.build([x.value for x in xs])
+    except CompileError as e:
+        if e.location is not None or type(e) not in (CompileError, ShapeError):
+            raise
+        raise type(e)(str(e), location=user_location()) from None
+    result = xs[0] if xs else None
+    for op in ops:
+        result = tr.emit(lambda op=op: op)
+    assert result is not None
+    return result
+
+
 def _pad_hw(x: Tracer, padding: tuple[int, int], value: float) -> Tracer:
     if not any(padding):
         return x
@@ -732,6 +750,7 @@ _NN_OPS: dict[str, Callable[..., Tracer]] = {
     "avg_pool2d": _avg_pool2d,
     "layer_norm": _layer_norm,
     "attention": _attention,
+    "tensor_op": _tensor_op,
     "relu": _unary(aicc.ReluOp),
     "gelu": _gelu,
     "sigmoid": _unary(aicc.SigmoidOp),

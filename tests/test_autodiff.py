@@ -23,6 +23,9 @@ def pos(*shape):
     return (np.abs(RNG.standard_normal(shape)) + 0.5).astype(np.float32)
 
 
+_CONV1D = compiler.tensor_op("y[c, i] = sum[k](x[c, i + k] * w[k])")
+_POOL = compiler.tensor_op("p[c, i] = max[k](y[c, 2 * i + k])", ranges={"k": 3})
+
 # Each case exercises one family of rules; check_grads compares every argument's gradient
 # with central differences of the traced function evaluated in float64.
 CASES = {
@@ -63,6 +66,8 @@ CASES = {
                    (r(3, 5), r(5), r(5))),
     "attention": (lambda q, k, v: np.sum(ops.attention(q, k, v, causal=True) ** 2),
                   (r(2, 4, 8), r(2, 4, 8), r(2, 4, 8))),
+    "tensor_op": (lambda x, w: np.sum(np.tanh(_POOL(_CONV1D(x, w))) * np.arange(3, dtype=np.float32)),
+                  (r(2, 9), r(3))),
 }
 
 

@@ -49,6 +49,7 @@ from xdsl.printer import Printer
 from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from compiler.dialects.aicc_index import INDEX_OPS, TensorOp
 from compiler.dialects.aicc_nn import NN_OPS
 from compiler.dialects.shapes import (  # shape_of & co. are used as aicc.shape_of too
     broadcast_shapes,
@@ -765,6 +766,7 @@ AICC = Dialect(
         ReshapeOp,
         BroadcastToOp,
         *NN_OPS,
+        *INDEX_OPS,
     ],
     [],
 )

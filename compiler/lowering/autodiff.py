@@ -49,7 +49,7 @@ Rule = Callable[["VJPBuilder", Operation, SSAValue], Sequence[Grad]]
 
 VJP_RULES: dict[type[Operation], Rule] = {}
 # Modules whose import registers rules (with @vjp); loaded on the pass's first use.
-_RULE_MODULES = ("compiler.lowering.vjp_rules",)
+_RULE_MODULES = ("compiler.lowering.vjp_rules", "compiler.lowering.vjp_tensor_op")
 
 
 def vjp(*op_types: type[Operation]) -> Callable[[Rule], Rule]:

@@ -43,6 +43,7 @@ from xdsl.pattern_rewriter import (
 from compiler.dialects import aicc
 from compiler.errors import UnsupportedOpError
 from compiler.lowering.nn_to_linalg import LowerConv2dBias, nn_patterns
+from compiler.lowering.tensor_op_to_linalg import LowerTensorOp
 from compiler.lowering.utils import (
     PARALLEL,
     REDUCTION,
@@ -528,6 +529,7 @@ class TensorToLinalg(ModulePass):
                     LowerReduce(),
                     LowerSoftmax(),
                     LowerReshape(),
+                    LowerTensorOp(),  # aicc.tensor_op: index notation
                     *nn_patterns(self.conv_lowering, self.conv_bias),
                 ]
             ),
