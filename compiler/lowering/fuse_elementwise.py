@@ -68,14 +68,20 @@ def _ranges_defined(op: linalg.GenericOp) -> bool:
     return plain >= set(range(_maps(op)[0].num_dims))
 
 
-def _loop_ranges(op: linalg.GenericOp) -> list[int | None]:
-    """Each loop's range as linalg-to-loops infers it: from the first operand reading it plainly."""
+def _loop_ranges(op: linalg.GenericOp) -> list[int | None] | None:
+    """Each loop's range, read from the operand dims that index it plainly (d_i), as
+    linalg-to-loops infers it; None when two such dims disagree, which the verifier rejects
+    (a slice at offset 0 read plainly, fused next to the full tensor)."""
     ranges: list[int | None] = [None] * _maps(op)[0].num_dims
     for value, m in zip(op.operands, _maps(op)):
         shape = value.type.get_shape()
         for pos, e in enumerate(m.results):
-            if isinstance(e, AffineDimExpr) and ranges[e.position] is None:
+            if not isinstance(e, AffineDimExpr):
+                continue
+            if ranges[e.position] is None:
                 ranges[e.position] = shape[pos]
+            elif ranges[e.position] != shape[pos]:
+                return None
     return ranges
 
 
@@ -189,7 +195,8 @@ class FuseProducerIntoConsumer(RewritePattern):
                 continue
             fused = fuse(op, index, producer)
             # A slice read plainly at d + 0 would set the loop range to the sliced tensor's size.
-            if not _ranges_defined(fused) or _loop_ranges(fused) != _loop_ranges(op):
+            ranges = _loop_ranges(fused)
+            if not _ranges_defined(fused) or ranges is None or ranges != _loop_ranges(op):
                 fused.erase()  # the detached candidate still holds uses of its operands
                 continue
             rewriter.replace(op, fused)
