@@ -25,3 +25,14 @@ class UnsupportedOpError(CompileError):
 
 class ShapeError(CompileError):
     """Operand shapes or dtypes an op does not accept."""
+
+
+class InternalError(RuntimeError):
+    """A bug in aicc: a pass raised, or left IR that does not verify. Names the pass and the
+    stage, and the reproducer file: the tensor-level IR the pipeline started from, whose first
+    line is the aicc-opt command that reproduces the failure."""
+
+    def __init__(self, message: str, *, pass_name: str, stage: str, reproducer: str | None):
+        self.pass_name, self.stage, self.reproducer = pass_name, stage, reproducer
+        where = f"; reproducer: {reproducer}" if reproducer else ""
+        super().__init__(f"internal error in pass {pass_name} ({stage} stage): {message}{where}")

@@ -37,7 +37,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from compiler.cache import CompileCache, cache_enabled, source_digest
 from compiler.dialects.aicc import numpy_dtype
-from compiler.errors import CompileError
+from compiler.errors import CompileError, InternalError
 from compiler.lowering.pipeline import cleanup, graph_passes, make_context
 from compiler.lowering.plan_memory import WORKSPACE_ATTR
 from compiler.progress import Progress
@@ -200,12 +200,21 @@ def run_passes(
     timings: list[PassTiming] = []
     target = get_target(options.target)
     target.check_options(options)
+    start = module.clone()  # the tensor-level IR, for a reproducer should a pass fail
+    applied: list[ModulePass] = []
     for stage, passes in target.pipeline(options):
         if progress is not None:
             progress.stage(stage, len(passes))
         for p in passes:
             t0 = time.perf_counter()
-            p.apply(ctx, module)
+            applied.append(p)
+            try:
+                p.apply(ctx, module)
+            except CompileError:
+                raise
+            except Exception as e:  # a pass that crashes is a bug in aicc
+                raise InternalError(f"{type(e).__name__}: {e}", pass_name=p.name, stage=stage,
+                                    reproducer=write_reproducer(start, applied)) from e
             timings.append(PassTiming(p.name, time.perf_counter() - t0))
             if progress is not None:
                 progress.step(p.name)
@@ -214,13 +223,48 @@ def run_passes(
         try:
             module.verify()
         except VerifyException as e:  # a pass produced invalid IR: a bug in aicc
-            raise RuntimeError(f"IR after the {stage} stage does not verify: {e}") from e
+            culprit = _first_invalid(ctx, start, applied)
+            raise InternalError(f"the IR it produced does not verify: {e}", pass_name=culprit.name,
+                                stage=stage, reproducer=write_reproducer(
+                                    start, applied[:applied.index(culprit) + 1])) from e
         stages[stage] = module.clone()  # printed on demand: big constants print slowly
         if stage == "tensor" and locations:
             stages.origins = [locations.get(op, "") for op in _body_ops(module)]
         if stats is not None:
             stats.update(stage_stats(stage, module))
     return stages, timings
+
+
+def _first_invalid(ctx, start: ModuleOp, passes: list[ModulePass]) -> ModulePass:
+    """Replay `passes` on a copy of `start`, verifying after each: the first whose output
+    does not verify (the last pass if none does, in the replay)."""
+    module = start.clone()
+    for p in passes:
+        p.apply(ctx, module)
+        try:
+            module.verify()
+        except VerifyException:
+            return p
+    return passes[-1]
+
+
+def write_reproducer(start: ModuleOp, passes: list[ModulePass]) -> str | None:
+    """`aicc-repro-<hash>.mlir` in $AICC_REPRO_DIR (else the temporary folder): the tensor-level
+    IR, headed by the aicc-opt command that runs `passes` on it. Its path, or None if it could
+    not be written (the error is reported all the same)."""
+    import tempfile
+
+    pipeline = ",".join(str(p.pipeline_pass_spec()) for p in passes)
+    try:
+        body = str(start)
+        digest = hashlib.sha256((pipeline + body).encode()).hexdigest()[:12]
+        folder = os.environ.get("AICC_REPRO_DIR") or tempfile.gettempdir()
+        path = os.path.join(folder, f"aicc-repro-{digest}.mlir")
+        with open(path, "w") as f:
+            f.write(f"// aicc-opt {path} -p '{pipeline}'\n{body}\n")
+        return path
+    except Exception:  # noqa: BLE001 - the reproducer is a courtesy; the error still goes out
+        return None
 
 
 def compile_module(

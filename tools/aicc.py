@@ -453,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["AICC_NUM_THREADS"] = str(args.threads)
     if getattr(args, "arch", None):
         os.environ["AICC_CUDA_ARCH"] = args.arch
-    from compiler.errors import CompileError
+    from compiler.errors import CompileError, InternalError
 
     try:
         status = run(args)
@@ -470,7 +470,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # anything else is a bug in aicc: say so in one line, keep details on request
         if os.environ.get("AICC_DEBUG"):
             traceback.print_exc()
-        print(f"aicc: internal error: {type(e).__name__}: {e} (set AICC_DEBUG=1 for the traceback)", file=sys.stderr)
+        what = str(e) if isinstance(e, InternalError) else f"internal error: {type(e).__name__}: {e}"
+        print(f"aicc: {what} (set AICC_DEBUG=1 for the traceback)", file=sys.stderr)
         return 70
 
 
