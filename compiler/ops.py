@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["relu", "gelu", "sigmoid", "softmax", "rsqrt", "erf", "conv2d", "max_pool2d", "avg_pool2d",
-           "layer_norm", "attention"]
+__all__ = ["relu", "gelu", "sigmoid", "softmax", "rsqrt", "erf", "conv2d", "conv_transpose2d", "max_pool2d",
+           "avg_pool2d", "layer_norm", "attention"]
 
 
 def _traced(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
@@ -147,6 +147,34 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
     g = kw["groups"]
     y = np.einsum("ngchwij,gocij->ngohw", win.reshape(n, g, c // g, oh, ow, *w.shape[2:]),
                   w.reshape(g, w.shape[0] // g, c // g, *w.shape[2:])).reshape(n, w.shape[0], oh, ow)
+    if bias is not None:
+        y = y + np.asarray(bias, np.float64).reshape(1, -1, 1, 1)
+    return y.astype(np.float32)
+
+
+def conv_transpose2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+                     output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Any:
+    """Transposed 2-D convolution as torch.nn.functional.conv_transpose2d: NCHW input,
+    (C, O/groups, KH, KW) weight, optional (O,) bias."""
+    kw = {"bias": bias, "stride": _pair(stride), "padding": _pair(padding),
+          "output_padding": _pair(output_padding), "groups": int(groups), "dilation": _pair(dilation)}
+    done, out = _traced("conv_transpose2d", (x, weight), kw)
+    if done:
+        return out
+    x, w = np.asarray(x, np.float64), np.asarray(weight, np.float64)
+    n, c, h, wd = x.shape
+    _, og, kh, kw_ = w.shape
+    g = kw["groups"]
+    (sh, sw), (ph, pw), (oph, opw), (dh, dw) = kw["stride"], kw["padding"], kw["output_padding"], kw["dilation"]
+    fh, fw = (h - 1) * sh + dh * (kh - 1) + 1 + oph, (wd - 1) * sw + dw * (kw_ - 1) + 1 + opw
+    full = np.zeros((n, g, og, fh, fw))
+    xg, wg = x.reshape(n, g, c // g, h, wd), w.reshape(g, c // g, og, kh, kw_)
+    for i in range(kh):
+        for j in range(kw_):
+            full[:, :, :, i * dh: i * dh + (h - 1) * sh + 1: sh, j * dw: j * dw + (wd - 1) * sw + 1: sw] += \
+                np.einsum("ngchw,gco->ngohw", xg, wg[:, :, :, i, j])
+    # padding crops the full output at both ends; output_padding rows were added at the end
+    y = full.reshape(n, g * og, fh, fw)[:, :, ph: fh - ph, pw: fw - pw]
     if bias is not None:
         y = y + np.asarray(bias, np.float64).reshape(1, -1, 1, 1)
     return y.astype(np.float32)

@@ -702,6 +702,22 @@ def _conv2d(x: Any, weight: Any, bias: Any, stride, padding, dilation, groups) -
     return y
 
 
+def _conv_transpose2d(x: Any, weight: Any, bias: Any, stride, padding, output_padding, groups,
+                      dilation) -> Tracer:
+    tr = _current()
+    x, w = _float(tr.lift(x)), _float(tr.lift(weight))
+    if x.ndim != 4 or w.ndim != 4:
+        raise ShapeError(f"conv_transpose2d: expected NCHW input and (C, O/groups, KH, KW) weight, got "
+                         f"{fmt_shape(x.shape)} and {fmt_shape(w.shape)}", location=user_location())
+    out_hw = [(x.shape[2 + i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (w.shape[2 + i] - 1)
+              + output_padding[i] + 1 for i in range(2)]
+    y = tr.emit(aicc_nn.ConvTranspose2dOp, x.value, w.value, out_hw, stride, dilation, groups, padding)
+    if bias is not None:
+        b = _float(tr.lift(bias))
+        y = _binary(aicc.AddOp)(y, _reshape_to(b, (b.size, 1, 1)))
+    return y
+
+
 def _max_pool2d(x: Any, kernel_size, stride, padding, dilation) -> Tracer:
     x = _float(_current().lift(x))
     return x._trace.emit(aicc_nn.Pool2dOp, _pad_hw(x, padding, -np.inf).value, "max", kernel_size,
@@ -746,6 +762,7 @@ def _attention(q: Any, k: Any, v: Any, mask: Any = None, causal: bool = False,
 
 _NN_OPS: dict[str, Callable[..., Tracer]] = {
     "conv2d": _conv2d,
+    "conv_transpose2d": _conv_transpose2d,
     "max_pool2d": _max_pool2d,
     "avg_pool2d": _avg_pool2d,
     "layer_norm": _layer_norm,

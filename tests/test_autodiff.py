@@ -60,6 +60,11 @@ CASES = {
                (r(2, 3, 7, 6), r(4, 3, 3, 3), r(4))),
     "conv2d_groups": (lambda x, w: np.sum(ops.conv2d(x, w, groups=4, padding=1, dilation=2) ** 2),
                       (r(1, 4, 7, 7), r(8, 1, 3, 3))),
+    "conv_transpose2d": (lambda x, w, b: np.sum(ops.conv_transpose2d(x, w, b, stride=2, padding=1,
+                                                                      output_padding=1) ** 2),
+                         (r(2, 4, 5, 4), r(4, 3, 3, 3), r(3))),
+    "conv_transpose2d_groups": (lambda x, w: np.sum(ops.conv_transpose2d(x, w, groups=2, dilation=2, padding=2) ** 2),
+                                (r(1, 4, 4, 5), r(4, 1, 2, 3))),
     "pool2d": (lambda x: np.sum(ops.max_pool2d(x, 3, 2, padding=1) ** 2) + np.sum(ops.avg_pool2d(x, 2) ** 2),
                (r(2, 3, 7, 7),)),
     "layer_norm": (lambda x, w, b: np.sum(ops.layer_norm(x, w, b) * np.arange(5, dtype=np.float32)),
@@ -248,6 +253,16 @@ def _conv_case(draw):
     k, stride, pad, dil = draw(st.sampled_from([1, 2, 3])), draw(st.sampled_from([1, 2])), \
         draw(st.integers(0, 1)), draw(st.sampled_from([1, 2]))
     size = dil * (k - 1) + 1 + draw(st.integers(0, 4))
+    if draw(st.booleans()):  # the transposed convolution: (C, O/groups, KH, KW) weights
+        x, w, b = _arr(draw, (n, c, size - 1, size)), _arr(draw, (c, o // groups, k, k)), _arr(draw, (o,))
+        out_pad = draw(st.integers(0, stride - 1))
+
+        def fn(x, w, b):
+            y = ops.conv_transpose2d(x, w, b, stride=stride, padding=pad, output_padding=out_pad,
+                                     dilation=dil, groups=groups)
+            return np.sum(y * _weights(y.shape))
+
+        return fn, (x, w, b)
     x, w, b = _arr(draw, (n, c, size, size + 1)), _arr(draw, (o, c // groups, k, k)), _arr(draw, (o,))
 
     def fn(x, w, b):

@@ -60,6 +60,20 @@ def test_conv2d_matches_torch(shape, w, kw):
     np.testing.assert_allclose(got, expect, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("shape,w,kw", [
+    ((2, 4, 5, 4), (4, 3, 3, 3), {"stride": 2, "padding": 1, "output_padding": 1}),
+    ((1, 4, 3, 7), (4, 1, 2, 2), {"groups": 2, "dilation": 2}),
+    ((1, 2, 4, 4), (2, 3, 3, 3), {"padding": 2}),
+])
+def test_conv_transpose2d_matches_torch(shape, w, kw):
+    x, wt = r(*shape), r(*w)
+    b = r(w[1] * kw.get("groups", 1))
+    expect = F.conv_transpose2d(torch.tensor(x), torch.tensor(wt), torch.tensor(b), **kw).numpy()
+    np.testing.assert_allclose(ops.conv_transpose2d(x, wt, b, **kw), expect, rtol=1e-4, atol=1e-5)
+    got = compiler.jit(lambda x, wt, b: ops.conv_transpose2d(x, wt, b, **kw))(x, wt, b)
+    np.testing.assert_allclose(got, expect, rtol=1e-4, atol=1e-5)
+
+
 def test_pooling_layer_norm_attention_match_torch():
     x = r(2, 3, 9, 7)
     t = torch.tensor(x)

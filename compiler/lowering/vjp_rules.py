@@ -498,6 +498,50 @@ def _conv2d(b, op, g):
     return [dx, b.emit(aicc.TransposeOp(dw, [1, 0, 2, 3]))]
 
 
+def _shifted(b: VJPBuilder, g: SSAValue, offsets: Sequence[int], lengths: Sequence[int]) -> SSAValue:
+    """g's spatial dims re-indexed as out[i] = g[i - offset] for i < length, zeros elsewhere."""
+    n, c, *sizes = shape_of(g)
+    starts = [max(0, -o) for o in offsets]
+    low = [max(0, o) for o in offsets]
+    kept = [min(s - st, ln - lo) for s, st, ln, lo in zip(sizes, starts, lengths, low)]
+    if any(st or k != s for st, k, s in zip(starts, kept, sizes)):
+        g = b.emit(aicc_nn.SliceOp(g, (0, 0, *starts), (1, 1, 1, 1), (n, c, *kept)))
+    high = [ln - lo - k for ln, lo, k in zip(lengths, low, kept)]
+    if any(low) or any(high):
+        g = b.emit(aicc_nn.PadOp(g, (0, 0, *low), (0, 0, *high)))
+    return g
+
+
+@vjp(aicc_nn.ConvTranspose2dOp)
+def _conv_transpose2d(b, op, g):
+    # y[n, o, h s + i d - p] += x[n, c, h] w[c, o, i]: with gp[q] = g[q - p] over the full
+    # (uncropped) length, dx is the convolution of gp by w, and dw the convolution of gp
+    # (batch as channels) by x, stride and dilation swapped.
+    x, w = op.operands
+    n, c, h, wd = shape_of(x)
+    _, og, kh, kw = shape_of(w)
+    o = shape_of(g)[1]
+    strides, dilations, pads = int_values(op.strides), int_values(op.dilations), int_values(op.pads)
+    groups = op.groups.value.data
+    full = [aicc_nn.conv_transpose_full(sz, k, s, d) for sz, k, s, d in zip((h, wd), (kh, kw), strides, dilations)]
+    gp = _shifted(b, g, pads, full)
+    dx = b.emit(aicc_nn.Conv2dOp(gp, w, strides, dilations, groups))
+    if shape_of(dx)[2:] != (h, wd):
+        dx = b.emit(aicc_nn.SliceOp(dx, (0, 0, 0, 0), (1, 1, 1, 1), (n, c, h, wd)))
+    cg = c // groups
+    gt = b.emit(aicc.ReshapeOp(gp, (n, groups, og, *full)))
+    gt = b.emit(aicc.TransposeOp(gt, [2, 1, 0, 3, 4]))  # (og, groups, n, ..)
+    gt = b.emit(aicc.ReshapeOp(gt, (og, groups * n, *full)))
+    xt = b.emit(aicc.ReshapeOp(x, (n, groups, cg, h, wd)))
+    xt = b.emit(aicc.TransposeOp(xt, [1, 2, 0, 3, 4]))  # (groups, cg, n, h, w)
+    xt = b.emit(aicc.ReshapeOp(xt, (c, n, h, wd)))
+    dw = b.emit(aicc_nn.Conv2dOp(gt, xt, dilations, strides, groups))  # (og, c, >= kh, >= kw)
+    if shape_of(dw)[2:] != (kh, kw):
+        dw = b.emit(aicc_nn.SliceOp(dw, (0, 0, 0, 0), (1, 1, 1, 1), (og, c, kh, kw)))
+    assert o == og * groups
+    return [dx, b.emit(aicc.TransposeOp(dw, [1, 0, 2, 3]))]
+
+
 def _depthwise_ones(b: VJPBuilder, like: SSAValue, c: int, k: tuple[int, int]) -> SSAValue:
     return b.constant(1.0, like, (c, 1, *k))
 
