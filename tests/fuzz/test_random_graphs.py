@@ -136,8 +136,10 @@ def programs(draw):
         elif kind == "slice" and a.ndim:
             key = []
             for d in a.shape:
+                step = draw(st.sampled_from([1, 1, 2, -1]))
                 start = draw(st.integers(0, d - 1))
-                key.append(slice(start, None, draw(st.sampled_from([1, 2, -1]))))
+                stop = draw(st.integers(start + 1, d)) if step > 0 else None
+                key.append(slice(start, stop, step))
             step = Step("slice", (i,), tuple(key))
         elif kind == "concat" and a.ndim:
             axis = draw(st.integers(0, a.ndim - 1))
