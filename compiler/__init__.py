@@ -16,6 +16,7 @@
 from compiler.api import JitFunction, compile, jit, load
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
 from compiler.grad import check_grads, grad, value_and_grad
+from compiler.quantize import quantize
 from compiler.pipeline import CompiledModel
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "jit",
     "load",
     "ops",
+    "quantize",
     "tensor_op",
     "value_and_grad",
 ]

@@ -64,11 +64,20 @@ def compile(
     options = CompileOptions(target, threads, fuse, print_ir_after_all, schedule, target_cpu,
                              target_options=tuning)
     _check_target(options)
+    if callable(model) and not _is_module_object(model) and not is_torch_module(model) \
+            and example_inputs is None:
+        return JitFunction(model, options)
+    return compile_program(import_model(model, example_inputs, input_shapes), options)
+
+
+def import_model(model: Any, example_inputs: Sequence[Any] | None = None,
+                 input_shapes: dict[str, Sequence[int]] | None = None) -> Any:
+    """The aicc program of `model` (a Python function with its example inputs, a
+    torch.nn.Module, an ONNX model or path), through the frontend that knows its kind."""
     if _is_onnx(model):
         from frontends.onnx_import import import_onnx
 
-        program = import_onnx(model, input_shapes, example_inputs)
-        return compile_program(program, options)
+        return import_onnx(model, input_shapes, example_inputs)
     if is_torch_module(model):
         from frontends.torch_import import import_torch  # torch is loaded: the user made `model`
 
@@ -78,11 +87,14 @@ def compile(
             )
         if not isinstance(example_inputs, list | tuple):
             example_inputs = (example_inputs,)
-        return compile_program(import_torch(model, tuple(example_inputs)), options)
+        return import_torch(model, tuple(example_inputs))
     if callable(model) and not _is_module_object(model):
+        from frontends.numpy_trace import trace
+
         if example_inputs is None:
-            return JitFunction(model, options)
-        return _compile_function(model, tuple(example_inputs), options)
+            raise CompileError(f"tracing {getattr(model, '__name__', 'a function')} needs example inputs")
+        return trace(model, tuple(example_inputs),
+                     name=getattr(model, "__name__", "main").strip("<>") or "main")
     raise CompileError(
         f"cannot compile a {type(model).__name__}: expected a Python function, a "
         "torch.nn.Module, an onnx.ModelProto or the path of a .onnx file"
@@ -119,16 +131,7 @@ def _is_module_object(model: Any) -> bool:
 
 
 def _compile_function(fn: Callable, inputs: tuple, options: CompileOptions) -> CompiledModel:
-    from frontends.numpy_trace import trace
-
-    program = trace(fn, inputs, name=getattr(fn, "__name__", "main").strip("<>") or "main")
-    return compile_module(
-        program.module,
-        program.func_name,
-        output_is_tuple=program.output_is_tuple,
-        options=options,
-        locations=program.locations,
-    )
+    return compile_program(import_model(fn, inputs), options)
 
 
 def load(directory: str | os.PathLike, name: str | None = None):

@@ -74,6 +74,7 @@ class CompiledModel:
     target: Target | None = None  # None: the cpu target
     options: CompileOptions | None = None  # what it was compiled with
     tune_report: object = None  # tune=True: what the tuner measured (cpu: tune.TuneReport)
+    quantization: object = None  # compiler.quantize: its QuantizationReport
     _fn: Callable | None = None
     _local: threading.local = field(default_factory=threading.local)
 
@@ -134,6 +135,12 @@ class CompiledModel:
             index, delta = os.environ[FAULT_ENV].split(":")
             fault = (int(index), float(delta))
         return check_numerics(self, inputs, compile_fn, fault=fault)
+
+    def quant_report(self) -> str:
+        """Each int8 layer's SQNR against float, with its scales (compiler.quantize)."""
+        if self.quantization is None:
+            raise CompileError(f"{self.func_name} is not quantized: make it with compiler.quantize")
+        return self.quantization.table()
 
     def rebuilt_executable(self):
         """The executable whose code the stage IR describes: this model's own, or for a model

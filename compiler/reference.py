@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from compiler import ops as nn
-from compiler.dialects import aicc, aicc_index, aicc_nn, index_notation
+from compiler.dialects import aicc, aicc_index, aicc_nn, aicc_quant, index_notation
 from compiler.errors import CompileError, UnsupportedOpError
 
 __all__ = ["run_reference", "evaluate_op", "REFERENCE_KERNELS"]
@@ -253,6 +253,30 @@ def _tensor_op(op: Operation, args: list[np.ndarray]) -> np.ndarray:
 
 
 REFERENCE_KERNELS[aicc_index.TensorOp] = _tensor_op
+
+
+def _quantize(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    scale, zp, _ = op.params()
+    q = np.rint(a[0].astype(np.float32) / scale.astype(np.float32)) + zp
+    return np.clip(q, aicc_quant.QMIN, aicc_quant.QMAX).astype(np.int8)
+
+
+def _dequantize(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    scale, zp, _ = op.params()
+    return (a[0].astype(np.float32) - zp.astype(np.float32)) * scale.astype(np.float32)
+
+
+def _matmul_integer(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    lhs = a[0].astype(np.int64) - op.lhs_zero_point.value.data
+    rhs = a[1].astype(np.int64)
+    return np.matmul(lhs, rhs.T if op.trans_rhs else rhs).astype(np.int32)
+
+
+REFERENCE_KERNELS.update({
+    aicc_quant.QuantizeOp: _quantize,
+    aicc_quant.DequantizeOp: _dequantize,
+    aicc_quant.MatmulIntegerOp: _matmul_integer,
+})
 
 
 def evaluate_op(op: Operation, operands: Sequence[np.ndarray], float64: bool = False) -> list[np.ndarray]:

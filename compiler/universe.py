@@ -25,6 +25,7 @@ def _pass(module: str, cls: str):
 SHARED_PASSES = {
     "autodiff": _pass("autodiff", "ReverseModeAD"),
     "fold-constants": _pass("fold_constants", "FoldConstants"),
+    "quantize-matmul": _pass("quantize_matmul", "QuantizeMatmul"),
     "simplify": _pass("simplify", "Simplify"),
     "fold-conv-bn": _pass("fold_conv_bn", "FoldConvBatchNorm"),
     "fuse-linear-bias": _pass("fuse_linear_bias", "FuseLinearBias"),

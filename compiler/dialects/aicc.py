@@ -50,6 +50,7 @@ from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from compiler.dialects.aicc_index import INDEX_OPS, TensorOp
+from compiler.dialects.aicc_quant import QUANT_OPS
 from compiler.dialects.aicc_nn import NN_OPS
 from compiler.dialects.shapes import (  # shape_of & co. are used as aicc.shape_of too
     broadcast_shapes,
@@ -116,6 +117,7 @@ _NP_TO_ELEM = {
     np.dtype(np.bool_): i1,
     np.dtype(np.int64): i64,
     np.dtype(np.int32): IntegerType(32),
+    np.dtype(np.int8): IntegerType(8),
 }
 
 
@@ -767,6 +769,7 @@ AICC = Dialect(
         BroadcastToOp,
         *NN_OPS,
         *INDEX_OPS,
+        *QUANT_OPS,
     ],
     [],
 )

@@ -27,6 +27,7 @@ from compiler.lowering.fold_conv_bn import FoldConvBatchNorm
 from compiler.lowering.fuse_elementwise import FuseElementwise
 from compiler.lowering.linalg_to_loops import LinalgToLoops
 from compiler.lowering.plan_memory import PlanMemory
+from compiler.lowering.quantize_matmul import QuantizeMatmul
 from compiler.lowering.simplify import Simplify
 from compiler.lowering.tensor_to_linalg import TensorToLinalg
 
@@ -47,10 +48,12 @@ def cleanup() -> list[ModulePass]:
 
 def graph_passes() -> list[ModulePass]:
     """The tensor-level graph passes every target runs, before its own and before cleanup.
+    quantize-matmul comes first: folding would turn its dequantized weights back into floats.
     Simplify after folding sees the folded constants; fold-conv-bn (and a target's
     fuse-linear-bias), which rewrite an op only when it has one use, run after CSE, so that
     they never split a shared matmul or conv into two."""
-    return [FoldConstants(), Simplify(), CommonSubexpressionElimination(), FoldConvBatchNorm()]
+    return [QuantizeMatmul(), FoldConstants(), Simplify(), CommonSubexpressionElimination(),
+            FoldConvBatchNorm()]
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from xdsl.pattern_rewriter import (
 from compiler.dialects import aicc
 from compiler.errors import UnsupportedOpError
 from compiler.lowering.nn_to_linalg import LowerConv2dBias, nn_patterns
+from compiler.lowering.quant_to_linalg import QUANT_PATTERNS
 from compiler.lowering.tensor_op_to_linalg import LowerTensorOp
 from compiler.lowering.utils import (
     PARALLEL,
@@ -530,6 +531,7 @@ class TensorToLinalg(ModulePass):
                     LowerSoftmax(),
                     LowerReshape(),
                     LowerTensorOp(),  # aicc.tensor_op: index notation
+                    *QUANT_PATTERNS,  # quantize, dequantize, matmul_integer
                     *nn_patterns(self.conv_lowering, self.conv_bias),
                 ]
             ),

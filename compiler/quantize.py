@@ -1,0 +1,265 @@
+"""Post-training int8 quantization with calibration: `compiler.quantize`.
+
+    q = compiler.quantize(model, calibration_data, example_inputs=None, method="minmax")
+    y = q(x); q.stats["quantized_ops"]; print(q.quant_report())
+
+1. The model is imported by its frontend (any model `compiler.compile` takes) and its graph is
+   simplified (constants folded, transposes folded into matmul flags).
+2. Every float matmul whose rhs is a 2-D constant (a linear layer's weight) is a candidate.
+   The float model, compiled with those matmuls' inputs as extra outputs, runs over
+   `calibration_data`; each input's range is estimated by `method`:
+   - "minmax": the observed minimum and maximum (asymmetric, with a zero point);
+   - "percentile": the `percentile`-th and (100 - `percentile`)-th percentiles;
+   - "entropy": the clipping threshold of |x| whose 128-level quantization loses the least
+     information (the KL divergence of the histograms, as TensorRT calibrates), symmetric.
+3. Weights are quantized symmetrically, per output column (`per_channel`) or per tensor, at
+   compile time; activations per tensor. The graph gets quantize / dequantize pairs around
+   each candidate, which quantize-matmul turns into int8 x int8 -> int32 matmuls with a float
+   epilogue (scale, bias), and the result is compiled as usual.
+
+`quant_report()` gives each quantized layer's SQNR: its float output against its int8 output
+on the first calibration batch, each layer fed the float model's own input to it, so a bad
+layer shows on its own row rather than through the error it passes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType, f32
+
+from compiler.dialects import aicc
+from compiler.dialects.aicc_quant import QMAX, QMIN, DequantizeOp, QuantizeOp
+from compiler.errors import CompileError
+
+METHODS = ("minmax", "percentile", "entropy")
+SAMPLES_PER_TENSOR = 1 << 20  # values kept per calibrated tensor for percentile / entropy
+
+
+@dataclass
+class LayerQuant:
+    """One quantized matmul: where it came from, its parameters and its SQNR (dB)."""
+
+    index: int
+    origin: str
+    shape: tuple[int, int]  # (K, N) of its weight
+    act_scale: float
+    act_zero_point: int
+    weight_scales: np.ndarray
+    sqnr_db: float = float("nan")
+
+
+@dataclass
+class QuantizationReport:
+    method: str
+    per_channel: bool
+    batches: int
+    layers: list[LayerQuant] = field(default_factory=list)
+
+    def table(self) -> str:
+        lines = [f"int8 quantization: {len(self.layers)} matmul(s), activations per tensor ({self.method}, "
+                 f"{self.batches} calibration batch(es)), weights {'per channel' if self.per_channel else 'per tensor'}",
+                 f"{'#':>3}  {'weight':>11}  {'act scale':>10}  {'zp':>4}  {'SQNR dB':>8}  origin"]
+        for q in self.layers:
+            lines.append(f"{q.index:>3}  {q.shape[0]:>5}x{q.shape[1]:<5}  {q.act_scale:>10.4g}  "
+                         f"{q.act_zero_point:>4}  {q.sqnr_db:>8.2f}  {q.origin or '-'}")
+        return "\n".join(lines)
+
+
+def _candidates(fop: func.FuncOp) -> list[aicc.MatmulOp]:
+    out = []
+    for op in fop.body.block.ops:
+        if not isinstance(op, aicc.MatmulOp) or op.trans_lhs:
+            continue
+        w = op.rhs.owner
+        if isinstance(w, aicc.ConstantOp) and len(aicc.shape_of(op.rhs)) == 2 \
+                and aicc.element_type_of(op.rhs) == f32 and aicc.element_type_of(op.lhs) == f32:
+            out.append(op)
+    return out
+
+
+class _RangeObserver:
+    def __init__(self, method: str, percentile: float, rng: np.random.Generator):
+        self.method, self.percentile, self.rng = method, percentile, rng
+        self.lo, self.hi = np.inf, -np.inf
+        self.samples: list[np.ndarray] = []
+        self.kept = 0
+
+    def observe(self, x: np.ndarray) -> None:
+        x = np.asarray(x, np.float32).reshape(-1)
+        if not np.all(np.isfinite(x)):
+            raise CompileError("quantize: a calibration batch gives a non-finite activation")
+        self.lo, self.hi = min(self.lo, float(x.min(initial=0.0))), max(self.hi, float(x.max(initial=0.0)))
+        if self.method != "minmax" and self.kept < SAMPLES_PER_TENSOR:
+            take = x if x.size <= SAMPLES_PER_TENSOR - self.kept else \
+                self.rng.choice(x, SAMPLES_PER_TENSOR - self.kept, replace=False)
+            self.samples.append(take)
+            self.kept += take.size
+
+    def params(self) -> tuple[float, int]:
+        """(scale, zero point) of the int8 activation."""
+        lo, hi = min(self.lo, 0.0), max(self.hi, 0.0)
+        if self.method == "percentile":
+            x = np.concatenate(self.samples)
+            lo = min(float(np.percentile(x, 100 - self.percentile)), 0.0)
+            hi = max(float(np.percentile(x, self.percentile)), 0.0)
+        elif self.method == "entropy":
+            t = entropy_threshold(np.abs(np.concatenate(self.samples)))
+            return max(t, 1e-12) / QMAX, 0
+        scale = max(hi - lo, 1e-12) / (QMAX - QMIN)
+        zp = int(np.clip(np.rint(QMIN - lo / scale), QMIN, QMAX))
+        return scale, zp
+
+
+def entropy_threshold(a: np.ndarray, bins: int = 2048, levels: int = 128) -> float:
+    """TensorRT's entropy calibration: the threshold T over a histogram of |x| such that
+    quantizing [0, T] to `levels` levels (values beyond T clipped into the last bin) keeps the
+    distribution closest to the original in KL divergence."""
+    amax = float(a.max(initial=0.0))
+    if amax == 0.0:
+        return 0.0
+    hist, edges = np.histogram(a, bins=bins, range=(0.0, amax))
+    hist = hist.astype(np.float64)
+    best, best_t = np.inf, amax
+    for i in range(levels, bins + 1, 16):
+        p = hist[:i].copy()
+        p[-1] += hist[i:].sum()  # the clipped tail lands in the last kept bin
+        # q: p's first i bins merged into `levels` groups, spread back over the non-empty bins
+        groups = np.array_split(np.arange(i), levels)
+        q = np.zeros(i)
+        for g in groups:
+            nonzero = hist[g] != 0
+            if nonzero.any():
+                q[g[nonzero]] = hist[g].sum() / nonzero.sum()
+        mask = p > 0
+        ps, qs = p / p.sum(), q / max(q.sum(), 1e-30)
+        if np.any(qs[mask] == 0):
+            continue
+        kl = float(np.sum(ps[mask] * np.log(ps[mask] / qs[mask])))
+        if kl < best:
+            best, best_t = kl, float(edges[i])
+    return best_t
+
+
+def _weights(w: np.ndarray, per_channel: bool, n_axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 weights and their scales (one per output column, or one)."""
+    w = w.astype(np.float64)
+    if per_channel:
+        amax = np.abs(w).max(axis=1 - n_axis)
+    else:
+        amax = np.full(w.shape[n_axis], np.abs(w).max())
+    scale = np.where(amax > 0, amax / QMAX, 1.0)
+    along = (-1, 1) if n_axis == 0 else (1, -1)
+    q = np.clip(np.rint(w / scale.reshape(along)), -QMAX, QMAX).astype(np.int8)
+    return q, (scale if per_channel else scale[:1])
+
+
+def _sqnr(ref: np.ndarray, got: np.ndarray) -> float:
+    noise = float(np.sum((ref.astype(np.float64) - got) ** 2))
+    signal = float(np.sum(ref.astype(np.float64) ** 2))
+    return float("inf") if noise == 0 else 10.0 * np.log10(max(signal, 1e-300) / noise)
+
+
+def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inputs: Sequence[Any] | None = None,
+             *, method: str = "minmax", per_channel: bool = True, target: str = "cpu",
+             threads: int | None = None, percentile: float = 99.99,
+             input_shapes: dict[str, Sequence[int]] | None = None):
+    """An int8 `CompiledModel` of `model` (anything `compiler.compile` takes), calibrated on
+    `calibration_data` (an iterable of input tuples, each like one call's inputs); see the
+    module's docstring. `example_inputs` default to the first calibration batch."""
+    from compiler.api import import_model
+    from compiler.lowering.fold_constants import FoldConstants
+    from compiler.lowering.pipeline import make_context
+    from compiler.lowering.simplify import Simplify
+    from compiler.pipeline import CompileOptions, compile_module
+    from compiler.targets import get_target
+
+    if method not in METHODS:
+        raise CompileError(f"quantize: method must be one of {', '.join(METHODS)}, got {method!r}")
+    batches = [tuple(np.asarray(getattr(x, "numpy", lambda: x)()) for x in
+                     (b if isinstance(b, (tuple, list)) else (b,))) for b in calibration_data]
+    if not batches:
+        raise CompileError("quantize: calibration_data is empty")
+    if example_inputs is None:
+        example_inputs = batches[0]
+    options = CompileOptions(target, threads)
+    get_target(target).check_options(options)
+    ctx = make_context()
+
+    def imported(inputs):
+        program = import_model(model, inputs, input_shapes)
+        FoldConstants().apply(ctx, program.module)
+        Simplify().apply(ctx, program.module)
+        fop = next(o for o in program.module.ops
+                   if isinstance(o, func.FuncOp) and o.sym_name.data == program.func_name)
+        return program, fop
+
+    def shapes(inputs):
+        return [np.shape(getattr(x, "numpy", lambda: x)()) for x in inputs]
+
+    program, fop = imported(example_inputs)
+    module: ModuleOp = program.module
+    candidates = _candidates(fop)
+    locations = getattr(program, "locations", None) or {}
+
+    # calibration: the float model (at the calibration batches' shapes) with every
+    # candidate's input as an extra output
+    if shapes(example_inputs) == shapes(batches[0]):
+        probe = module.clone()
+        pfop = next(o for o in probe.ops if isinstance(o, func.FuncOp) and o.sym_name.data == program.func_name)
+    else:
+        probe_program, pfop = imported(batches[0])
+        probe = probe_program.module
+    ret = pfop.body.block.last_op
+    probed = [op.lhs for op in _candidates(pfop)]
+    if len(probed) != len(candidates):
+        raise CompileError("quantize: the model's graph differs between the calibration batches' shapes "
+                           "and example_inputs' shapes; calibrate at the shapes of example_inputs")
+    n_out = len(ret.operands)
+    ret.operands = [*ret.operands, *probed]
+    pfop.function_type = func.FunctionType.from_lists(
+        list(pfop.function_type.inputs), [v.type for v in ret.operands])
+    calib = compile_module(probe, program.func_name, output_is_tuple=True,
+                           options=CompileOptions("cpu", threads), use_cache=False)
+    rng = np.random.default_rng(0)
+    observers = [_RangeObserver(method, percentile, rng) for _ in candidates]
+    first_inputs: list[np.ndarray] = []
+    for b, batch in enumerate(batches):
+        outs = calib(*batch)
+        for i, obs in enumerate(observers):
+            obs.observe(outs[n_out + i])
+            if b == 0:
+                first_inputs.append(np.array(outs[n_out + i]))
+
+    report = QuantizationReport(method, per_channel, len(batches))
+    for i, (op, obs) in enumerate(zip(candidates, observers)):
+        scale, zp = obs.params()
+        n_axis = 0 if op.trans_rhs else 1
+        w = aicc.numpy_from_dense(op.rhs.owner.value)
+        qw, w_scale = _weights(w, per_channel, n_axis)
+        q = QuantizeOp(op.lhs, [scale], [zp])
+        dq = DequantizeOp(q.result, [scale], [zp])
+        cw = aicc.ConstantOp.from_array(qw)
+        dw = DequantizeOp(cw.result, list(w_scale), [0] * len(w_scale), n_axis if per_channel else -1)
+        fop.body.block.insert_ops_before([q, dq, cw, dw], op)
+        op.operands = [dq.result, dw.result, *op.operands[2:]]
+        # the layer alone: float vs int8 on the float model's own input to it
+        x = first_inputs[i]
+        xq = (np.clip(np.rint(x / np.float32(scale)) + zp, QMIN, QMAX) - zp) * scale
+        wt = w.T if op.trans_rhs else w
+        wq = (qw.astype(np.float64) * (w_scale if per_channel else w_scale[0]).reshape((-1, 1) if n_axis == 0 else (1, -1)))
+        wq = wq.T if op.trans_rhs else wq
+        report.layers.append(LayerQuant(i, locations.get(op, ""), tuple(wt.shape), scale, zp, w_scale,
+                                        _sqnr(x.astype(np.float64) @ wt, xq @ wq)))
+
+    m = compile_module(module, program.func_name, output_is_tuple=program.output_is_tuple,
+                       options=options, locations=locations)
+    m.input_names = getattr(program, "input_names", None)
+    m.output_names = getattr(program, "output_names", None)
+    m.quantization = report
+    m.stats["quantized_ops"] = m.ir("tensor").count("aicc.matmul_integer")
+    return m

@@ -1,0 +1,49 @@
+// RUN: aicc-opt %s -p quantize-matmul --split-input-file | filecheck %s
+// RUN: aicc-opt %s -p quantize-matmul,fold-constants,tensor-to-linalg,fuse-elementwise,canonicalize,cse --split-input-file | filecheck %s --check-prefix=LINALG
+
+// A matmul of a per-tensor activation and a per-column weight, both dequantized: an integer
+// matmul of the int8 values (the weight transposed to (N, K), K contiguous), then one scale
+// per column (sa * s_n) and the bias, in float.
+// CHECK-LABEL: func.func @linear
+// CHECK:         %[[Q:.*]] = aicc.quantize %{{.*}} {scale = array<f64: 5.000000e-02>, zero_point = array<i64: -3>, axis = -1 : i64}
+// CHECK:         %[[T:.*]] = aicc.transpose %{{.*}} {permutation = array<i64: 1, 0>} : tensor<8x3xi8> -> tensor<3x8xi8>
+// CHECK-NEXT:    %[[I:.*]] = aicc.matmul_integer %[[Q]], %[[T]] {lhs_zero_point = -3 : i64, transpose_rhs, aicc.quantized = "matmul"} : tensor<4x8xi8>, tensor<3x8xi8> -> tensor<4x3xi32>
+// CHECK-NEXT:    %[[F:.*]] = aicc.cast %[[I]] : tensor<4x3xi32> -> tensor<4x3xf32>
+// CHECK-NEXT:    %[[S:.*]] = aicc.constant dense<[5.000000e-03, 1.000000e-02, 1.500000e-02]> : tensor<3xf32>
+// CHECK-NEXT:    %[[Y:.*]] = aicc.mul %[[F]], %[[S]]
+// CHECK-NEXT:    %[[Z:.*]] = aicc.add %[[Y]], %{{.*}}
+// CHECK-NEXT:    func.return %[[Z]]
+// In linalg: the quantize loop, the i32 dot products (reduction innermost, sext of both
+// operands) and one fused epilogue loop (sitofp, scale, bias).
+// LINALG-LABEL: func.func @linear
+// LINALG:         math.roundeven
+// LINALG:         arith.fptosi %{{.*}} : f32 to i8
+// LINALG:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
+// LINALG:           arith.extsi %{{.*}} : i8 to i32
+// LINALG:           arith.muli
+// LINALG:           arith.addi
+// LINALG:         linalg.generic
+// LINALG:           arith.sitofp %{{.*}} : i32 to f32
+// LINALG-NEXT:      arith.mulf
+// LINALG-NEXT:      arith.addf
+func.func @linear(%x: tensor<4x8xf32>, %b: tensor<3xf32>) -> tensor<4x3xf32> {
+  %q = aicc.quantize %x {scale = array<f64: 0.05>, zero_point = array<i64: -3>, axis = -1 : i64} : tensor<4x8xf32> -> tensor<4x8xi8>
+  %a = aicc.dequantize %q {scale = array<f64: 0.05>, zero_point = array<i64: -3>, axis = -1 : i64} : tensor<4x8xi8> -> tensor<4x8xf32>
+  %qw = aicc.constant dense<[[1, -2, 3], [4, 5, -6], [7, 8, 9], [-10, 11, 12], [13, -14, 15], [16, 17, -18], [19, 20, 21], [-22, 23, 127]]> : tensor<8x3xi8>
+  %w = aicc.dequantize %qw {scale = array<f64: 0.1, 0.2, 0.3>, zero_point = array<i64: 0, 0, 0>, axis = 1 : i64} : tensor<8x3xi8> -> tensor<8x3xf32>
+  %y = aicc.matmul %a, %w : tensor<4x8xf32>, tensor<8x3xf32> -> tensor<4x3xf32>
+  %z = aicc.add %y, %b : tensor<4x3xf32>, tensor<3xf32> -> tensor<4x3xf32>
+  func.return %z : tensor<4x3xf32>
+}
+
+// -----
+// Weights with a zero point, or an activation quantized per channel, stay in float.
+// CHECK-LABEL: func.func @unchanged
+// CHECK-NOT:     aicc.matmul_integer
+// CHECK:         aicc.matmul
+func.func @unchanged(%q: tensor<2x4xi8>, %qw: tensor<4x3xi8>) -> tensor<2x3xf32> {
+  %a = aicc.dequantize %q {scale = array<f64: 0.1, 0.2>, zero_point = array<i64: 0, 0>, axis = 0 : i64} : tensor<2x4xi8> -> tensor<2x4xf32>
+  %w = aicc.dequantize %qw {scale = array<f64: 0.5>, zero_point = array<i64: 3>, axis = -1 : i64} : tensor<4x3xi8> -> tensor<4x3xf32>
+  %y = aicc.matmul %a, %w : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}

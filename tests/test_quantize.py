@@ -1,0 +1,210 @@
+"""int8 quantization: the quantize / dequantize / matmul_integer ops against NumPy (rounding
+half to even, saturation, per-axis parameters, zero points, odd shapes) on the CPU and the
+CUDA emulator; the quantize-matmul rewrite; and `compiler.quantize` (calibration methods,
+accuracy against float, a trained digits classifier, torch modules, the report, errors)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.parser import Parser
+
+import compiler
+from compiler.pipeline import CompileOptions, compile_module, make_context
+from compiler.reference import run_reference
+
+RNG = np.random.default_rng(0)
+
+
+def _compile(text: str, name: str, target: str = "cpu"):
+    module = Parser(make_context(), text).parse_module()
+    m = compile_module(module.clone(), name, output_is_tuple=True, options=CompileOptions(target), use_cache=False)
+    return m, module
+
+
+def _arr(values, dtype="f64"):
+    return f"array<{dtype}: {', '.join(str(v) for v in values)}>"
+
+
+def np_quantize(x, scale, zp):
+    return np.clip(np.rint(x.astype(np.float32) / np.float32(scale)) + zp, -128, 127).astype(np.int8)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+@pytest.mark.parametrize("shape,axis", [((7,), -1), ((1, 129), -1), ((3, 5), 0), ((2, 7, 3), 2)])
+def test_quantize_dequantize(target, shape, axis):
+    n = 1 if axis == -1 else shape[axis]
+    scale = list(np.round(RNG.uniform(0.01, 0.2, n), 4))
+    zp = list(RNG.integers(-20, 20, n))
+    ty = "x".join(map(str, shape))
+    text = f"""
+func.func @qdq(%x: tensor<{ty}xf32>) -> (tensor<{ty}xi8>, tensor<{ty}xf32>) {{
+  %q = aicc.quantize %x {{scale = {_arr(scale)}, zero_point = {_arr(zp, 'i64')}, axis = {axis} : i64}} : tensor<{ty}xf32> -> tensor<{ty}xi8>
+  %d = aicc.dequantize %q {{scale = {_arr(scale)}, zero_point = {_arr(zp, 'i64')}, axis = {axis} : i64}} : tensor<{ty}xi8> -> tensor<{ty}xf32>
+  func.return %q, %d : tensor<{ty}xi8>, tensor<{ty}xf32>
+}}"""
+    m, module = _compile(text, "qdq", target)
+    x = (RNG.standard_normal(shape) * 8).astype(np.float32)
+    x.reshape(-1)[:3] = [np.float32(scale[0]) * 2.5, -np.float32(scale[0]) * 1e4, np.float32(scale[0]) * 1e4]
+    along = [1] * len(shape)
+    if axis != -1:
+        along[axis] = -1
+    s, z = np.array(scale, np.float32).reshape(along), np.array(zp).reshape(along)
+    q_expect = np.clip(np.rint(x / s) + z, -128, 127).astype(np.int8)
+    q, d = m(x)
+    np.testing.assert_array_equal(q, q_expect)
+    np.testing.assert_allclose(d, (q_expect.astype(np.float32) - z) * s, rtol=1e-6)
+    for got, ref in zip((q, d), run_reference(module, [x], "qdq")):
+        np.testing.assert_array_equal(got, ref)
+
+
+def test_rounding_half_to_even_and_saturation():
+    text = """
+func.func @q(%x: tensor<8xf32>) -> tensor<8xi8> {
+  %q = aicc.quantize %x {scale = array<f64: 1.0>, zero_point = array<i64: 1>, axis = -1 : i64} : tensor<8xf32> -> tensor<8xi8>
+  func.return %q : tensor<8xi8>
+}"""
+    m, _ = _compile(text, "q")
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 126.4, 500.0, -500.0], np.float32)
+    np.testing.assert_array_equal(m(x)[0], [1, 3, 3, 1, -1, 127, 127, -128])
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+@pytest.mark.parametrize("m_,k,n,zp,trans,batch", [(1, 7, 3, 0, True, ()), (7, 129, 5, -3, True, ()),
+                                                  (4, 16, 9, 12, False, ()), (3, 5, 2, 7, True, (2,))])
+def test_matmul_integer(target, m_, k, n, zp, trans, batch):
+    a_t, b_t = "x".join(map(str, (*batch, m_, k))), (f"{n}x{k}" if trans else f"{k}x{n}")
+    o_t = "x".join(map(str, (*batch, m_, n)))
+    text = f"""
+func.func @mm(%a: tensor<{a_t}xi8>, %b: tensor<{b_t}xi8>) -> tensor<{o_t}xi32> {{
+  %y = aicc.matmul_integer %a, %b {{lhs_zero_point = {zp} : i64{', transpose_rhs' if trans else ''}}} : tensor<{a_t}xi8>, tensor<{b_t}xi8> -> tensor<{o_t}xi32>
+  func.return %y : tensor<{o_t}xi32>
+}}"""
+    m, _ = _compile(text, "mm", target)
+    a = RNG.integers(-128, 128, (*batch, m_, k)).astype(np.int8)
+    b = RNG.integers(-128, 128, (n, k) if trans else (k, n)).astype(np.int8)
+    expect = (a.astype(np.int64) - zp) @ (b.T if trans else b).astype(np.int64)
+    np.testing.assert_array_equal(m(a, b)[0], expect.astype(np.int32))
+
+
+def test_quantize_matmul_rewrite_is_exact():
+    """quantize-matmul changes the order of the float operations only: the integer model
+    matches the float dequantize-matmul graph it replaced to float rounding."""
+    qw = RNG.integers(-127, 128, (16, 5))
+    text = f"""
+func.func @lin(%x: tensor<3x16xf32>, %b: tensor<5xf32>) -> tensor<3x5xf32> {{
+  %q = aicc.quantize %x {{scale = array<f64: 0.03>, zero_point = array<i64: 4>, axis = -1 : i64}} : tensor<3x16xf32> -> tensor<3x16xi8>
+  %a = aicc.dequantize %q {{scale = array<f64: 0.03>, zero_point = array<i64: 4>, axis = -1 : i64}} : tensor<3x16xi8> -> tensor<3x16xf32>
+  %qw = aicc.constant dense<{qw.tolist()}> : tensor<16x5xi8>
+  %w = aicc.dequantize %qw {{scale = {_arr([0.1, 0.2, 0.3, 0.05, 0.01])}, zero_point = array<i64: 0, 0, 0, 0, 0>, axis = 1 : i64}} : tensor<16x5xi8> -> tensor<16x5xf32>
+  %y = aicc.matmul %a, %w : tensor<3x16xf32>, tensor<16x5xf32> -> tensor<3x5xf32>
+  %z = aicc.add %y, %b : tensor<3x5xf32>, tensor<5xf32> -> tensor<3x5xf32>
+  func.return %z : tensor<3x5xf32>
+}}"""
+    m, module = _compile(text, "lin")
+    assert "aicc.matmul_integer" in m.ir("tensor")
+    x, b = (RNG.standard_normal((3, 16)) * 2).astype(np.float32), RNG.standard_normal(5).astype(np.float32)
+    expect = run_reference(module, [x, b], "lin")[0]
+    np.testing.assert_allclose(m(x, b)[0], expect, rtol=1e-5, atol=1e-5)
+
+
+# -- compiler.quantize --------------------------------------------------------------------------
+
+W1 = (RNG.standard_normal((64, 96)) / 8).astype(np.float32)
+B1 = (RNG.standard_normal(96) * 0.1).astype(np.float32)
+W2 = (RNG.standard_normal((96, 10)) / 10).astype(np.float32)
+
+
+def mlp(x):
+    return np.maximum(x @ W1 + B1, 0.0) @ W2
+
+
+def _cos(a, b):
+    return float(np.sum(a * b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.mark.parametrize("method,cos", [("minmax", 0.99), ("percentile", 0.99), ("entropy", 0.98)])
+def test_quantized_mlp_matches_float(method, cos):
+    """Entropy calibration clips the tails and quantizes symmetrically (TensorRT's choice),
+    trading a little of a small Gaussian test's accuracy for robustness to outliers."""
+    calib = [(RNG.standard_normal((16, 64)).astype(np.float32),) for _ in range(4)]
+    q = compiler.quantize(mlp, calib, method=method)
+    assert q.stats["quantized_ops"] == 2
+    assert q.ir("tensor").count("aicc.matmul_integer") == 2
+    x = RNG.standard_normal((16, 64)).astype(np.float32)
+    assert _cos(q(x), mlp(x)) >= cos
+    report = q.quant_report()
+    assert f"({method}, 4 calibration batch(es))" in report and report.count("test_quantize.py") == 2
+    assert all(layer.sqnr_db > 15 for layer in q.quantization.layers)
+
+
+def test_report_shows_the_layer_that_hurts():
+    """A hidden unit with a huge bias (whose weight in the next layer is small) stretches the
+    second layer's input range: with minmax calibration that layer's SQNR falls, the first
+    layer's does not."""
+    b, w2 = B1.copy(), W2.copy()
+    b[0], w2[0] = 300.0, w2[0] * 1e-3
+
+    def f(x):
+        return np.maximum(x @ W1 + b, 0.0) @ w2
+
+    calib = [(RNG.standard_normal((16, 64)).astype(np.float32),) for _ in range(2)]
+    first, second = compiler.quantize(f, calib).quantization.layers
+    assert first.sqnr_db > 30 and second.sqnr_db < first.sqnr_db - 10, (first.sqnr_db, second.sqnr_db)
+
+
+def test_per_channel_weights_beat_per_tensor():
+    w = W1 * np.logspace(-2, 0, W1.shape[1], dtype=np.float32)  # columns of very different scales
+
+    def f(x):
+        return x @ w
+
+    calib = [(RNG.standard_normal((16, 64)).astype(np.float32),)]
+    s_ch, s_t = (compiler.quantize(f, calib, per_channel=pc).quantization.layers[0].sqnr_db for pc in (True, False))
+    assert s_ch > s_t + 3, (s_ch, s_t)
+
+
+def test_trained_digits_classifier_keeps_its_accuracy():
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.datasets import load_digits
+    from sklearn.neural_network import MLPClassifier
+
+    data = load_digits()
+    x = (data.data / 16.0).astype(np.float32)
+    order = np.random.default_rng(0).permutation(len(x))
+    tr, te = order[:1400], order[1400:]
+    clf = MLPClassifier(hidden_layer_sizes=(64,), max_iter=300, random_state=0).fit(x[tr], data.target[tr])
+    (w1, w2), (b1, b2) = [c.astype(np.float32) for c in clf.coefs_], [c.astype(np.float32) for c in clf.intercepts_]
+
+    def net(x):
+        return np.maximum(x @ w1 + b1, 0.0) @ w2 + b2
+
+    test_x = x[te][:384]
+    labels = data.target[te][:384]
+    float_acc = np.mean(np.argmax(net(test_x), 1) == labels)
+    calib = [(x[tr][i:i + 128],) for i in range(0, 1280, 128)]
+    q = compiler.quantize(net, calib, example_inputs=(test_x,))
+    int8_acc = np.mean(np.argmax(q(test_x), 1) == labels)
+    assert float_acc > 0.9 and int8_acc >= float_acc - 0.01, (float_acc, int8_acc)
+    del sklearn
+
+
+def test_torch_module():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(20, 33), torch.nn.GELU(), torch.nn.Linear(33, 7)).eval()
+    calib = [(torch.randn(8, 20),) for _ in range(3)]
+    q = compiler.quantize(model, calib)
+    assert q.stats["quantized_ops"] == 2
+    x = torch.randn(8, 20)
+    assert _cos(q(x), model(x).detach().numpy()) >= 0.99
+
+
+def test_errors():
+    calib = [(np.ones((2, 64), np.float32),)]
+    with pytest.raises(compiler.CompileError, match="method must be one of"):
+        compiler.quantize(mlp, calib, method="kl")
+    with pytest.raises(compiler.CompileError, match="calibration_data is empty"):
+        compiler.quantize(mlp, [])
+    with pytest.raises(compiler.CompileError, match="not quantized"):
+        compiler.compile(mlp, calib[0]).quant_report()
