@@ -80,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the compiled model kernel by kernel on the example inputs and compare "
                    "each kernel with aicc's reference interpreter in float64 on the same inputs; "
                    "exit 1 naming the first kernel out of tolerance, with its loop IR")
+    p.add_argument("--quantize", metavar="CALIB.npz",
+                   help="int8: calibrate on CALIB.npz (one array per model input, by input name or "
+                        "in order, the first axis indexing the calibration batches), then compare "
+                        "with float32 and time both")
+    p.add_argument("--quant-method", choices=("minmax", "percentile", "entropy"), default="minmax",
+                   help="--quantize: how activation ranges are calibrated (default: minmax)")
+    p.add_argument("--report", action="store_true", help="--quantize: print each int8 layer's SQNR")
     p.add_argument("--tune", action="store_true",
                    help="cpu: measure schedules for the model's matmuls and convs on this machine "
                    "first, and keep the fastest in the tuning record that later compiles use")
@@ -213,12 +220,75 @@ def report_compiled(m, args: argparse.Namespace, import_s: float | None = None) 
     return m.target.report(m, args.run)
 
 
+def calibration_batches(path: str, names: Sequence[str] | None, n_inputs: int) -> list[tuple]:
+    """--quantize's CALIB.npz as a list of input tuples: arrays by input name, else in order."""
+    import numpy as np
+
+    from compiler.errors import CompileError
+
+    try:
+        data = np.load(path)
+    except (OSError, ValueError) as e:
+        raise CompileError(f"--quantize: cannot read {path}: {e}") from None
+    keys = list(data.keys())
+    if names and all(n in data for n in names):
+        keys = list(names)
+    if len(keys) != n_inputs:
+        raise CompileError(f"--quantize: {path} holds {len(keys)} array(s) ({', '.join(keys)}); "
+                           f"the model takes {n_inputs} input(s)")
+    arrays = [data[k].astype(np.float32) if data[k].dtype == np.float64 else data[k] for k in keys]
+    if len({a.shape[0] for a in arrays}) != 1:
+        raise CompileError(f"--quantize: the arrays of {path} hold different numbers of batches")
+    return [tuple(a[i] for a in arrays) for i in range(arrays[0].shape[0])]
+
+
+def run_quantize(args: argparse.Namespace) -> int:
+    """--quantize: int8 against float32 on the example inputs (cosine per output), and times."""
+    import numpy as np
+
+    import compiler
+
+    if args.model.lower().endswith(".onnx"):
+        from frontends.onnx_import import import_onnx, make_inputs, parse_input_shapes
+
+        model = args.model
+        program = import_onnx(model, parse_input_shapes(args.input_shape))
+        inputs, names = make_inputs(program.input_types), program.input_names
+    else:
+        model, inputs = load_model(args.model)
+        names = None
+    batches = calibration_batches(args.quantize, names, len(inputs))
+    with _blame_user_code(Path(args.model)):
+        t0 = time.perf_counter()
+        q = compiler.quantize(model, batches, inputs, method=args.quant_method, target=args.target,
+                              threads=args.threads)
+        quant_s = time.perf_counter() - t0
+        f = compiler.compile(model, inputs, target=args.target, threads=args.threads)
+    print(f"aicc {args.model} --quantize {args.quantize}: {q.stats['quantized_ops']} int8 matmul(s), "
+          f"calibrated and compiled in {quant_s:.1f} s")
+    if args.report:
+        print(q.quant_report())
+    outs_q, outs_f = q(*inputs), f(*inputs)
+    for i, (a, b) in enumerate(zip(*(o if isinstance(o, tuple) else (o,) for o in (outs_q, outs_f)))):
+        a64, b64 = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+        cos = float(a64 @ b64 / max(np.linalg.norm(a64) * np.linalg.norm(b64), 1e-300))
+        print(f"  output {i}: cosine similarity with float32 {cos:.5f}")
+    if q.target.timed:
+        t_q = _median_seconds(lambda: q(*inputs), args.repeat)
+        t_f = _median_seconds(lambda: f(*inputs), args.repeat)
+        print(f"  int8    {t_q * 1e3:10.3f} ms (median of {args.repeat})")
+        print(f"  float32 {t_f * 1e3:10.3f} ms (median of {args.repeat})  -> int8 is {t_f / t_q:.2f}x")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     import compiler
     from compiler.errors import CompileError
 
+    if args.quantize:
+        return run_quantize(args)
     if args.model.lower().endswith(".onnx"):
         return run_onnx(args)
     model, inputs = load_model(args.model)
