@@ -208,3 +208,20 @@ def test_errors():
         compiler.quantize(mlp, [])
     with pytest.raises(compiler.CompileError, match="not quantized"):
         compiler.compile(mlp, calib[0]).quant_report()
+
+
+def test_cli(tmp_path, capsys):
+    from pathlib import Path
+
+    from tools.aicc import main
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "mlp.py"
+    calib = tmp_path / "calib.npz"
+    np.savez(calib, x=RNG.standard_normal((3, 64, 784)).astype(np.float32))
+    assert main([str(example), "--quantize", str(calib), "--report", "--repeat", "2", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "2 int8 matmul(s)" in out and "SQNR dB" in out and "cosine similarity with float32 0.99" in out
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, x=np.zeros((2, 64, 784), np.float32), y=np.zeros((2, 3), np.float32))
+    assert main([str(example), "--quantize", str(bad)]) == 1
+    assert "holds 2 array(s)" in capsys.readouterr().err
