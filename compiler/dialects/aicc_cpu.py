@@ -127,4 +127,47 @@ class MicrokernelOp(IRDLOperation):
             raise VerifyException("aicc_cpu.microkernel: A, B and C must have one element type")
 
 
-AICCCPU = Dialect("aicc_cpu", [MicrokernelOp], [])
+@irdl_op_definition
+class QGemmOp(IRDLOperation):
+    """int8 GEMM rows, for `lower-qgemm`:
+
+        aicc_cpu.qgemm %a[%aoff], %b, %c[%coff] rows %m {n = 512, k = 784, zp = -3}
+
+    C[coff + r*n + j] = sum over kk < k of (A[aoff + r*k + kk] - zp) * B[j*k + kk] for r < m,
+    j < n: A (i8) and B (i8, rows of the transposed weight) both contiguous along k, C i32.
+    The emitter keeps a 2 x 4 tile of 16-wide i16 dot products in registers (`vpmaddwd`)."""
+
+    name = "aicc_cpu.qgemm"
+
+    a = operand_def(MemRefType)
+    a_off = operand_def(IndexType)
+    b = operand_def(MemRefType)
+    c = operand_def(MemRefType)
+    c_off = operand_def(IndexType)
+    m = operand_def(IndexType)
+
+    n = prop_def(IntegerAttr)
+    k = prop_def(IntegerAttr)
+    zp = prop_def(IntegerAttr)
+
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = ("$a `[` $a_off `]` `,` $b `,` $c `[` $c_off `]` `rows` $m attr-dict "
+                       "`:` type($a) `,` type($b) `,` type($c)")
+
+    def __init__(self, a: SSAValue, a_off: SSAValue, b: SSAValue, c: SSAValue, c_off: SSAValue,
+                 m: SSAValue, *, n: int, k: int, zp: int):
+        super().__init__(operands=[a, a_off, b, c, c_off, m],
+                         properties={"n": IntegerAttr(n, i64), "k": IntegerAttr(k, i64),
+                                     "zp": IntegerAttr(zp, i64)})
+
+    def verify_(self) -> None:
+        if min(self.n.value.data, self.k.value.data) < 1:
+            raise VerifyException("aicc_cpu.qgemm: n and k must be positive")
+        for v, width in ((self.a, 8), (self.b, 8), (self.c, 32)):
+            e = v.type.element_type
+            if not (hasattr(e, "width") and e.width.data == width):
+                raise VerifyException(f"aicc_cpu.qgemm: expected i8 A and B and an i32 C, got {v.type}")
+
+
+AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp], [])

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import TensorType, f32
+from xdsl.dialects.builtin import IntegerAttr, TensorType, f32, i64
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
@@ -98,7 +98,11 @@ class LowerMatmulInteger(RewritePattern):
 
         generic = build_generic([op.lhs, op.rhs], [acc], [lhs_map, rhs_map, out_map],
                                 [PARALLEL] * rank + [REDUCTION], body, [out_t])
+        if op.trans_rhs:  # a target may run it as an int8 GEMM kernel (cpu: lower-qgemm)
+            generic.attributes[QGEMM_ATTR] = IntegerAttr(zp, i64)
         rewriter.replace(op, generic)
 
+
+QGEMM_ATTR = "aicc.qgemm"  # the lhs zero point: the generic is an (M, K) x (N, K)^T int8 GEMM
 
 QUANT_PATTERNS = [LowerQuantize(), LowerDequantize(), LowerMatmulInteger()]

@@ -4,6 +4,7 @@ emitter's table) and vectorizable polynomial math (``mathlib``). Nothing here kn
 machine: a target passes its vector width and features in and compiles the text itself."""
 
 from compiler.codegen.llvm import microkernel  # registers the aicc_cpu.microkernel handler
+from compiler.codegen.llvm import qgemm  # registers the aicc_cpu.qgemm handler
 from compiler.codegen.llvm.emitter import (
     EXTERNAL_DATA_MIN_BYTES,
     PARALLEL_FOR_SYMBOL,
@@ -13,4 +14,4 @@ from compiler.codegen.llvm.emitter import (
 )
 
 __all__ = ["EXTERNAL_DATA_MIN_BYTES", "LLVMEmitter", "PARALLEL_FOR_SYMBOL", "PARALLEL_MIN_WORK",
-           "emit_llvm", "microkernel"]
+           "emit_llvm", "microkernel", "qgemm"]

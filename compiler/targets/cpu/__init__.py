@@ -47,6 +47,7 @@ class CPUTarget(Target):
         from compiler.targets.cpu.choose_schedule import ChooseSchedule
         from compiler.targets.cpu.fuse_rows import FuseRows
         from compiler.targets.cpu.lower_attention import LowerAttention
+        from compiler.targets.cpu.qgemm import LowerQGemm
         from compiler.targets.cpu.schedule import format_overrides
         from compiler.targets.cpu.tile_matmul import TileMatmul
 
@@ -60,7 +61,8 @@ class CPUTarget(Target):
                                    l1_bytes=machine.l1_bytes, l2_bytes=machine.l2_bytes,
                                    overrides=format_overrides(options.schedule),
                                    record=self._record(machine)),),
-            memref=(*([FuseRows()] if fuse else []), TileMatmul(threads=threads)),
+            memref=(*([FuseRows()] if fuse else []), TileMatmul(threads=threads),
+                    LowerQGemm(enabled=machine.has_avx2)),
             loops=(LowerAttention(),),
             transpose_tile=64,
         )
@@ -163,6 +165,7 @@ class CPUTarget(Target):
             "tile-matmul": _pass("tile_matmul", "TileMatmul"),
             "fuse-rows": _pass("fuse_rows", "FuseRows"),
             "lower-attention": _pass("lower_attention", "LowerAttention"),
+            "lower-qgemm": _pass("qgemm", "LowerQGemm"),
         }
 
     def printers(self):

@@ -38,6 +38,13 @@ class CPUMachine:
         """llvm.ldexp on float vectors is one instruction (AVX-512 vscalefps)."""
         return self.vector_bits >= 512
 
+    @property
+    def has_avx2(self) -> bool:
+        """AVX2's integer vector instructions (`vpmaddwd` on ymm: the int8 GEMM kernel)."""
+        if self.features:
+            return "+avx2" in self.features.split(",")
+        return _probe_avx2(self.name)
+
     def key(self) -> str:
         """What identifies the generated code's machine (for a cache key)."""
         return f"{self.name}:{self.features}" if self.features else self.name
@@ -102,6 +109,25 @@ def _probe_vector_bits(name: str) -> int:
                            "expected an LLVM x86 CPU name such as x86-64-v3, haswell, znver3, "
                            "skylake-avx512, or 'host'")
     return 512 if "zmm" in tm_text else 256 if "ymm" in tm_text else 128
+
+
+_PROBE_AVX2 = """
+define void @probe(ptr noalias %a, ptr noalias %b) {
+  %x = load <8 x i32>, ptr %a, align 32
+  %y = load <8 x i32>, ptr %b, align 32
+  %z = add <8 x i32> %x, %y
+  store <8 x i32> %z, ptr %a, align 32
+  ret void
+}
+"""
+
+
+@lru_cache(maxsize=None)
+def _probe_avx2(name: str) -> bool:
+    """Does CPU `name` add 8 x i32 in one ymm instruction (AVX2; AVX alone splits it in two)?"""
+    text, _ = _with_stderr(lambda: new_target_machine(CPUMachine(name, "+64bit", 0, 0, 0, False))
+                           .emit_assembly(llvm.parse_assembly(_PROBE_AVX2)))
+    return "%ymm" in text and "vpaddd" in text
 
 
 def _with_stderr(fn):

@@ -1,0 +1,80 @@
+"""lower-qgemm: an int8 matmul generic becomes parallel blocks of `aicc_cpu.qgemm` rows.
+
+    linalg.generic {aicc.qgemm = -3 : i64} ins(%a, %b : memref<64x784xi8>, memref<512x784xi8>)
+                                           outs(%c : memref<64x512xi32>)  // i32 dot products
+  ==>
+    scf.parallel (%t) = (0) to (8) step (1) {
+      %r0 = %t * 8 ;  %m = min(8, 64 - %r0)
+      aicc_cpu.qgemm %a[%r0 * 784], %b, %c[%r0 * 512] rows %m {n = 512, k = 784, zp = -3}
+    }
+
+matmul_integer's lowering (compiler/lowering/quant_to_linalg.py) marks its generic with the
+lhs zero point when the rhs is read as (N, K); the kernel (compiler/codegen/llvm/qgemm.py)
+needs AVX2's `vpmaddwd`, so the pass runs only for CPUs that have it (`enabled`), and the
+generic loop nest remains the fallback everywhere else. Rows go to threads in blocks of
+`ROWS_PER_TASK` (the lhs rows, batch dims included, are contiguous).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
+from xdsl.dialects.linalg import ops as linalg
+from xdsl.ir import Block, Region
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from compiler.dialects.aicc_cpu import QGemmOp
+from compiler.lowering.loop_builder import IndexBuilder
+
+from compiler.lowering.quant_to_linalg import QGEMM_ATTR
+ROWS_PER_TASK = 8
+
+
+def _lower(op: linalg.GenericOp) -> None:
+    a, bm = op.inputs
+    (c,) = op.outputs
+    if not all(isinstance(v.type, MemRefType) for v in (a, bm, c)):
+        return
+    a_shape, (n, k) = a.type.get_shape(), bm.type.get_shape()
+    rows = prod(a_shape[:-1])
+    zp = op.attributes[QGEMM_ATTR].value.data
+    fill = op.prev_op
+    b = Builder(InsertPoint.before(op))
+    outer = IndexBuilder(b)
+    tasks = -(-rows // ROWS_PER_TASK)
+    block = Block(arg_types=[IndexType()])
+    b.insert(scf.ParallelOp([outer.const(0)], [outer.const(tasks)], [outer.const(1)], Region(block)))
+    inner = Builder(InsertPoint.at_end(block))
+    ix = IndexBuilder(inner)  # the body's own constants: it runs as a task of the thread pool
+    (t,) = block.args
+    r0 = inner.insert(arith.MuliOp(t, ix.const(ROWS_PER_TASK))).result
+    left = inner.insert(arith.SubiOp(ix.const(rows), r0)).result
+    m = inner.insert(arith.MinSIOp(left, ix.const(ROWS_PER_TASK))).result
+    a_off = inner.insert(arith.MuliOp(r0, ix.const(k))).result
+    c_off = inner.insert(arith.MuliOp(r0, ix.const(n))).result
+    inner.insert(QGemmOp(a, a_off, bm, c, c_off, m, n=n, k=k, zp=zp))
+    inner.insert(scf.ReduceOp())
+    if isinstance(fill, linalg.FillOp) and tuple(fill.outputs) == (c,):  # the kernel stores every C
+        Rewriter.erase_op(fill)
+    Rewriter.erase_op(op)
+
+
+@dataclass(frozen=True)
+class LowerQGemm(ModulePass):
+    """Replace marked int8 matmul generics (on memrefs) by aicc_cpu.qgemm row blocks."""
+
+    name = "lower-qgemm"
+
+    enabled: bool = True  # the target CPU has AVX2
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if not self.enabled:
+            return
+        for g in [o for o in op.walk() if isinstance(o, linalg.GenericOp) and QGEMM_ATTR in o.attributes]:
+            _lower(g)

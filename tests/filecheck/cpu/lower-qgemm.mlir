@@ -1,0 +1,21 @@
+// RUN: aicc-opt %s -p tensor-to-linalg,bufferize,lower-qgemm | filecheck %s
+// RUN: aicc-opt %s -p tensor-to-linalg,bufferize,lower-qgemm,linalg-to-loops -t llvm | filecheck %s --check-prefix=LLVM
+
+// An int8 matmul with an (N, K) rhs: its zero-filled i32 generic becomes blocks of 8 rows in
+// parallel, each an aicc_cpu.qgemm (the fill goes: the kernel stores every element of C).
+// CHECK-LABEL: func.func @qgemm
+// CHECK-SAME:    (%[[A:.*]]: memref<20x40xi8>, %[[W:.*]]: memref<6x40xi8>, %[[C:.*]]: memref<20x6xi32>)
+// CHECK-NOT:     linalg
+// CHECK:         "scf.parallel"
+// CHECK:           %[[R0:.*]] = arith.muli %{{.*}}, %[[EIGHT:.*]] : index
+// CHECK:           %[[M:.*]] = arith.minsi %{{.*}}, %[[EIGHT]] : index
+// CHECK:           aicc_cpu.qgemm %[[A]][%{{.*}}], %[[W]], %[[C]][%{{.*}}] rows %[[M]] {n = 6 : i64, k = 40 : i64, zp = -3 : i64} : memref<20x40xi8>, memref<6x40xi8>, memref<20x6xi32>
+// CHECK-NOT:     linalg
+// The kernel: 16-wide i16 dot products with vpmaddwd, a 2 x 4 tile of them per k chunk.
+// LLVM: define internal void @"aicc.qgemm.6.40.-3"(ptr captures(none) noalias
+// LLVM-COUNT-8: call <8 x i32> @"llvm.x86.avx2.pmadd.wd"
+// LLVM: call i32 @"llvm.vector.reduce.add.v8i32"
+func.func @qgemm(%a: tensor<20x40xi8>, %w: tensor<6x40xi8>) -> tensor<20x6xi32> {
+  %y = aicc.matmul_integer %a, %w {lhs_zero_point = -3 : i64, transpose_rhs} : tensor<20x40xi8>, tensor<6x40xi8> -> tensor<20x6xi32>
+  func.return %y : tensor<20x6xi32>
+}
