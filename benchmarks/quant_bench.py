@@ -1,0 +1,103 @@
+"""int8 against float32: `compiler.quantize` models next to `compiler.compile` of the same
+model, side by side in one process, with ONNX Runtime's float32 for scale.
+
+    python benchmarks/quant_bench.py [--threads 1] [--reps 50] [--batch 32]
+
+Models: an MLP (784-512-512-10) and a transformer feed-forward block (x + W2 gelu(W1 x), d 256,
+ffn 1024, 64 tokens per sample), at `--batch`. Calibration: 8 batches of random inputs (minmax).
+The int8 and float32 models run alternately (median ms, and cosine similarity of the int8
+output with float32). No assertion is made on any time. Writes benchmarks/results/quant.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from aot_bench import cpu_name  # noqa: E402
+
+import compiler  # noqa: E402
+from compiler import ops  # noqa: E402
+
+
+def models(batch: int, rng: np.random.Generator):
+    def w(*shape):
+        return (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+
+    w1, w2, w3 = w(784, 512), w(512, 512), w(512, 10)
+    b1, b2 = (rng.standard_normal(512) * 0.1).astype(np.float32), (rng.standard_normal(512) * 0.1).astype(np.float32)
+
+    def mlp(x):
+        h = np.maximum(x @ w1 + b1, 0.0)
+        h = np.maximum(h @ w2 + b2, 0.0)
+        return h @ w3
+
+    f1, f2 = w(256, 1024), w(1024, 256)
+
+    def ffn(x):
+        return x + ops.gelu(x @ f1) @ f2
+
+    return {
+        f"MLP 784-512-512-10, batch {batch}": (mlp, (batch, 784)),
+        f"FFN d256 ffn1024, batch {batch} x 64 tokens": (ffn, (batch * 64, 256)),
+    }
+
+
+def timed(fns, reps: int) -> list[float]:
+    times = [[] for _ in fns]
+    for fn in fns:
+        fn()
+    for _ in range(reps):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            times[i].append(time.perf_counter() - t0)
+    return [statistics.median(t) * 1e3 for t in times]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--reps", type=int, default=50)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "quant.md"))
+    args = p.parse_args()
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, (fn, shape) in models(args.batch, rng).items():
+        calib = [(rng.standard_normal(shape).astype(np.float32),) for _ in range(8)]
+        x = rng.standard_normal(shape).astype(np.float32)
+        q = compiler.quantize(fn, calib, (x,), threads=args.threads)
+        f = compiler.compile(fn, (x,), threads=args.threads)
+        yq, yf = q(x).astype(np.float64).ravel(), f(x).astype(np.float64).ravel()
+        cos = float(yq @ yf / (np.linalg.norm(yq) * np.linalg.norm(yf)))
+        t_q, t_f = timed([lambda: q(x), lambda: f(x)], args.reps)
+        rows.append((name, q.stats["quantized_ops"], t_q, t_f, cos))
+        print(f"{name}: int8 {t_q:.3f} ms, float32 {t_f:.3f} ms -> {t_f / t_q:.2f}x; cosine {cos:.5f}", flush=True)
+    lines = [
+        "# int8 (compiler.quantize) against float32 (compiler.compile)",
+        "",
+        f"Machine: {cpu_name()} ({platform.machine()}), {args.threads} thread(s). "
+        f"Command: `python benchmarks/quant_bench.py {' '.join(sys.argv[1:])}`.",
+        "Median ms of alternating runs; speed-up = float32 ms / int8 ms; cosine of the int8 output",
+        "with float32's. Calibration: 8 random batches, minmax; weights per channel.",
+        "",
+        "| model | int8 matmuls | int8 ms | float32 ms | speed-up | cosine |",
+        "|---|---|---|---|---|---|",
+        *(f"| {n} | {k} | {a:.3f} | {b:.3f} | {b / a:.2f}x | {c:.5f} |" for n, k, a, b, c in rows),
+    ]
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
