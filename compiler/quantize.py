@@ -30,10 +30,13 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType, f32
+from xdsl.dialects.builtin import ModuleOp, f32
+from xdsl.ir import SSAValue
 
-from compiler.dialects import aicc
-from compiler.dialects.aicc_quant import QMAX, QMIN, DequantizeOp, QuantizeOp
+from compiler import ops
+from compiler.dialects import aicc, aicc_nn
+from compiler.dialects.aicc_quant import QMAX, QMIN, DequantizeOp, MatmulIntegerOp, QuantizeOp
+from compiler.lowering.quantize_matmul import QUANTIZED_ATTR
 from compiler.errors import CompileError
 
 METHODS = ("minmax", "percentile", "entropy")
@@ -46,11 +49,12 @@ class LayerQuant:
 
     index: int
     origin: str
-    shape: tuple[int, int]  # (K, N) of its weight
+    shape: tuple[int, int]  # (K, N) of its weight (a conv: (C*KH*KW, O))
     act_scale: float
     act_zero_point: int
     weight_scales: np.ndarray
     sqnr_db: float = float("nan")
+    kind: str = "matmul"
 
 
 @dataclass
@@ -61,25 +65,68 @@ class QuantizationReport:
     layers: list[LayerQuant] = field(default_factory=list)
 
     def table(self) -> str:
-        lines = [f"int8 quantization: {len(self.layers)} matmul(s), activations per tensor ({self.method}, "
+        lines = [f"int8 quantization: {len(self.layers)} layer(s), activations per tensor ({self.method}, "
                  f"{self.batches} calibration batch(es)), weights {'per channel' if self.per_channel else 'per tensor'}",
-                 f"{'#':>3}  {'weight':>11}  {'act scale':>10}  {'zp':>4}  {'SQNR dB':>8}  origin"]
+                 f"{'#':>3}  {'layer':<7} {'weight':>11}  {'act scale':>10}  {'zp':>4}  {'SQNR dB':>8}  origin"]
         for q in self.layers:
-            lines.append(f"{q.index:>3}  {q.shape[0]:>5}x{q.shape[1]:<5}  {q.act_scale:>10.4g}  "
+            lines.append(f"{q.index:>3}  {q.kind:<7} {q.shape[0]:>5}x{q.shape[1]:<5}  {q.act_scale:>10.4g}  "
                          f"{q.act_zero_point:>4}  {q.sqnr_db:>8.2f}  {q.origin or '-'}")
         return "\n".join(lines)
 
 
-def _candidates(fop: func.FuncOp) -> list[aicc.MatmulOp]:
+def _candidates(fop: func.FuncOp) -> list:
+    """The matmuls with a constant 2-D weight and the convolutions (groups 1) with a constant
+    weight, float32, in program order."""
     out = []
     for op in fop.body.block.ops:
-        if not isinstance(op, aicc.MatmulOp) or op.trans_lhs:
+        if isinstance(op, aicc.MatmulOp) and not op.trans_lhs:
+            x, w = op.lhs, op.rhs
+            if len(aicc.shape_of(w)) != 2:
+                continue
+        elif isinstance(op, aicc_nn.Conv2dOp) and op.groups.value.data == 1:
+            x, w = op.input, op.weight
+        else:
             continue
-        w = op.rhs.owner
-        if isinstance(w, aicc.ConstantOp) and len(aicc.shape_of(op.rhs)) == 2 \
-                and aicc.element_type_of(op.rhs) == f32 and aicc.element_type_of(op.lhs) == f32:
+        if isinstance(w.owner, aicc.ConstantOp) and aicc.element_type_of(w) == f32 \
+                and aicc.element_type_of(x) == f32:
             out.append(op)
     return out
+
+
+def _input(op) -> SSAValue:
+    return op.input if isinstance(op, aicc_nn.Conv2dOp) else op.lhs
+
+
+def _int8_conv(op: aicc_nn.Conv2dOp, scale: float, zp: int, qw: np.ndarray, w_scale: np.ndarray) -> list:
+    """conv2d as an int8 im2col: the quantized input, channels last, its K*K strided windows
+    side by side along the channels, (N*OH*OW, K*K*C) rows times the (O, K*K*C) int8 weight in
+    matmul_integer, then one float scale per output channel and back to NCHW. The padding the
+    frontend put in quantizes to the zero point exactly, so it still contributes nothing."""
+    n, c, _, _ = aicc.shape_of(op.input)
+    o, _, kh, kw = qw.shape
+    _, _, oh, ow = aicc.shape_of(op.result)
+    (sh, sw), (dh, dw) = aicc_nn.int_values(op.strides), aicc_nn.int_values(op.dilations)
+    new: list = [QuantizeOp(op.input, [scale], [zp])]
+    new.append(aicc.TransposeOp(new[-1].result, [0, 2, 3, 1]))  # NHWC: channels contiguous
+    q = new[-1].result
+    cols = []
+    for i in range(kh):
+        for j in range(kw):
+            new.append(aicc_nn.SliceOp(q, (0, i * dh, j * dw, 0), (1, sh, sw, 1), (n, oh, ow, c)))
+            cols.append(new[-1].result)
+    if len(cols) > 1:
+        new.append(aicc_nn.ConcatOp(cols, 3))  # (N, OH, OW, KH*KW*C)
+    new.append(aicc.ReshapeOp(new[-1].result, (n * oh * ow, kh * kw * c)))
+    rows = new[-1].result
+    cw = aicc.ConstantOp.from_array(np.ascontiguousarray(qw.transpose(0, 2, 3, 1)).reshape(o, kh * kw * c))
+    mm = MatmulIntegerOp(rows, cw.result, zp, transpose_rhs=True)
+    mm.attributes[QUANTIZED_ATTR] = aicc.StringAttr("conv2d")
+    f = aicc.CastOp(mm.result, f32)
+    sc = aicc.ConstantOp.from_array((scale * np.broadcast_to(w_scale, (o,))).astype(np.float32))
+    y = aicc.MulOp(f.result, sc.result)
+    back = aicc.ReshapeOp(y.result, (n, oh, ow, o))
+    nchw = aicc.TransposeOp(back.result, [0, 3, 1, 2])
+    return [*new, cw, mm, f, sc, y, back, nchw]
 
 
 class _RangeObserver:
@@ -215,7 +262,7 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
         probe_program, pfop = imported(batches[0])
         probe = probe_program.module
     ret = pfop.body.block.last_op
-    probed = [op.lhs for op in _candidates(pfop)]
+    probed = [_input(op) for op in _candidates(pfop)]
     if len(probed) != len(candidates):
         raise CompileError("quantize: the model's graph differs between the calibration batches' shapes "
                            "and example_inputs' shapes; calibrate at the shapes of example_inputs")
@@ -238,6 +285,23 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
     report = QuantizationReport(method, per_channel, len(batches))
     for i, (op, obs) in enumerate(zip(candidates, observers)):
         scale, zp = obs.params()
+        x = first_inputs[i]
+        xq = (np.clip(np.rint(x / np.float32(scale)) + zp, QMIN, QMAX) - zp) * scale
+        if isinstance(op, aicc_nn.Conv2dOp):
+            w = aicc.numpy_from_dense(op.weight.owner.value)
+            o = w.shape[0]
+            qw2, w_scale = _weights(w.reshape(o, -1), per_channel, 0)
+            qw = qw2.reshape(w.shape)
+            new = _int8_conv(op, scale, zp, qw, w_scale)
+            fop.body.block.insert_ops_before(new, op)
+            op.result.replace_all_uses_with(new[-1].result)
+            fop.body.block.erase_op(op)
+            conv = {"stride": aicc_nn.int_values(op.strides), "dilation": aicc_nn.int_values(op.dilations)}
+            wq = qw.astype(np.float64) * (w_scale if per_channel else w_scale[0]).reshape(-1, 1, 1, 1)
+            sqnr = _sqnr(ops.conv2d(x, w, **conv).astype(np.float64), ops.conv2d(xq, wq, **conv))
+            report.layers.append(LayerQuant(i, locations.get(op, ""), (int(np.prod(w.shape[1:])), o), scale, zp,
+                                            w_scale, sqnr, "conv2d"))
+            continue
         n_axis = 0 if op.trans_rhs else 1
         w = aicc.numpy_from_dense(op.rhs.owner.value)
         qw, w_scale = _weights(w, per_channel, n_axis)
@@ -248,8 +312,6 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
         fop.body.block.insert_ops_before([q, dq, cw, dw], op)
         op.operands = [dq.result, dw.result, *op.operands[2:]]
         # the layer alone: float vs int8 on the float model's own input to it
-        x = first_inputs[i]
-        xq = (np.clip(np.rint(x / np.float32(scale)) + zp, QMIN, QMAX) - zp) * scale
         wt = w.T if op.trans_rhs else w
         wq = (qw.astype(np.float64) * (w_scale if per_channel else w_scale[0]).reshape((-1, 1) if n_axis == 0 else (1, -1)))
         wq = wq.T if op.trans_rhs else wq
@@ -261,5 +323,5 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
     m.input_names = getattr(program, "input_names", None)
     m.output_names = getattr(program, "output_names", None)
     m.quantization = report
-    m.stats["quantized_ops"] = m.ir("tensor").count("aicc.matmul_integer")
+    m.stats["quantized_ops"] = m.ir("tensor").count("aicc.matmul_integer")  # matmuls and convs
     return m

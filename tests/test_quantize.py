@@ -235,3 +235,26 @@ def test_cli(tmp_path, capsys):
     np.savez(bad, x=np.zeros((2, 64, 784), np.float32), y=np.zeros((2, 3), np.float32))
     assert main([str(example), "--quantize", str(bad)]) == 1
     assert "holds 2 array(s)" in capsys.readouterr().err
+
+
+def test_quantized_cnn_matches_float():
+    """Convolutions (strided, dilated, 1x1) run as int8 im2col matmuls."""
+    w1 = (RNG.standard_normal((8, 3, 3, 3)) / 5).astype(np.float32)
+    b1 = (RNG.standard_normal(8) * 0.1).astype(np.float32)
+    w2 = (RNG.standard_normal((12, 8, 3, 3)) / 8).astype(np.float32)
+    w3 = (RNG.standard_normal((6, 12, 1, 1)) / 3).astype(np.float32)
+    w4 = (RNG.standard_normal((6 * 4 * 4, 5)) / 10).astype(np.float32)
+
+    def cnn(x):
+        h = compiler.ops.relu(compiler.ops.conv2d(x, w1, b1, padding=1))
+        h = compiler.ops.relu(compiler.ops.conv2d(h, w2, stride=2, padding=2, dilation=2))
+        h = compiler.ops.max_pool2d(compiler.ops.conv2d(h, w3), 2)
+        return h.reshape(x.shape[0], -1) @ w4
+
+    calib = [(RNG.standard_normal((4, 3, 17, 15)).astype(np.float32),) for _ in range(3)]
+    x = RNG.standard_normal((4, 3, 17, 15)).astype(np.float32)
+    q = compiler.quantize(cnn, calib, (x,))
+    assert q.stats["quantized_ops"] == 4
+    assert [layer.kind for layer in q.quantization.layers] == ["conv2d"] * 3 + ["matmul"]
+    assert _cos(q(x), cnn(x)) >= 0.99
+    assert all(layer.sqnr_db > 20 for layer in q.quantization.layers)
