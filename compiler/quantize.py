@@ -98,24 +98,25 @@ def _input(op) -> SSAValue:
 
 
 def _int8_conv(op: aicc_nn.Conv2dOp, scale: float, zp: int, qw: np.ndarray, w_scale: np.ndarray) -> list:
-    """conv2d as an int8 im2col: the quantized input, channels last, its K*K strided windows
-    side by side along the channels, (N*OH*OW, K*K*C) rows times the (O, K*K*C) int8 weight in
-    matmul_integer, then one float scale per output channel and back to NCHW. The padding the
-    frontend put in quantizes to the zero point exactly, so it still contributes nothing."""
+    """conv2d as an int8 im2col: one aicc.tensor_op gathers the (already padded) input's
+    windows, cols[n, p, q, i, j, c] = x[n, c, s p + d i, s q + d j], the quantize that follows
+    fuses into that loop, and the (N*OH*OW, K*K*C) int8 rows times the (O, K*K*C) weight run in
+    matmul_integer, scaled per output channel, then back to NCHW. The frontend's zero padding
+    quantizes to the zero point exactly, so it still contributes nothing."""
+    from compiler.dialects.aicc_index import TensorOp
+
     n, c, _, _ = aicc.shape_of(op.input)
     o, _, kh, kw = qw.shape
     _, _, oh, ow = aicc.shape_of(op.result)
     (sh, sw), (dh, dw) = aicc_nn.int_values(op.strides), aicc_nn.int_values(op.dilations)
-    new: list = [QuantizeOp(op.input, [scale], [zp])]
-    new.append(aicc.TransposeOp(new[-1].result, [0, 2, 3, 1]))  # NHWC: channels contiguous
-    q = new[-1].result
-    cols = []
-    for i in range(kh):
-        for j in range(kw):
-            new.append(aicc_nn.SliceOp(q, (0, i * dh, j * dw, 0), (1, sh, sw, 1), (n, oh, ow, c)))
-            cols.append(new[-1].result)
-    if len(cols) > 1:
-        new.append(aicc_nn.ConcatOp(cols, 3))  # (N, OH, OW, KH*KW*C)
+
+    def term(stride, v, dil, k):
+        return " + ".join(f"{a} * {x}" if a != 1 else x for a, x in ((stride, v), (dil, k)))
+
+    text = f"out[n, p, q, i, j, c] = in0[n, c, {term(sh, 'p', dh, 'i')}, {term(sw, 'q', dw, 'j')}]"
+    cols = TensorOp(text, [op.input], {"n": n, "p": oh, "q": ow, "i": kh, "j": kw, "c": c},
+                    aicc.TensorType(f32, (n, oh, ow, kh, kw, c)))
+    new: list = [cols, QuantizeOp(cols.result, [scale], [zp])]
     new.append(aicc.ReshapeOp(new[-1].result, (n * oh * ow, kh * kw * c)))
     rows = new[-1].result
     cw = aicc.ConstantOp.from_array(np.ascontiguousarray(qw.transpose(0, 2, 3, 1)).reshape(o, kh * kw * c))
