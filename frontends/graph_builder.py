@@ -82,7 +82,7 @@ class GraphBuilder:
         if isinstance(v, SSAValue):
             return v
         a = np.asarray(v)
-        if a.dtype not in (np.float32, np.float64, np.int64, np.int32, np.bool_):
+        if a.dtype not in (np.float32, np.float64, np.int64, np.int32, np.int8, np.bool_):
             a = a.astype(np.float32)
         key = (a.dtype.str, a.shape, a.tobytes()) if a.size <= 64 else (id(v),)
         if key not in self.consts:

@@ -34,7 +34,7 @@ from xdsl.ir import Block, Operation, Region
 
 from compiler.dialects import aicc
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
-from frontends import onnx_nn
+from frontends import onnx_nn, onnx_quant
 from frontends.graph_builder import GraphBuilder
 from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, unsupported
 from frontends.registry import HandlerTable, merge_tables
@@ -76,6 +76,8 @@ def load_onnx(model: Any):
 def _tensor_to_numpy(t) -> np.ndarray:
     from onnx import numpy_helper
 
+    if t.data_type in onnx_quant.QUANT_DTYPES:  # (u)int8 initializers, for the QDQ ops
+        return np.asarray(numpy_helper.to_array(t)).astype(onnx_quant.QUANT_DTYPES[t.data_type])
     if t.data_type not in ONNX_DTYPES:
         raise UnsupportedOpError(
             "dtype", f"ONNX tensor '{t.name}' has element type {dtype_name(t.data_type)}, "
@@ -707,7 +709,7 @@ def _op_cast(imp, node, ins, at):
 
 # The tensor ops above and the ops of the NN dialect (conv, pools, concat, slice, gather, pad,
 # ...) from frontends/onnx_nn.py: the table the importer dispatches on.
-HANDLERS = merge_tables(CORE_HANDLERS, onnx_nn.HANDLERS)
+HANDLERS = merge_tables(CORE_HANDLERS, onnx_nn.HANDLERS, onnx_quant.HANDLERS)
 SUPPORTED_OPS = HANDLERS
 
 

@@ -48,6 +48,9 @@ class IntegerMatmul(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc.MatmulOp, rewriter: PatternRewriter) -> None:
         da, dw = op.lhs.owner, op.rhs.owner
+        trans = op.trans_rhs
+        if isinstance(dw, aicc.TransposeOp) and list(dw.permutation.get_values()) == [1, 0]:
+            dw, trans = dw.input.owner, not trans  # an ONNX Gemm's transB: the weight read as (N, K)
         if not (isinstance(da, DequantizeOp) and isinstance(dw, DequantizeOp)) or op.trans_lhs:
             return
         if aicc.element_type_of(op.result) != f32 or not _per_tensor(da):
@@ -55,7 +58,7 @@ class IntegerMatmul(RewritePattern):
         w_shape = aicc.shape_of(dw.input)
         if len(w_shape) != 2:
             return
-        n_axis = 0 if op.trans_rhs else 1
+        n_axis = 0 if trans else 1
         w_scale, w_zp, w_axis = dw.params()
         if w_axis not in (-1, n_axis) or np.any(w_zp != 0):
             return
@@ -63,7 +66,7 @@ class IntegerMatmul(RewritePattern):
         n = w_shape[n_axis]
         scale = (float(a_scale.reshape(-1)[0]) * np.broadcast_to(w_scale.reshape(-1), (n,))).astype(np.float32)
         qw = dw.input
-        if not op.trans_rhs:
+        if not trans:
             t = aicc.TransposeOp(qw, [1, 0])
             rewriter.insert(t)
             qw = t.result

@@ -47,3 +47,18 @@ func.func @unchanged(%q: tensor<2x4xi8>, %qw: tensor<4x3xi8>) -> tensor<2x3xf32>
   %y = aicc.matmul %a, %w : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
   func.return %y : tensor<2x3xf32>
 }
+
+// -----
+// An ONNX Gemm's transB: the dequantized (N, K) weight, transposed. The int8 weight is
+// already (N, K): no transpose is left.
+// CHECK-LABEL: func.func @gemm_trans_b
+// CHECK-NOT:     aicc.transpose
+// CHECK:         aicc.matmul_integer %{{.*}}, %{{.*}} {lhs_zero_point = 11 : i64, transpose_rhs, aicc.quantized = "matmul"} : tensor<2x4xi8>, tensor<3x4xi8> -> tensor<2x3xi32>
+// CHECK-NOT:     aicc.transpose
+func.func @gemm_trans_b(%q: tensor<2x4xi8>, %qw: tensor<3x4xi8>) -> tensor<2x3xf32> {
+  %a = aicc.dequantize %q {scale = array<f64: 0.1>, zero_point = array<i64: 11>, axis = -1 : i64} : tensor<2x4xi8> -> tensor<2x4xf32>
+  %w = aicc.dequantize %qw {scale = array<f64: 0.5, 0.25, 0.125>, zero_point = array<i64: 0, 0, 0>, axis = 0 : i64} : tensor<3x4xi8> -> tensor<3x4xf32>
+  %t = aicc.transpose %w {permutation = array<i64: 1, 0>} : tensor<3x4xf32> -> tensor<4x3xf32>
+  %y = aicc.matmul %a, %t : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}
