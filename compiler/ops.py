@@ -162,22 +162,32 @@ def conv_transpose2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, pad
     if done:
         return out
     x, w = np.asarray(x, np.float64), np.asarray(weight, np.float64)
-    n, c, h, wd = x.shape
-    _, og, kh, kw_ = w.shape
-    g = kw["groups"]
-    (sh, sw), (ph, pw), (oph, opw), (dh, dw) = kw["stride"], kw["padding"], kw["output_padding"], kw["dilation"]
-    fh, fw = (h - 1) * sh + dh * (kh - 1) + 1 + oph, (wd - 1) * sw + dw * (kw_ - 1) + 1 + opw
-    full = np.zeros((n, g, og, fh, fw))
-    xg, wg = x.reshape(n, g, c // g, h, wd), w.reshape(g, c // g, og, kh, kw_)
-    for i in range(kh):
-        for j in range(kw_):
-            full[:, :, :, i * dh: i * dh + (h - 1) * sh + 1: sh, j * dw: j * dw + (wd - 1) * sw + 1: sw] += \
-                np.einsum("ngchw,gco->ngohw", xg, wg[:, :, :, i, j])
+    (ph, pw), (oph, opw) = kw["padding"], kw["output_padding"]
+    full = conv_transpose_full(x, w, kw["groups"], kw["stride"], kw["dilation"])
+    full = np.pad(full, ((0, 0), (0, 0), (0, oph), (0, opw)))  # output_padding: zeros at the end
+    fh, fw = full.shape[2:]
     # padding crops the full output at both ends; output_padding rows were added at the end
-    y = full.reshape(n, g * og, fh, fw)[:, :, ph: fh - ph, pw: fw - pw]
+    y = full[:, :, ph: fh - ph, pw: fw - pw]
     if bias is not None:
         y = y + np.asarray(bias, np.float64).reshape(1, -1, 1, 1)
     return y.astype(np.float32)
+
+
+def conv_transpose_full(x: np.ndarray, w: np.ndarray, groups: int, strides, dilations) -> np.ndarray:
+    """The transposed convolution before any crop, in float64: every input pixel (h, w) times
+    the kernel, added at (h s + i d, w s + j d); (N, O, (H-1) s + d (KH-1) + 1, ...)."""
+    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    (sh, sw), (dh, dw) = strides, dilations
+    fh, fw = (h - 1) * sh + dh * (kh - 1) + 1, (wd - 1) * sw + dw * (kw - 1) + 1
+    full = np.zeros((n, groups, og, fh, fw))
+    xg, wg = x.reshape(n, groups, c // groups, h, wd), w.reshape(groups, c // groups, og, kh, kw)
+    for i in range(kh):
+        for j in range(kw):
+            full[:, :, :, i * dh: i * dh + (h - 1) * sh + 1: sh, j * dw: j * dw + (wd - 1) * sw + 1: sw] += \
+                np.einsum("ngchw,gco->ngohw", xg, wg[:, :, :, i, j])
+    return full.reshape(n, groups * og, fh, fw)
 
 
 def max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> Any:

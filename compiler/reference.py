@@ -208,21 +208,13 @@ def _resample(op: Operation, a: list[np.ndarray]) -> np.ndarray:
 
 def _conv_transpose2d(op: Operation, a: list[np.ndarray]) -> np.ndarray:
     """Scatter-add of every input pixel times the kernel, then the result's window of it."""
-    x, w = (v.astype(np.float64) for v in a)
-    n, c, h, wd = x.shape
-    _, ocg, kh, kw = w.shape
+    x, w = a
     g = op.groups.value.data
-    (sh, sw), (dh, dw), (ph, pw) = _ints(op.strides), _ints(op.dilations), _ints(op.pads)
-    fh, fw = (h - 1) * sh + dh * (kh - 1) + 1, (wd - 1) * sw + dw * (kw - 1) + 1
-    full = np.zeros((n, g, ocg, fh, fw))
-    xg, wg = x.reshape(n, g, c // g, h, wd), w.reshape(g, c // g, ocg, kh, kw)
-    for i in range(kh):
-        for j in range(kw):
-            full[:, :, :, i * dh: i * dh + (h - 1) * sh + 1: sh, j * dw: j * dw + (wd - 1) * sw + 1: sw] += \
-                np.einsum("ngchw,gco->ngohw", xg, wg[:, :, :, i, j])
-    full = full.reshape(n, g * ocg, fh, fw)
+    (ph, pw) = _ints(op.pads)
+    full = nn.conv_transpose_full(x, w, g, _ints(op.strides), _ints(op.dilations))
+    n, oc, fh, fw = full.shape
     oh, ow = _result_shape(op)[2:]
-    out = np.zeros((n, g * ocg, oh, ow))
+    out = np.zeros((n, oc, oh, ow))
     rows = np.arange(oh) + ph
     cols = np.arange(ow) + pw
     rk, ck = (rows >= 0) & (rows < fh), (cols >= 0) & (cols < fw)

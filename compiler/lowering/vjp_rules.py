@@ -472,30 +472,38 @@ def _gather_elements(b, op, g):
 # -- convolution and pooling --------------------------------------------------------------------
 
 
+def _batch_correlation(b: VJPBuilder, inp: SSAValue, ker: SSAValue, groups: int, strides, dilations,
+                       k: tuple[int, int]) -> SSAValue:
+    """w[u, v, i, j] = sum over n, p, q of ker[n, u, p, q] inp[n, v, p s + i d, q s + j d]
+    (u and v in the same group), shaped (ker's channels, inp's channels / groups, *k): a
+    weight's gradient. It is a conv2d of inp with the batch as channels by ker, stride and
+    dilation swapped, each group's batch side by side so `groups` keeps them apart."""
+    n, ci, *si = shape_of(inp)
+    _, ck, *sk = shape_of(ker)
+    a, per = ci // groups, ck // groups
+    it = b.emit(aicc.ReshapeOp(inp, (n, groups, a, *si)))
+    it = b.emit(aicc.TransposeOp(it, [2, 1, 0, 3, 4]))  # (a, groups, n, ..)
+    it = b.emit(aicc.ReshapeOp(it, (a, groups * n, *si)))
+    kt = b.emit(aicc.ReshapeOp(ker, (n, groups, per, *sk)))
+    kt = b.emit(aicc.TransposeOp(kt, [1, 2, 0, 3, 4]))  # (groups, per, n, ..)
+    kt = b.emit(aicc.ReshapeOp(kt, (ck, n, *sk)))
+    w = b.emit(aicc_nn.Conv2dOp(it, kt, dilations, strides, groups))  # (a, ck, >= k)
+    if shape_of(w)[2:] != tuple(k):
+        w = b.emit(aicc_nn.SliceOp(w, (0, 0, 0, 0), (1, 1, 1, 1), (a, ck, *k)))
+    return b.emit(aicc.TransposeOp(w, [1, 0, 2, 3]))
+
+
 @vjp(aicc_nn.Conv2dOp)
 def _conv2d(b, op, g):
     x, w = op.operands
-    n, c, h, wd = shape_of(x)
-    o, cg, kh, kw = shape_of(w)
-    oh, ow = shape_of(g)[2:]
+    h, wd = shape_of(x)[2:]
+    kh, kw = shape_of(w)[2:]
     strides, dilations = int_values(op.strides), int_values(op.dilations)
     groups = op.groups.value.data
     # dx: the transposed convolution of g by the same weight.
     dx = b.emit(aicc_nn.ConvTranspose2dOp(g, w, (h, wd), strides, dilations, groups))
-    # dw[o, c, i, j] = sum over n, p, q of g[n, o, p, q] x[n, c, p s + i d, q s + j d]: a
-    # convolution of x (batch as channels) by g, stride and dilation swapped, groups kept by
-    # putting each group's batch channels side by side.
-    og = o // groups
-    xt = b.emit(aicc.ReshapeOp(x, (n, groups, cg, h, wd)))
-    xt = b.emit(aicc.TransposeOp(xt, [2, 1, 0, 3, 4]))  # (cg, groups, n, h, w)
-    xt = b.emit(aicc.ReshapeOp(xt, (cg, groups * n, h, wd)))
-    gt = b.emit(aicc.ReshapeOp(g, (n, groups, og, oh, ow)))
-    gt = b.emit(aicc.TransposeOp(gt, [1, 2, 0, 3, 4]))  # (groups, og, n, oh, ow)
-    gt = b.emit(aicc.ReshapeOp(gt, (o, n, oh, ow)))
-    dw = b.emit(aicc_nn.Conv2dOp(xt, gt, dilations, strides, groups))  # (cg, o, >= kh, >= kw)
-    if shape_of(dw)[2:] != (kh, kw):
-        dw = b.emit(aicc_nn.SliceOp(dw, (0, 0, 0, 0), (1, 1, 1, 1), (cg, o, kh, kw)))
-    return [dx, b.emit(aicc.TransposeOp(dw, [1, 0, 2, 3]))]
+    # dw[o, c, i, j] = sum over n, p, q of g[n, o, p, q] x[n, c, p s + i d, q s + j d]
+    return [dx, _batch_correlation(b, x, g, groups, strides, dilations, (kh, kw))]
 
 
 def _shifted(b: VJPBuilder, g: SSAValue, offsets: Sequence[int], lengths: Sequence[int]) -> SSAValue:
@@ -519,8 +527,7 @@ def _conv_transpose2d(b, op, g):
     # (batch as channels) by x, stride and dilation swapped.
     x, w = op.operands
     n, c, h, wd = shape_of(x)
-    _, og, kh, kw = shape_of(w)
-    o = shape_of(g)[1]
+    kh, kw = shape_of(w)[2:]
     strides, dilations, pads = int_values(op.strides), int_values(op.dilations), int_values(op.pads)
     groups = op.groups.value.data
     full = [aicc_nn.conv_transpose_full(sz, k, s, d) for sz, k, s, d in zip((h, wd), (kh, kw), strides, dilations)]
@@ -528,18 +535,7 @@ def _conv_transpose2d(b, op, g):
     dx = b.emit(aicc_nn.Conv2dOp(gp, w, strides, dilations, groups))
     if shape_of(dx)[2:] != (h, wd):
         dx = b.emit(aicc_nn.SliceOp(dx, (0, 0, 0, 0), (1, 1, 1, 1), (n, c, h, wd)))
-    cg = c // groups
-    gt = b.emit(aicc.ReshapeOp(gp, (n, groups, og, *full)))
-    gt = b.emit(aicc.TransposeOp(gt, [2, 1, 0, 3, 4]))  # (og, groups, n, ..)
-    gt = b.emit(aicc.ReshapeOp(gt, (og, groups * n, *full)))
-    xt = b.emit(aicc.ReshapeOp(x, (n, groups, cg, h, wd)))
-    xt = b.emit(aicc.TransposeOp(xt, [1, 2, 0, 3, 4]))  # (groups, cg, n, h, w)
-    xt = b.emit(aicc.ReshapeOp(xt, (c, n, h, wd)))
-    dw = b.emit(aicc_nn.Conv2dOp(gt, xt, dilations, strides, groups))  # (og, c, >= kh, >= kw)
-    if shape_of(dw)[2:] != (kh, kw):
-        dw = b.emit(aicc_nn.SliceOp(dw, (0, 0, 0, 0), (1, 1, 1, 1), (og, c, kh, kw)))
-    assert o == og * groups
-    return [dx, b.emit(aicc.TransposeOp(dw, [1, 0, 2, 3]))]
+    return [dx, _batch_correlation(b, gp, x, groups, strides, dilations, (kh, kw))]
 
 
 def _depthwise_ones(b: VJPBuilder, like: SSAValue, c: int, k: tuple[int, int]) -> SSAValue:
