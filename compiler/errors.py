@@ -25,3 +25,12 @@ class UnsupportedOpError(CompileError):
 
 class ShapeError(CompileError):
     """Operand shapes or dtypes an op does not accept."""
+
+
+class SpecializationError(CompileError):
+    """A call's input differs from the example value a model was specialized on (an ONNX shape,
+    axes or pads input that arrived as a graph input and was compiled as a constant)."""
+
+    def __init__(self, message: str, *, input_name: str | None = None):
+        self.input_name = input_name
+        super().__init__(message)

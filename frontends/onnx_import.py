@@ -34,7 +34,7 @@ from xdsl.ir import Block, Operation, Region
 
 from compiler.dialects import aicc
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
-from frontends import onnx_nn
+from frontends import onnx_attention, onnx_index, onnx_loss, onnx_nn, onnx_rnn
 from frontends.graph_builder import GraphBuilder
 from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, unsupported
 from frontends.registry import HandlerTable, merge_tables
@@ -54,6 +54,9 @@ class ImportedProgram:
     output_is_tuple: bool
     model_name: str = "model"
     locations: dict[Operation, str] = field(default_factory=dict)
+    # (input index, input name, value): graph inputs compiled as constants (the example
+    # input's value, for an op that needs it at compile time); the compiled model checks them
+    guards: list[tuple[int, str, np.ndarray]] = field(default_factory=list)
 
 
 def load_onnx(model: Any):
@@ -707,7 +710,8 @@ def _op_cast(imp, node, ins, at):
 
 # The tensor ops above and the ops of the NN dialect (conv, pools, concat, slice, gather, pad,
 # ...) from frontends/onnx_nn.py: the table the importer dispatches on.
-HANDLERS = merge_tables(CORE_HANDLERS, onnx_nn.HANDLERS)
+HANDLERS = merge_tables(CORE_HANDLERS, onnx_nn.HANDLERS, onnx_attention.HANDLERS, onnx_loss.HANDLERS,
+                       onnx_index.HANDLERS, onnx_rnn.HANDLERS)
 SUPPORTED_OPS = HANDLERS
 
 
@@ -716,11 +720,68 @@ SUPPORTED_OPS = HANDLERS
 # ---------------------------------------------------------------------------------------------
 
 
+class _Respecialize(Exception):
+    """Raised inside the import: graph inputs `names` are needed at compile time."""
+
+    def __init__(self, names: set[str]):
+        self.names = names
+
+
 class OnnxImporter:
-    def __init__(self, model, input_shapes: dict[str, Sequence[int]] | None = None):
+    def __init__(self, model, input_shapes: dict[str, Sequence[int]] | None = None,
+                 example_values: dict[str, np.ndarray] | None = None):
         self.model = model
         self.input_shapes = {k: tuple(v) for k, v in (input_shapes or {}).items()}
+        self.example_values = dict(example_values or {})
         self.opset = 0
+        self.guards: list[tuple[int, str, np.ndarray]] = []
+        self._args: dict = {}  # block argument -> (input index, input name)
+
+    def specialize(self, v) -> np.ndarray | None:
+        """The example value of graph input `v` (recording a guard for it), or None when `v`
+        has no example value. A value computed from graph inputs that all have example values
+        restarts the import with those inputs specialized (_Respecialize)."""
+        key = self._args.get(v)
+        if key is None:
+            deps = self._input_deps(v)
+            if deps and all(name in self.example_values for _, name in deps):
+                raise _Respecialize({name for _, name in deps})
+            return None
+        index, name = key
+        if name not in self.example_values:
+            return None
+        value = np.asarray(self.example_values[name])
+        if not any(i == index for i, _, _ in self.guards):
+            self.guards.append((index, name, value.copy()))
+        return value
+
+    def _input_deps(self, v) -> set[tuple[int, str]]:
+        """The graph inputs an SSA value is computed from."""
+        seen, todo, out = set(), [v], set()
+        while todo:
+            x = todo.pop()
+            if x in seen:
+                continue
+            seen.add(x)
+            if x in self._args:
+                out.add(self._args[x])
+            elif isinstance(getattr(x, "owner", None), Operation):
+                todo.extend(x.owner.operands)
+        return out
+
+    def run(self) -> ImportedProgram:
+        """Import the graph; an input needed at compile time through other ops is specialized
+        on its example value and the import starts again."""
+        frozen: set[str] = set()
+        while True:
+            try:
+                return self._run(frozen)
+            except _Respecialize as r:
+                if r.names <= frozen:  # pragma: no cover - cannot happen: a frozen input is an array
+                    raise
+                frozen |= r.names
+                self.guards = []
+                self._args = {}
 
     def check(self) -> None:
         model = self.model
@@ -785,7 +846,7 @@ class OnnxImporter:
                 )
         return tuple(shape), dtype
 
-    def run(self) -> ImportedProgram:
+    def _run(self, frozen: set[str]) -> ImportedProgram:
         self.check()
         graph = self.model.graph
         init_names = {t.name for t in graph.initializer}
@@ -799,8 +860,11 @@ class OnnxImporter:
         block = Block(arg_types=arg_types)
         g = GraphBuilder(block)
         self.g = g
-        for vi, arg in zip(inputs, block.args):
+        for i, (vi, arg) in enumerate(zip(inputs, block.args)):
             env[vi.name] = arg
+            self._args[arg] = (i, vi.name)
+            if vi.name in frozen:  # needed at compile time: the example value, guarded
+                env[vi.name] = self.specialize(arg).astype(types[i][1])
         locations: dict[Operation, str] = {}
         for i, node in enumerate(graph.node):
             name = node.name or f"#{i}"
@@ -853,6 +917,7 @@ class OnnxImporter:
             output_is_tuple=len(graph.output) != 1,
             model_name=graph.name or "model",
             locations=locations,
+            guards=list(self.guards),
         )
 
 
@@ -862,9 +927,13 @@ def import_onnx(
     example_inputs: Sequence[Any] | None = None,
 ) -> ImportedProgram:
     """Import `model` (a path or an onnx.ModelProto). Symbolic dims take their size from
-    `input_shapes` (by input name) or from the shapes of `example_inputs` (in input order)."""
+    `input_shapes` (by input name) or from the shapes of `example_inputs` (in input order).
+    An op that needs a graph input's value at compile time (a Reshape's shape, TopK's k, ...)
+    takes it from the example input; the program's `guards` list those inputs, and the compiled
+    model raises SpecializationError when a call gives another value."""
     proto = _upgrade_opset(load_onnx(model))
     shapes = dict(input_shapes or {})
+    values = {}
     if example_inputs is not None:
         init = {t.name for t in proto.graph.initializer}
         names = [vi.name for vi in proto.graph.input if vi.name not in init]
@@ -873,7 +942,9 @@ def import_onnx(
                                f"got {len(example_inputs)} example inputs")
         for n, x in zip(names, example_inputs):
             shapes.setdefault(n, np.shape(x))
-    return OnnxImporter(proto, shapes).run()
+            if isinstance(x, np.ndarray | np.generic | list | tuple | int | float):
+                values[n] = np.asarray(x)
+    return OnnxImporter(proto, shapes, values).run()
 
 
 def _upgrade_opset(proto):

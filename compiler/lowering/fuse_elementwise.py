@@ -79,6 +79,18 @@ def _loop_ranges(op: linalg.GenericOp) -> list[int | None]:
     return ranges
 
 
+def _ranges_consistent(op: linalg.GenericOp) -> bool:
+    """Does every operand that reads a loop plainly agree on its range (as linalg verifies)?
+    A slice at offset 0 composed into a consumer reads a larger tensor plainly at d."""
+    ranges = _loop_ranges(op)
+    for value, m in zip(op.operands, _maps(op)):
+        shape = value.type.get_shape()
+        for pos, e in enumerate(m.results):
+            if isinstance(e, AffineDimExpr) and shape[pos] != ranges[e.position]:
+                return False
+    return True
+
+
 def _cheap(producer: linalg.GenericOp) -> bool:
     ops = list(producer.body.block.ops)[:-1]
     return len(ops) <= MAX_RECOMPUTED_OPS and not any(isinstance(o, EXPENSIVE) for o in ops)
@@ -189,7 +201,8 @@ class FuseProducerIntoConsumer(RewritePattern):
                 continue
             fused = fuse(op, index, producer)
             # A slice read plainly at d + 0 would set the loop range to the sliced tensor's size.
-            if not _ranges_defined(fused) or _loop_ranges(fused) != _loop_ranges(op):
+            if not _ranges_defined(fused) or _loop_ranges(fused) != _loop_ranges(op) \
+                    or not _ranges_consistent(fused):
                 fused.erase()  # the detached candidate still holds uses of its operands
                 continue
             rewriter.replace(op, fused)
