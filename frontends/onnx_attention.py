@@ -223,3 +223,117 @@ def _op_rotary_embedding(imp, node, ins, at):
     if len(shape) == 3:
         return [g.reshape(rot, shape)]
     return [g.transpose(rot, (0, 2, 1, 3))]
+
+
+@handles("SwiGLU")
+def _op_swiglu(imp, node, ins, at):
+    """a * sigmoid(alpha * a) * b."""
+    g, a, b = imp.g, ins[0], ins[1]
+    g.require_float(node.op_type, a, b)
+    if g.shape(a) != g.shape(b):
+        raise unsupported(imp, node, "inputs of different shapes")
+    alpha = float(at.get("alpha", 1.0))
+    z = a if alpha == 1.0 else g.mul(a, np.array(alpha, g.dtype(a)))
+    return [g.mul(g.mul(a, g.unary(aicc.SigmoidOp, z)), b)]
+
+
+@handles("CausalConvWithState")
+def _op_causal_conv_with_state(imp, node, ins, at):
+    """A depthwise 1-D convolution over [past_state (or zeros), input] (run as a 2-D one on a
+    height-1 view), optionally SiLU; the new state is the last k - 1 positions."""
+    g, x, w = imp.g, ins[0], ins[1]
+    bias, past = _opt(ins, 2), _opt(ins, 3)
+    g.require_float(node.op_type, x, w)
+    act = at.get("activation", "none")
+    if act not in ("none", "silu", "swish"):
+        raise unsupported(imp, node, f"activation='{act}'")
+    shape = g.shape(x)
+    if len(shape) != 3 or len(g.shape(w)) != 3 or g.shape(w)[1] != 1:
+        raise unsupported(imp, node, f"input {shape} with weight {g.shape(w)}")
+    b, c, n = shape
+    k = g.shape(w)[2]
+    if past is None:
+        past = np.zeros((b, c, k - 1), g.dtype(x))
+    padded = x if k == 1 else g.emit(lambda *vs: aicc_nn.ConcatOp(list(vs), 2), past, x)
+    y = g.emit(lambda v, f: aicc_nn.Conv2dOp(v, f, (1, 1), (1, 1), c),
+               g.reshape(padded, (b, c, 1, n + k - 1)), g.reshape(w, (c, 1, 1, k)))
+    y = g.reshape(y, (b, c, n))
+    if bias is not None:
+        y = g.add(y, g.reshape(g.cast_like(bias, y), (c, 1)))
+    if act != "none":
+        y = g.mul(y, g.unary(aicc.SigmoidOp, y))
+    if k == 1:
+        state = np.zeros((b, c, 0), g.dtype(x))
+    else:
+        state = g.emit(lambda v: aicc_nn.SliceOp(v, [0, 0, n], [1, 1, 1], [b, c, k - 1]), padded) \
+            if not isinstance(padded, np.ndarray) else padded[:, :, n:]
+    return [y, state][: len(node.output)]
+
+
+@handles("LinearAttention")
+def _op_linear_attention(imp, node, ins, at):
+    """The recurrent state (B, H_kv, d_k, d_v) updated once per time step, unrolled over the
+    static sequence: decay (gated), the delta rule's correction beta * (v - k @ S), the rank-1
+    update k^T v, and the read q @ S (key / value heads repeated for GQA), as the reference."""
+    g = imp.g
+    q, k, v = ins[0], ins[1], ins[2]
+    past, decay, beta = _opt(ins, 3), _opt(ins, 4), _opt(ins, 5)
+    rule = at.get("update_rule", "gated_delta")
+    if rule not in ("linear", "gated", "delta", "gated_delta"):
+        raise unsupported(imp, node, f"update_rule='{rule}'")
+    gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    if gating != (decay is not None) or delta != (beta is not None):
+        raise unsupported(imp, node, f"update_rule='{rule}' with these decay / beta inputs")
+    g.require_float(node.op_type, q, k, v)
+    if any(g.dtype(x) != np.float32 for x in (q, k, v)) or any(len(g.shape(x)) != 3 for x in (q, k, v)):
+        raise unsupported(imp, node, "inputs other than rank-3 float32")
+    hq, hkv = int(at["q_num_heads"]), int(at["kv_num_heads"])
+    if hq % hkv:
+        raise unsupported(imp, node, f"{hq} query heads over {hkv} key / value heads")
+    b, t, _ = g.shape(q)
+    q4, k4, v4 = _split_heads(g, q, hq), _split_heads(g, k, hkv), _split_heads(g, v, hkv)
+    dk, dv = g.shape(q4)[3], g.shape(v4)[3]
+    scale = at.get("scale")
+    scale = 1.0 / math.sqrt(dk) if not scale else float(scale)
+
+    def step(x, i):  # x[:, :, i:i+1, :] of a (B, H, T, D) tensor
+        s = g.shape(x)
+        return g.emit(lambda y: aicc_nn.SliceOp(y, [0, 0, i, 0], [1, 1, 1, 1], [s[0], s[1], 1, s[3]]), x) \
+            if not isinstance(x, np.ndarray) else x[:, :, i:i + 1, :]
+
+    if decay is not None:
+        last = g.shape(decay)[-1]
+        if last == hkv:
+            decay4 = g.transpose(g.reshape(decay, (b, t, hkv, 1)), (0, 2, 1, 3))
+        elif last == hkv * dk:
+            decay4 = _split_heads(g, decay, hkv)
+        else:
+            raise unsupported(imp, node, f"a decay of shape {g.shape(decay)}")
+    if beta is not None:
+        last = g.shape(beta)[-1]
+        if last not in (hkv, 1):
+            raise unsupported(imp, node, f"a beta of shape {g.shape(beta)}")
+        beta4 = g.transpose(g.reshape(beta, (b, t, last, 1)), (0, 2, 1, 3))
+    state = g.cast(past, np.float32) if past is not None else np.zeros((b, hkv, dk, dv), np.float32)
+    r = hq // hkv
+    outs = []
+    for i in range(t):
+        q_t, k_t, v_t = step(q4, i), step(k4, i), step(v4, i)  # (B, H, 1, D)
+        if gating:
+            d_t = step(decay4, i)  # (B, H_kv, 1, 1 | d_k)
+            d_t = g.reshape(d_t, (b, hkv, g.shape(d_t)[3], 1))
+            state = g.mul(state, g.unary(aicc.ExpOp, d_t))
+        if delta:
+            retrieved = g.matmul(k_t, state)  # (B, H_kv, 1, d_v)
+            v_t = g.mul(step(beta4, i), g.sub(v_t, retrieved))
+        state = g.add(state, g.mul(g.reshape(k_t, (b, hkv, dk, 1)), v_t))
+        read = state
+        if r > 1:
+            read = g.reshape(g.broadcast_to(g.reshape(state, (b, hkv, 1, dk, dv)), (b, hkv, r, dk, dv)),
+                             (b, hq, dk, dv))
+        outs.append(g.mul(g.matmul(q_t, read), np.array(scale, np.float32)))  # (B, H_q, 1, d_v)
+    y = outs[0] if t == 1 else g.emit(lambda *vs: aicc_nn.ConcatOp(list(vs), 2), *outs)
+    y = g.reshape(g.transpose(y, (0, 2, 1, 3)), (b, t, hq * dv))
+    if past is not None:
+        state = g.cast(state, g.dtype(past))
+    return [y, state][: len(node.output)]

@@ -213,3 +213,195 @@ def _op_topk(imp, node, ins, at):
 def _op_nms(imp, node, ins, at):
     raise unsupported(imp, node, "an output whose size depends on the input values (aicc "
                       "compiles static shapes)")
+
+
+@handles("Compress")
+def _op_compress(imp, node, ins, at):
+    """np.compress with a condition known at compile time (an initializer, or a graph input
+    specialized on its example value): a gather of the kept positions."""
+    g, x = imp.g, ins[0]
+    cond = const(imp, node, ins[1], "condition input").reshape(-1).astype(bool)
+    axis = at.get("axis")
+    if axis is None:
+        x = g.reshape(x, (math.prod(g.shape(x)),))
+        axis = 0
+    axis %= len(g.shape(x))
+    keep = np.nonzero(cond[: g.shape(x)[axis]])[0].astype(np.int64)
+    out = list(g.shape(x))
+    out[axis] = len(keep)
+    if len(keep) == 0 or 0 in out:
+        return [np.zeros(out, g.dtype(x))]
+    return [_gather(g, x, keep, axis)]
+
+
+@handles("ReverseSequence")
+def _op_reverse_sequence(imp, node, ins, at):
+    """A gather along the time axis at len - 1 - t for t < len (the batch entry's length), t
+    beyond it."""
+    g, x, lens = imp.g, ins[0], ins[1]
+    shape = g.shape(x)
+    rank = len(shape)
+    if 0 in shape:
+        raise unsupported(imp, node, "an empty tensor")
+    bax, tax = at.get("batch_axis", 1) % rank, at.get("time_axis", 0) % rank
+    t = np.arange(shape[tax], dtype=np.int64).reshape([-1 if d == tax else 1 for d in range(rank)])
+    n = g.reshape(g.cast(lens, np.int64), [-1 if d == bax else 1 for d in range(rank)])
+    rev = g.sub(g.sub(n, np.array(1, np.int64)), t)
+    idx = g.select(g.compare("lt", t, n), rev, g.broadcast_to(t, g.shape(rev)))
+    idx = g.broadcast_to(idx, shape)
+    if isinstance(x, np.ndarray) and isinstance(idx, np.ndarray):
+        return [np.take_along_axis(x, idx, axis=tax)]
+    return [g.emit(lambda d, i: aicc_nn.GatherElementsOp(d, i, tax), x, idx)]
+
+
+@handles("CumProd")
+def _op_cumprod(imp, node, ins, at):
+    """prod over j <= i (j < i exclusive; j >= i reversed) of x_j: a select with a constant
+    triangular mask and a reduce_prod, O(n^2) along the axis."""
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    shape = g.shape(x)
+    if not shape or 0 in shape:
+        raise unsupported(imp, node, "an empty or rank-0 input")
+    rank = len(shape)
+    axis = int(const(imp, node, ins[1], "axis input").reshape(-1)[0]) % rank
+    n = shape[axis]
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    rev, exc = bool(at.get("reverse", 0)), bool(at.get("exclusive", 0))
+    mask = (j >= i) if rev else (j <= i)
+    if exc:
+        mask &= i != j
+    mask = mask.reshape((n, n) + (1,) * (rank - axis - 1))
+    xj = g.reshape(x, shape[:axis] + (1,) + shape[axis:])  # (..., 1, n_j, ...)
+    return [g.reduce(aicc.ReduceProdOp, g.select(mask, xj, np.array(1, g.dtype(x))), [axis + 1], False)]
+
+
+@handles("AffineGrid")
+def _op_affine_grid(imp, node, ins, at):
+    """The base grid (a constant, as the reference builds it) times theta^T: one batched
+    matmul. `size` must be known at compile time."""
+    g, theta = imp.g, ins[0]
+    g.require_float(node.op_type, theta)
+    size = [int(s) for s in const(imp, node, ins[1], "size input").reshape(-1)]
+    from onnx.reference.ops.op_affine_grid import construct_original_grid
+
+    spatial = size[2:]
+    if len(spatial) not in (2, 3):
+        raise unsupported(imp, node, f"size {size}")
+    base = construct_original_grid(spatial, int(at.get("align_corners", 0)))
+    n = size[0]
+    pts = math.prod(spatial)
+    base = np.broadcast_to(base.reshape(1, pts, -1).astype(np.float32), (n, pts, base.shape[-1]))
+    y = g.matmul(np.ascontiguousarray(base), g.transpose(g.cast(theta, np.float32), (0, 2, 1)))
+    return [g.cast(g.reshape(y, (n, *spatial, len(spatial))), g.dtype(theta))]
+
+
+def _cubic_kernel(g, t, a=-0.75):
+    """Keys' cubic convolution kernel at distance t (an SSA value), 0 beyond 2."""
+    t = g.unary(aicc.AbsOp, t)
+    t2 = g.mul(t, t)
+    t3 = g.mul(t2, t)
+    f = lambda v: np.array(v, np.float32)  # noqa: E731
+    near = g.add(g.sub(g.mul(t3, f(a + 2)), g.mul(t2, f(a + 3))), f(1.0))
+    far = g.sub(g.add(g.sub(g.mul(t3, f(a)), g.mul(t2, f(5 * a))), g.mul(t, f(8 * a))), f(4 * a))
+    return g.select(g.compare("le", t, f(1.0)), near,
+                    g.select(g.compare("lt", t, f(2.0)), far, f(0.0)))
+
+
+def _reflect(g, x, lo, hi):
+    """The reference's reflection of a coordinate into [lo, hi] (by the near border, repeatedly)."""
+    f = lambda v: np.array(v, np.float32)  # noqa: E731
+    rng = hi - lo
+
+    def fold(dx, near, far, sign):  # dx >= 0 past the `near` border
+        n = g.unary(aicc.FloorOp, g.div(dx, f(rng)))
+        r = g.sub(dx, g.mul(n, f(rng)))
+        even = g.compare("eq", g.sub(n, g.mul(g.unary(aicc.FloorOp, g.mul(n, f(0.5))), f(2.0))), f(0.0))
+        return g.select(even, g.add(f(near), g.mul(r, f(sign))), g.sub(f(far), g.mul(r, f(sign))))
+
+    below = fold(g.sub(f(lo), x), lo, hi, 1.0)
+    above = fold(g.sub(x, f(hi)), hi, lo, -1.0)
+    return g.select(g.compare("lt", x, f(lo)), below, g.select(g.compare("gt", x, f(hi)), above, x))
+
+
+@handles("GridSample")
+def _op_grid_sample(imp, node, ins, at):
+    """Separable weights per spatial axis: each output point's kernel (nearest, linear tent or
+    cubic) evaluated at every input position of an extended range, folded onto the real
+    positions by the padding mode (zeros drop, border clamps, reflection reflects, as the
+    reference's pixel lookup); their outer product over the axes, times X viewed as
+    (N, C, positions), is one batched matmul."""
+    g, x, grid = imp.g, ins[0], ins[1]
+    g.require_float(node.op_type, x, grid)
+    mode = at.get("mode", "linear")
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    pad = at.get("padding_mode", "zeros")
+    if mode not in ("nearest", "linear", "cubic") or pad not in ("zeros", "border", "reflection"):
+        raise unsupported(imp, node, f"mode='{mode}' with padding_mode='{pad}'")
+    align = bool(at.get("align_corners", 0))
+    xs, gs = g.shape(x), g.shape(grid)
+    n, c, dims = xs[0], xs[1], xs[2:]
+    r = len(dims)
+    if len(gs) != r + 2 or gs[-1] != r or 0 in xs or 0 in gs:
+        raise unsupported(imp, node, f"X {xs} with grid {gs}")
+    out_sp = gs[1:-1]
+    pts = math.prod(out_sp)
+    grid = g.reshape(g.cast(grid, np.float32), (n, pts, r))
+    f = lambda v: np.array(v, np.float32)  # noqa: E731
+    weights = []
+    for a, d in enumerate(dims):
+        comp = _take_last(g, grid, r - 1 - a)  # (N, P): x for the last axis, y, z before it
+        if align:
+            v = g.mul(g.div(g.add(comp, f(1.0)), f(2.0)), f(d - 1))
+            lo, hi = 0.0, d - 1.0
+        else:
+            v = g.div(g.sub(g.mul(g.add(comp, f(1.0)), f(d)), f(1.0)), f(2.0))
+            lo, hi = -0.5, d - 0.5
+        if mode == "nearest":  # round half to even, as np.rint
+            fl = g.unary(aicc.FloorOp, v)
+            frac = g.sub(v, fl)
+            odd = g.compare("ne", g.sub(fl, g.mul(g.unary(aicc.FloorOp, g.mul(fl, f(0.5))), f(2.0))), f(0.0))
+            up = g.select(g.compare("gt", frac, f(0.5)), np.array(True),
+                          g.select(g.compare("eq", frac, f(0.5)), odd, np.array(False)))
+            v = g.select(up, g.add(fl, f(1.0)), fl)
+        outside = g.select(g.compare("lt", v, f(lo)), np.array(True), g.compare("gt", v, f(hi)))
+        if pad == "border":
+            v = g.select(outside, g.emit(aicc.MinimumOp, g.emit(aicc.MaximumOp, v, f(0.0)), f(d - 1.0)), v)
+        elif pad == "reflection":
+            v = g.select(outside, _reflect(g, v, lo, hi), v)
+        ext = np.arange(-3, d + 3)  # every position a kernel can reach
+        if mode == "nearest":  # the reference truncates toward zero
+            vi = g.select(g.compare("lt", v, f(0.0)), g.unary(aicc.CeilOp, v), g.unary(aicc.FloorOp, v))
+            w = g.cast(g.compare("eq", g.reshape(vi, (n, pts, 1)), ext.astype(np.float32)), np.float32)
+        else:
+            t = g.sub(g.reshape(v, (n, pts, 1)), ext.astype(np.float32))
+            if mode == "linear":
+                w = g.emit(aicc.MaximumOp, g.sub(f(1.0), g.unary(aicc.AbsOp, t)), f(0.0))
+            else:
+                w = _cubic_kernel(g, t)
+        if pad == "zeros":
+            real = np.where((ext >= 0) & (ext < d), ext, -1)
+        elif pad == "border":
+            real = np.clip(ext, 0, d - 1)
+        else:
+            real = np.array([int(_reflect_scalar(e, lo, hi)) for e in ext])
+        fold = (real[:, None] == np.arange(d)[None, :]).astype(np.float32)  # (E, d)
+        weights.append(g.matmul(w, np.broadcast_to(fold, (n,) + fold.shape).copy()))  # (N, P, d)
+    wall = weights[0]
+    for a in range(1, r):
+        s = g.shape(wall)
+        wall = g.mul(g.reshape(wall, s + (1,)), g.reshape(weights[a], (n, pts) + (1,) * (len(s) - 2) + (dims[a],)))
+    wall = g.reshape(wall, (n, pts, math.prod(dims)))
+    y = g.matmul(g.reshape(g.cast(x, np.float32), (n, c, math.prod(dims))), g.transpose(wall, (0, 2, 1)))
+    return [g.cast(g.reshape(y, (n, c, *out_sp)), g.dtype(x))]
+
+
+def _reflect_scalar(x, lo, hi):
+    rng = hi - lo
+    if x < lo:
+        k, r = divmod(lo - x, rng)
+        return lo + r if int(k) % 2 == 0 else hi - r
+    if x > hi:
+        k, r = divmod(x - hi, rng)
+        return hi - r if int(k) % 2 == 0 else lo + r
+    return x
