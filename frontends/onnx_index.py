@@ -16,6 +16,7 @@ All are compositions of aicc ops with static shapes:
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 
@@ -405,3 +406,66 @@ def _reflect_scalar(x, lo, hi):
         k, r = divmod(x - hi, rng)
         return hi - r if int(k) % 2 == 0 else lo + r
     return x
+
+
+@handles("Einsum")
+def _op_einsum(imp, node, ins, at):
+    """The equation written in index notation: one aicc.tensor_op (a single linalg.generic,
+    the sum over the contracted letters at its top level). Float operands; an ellipsis stands
+    for the same dims in every operand (no broadcasting of size-1 dims)."""
+    from compiler.dialects import index_notation as ixn
+    from compiler.dialects.aicc_index import TensorOp
+
+    g = imp.g
+    eq = at["equation"].replace(" ", "")
+    g.require_float(node.op_type, *ins)
+    if len({g.dtype(v) for v in ins}) != 1:
+        raise unsupported(imp, node, "operands of different element types")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ins):
+        raise unsupported(imp, node, f"equation '{eq}' for {len(ins)} operands")
+    ell_rank = 0
+    subs = []
+    for t, v in zip(terms, ins):
+        rank = len(g.shape(v))
+        if "..." in t:
+            ell_rank = max(ell_rank, rank - len(t.replace("...", "")))
+        subs.append(t)
+    ell = [f"e{i}" for i in range(ell_rank)]
+
+    def expand(t, rank=None):
+        if "..." not in t:
+            return list(t)
+        head, _, tail = t.partition("...")
+        n = ell_rank if rank is None else rank - len(head) - len(tail)
+        return list(head) + ell[ell_rank - n:] + list(tail)
+
+    idx = [expand(t, len(g.shape(v))) for t, v in zip(subs, ins)]
+    ranges: dict[str, int] = {}
+    for letters, v in zip(idx, ins):
+        if len(letters) != len(g.shape(v)):
+            raise unsupported(imp, node, f"equation '{eq}' for an operand of shape {g.shape(v)}")
+        for n, d in zip(letters, g.shape(v)):
+            if ranges.setdefault(n, d) != d:
+                raise unsupported(imp, node, f"equation '{eq}' with index '{n}' of sizes {ranges[n]} and {d} "
+                                  "(broadcasting)")
+    if arrow:
+        out = expand(rhs)
+    else:
+        counts = Counter(n for letters in idx for n in letters)
+        out = [n for n in ell if n in counts] + sorted(n for n in counts if len(n) == 1 and counts[n] == 1)
+    if any(n not in ranges for n in out):
+        raise unsupported(imp, node, f"equation '{eq}'")
+    reduced = [n for n in ranges if n not in out]
+    scalar = not out
+    out_idx = out or ["z_"]
+    if scalar:
+        ranges["z_"] = 1
+    names = [f"x{i}" for i in range(len(ins))]
+    body = " * ".join(f"{nm}[{', '.join(letters)}]" if letters else nm for nm, letters in zip(names, idx))
+    if reduced:
+        body = f"sum[{', '.join(reduced)}]({body})"
+    stmt = ixn.parse(f"out[{', '.join(out_idx)}] = {body}")
+    y = g.emit(lambda *vs: TensorOp.from_statement(stmt, dict(zip(names, vs)), ranges), *ins)
+    return [g.reshape(y, ()) if scalar else y]

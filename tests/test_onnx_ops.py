@@ -102,3 +102,24 @@ def test_matmul_bias_read_through_a_view_stays_live():
         return x @ w.T + b[0, :15]
 
     np.testing.assert_allclose(compiler.compile(f, (x, w, b))(x, w, b), f(x, w, b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("eq, shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("ii->i", [(4, 4)]),
+    ("ij->", [(3, 4)]),
+    ("ij", [(3, 4)]),
+    ("ji", [(3, 4)]),
+    ("...ij,...jk", [(2, 3, 4), (2, 4, 2)]),
+    ("i,i", [(5,), (5,)]),
+    ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]),
+])
+def test_einsum_matches_numpy(eq, shapes):
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    names = [f"x{i}" for i in range(len(xs))]
+    model = _model([helper.make_node("Einsum", names, ["y"], equation=eq)],
+                   [(n, TP.FLOAT, list(s)) for n, s in zip(names, shapes)], [("y", TP.FLOAT, None)], opset=12 + 6)
+    out = compiler.compile(model, xs)(*xs)
+    np.testing.assert_allclose(out, np.einsum(eq, *xs), rtol=1e-5, atol=1e-5)
