@@ -64,7 +64,7 @@ def _op_attention(imp, node, ins, at):
     if any(g.dtype(x) != np.float32 for x in (q, k, v)):
         raise unsupported(imp, node, "Q / K / V other than float32")
     precision = at.get("softmax_precision")
-    if precision not in (None, 1):  # 1: float32
+    if precision not in (None, 1, 11):  # float32, float64
         raise unsupported(imp, node, f"softmax_precision={precision}")
     if (past_k is None) != (past_v is None):
         raise unsupported(imp, node, "past_key without past_value (or the reverse)")
@@ -151,7 +151,10 @@ def _op_attention(imp, node, ins, at):
     t = scores if bias is None else g.add(scores, bias)
     if mode == 2:
         qk_out = t
-    p = g.emit(lambda x: aicc.SoftmaxOp(x, len(g.shape(t)) - 1), t)
+    if precision == 11:  # the softmax in float64, its result rounded back
+        p = g.cast(g.emit(lambda x: aicc.SoftmaxOp(x, len(g.shape(t)) - 1), g.cast(t, np.float64)), np.float32)
+    else:
+        p = g.emit(lambda x: aicc.SoftmaxOp(x, len(g.shape(t)) - 1), t)
     if bias is not None:  # a row whose bias masks every key gives zeros, not NaN
         if isinstance(bias, np.ndarray):
             dead = np.isneginf(np.max(bias, axis=-1, keepdims=True))

@@ -260,7 +260,10 @@ def _op_cumprod(imp, node, ins, at):
     """prod over j <= i (j < i exclusive; j >= i reversed) of x_j: a select with a constant
     triangular mask and a reduce_prod, O(n^2) along the axis."""
     g, x = imp.g, ins[0]
-    g.require_float(node.op_type, x)
+    g.require_numeric(node.op_type, x)
+    dtype = g.dtype(x)
+    if dtype.kind != "f":  # integers in float64: exact while the products stay below 2^53
+        x = g.cast(x, np.float64)
     shape = g.shape(x)
     if not shape or 0 in shape:
         raise unsupported(imp, node, "an empty or rank-0 input")
@@ -274,7 +277,8 @@ def _op_cumprod(imp, node, ins, at):
         mask &= i != j
     mask = mask.reshape((n, n) + (1,) * (rank - axis - 1))
     xj = g.reshape(x, shape[:axis] + (1,) + shape[axis:])  # (..., 1, n_j, ...)
-    return [g.reduce(aicc.ReduceProdOp, g.select(mask, xj, np.array(1, g.dtype(x))), [axis + 1], False)]
+    y = g.reduce(aicc.ReduceProdOp, g.select(mask, xj, np.array(1, g.dtype(x))), [axis + 1], False)
+    return [g.cast(y, dtype)]
 
 
 @handles("AffineGrid")
