@@ -530,7 +530,7 @@ def _op_batchnorm(imp, node, ins, at):
     g = imp.g
     x, scale, bias, mean, var = ins[:5]
     if at.get("training_mode", 0) or len([o for o in node.output if o]) > 1:
-        raise unsupported(imp, node, "training mode")
+        return _batchnorm_training(imp, node, ins, at)
     g.require_float(node.op_type, x)
     eps = at.get("epsilon", 1e-5)
     rank = len(g.shape(x))
@@ -539,6 +539,29 @@ def _op_batchnorm(imp, node, ins, at):
     inv = g.div(scale, g.unary(aicc.SqrtOp, g.add(var, g.scalar(eps, x))))  # folded for weights
     shift = g.sub(bias, g.mul(mean, inv))
     return [g.add(g.mul(x, inv), shift)]
+
+
+def _batchnorm_training(imp, node, ins, at):
+    """Training mode: normalized by the batch's statistics (over every axis but 1, population
+    variance); the running mean and variance move towards them by 1 - momentum."""
+    g, x = imp.g, ins[0]
+    scale, bias, mean, var = ins[1:5]
+    g.require_float(node.op_type, x)
+    rank = len(g.shape(x))
+    if rank < 2:
+        raise unsupported(imp, node, f"a rank-{rank} input")
+    axes = [0] + list(range(2, rank))
+    c = g.shape(x)[1]
+    cs = (c,) + (1,) * (rank - 2)
+    y, bmean, inv = _normalize(g, x, axes, at.get("epsilon", 1e-5))
+    y = g.add(g.mul(y, g.reshape(g.cast_like(scale, x), cs)), g.reshape(g.cast_like(bias, x), cs))
+    d = g.sub(x, bmean)
+    bvar = g.reshape(g.reduce(aicc.ReduceMeanOp, g.mul(d, d), axes, True), (c,))
+    bmean = g.reshape(bmean, (c,))
+    m = at.get("momentum", 0.9)
+    run_mean = g.add(g.mul(g.cast_like(mean, x), g.scalar(m, x)), g.mul(bmean, g.scalar(1 - m, x)))
+    run_var = g.add(g.mul(g.cast_like(var, x), g.scalar(m, x)), g.mul(bvar, g.scalar(1 - m, x)))
+    return [y, run_mean, run_var][: len(node.output)]
 
 
 def _normalize(g, x, axes, eps):
