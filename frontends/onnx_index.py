@@ -473,3 +473,165 @@ def _op_einsum(imp, node, ins, at):
     stmt = ixn.parse(f"out[{', '.join(out_idx)}] = {body}")
     y = g.emit(lambda *vs: TensorOp.from_statement(stmt, dict(zip(names, vs)), ranges), *ins)
     return [g.reshape(y, ()) if scalar else y]
+
+
+@handles("DFT")
+def _op_dft(imp, node, ins, at):
+    """A linear map along `axis` of the (real[, imaginary]) values: one matmul by a constant
+    matrix, built by running the ONNX reference's transform on unit impulses (so dft_length's
+    padding / truncation, onesided and the inverse transforms come out as the reference)."""
+    from onnx.reference.ops.op_dft import _cfft, _cifft
+
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    shape = g.shape(x)
+    rank = len(shape)
+    if imp.opset >= 20:
+        axis = int(const(imp, node, ins[2], "axis input").reshape(-1)[0]) if len(ins) > 2 and ins[2] is not None else -2
+    else:
+        axis = at.get("axis", 1)
+    axis %= rank
+    if axis == rank - 1 or shape[-1] not in (1, 2) or 0 in shape:
+        raise unsupported(imp, node, f"an input of shape {shape} with axis {axis}")
+    inverse, onesided = bool(at.get("inverse", 0)), bool(at.get("onesided", 0))
+    if inverse and not onesided:
+        # Computed exactly (float64), the complex inverse differs from the reference's float32
+        # FFT by its rounding noise (2e-7 where the result is 0), beyond the node cases' atol;
+        # refused until aicc can reproduce a float32 FFT's rounding.
+        raise unsupported(imp, node, "inverse=1 with onesided=0")
+    n_in, c_in = shape[axis], shape[-1]
+    if len(ins) > 1 and ins[1] is not None:
+        length = int(const(imp, node, ins[1], "dft_length input").reshape(-1)[0])
+    else:
+        length = 2 * (n_in - 1) if inverse and onesided else n_in
+    basis = np.eye(n_in * c_in).reshape(n_in * c_in, n_in, c_in)
+    with np.errstate(all="ignore"):
+        if inverse:
+            resp = _cifft(basis, length, axis=1, onesided=onesided)
+        else:
+            resp = _cfft(basis, length, axis=1, onesided=onesided, normalize=False)
+    n_out, c_out = resp.shape[1], resp.shape[2]
+    mat = resp.reshape(n_in * c_in, n_out * c_out)  # float64: sums of cancelling terms
+    others = [d for d in range(rank - 1) if d != axis]
+    xt = g.transpose(x, others + [axis, rank - 1])
+    lead = [shape[d] for d in others]
+    y = g.matmul(g.reshape(g.cast(xt, np.float64), (math.prod(lead), n_in * c_in)), mat)
+    y = g.reshape(y, lead + [n_out, c_out])
+    perm = others + [axis, rank - 1]
+    inv = [perm.index(d) for d in range(rank)]
+    return [g.cast(g.transpose(y, inv), g.dtype(x))]
+
+
+@handles("Col2Im")
+def _op_col2im(imp, node, ins, at):
+    """The sum of the sliding blocks back into the image: a matmul by a constant 0 / 1 matrix
+    (block element and position -> image pixel). image_shape and block_shape must be known at
+    compile time."""
+    import itertools
+
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    img = [int(v) for v in const(imp, node, ins[1], "image_shape input").reshape(-1)]
+    blk = [int(v) for v in const(imp, node, ins[2], "block_shape input").reshape(-1)]
+    r = len(img)
+    dil = list(at.get("dilations", [1] * r))
+    strides = list(at.get("strides", [1] * r))
+    pads = list(at.get("pads", [0] * 2 * r))
+    n, ck, length = g.shape(x)
+    k = math.prod(blk)
+    counts = [(img[i] + pads[i] + pads[r + i] - dil[i] * (blk[i] - 1) - 1) // strides[i] + 1 for i in range(r)]
+    if ck % k or math.prod(counts) != length:
+        raise unsupported(imp, node, f"an input of shape {g.shape(x)} for image {img} and block {blk}")
+    c = ck // k
+    mat = np.zeros((k, length, math.prod(img)), np.float32)
+    for ki, kk in enumerate(itertools.product(*(range(b) for b in blk))):
+        for li, ll in enumerate(itertools.product(*(range(m) for m in counts))):
+            pos = [ll[i] * strides[i] + kk[i] * dil[i] - pads[i] for i in range(r)]
+            if all(0 <= p < s for p, s in zip(pos, img)):
+                mat[ki, li, np.ravel_multi_index(pos, img)] += 1
+    y = g.matmul(g.reshape(x, (n * c, k * length)), mat.reshape(k * length, -1))
+    return [g.reshape(y, (n, c, *img))]
+
+
+@handles("TensorScatter")
+def _op_tensor_scatter(imp, node, ins, at):
+    """past_cache with each batch entry's update written from write_indices[b] along `axis`
+    (mode circular wraps): a gather of the update at p - w[b] where that is in range, a select."""
+    g, cache, upd = imp.g, ins[0], ins[1]
+    widx = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    cs, us = g.shape(cache), g.shape(upd)
+    rank = len(cs)
+    axis = at.get("axis", -2) % rank
+    mode = at.get("mode", "linear")
+    if mode not in ("linear", "circular") or axis == 0 or 0 in us:
+        raise unsupported(imp, node, f"mode='{mode}' on axis {axis}")
+    b, length, u = cs[0], cs[axis], us[axis]
+    p = np.arange(length, dtype=np.int64).reshape([-1 if d == axis else 1 for d in range(rank)])
+    w = np.zeros((b,), np.int64) if widx is None else g.cast(widx, np.int64)
+    j = g.sub(p, g.reshape(w, [b] + [1] * (rank - 1)))  # (b, ..., L, ...)
+    if mode == "circular":
+        j = g.emit(aicc.ModOp, j, np.array(length, np.int64))
+    hit = g.select(g.compare("ge", j, np.array(0, np.int64)), g.compare("lt", j, np.array(u, np.int64)),
+                   np.array(False))
+    jc = g.emit(aicc.MinimumOp, g.emit(aicc.MaximumOp, j, np.array(0, np.int64)), np.array(u - 1, np.int64))
+    gather_shape = list(us)
+    gather_shape[axis] = length
+    got = g.emit(lambda d, i: aicc_nn.GatherElementsOp(d, i, axis), upd, g.broadcast_to(jc, gather_shape))
+    return [g.select(hit, got, cache)]
+
+
+@handles("MaxUnpool")
+def _op_max_unpool(imp, node, ins, at):
+    """Zeros with each value written at its flat index (N, C, positions): a one-hot compare of
+    the indices against the output positions and a sum."""
+    g, x, idx = imp.g, ins[0], ins[1]
+    g.require_float(node.op_type, x)
+    xs = g.shape(x)
+    k = list(at["kernel_shape"])
+    r = len(k)
+    strides = list(at.get("strides", [1] * r))
+    pads = list(at.get("pads", [0] * 2 * r))
+    out = [(xs[2 + i] - 1) * strides[i] + k[i] - pads[i] - pads[r + i] for i in range(r)]
+    final = out
+    if len(ins) > 2 and ins[2] is not None:  # the reference unpools to `out`, then zero-pads
+        final = [int(v) for v in const(imp, node, ins[2], "output_shape input").reshape(-1)][2:]
+        if any(f < o for f, o in zip(final, out)):
+            raise unsupported(imp, node, f"an output_shape {final} smaller than {out}")
+    n, c = xs[0], xs[1]
+    m, pos = math.prod(xs[2:]), math.prod(out)
+    flat = g.reshape(g.cast(idx, np.int64), (n, c, m, 1))
+    # ONNX indices count over (N, C, spatial): each (n, c) block starts at (n * C + c) * pos
+    base = (np.arange(n * c, dtype=np.int64) * pos).reshape(n, c, 1, 1)
+    hit = g.compare("eq", g.sub(flat, base), np.arange(pos, dtype=np.int64).reshape(1, 1, 1, pos))
+    vals = g.select(hit, g.reshape(x, (n, c, m, 1)), np.array(0, g.dtype(x)))
+    y = g.reshape(g.reduce(aicc.ReduceSumOp, vals, [2], False), (n, c, *out))
+    if final != out:
+        y = g.emit(lambda v: aicc_nn.PadOp(v, [0] * (r + 2), [0, 0] + [f - o for f, o in zip(final, out)], 0.0), y)
+    return [y]
+
+
+@handles("Det")
+def _op_det(imp, node, ins, at):
+    """Determinants of 1x1, 2x2 and 3x3 matrices by their formulas."""
+    g, x = imp.g, ins[0]
+    g.require_float(node.op_type, x)
+    s = g.shape(x)
+    if len(s) < 2 or s[-1] != s[-2] or s[-1] > 3:
+        raise unsupported(imp, node, f"a matrix of shape {s} (aicc has 1x1 to 3x3)")
+    n = s[-1]
+    lead = s[:-2]
+
+    def e(i, j):
+        rk = len(s)
+        v = g.emit(lambda t: aicc_nn.SliceOp(t, [0] * (rk - 2) + [i, j], [1] * rk, list(lead) + [1, 1]), x)
+        return g.reshape(v, lead)
+
+    if n == 1:
+        return [e(0, 0)]
+    if n == 2:
+        return [g.sub(g.mul(e(0, 0), e(1, 1)), g.mul(e(0, 1), e(1, 0)))]
+    minor = lambda a, b, c_, d: g.sub(g.mul(e(*a), e(*d)), g.mul(e(*b), e(*c_)))  # noqa: E731
+    t0 = g.mul(e(0, 0), minor((1, 1), (1, 2), (2, 1), (2, 2)))
+    t1 = g.mul(e(0, 1), minor((1, 0), (1, 2), (2, 0), (2, 2)))
+    t2 = g.mul(e(0, 2), minor((1, 0), (1, 1), (2, 0), (2, 1)))
+    return [g.add(g.sub(t0, t1), t2)]
