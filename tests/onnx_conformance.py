@@ -8,10 +8,13 @@ A case is *run* when every op type in its graph is one aicc's importer supports.
   passed       every output matches the expected one within the case's rtol / atol;
   failed       a wrong answer, or an exception that is not a CompileError (a bug);
   unsupported  the importer refused it with UnsupportedOpError (a feature of a supported op
-               that aicc does not have, e.g. an attribute value or a non-constant shape input);
+               that aicc does not have, e.g. an attribute value);
   skipped      its inputs or outputs have element types the pipeline does not compute
                (float16, bfloat16, uint8, strings, ...), or its opset is newer than 28 (older ones are
                upgraded to 13 by the importer).
+
+Each case's inputs are its example inputs: an input an op needs at compile time (a shape, axes,
+pads, k) is specialized on the case's value and checked again when the case runs.
 """
 
 from __future__ import annotations
