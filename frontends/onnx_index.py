@@ -174,6 +174,35 @@ def _op_scatter_elements(imp, node, ins, at):
     return [g.reshape(out, ds)]
 
 
+# Rows longer than this take k selection passes (O(k n)) instead of the ranking (O(n^2)).
+TOPK_RANK_MAX_N = 128
+
+
+def _topk_select(g, x, axis, k, largest):
+    """k passes, each taking the extreme of the elements not taken yet, at its first position
+    (first among the untaken elements equal to it, so ties and infinities stay exact)."""
+    shape = g.shape(x)
+    dt = g.dtype(x)
+    rank = len(shape)
+    sentinel = np.array(_lowest(dt) if largest else _highest(dt), dt)
+    red = aicc.ReduceMaxOp if largest else aicc.ReduceMinOp
+    pos = np.arange(shape[axis], dtype=np.int64).reshape([-1 if d == axis else 1 for d in range(rank)])
+    taken = np.zeros((1,) * rank, np.bool_)
+    vals, idxs = [], []
+    for _ in range(k):
+        m = g.reduce(red, g.select(taken, sentinel, x), [axis], True)
+        cand = g.select(taken, np.array(False), g.compare("eq", x, m))
+        i = g.emit(lambda v: aicc_nn.ArgMaxOp(v, axis, True, False), g.cast(cand, np.int32))
+        taken = g.select(g.compare("eq", pos, i), np.array(True), taken)
+        vals.append(m)
+        idxs.append(i)
+
+    def cat(vs):
+        return vs[0] if len(vs) == 1 else g.emit(lambda *a: aicc_nn.ConcatOp(list(a), axis), *vs)
+
+    return [cat(vals), cat(idxs)]
+
+
 @handles("TopK")
 def _op_topk(imp, node, ins, at):
     g, x = imp.g, ins[0]
@@ -191,6 +220,8 @@ def _op_topk(imp, node, ins, at):
     if k == 0:
         return [np.zeros(out_shape, g.dtype(x)), np.zeros(out_shape, np.int64)]
     largest = bool(at.get("largest", 1))
+    if n > TOPK_RANK_MAX_N and k < n:
+        return _topk_select(g, x, axis, k, largest)
     after = (1,) * (rank - axis - 1)
     # x_i along axis at position `axis`, x_j at a new axis after it: (..., n_i, n_j, ...)
     xi = g.reshape(x, shape[:axis + 1] + (1,) + shape[axis + 1:])

@@ -123,3 +123,22 @@ def test_einsum_matches_numpy(eq, shapes):
                    [(n, TP.FLOAT, list(s)) for n, s in zip(names, shapes)], [("y", TP.FLOAT, None)], opset=12 + 6)
     out = compiler.compile(model, xs)(*xs)
     np.testing.assert_allclose(out, np.einsum(eq, *xs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+def test_topk_long_rows_by_selection(largest):
+    """Rows longer than TOPK_RANK_MAX_N take k selection passes: ties to the lower index,
+    infinities included, as the reference's stable sort."""
+    rng = np.random.default_rng(4)
+    x = rng.integers(-5, 5, size=(3, 300)).astype(np.float32)
+    x[0, 10] = x[0, 20] = np.inf
+    x[1, :] = -np.inf
+    x[1, 7] = x[2, 250] = -np.inf
+    model = _model([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1, largest=largest)],
+                   [("x", TP.FLOAT, [3, 300]), ("k", TP.INT64, [1])],
+                   [("v", TP.FLOAT, None), ("i", TP.INT64, None)])
+    k = np.array([5], np.int64)
+    v, i = compiler.compile(model, [x, k])(x, k)
+    ref = np.argsort(-x if largest else x, axis=1, kind="stable")[:, :5]
+    np.testing.assert_array_equal(i, ref)
+    np.testing.assert_array_equal(v, np.take_along_axis(x, ref, 1))
