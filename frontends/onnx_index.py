@@ -10,7 +10,8 @@ All are compositions of aicc ops with static shapes:
   matching update numbers, then a gather; add / mul / max / min reduce the hits.
 - TopK ranks each element among its axis (rank = how many come before it: larger, or equal
   at a lower index, as the reference's stable sort) and picks rank r for r < k with a one-hot
-  sum: exact, ties to the lower index, O(n^2) per row.
+  sum: exact, ties to the lower index, O(n^2) per row; rows longer than TOPK_RANK_MAX_N take
+  k selection passes instead.
 """
 
 from __future__ import annotations
