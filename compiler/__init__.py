@@ -14,7 +14,7 @@
 """
 
 from compiler.api import JitFunction, compile, jit, load
-from compiler.errors import CompileError, ShapeError, UnsupportedOpError
+from compiler.errors import CompileError, ShapeError, SpecializationError, UnsupportedOpError
 from compiler.grad import check_grads, grad, value_and_grad
 from compiler.quantize import quantize
 from compiler.pipeline import CompiledModel
@@ -24,6 +24,7 @@ __all__ = [
     "CompiledModel",
     "JitFunction",
     "ShapeError",
+    "SpecializationError",
     "UnsupportedOpError",
     "check_grads",
     "compile",

@@ -123,6 +123,7 @@ def compile_program(program: Any, options: CompileOptions) -> CompiledModel:
     )
     m.input_names = getattr(program, "input_names", None)
     m.output_names = getattr(program, "output_names", None)
+    m.guards = list(getattr(program, "guards", None) or [])
     return m
 
 

@@ -27,6 +27,15 @@ class ShapeError(CompileError):
     """Operand shapes or dtypes an op does not accept."""
 
 
+class SpecializationError(CompileError):
+    """A call's input differs from the example value a model was specialized on (an ONNX shape,
+    axes or pads input that arrived as a graph input and was compiled as a constant)."""
+
+    def __init__(self, message: str, *, input_name: str | None = None):
+        self.input_name = input_name
+        super().__init__(message)
+
+
 class InternalError(RuntimeError):
     """A bug in aicc: a pass raised, or left IR that does not verify. Names the pass and the
     stage, and the reproducer file: the tensor-level IR the pipeline started from, whose first

@@ -37,7 +37,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from compiler.cache import CompileCache, cache_enabled, source_digest
 from compiler.dialects.aicc import numpy_dtype
-from compiler.errors import CompileError, InternalError
+from compiler.errors import CompileError, InternalError, SpecializationError
 from compiler.lowering.pipeline import cleanup, graph_passes, make_context
 from compiler.lowering.plan_memory import WORKSPACE_ATTR
 from compiler.progress import Progress
@@ -75,6 +75,9 @@ class CompiledModel:
     options: CompileOptions | None = None  # what it was compiled with
     tune_report: object = None  # tune=True: what the tuner measured (cpu: tune.TuneReport)
     quantization: object = None  # compiler.quantize: its QuantizationReport
+    # (input index, input name, value): inputs compiled as constants (a frontend specialized on
+    # the example value); every call checks them, and a different value is a SpecializationError
+    guards: list = field(default_factory=list)
     _fn: Callable | None = None
     _local: threading.local = field(default_factory=threading.local)
 
@@ -170,6 +173,13 @@ class CompiledModel:
                     f"got {a.shape} {a.dtype}"
                 )
             args.append(np.ascontiguousarray(a))
+        for i, name, value in self.guards:
+            if not np.array_equal(args[i].reshape(value.shape), value):
+                raise SpecializationError(
+                    f"{self.func_name}: input {i} ('{name}') was compiled as the constant "
+                    f"{np.array2string(value, threshold=16)} (the example input's value); this call "
+                    f"gives {np.array2string(args[i].reshape(value.shape), threshold=16)}: compile the model again with "
+                    "this value", input_name=name)
         outs = self._outputs()
         extra = [self._workspace()] if self.workspace_bytes else []
         first = self._fn is None

@@ -323,6 +323,7 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
                        options=options, locations=locations)
     m.input_names = getattr(program, "input_names", None)
     m.output_names = getattr(program, "output_names", None)
+    m.guards = list(getattr(program, "guards", None) or [])
     m.quantization = report
     m.stats["quantized_ops"] = m.ir("tensor").count("aicc.matmul_integer")  # matmuls and convs
     return m

@@ -38,8 +38,14 @@ def unsupported(imp, node, what: str) -> UnsupportedOpError:
 
 
 def const(imp, node, v, what: str) -> np.ndarray:
-    """`v`, an input that must be known at compile time (a shape, axes, pads)."""
+    """`v`, an input that must be known at compile time (a shape, axes, pads). A graph input
+    with an example value is specialized on that value: the importer records a guard that the
+    compiled model checks on every call."""
     if not isinstance(v, np.ndarray):
+        special = getattr(imp, "specialize", None)
+        value = special(v) if special is not None else None
+        if value is not None:
+            return value
         e = unsupported(imp, node, f"a non-constant {what}")
         # which graph value it is, so a caller can supply it as a constant (an initializer)
         env = getattr(imp, "env", {})

@@ -34,7 +34,7 @@ from xdsl.ir import Block, Operation, Region
 
 from compiler.dialects import aicc
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
-from frontends import onnx_nn, onnx_quant
+from frontends import onnx_attention, onnx_index, onnx_loss, onnx_nn, onnx_quant, onnx_rnn
 from frontends.graph_builder import GraphBuilder
 from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, unsupported
 from frontends.registry import HandlerTable, merge_tables
@@ -54,6 +54,9 @@ class ImportedProgram:
     output_is_tuple: bool
     model_name: str = "model"
     locations: dict[Operation, str] = field(default_factory=dict)
+    # (input index, input name, value): graph inputs compiled as constants (the example
+    # input's value, for an op that needs it at compile time); the compiled model checks them
+    guards: list[tuple[int, str, np.ndarray]] = field(default_factory=list)
 
 
 def load_onnx(model: Any):
@@ -529,7 +532,7 @@ def _op_batchnorm(imp, node, ins, at):
     g = imp.g
     x, scale, bias, mean, var = ins[:5]
     if at.get("training_mode", 0) or len([o for o in node.output if o]) > 1:
-        raise unsupported(imp, node, "training mode")
+        return _batchnorm_training(imp, node, ins, at)
     g.require_float(node.op_type, x)
     eps = at.get("epsilon", 1e-5)
     rank = len(g.shape(x))
@@ -538,6 +541,29 @@ def _op_batchnorm(imp, node, ins, at):
     inv = g.div(scale, g.unary(aicc.SqrtOp, g.add(var, g.scalar(eps, x))))  # folded for weights
     shift = g.sub(bias, g.mul(mean, inv))
     return [g.add(g.mul(x, inv), shift)]
+
+
+def _batchnorm_training(imp, node, ins, at):
+    """Training mode: normalized by the batch's statistics (over every axis but 1, population
+    variance); the running mean and variance move towards them by 1 - momentum."""
+    g, x = imp.g, ins[0]
+    scale, bias, mean, var = ins[1:5]
+    g.require_float(node.op_type, x)
+    rank = len(g.shape(x))
+    if rank < 2:
+        raise unsupported(imp, node, f"a rank-{rank} input")
+    axes = [0] + list(range(2, rank))
+    c = g.shape(x)[1]
+    cs = (c,) + (1,) * (rank - 2)
+    y, bmean, inv = _normalize(g, x, axes, at.get("epsilon", 1e-5))
+    y = g.add(g.mul(y, g.reshape(g.cast_like(scale, x), cs)), g.reshape(g.cast_like(bias, x), cs))
+    d = g.sub(x, bmean)
+    bvar = g.reshape(g.reduce(aicc.ReduceMeanOp, g.mul(d, d), axes, True), (c,))
+    bmean = g.reshape(bmean, (c,))
+    m = at.get("momentum", 0.9)
+    run_mean = g.add(g.mul(g.cast_like(mean, x), g.scalar(m, x)), g.mul(bmean, g.scalar(1 - m, x)))
+    run_var = g.add(g.mul(g.cast_like(var, x), g.scalar(m, x)), g.mul(bvar, g.scalar(1 - m, x)))
+    return [y, run_mean, run_var][: len(node.output)]
 
 
 def _normalize(g, x, axes, eps):
@@ -709,7 +735,8 @@ def _op_cast(imp, node, ins, at):
 
 # The tensor ops above and the ops of the NN dialect (conv, pools, concat, slice, gather, pad,
 # ...) from frontends/onnx_nn.py: the table the importer dispatches on.
-HANDLERS = merge_tables(CORE_HANDLERS, onnx_nn.HANDLERS, onnx_quant.HANDLERS)
+HANDLERS = merge_tables(CORE_HANDLERS, onnx_nn.HANDLERS, onnx_attention.HANDLERS, onnx_loss.HANDLERS,
+                       onnx_index.HANDLERS, onnx_rnn.HANDLERS, onnx_quant.HANDLERS)
 SUPPORTED_OPS = HANDLERS
 
 
@@ -718,11 +745,68 @@ SUPPORTED_OPS = HANDLERS
 # ---------------------------------------------------------------------------------------------
 
 
+class _Respecialize(Exception):
+    """Raised inside the import: graph inputs `names` are needed at compile time."""
+
+    def __init__(self, names: set[str]):
+        self.names = names
+
+
 class OnnxImporter:
-    def __init__(self, model, input_shapes: dict[str, Sequence[int]] | None = None):
+    def __init__(self, model, input_shapes: dict[str, Sequence[int]] | None = None,
+                 example_values: dict[str, np.ndarray] | None = None):
         self.model = model
         self.input_shapes = {k: tuple(v) for k, v in (input_shapes or {}).items()}
+        self.example_values = dict(example_values or {})
         self.opset = 0
+        self.guards: list[tuple[int, str, np.ndarray]] = []
+        self._args: dict = {}  # block argument -> (input index, input name)
+
+    def specialize(self, v) -> np.ndarray | None:
+        """The example value of graph input `v` (recording a guard for it), or None when `v`
+        has no example value. A value computed from graph inputs that all have example values
+        restarts the import with those inputs specialized (_Respecialize)."""
+        key = self._args.get(v)
+        if key is None:
+            deps = self._input_deps(v)
+            if deps and all(name in self.example_values for _, name in deps):
+                raise _Respecialize({name for _, name in deps})
+            return None
+        index, name = key
+        if name not in self.example_values:
+            return None
+        value = np.asarray(self.example_values[name])
+        if not any(i == index for i, _, _ in self.guards):
+            self.guards.append((index, name, value.copy()))
+        return value
+
+    def _input_deps(self, v) -> set[tuple[int, str]]:
+        """The graph inputs an SSA value is computed from."""
+        seen, todo, out = set(), [v], set()
+        while todo:
+            x = todo.pop()
+            if x in seen:
+                continue
+            seen.add(x)
+            if x in self._args:
+                out.add(self._args[x])
+            elif isinstance(getattr(x, "owner", None), Operation):
+                todo.extend(x.owner.operands)
+        return out
+
+    def run(self) -> ImportedProgram:
+        """Import the graph; an input needed at compile time through other ops is specialized
+        on its example value and the import starts again."""
+        frozen: set[str] = set()
+        while True:
+            try:
+                return self._run(frozen)
+            except _Respecialize as r:
+                if r.names <= frozen:  # pragma: no cover - cannot happen: a frozen input is an array
+                    raise
+                frozen |= r.names
+                self.guards = []
+                self._args = {}
 
     def check(self) -> None:
         model = self.model
@@ -787,7 +871,7 @@ class OnnxImporter:
                 )
         return tuple(shape), dtype
 
-    def run(self) -> ImportedProgram:
+    def _run(self, frozen: set[str]) -> ImportedProgram:
         self.check()
         graph = self.model.graph
         init_names = {t.name for t in graph.initializer}
@@ -801,8 +885,11 @@ class OnnxImporter:
         block = Block(arg_types=arg_types)
         g = GraphBuilder(block)
         self.g = g
-        for vi, arg in zip(inputs, block.args):
+        for i, (vi, arg) in enumerate(zip(inputs, block.args)):
             env[vi.name] = arg
+            self._args[arg] = (i, vi.name)
+            if vi.name in frozen:  # needed at compile time: the example value, guarded
+                env[vi.name] = self.specialize(arg).astype(types[i][1])
         locations: dict[Operation, str] = {}
         for i, node in enumerate(graph.node):
             name = node.name or f"#{i}"
@@ -855,6 +942,7 @@ class OnnxImporter:
             output_is_tuple=len(graph.output) != 1,
             model_name=graph.name or "model",
             locations=locations,
+            guards=list(self.guards),
         )
 
 
@@ -864,9 +952,13 @@ def import_onnx(
     example_inputs: Sequence[Any] | None = None,
 ) -> ImportedProgram:
     """Import `model` (a path or an onnx.ModelProto). Symbolic dims take their size from
-    `input_shapes` (by input name) or from the shapes of `example_inputs` (in input order)."""
+    `input_shapes` (by input name) or from the shapes of `example_inputs` (in input order).
+    An op that needs a graph input's value at compile time (a Reshape's shape, TopK's k, ...)
+    takes it from the example input; the program's `guards` list those inputs, and the compiled
+    model raises SpecializationError when a call gives another value."""
     proto = _upgrade_opset(load_onnx(model))
     shapes = dict(input_shapes or {})
+    values = {}
     if example_inputs is not None:
         init = {t.name for t in proto.graph.initializer}
         names = [vi.name for vi in proto.graph.input if vi.name not in init]
@@ -875,7 +967,9 @@ def import_onnx(
                                f"got {len(example_inputs)} example inputs")
         for n, x in zip(names, example_inputs):
             shapes.setdefault(n, np.shape(x))
-    return OnnxImporter(proto, shapes).run()
+            if isinstance(x, np.ndarray | np.generic | list | tuple | int | float):
+                values[n] = np.asarray(x)
+    return OnnxImporter(proto, shapes, values).run()
 
 
 def _upgrade_opset(proto):

@@ -155,8 +155,11 @@ def _op_lp_pool(imp, node, ins, at):
 
 def _pool(imp, node, x, at, is_max: bool, average: bool = True):
     """Max or average (or, with average=False, sum) pooling of an NCW / NCHW x with ONNX's pads,
-    auto_pad, ceil_mode and count_include_pad."""
+    auto_pad, ceil_mode and count_include_pad. NCDHW pools are separable: a 2-D pool over
+    (H, W), then one over D (the windows' counts are products of per-dim counts)."""
     g = imp.g
+    if len(g.shape(x)) == 5:
+        return _pool3d(imp, node, x, at, is_max, average)
     x, one_d = _to_2d(imp, node, x)
     in_hw = g.shape(x)[2:]
     kernel, strides, dil, begin, end, out, extra = _pool_geometry(imp, node, at, in_hw, one_d)
@@ -175,6 +178,24 @@ def _pool(imp, node, x, at, is_max: bool, average: bool = True):
         s = g.shape(y)
         y = g.reshape(y, (s[0], s[1], s[3]))
     return y
+
+
+def _pool3d(imp, node, x, at, is_max: bool, average: bool):
+    g = imp.g
+    n, c, d, h, w = g.shape(x)
+    k = list(at["kernel_shape"])
+    strides = list(at.get("strides", [1] * 3))
+    dil = list(at.get("dilations", [1] * 3))
+    pads = at.get("pads")
+    at_hw = {**at, "kernel_shape": k[1:], "strides": strides[1:], "dilations": dil[1:]}
+    at_d = {**at, "kernel_shape": [k[0], 1], "strides": [strides[0], 1], "dilations": [dil[0], 1]}
+    if pads is not None:
+        at_hw["pads"] = [pads[1], pads[2], pads[4], pads[5]]
+        at_d["pads"] = [pads[0], 0, pads[3], 0]
+    y = _pool(imp, node, g.reshape(x, (n, c * d, h, w)), at_hw, is_max, average)
+    h2, w2 = g.shape(y)[2:]
+    y = _pool(imp, node, g.reshape(y, (n, c, d, h2 * w2)), at_d, is_max, average)
+    return g.reshape(y, (n, c, g.shape(y)[2], h2, w2))
 
 
 @handles("Pad")

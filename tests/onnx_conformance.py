@@ -8,10 +8,13 @@ A case is *run* when every op type in its graph is one aicc's importer supports.
   passed       every output matches the expected one within the case's rtol / atol;
   failed       a wrong answer, or an exception that is not a CompileError (a bug);
   unsupported  the importer refused it with UnsupportedOpError (a feature of a supported op
-               that aicc does not have, e.g. an attribute value or a non-constant shape input);
+               that aicc does not have, e.g. an attribute value);
   skipped      its inputs or outputs have element types the pipeline does not compute
                (float16, bfloat16, uint8, strings, ...), or its opset is newer than 28 (older ones are
                upgraded to 13 by the importer).
+
+Each case's inputs are its example inputs: an input an op needs at compile time (a shape, axes,
+pads, k) is specialized on the case's value and checked again when the case runs.
 """
 
 from __future__ import annotations
@@ -87,47 +90,6 @@ def _array(x) -> np.ndarray:
     return np.asarray(x, dtype=object)  # sequences, maps, optionals
 
 
-def _freeze_int_inputs(model, inputs, names=None):
-    """The model with its integer inputs (or the inputs `names`) made initializers of the case's
-    values (the way an exported model carries its axes / shapes / scales), and the remaining
-    inputs."""
-    from onnx import numpy_helper
-
-    frozen = type(model)()
-    frozen.CopyFrom(model)
-    graph = frozen.graph
-    keep_vi, keep_x = [], []
-    init = {t.name for t in graph.initializer}
-    graph_inputs = [vi for vi in graph.input if vi.name not in init]
-    for vi, x in zip(graph_inputs, inputs):
-        if (x.dtype.kind in "iu") if names is None else (vi.name in names):
-            graph.initializer.append(numpy_helper.from_array(x, vi.name))
-        else:
-            keep_vi.append(vi)
-            keep_x.append(x)
-    del graph.input[:]
-    graph.input.extend(keep_vi)
-    return frozen, keep_x
-
-
-def _compile_freezing_named(compiler, model, inputs):
-    """compiler.compile, freezing each graph input an UnsupportedOpError names as needed constant;
-    (compiled, model, remaining inputs)."""
-    from compiler.errors import UnsupportedOpError
-
-    for _ in range(len(inputs) + 1):
-        try:
-            return compiler.compile(model, inputs), model, inputs
-        except UnsupportedOpError as e:
-            init = {t.name for t in model.graph.initializer}
-            graph_inputs = [vi.name for vi in model.graph.input if vi.name not in init]
-            name = getattr(e, "input_name", None)
-            if name not in graph_inputs:
-                raise
-            model, inputs = _freeze_int_inputs(model, inputs, {name})
-    return compiler.compile(model, inputs), model, inputs
-
-
 def run_case(case) -> Outcome:
     import compiler
     from compiler.errors import CompileError, UnsupportedOpError
@@ -146,18 +108,10 @@ def run_case(case) -> Outcome:
                 return Outcome(case.name, op, "skipped", f"{what} dtype {a.dtype}")
     rtol = case.rtol if case.rtol is not None else 1e-3
     atol = case.atol if case.atol is not None else 1e-7
-    model = case.model
     try:
-        try:
-            m, model, inputs = _compile_freezing_named(compiler, model, inputs)
-        except UnsupportedOpError as e:
-            # aicc compiles for static shapes: integer inputs that must be known at compile time
-            # (axes, shapes, pads) are frozen to the case's values, then it tries again; so is
-            # a float input the importer names as one it needs constant (Resize's scales).
-            if "non-constant" not in str(e) or not any(x.dtype.kind in "iu" for x in inputs):
-                raise
-            model, inputs = _freeze_int_inputs(model, inputs)
-            m, model, inputs = _compile_freezing_named(compiler, model, inputs)
+        # aicc compiles for static shapes: an input an op needs at compile time (axes, shapes,
+        # pads, k) is specialized on the case's value, which the compiled model checks per call
+        m = compiler.compile(case.model, inputs)
     except UnsupportedOpError as e:
         return Outcome(case.name, op, "unsupported", str(e))
     except CompileError as e:

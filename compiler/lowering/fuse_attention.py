@@ -142,7 +142,7 @@ def match(root: aicc.MatmulOp) -> Match | None:
         return None
     t, softmax_ops = sm
     m = Match(p, t, dead=[*softmax_ops])
-    consumers = _user(t)  # the softmax's ops that read t
+    consumers = {o for o in softmax_ops if t in o.operands}  # the softmax's ops that read t
 
     # mask
     sc = t

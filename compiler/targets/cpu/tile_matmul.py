@@ -657,10 +657,11 @@ class _Tiler:
         if strides[-1] not in (0, 1):  # the kernel reads init along n, or one value per row
             return None
         src_aliases = _aliases(src)
+        buffer = _aliases(_base(src))  # src may be a view (a reshaped bias): its buffer's dealloc
         late_deallocs = []
         between = prev.next_op
         while between is not op:  # nothing in between may write the operand
-            if isinstance(between, memref.DeallocOp) and between.memref is src:
+            if isinstance(between, memref.DeallocOp) and between.memref in buffer:
                 late_deallocs.append(between)
             elif _touches(between, src_aliases):
                 return None
@@ -1126,6 +1127,14 @@ def _erase_dead_buffer(v: SSAValue) -> None:
             Rewriter.erase_op(o)
     if isinstance(v, OpResult) and not v.uses:
         Rewriter.erase_op(v.op)
+
+
+def _base(v: SSAValue) -> SSAValue:
+    """The buffer a view (reshape, cast, subview) reads, through any chain of views."""
+    while isinstance(v, OpResult) and isinstance(
+            v.op, memref.CollapseShapeOp | memref.ExpandShapeOp | memref.SubviewOp | memref.CastOp):
+        v = v.op.operands[0]
+    return v
 
 
 def _aliases(v: SSAValue) -> set[SSAValue]:
