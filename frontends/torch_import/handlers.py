@@ -19,6 +19,7 @@ from frontends.torch_import import (
     ops_norm,
     ops_reduce,
     ops_resample,
+    ops_scatter,
     ops_shape,
 )
 
@@ -36,5 +37,6 @@ HANDLERS = merge_tables(
     ops_nn.HANDLERS,
     ops_resample.HANDLERS,
     ops_attention.HANDLERS,
+    ops_scatter.HANDLERS,
 )
 SUPPORTED_OPS = HANDLERS

