@@ -124,3 +124,31 @@ def test_scatter_forms():
 
     x = r(5, 6)
     check(Fn(fn), (x, ints(5, 5, 6), r(5, 6, seed=1), ints(9, 5, 6)), red(5))
+
+
+# -- ordering and scans --------------------------------------------------------------------------
+
+def test_sort_argsort_topk():
+    def fn(x, a):
+        v, i = torch.sort(x, dim=1)
+        vd, id_ = torch.sort(x, dim=0, descending=True, stable=True)
+        tv, ti = torch.topk(x, 3, dim=-1)
+        sv, si = torch.topk(x, 2, dim=0, largest=False)
+        return v, i, vd, id_, tv, ti, sv, si, torch.argsort(a, dim=1, stable=True), torch.sort(a, 1)[0], x.msort()
+
+    check(Fn(fn), (r(5, 9), ints(4, 5, 9)))
+
+
+def test_sort_ties_are_stable():
+    """A stable sort keeps tied elements in index order, both ways (torch leaves the order of
+    topk's ties unspecified: aicc's are in index order, its values are the same)."""
+    x = torch.tensor([[1.0, 3.0, 3.0, 0.5, 3.0, -1.0, 0.5]])
+    check(Fn(lambda x: (*torch.sort(x, stable=True), *torch.sort(x, descending=True, stable=True),
+                        torch.topk(x, 4)[0])), (x,))
+
+
+def test_cumprod():
+    def fn(x, a):
+        return torch.cumprod(x, 1), torch.cumprod(x, 0), torch.cumprod(a, -1), x.cumprod(dim=1, dtype=torch.float32)
+
+    check(Fn(fn), (r(4, 11) * 0.5 + 1.0, ints(3, 4, 11) - 1), red(11))

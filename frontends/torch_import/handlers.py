@@ -21,6 +21,7 @@ from frontends.torch_import import (
     ops_resample,
     ops_scatter,
     ops_shape,
+    ops_sort,
 )
 
 __all__ = ["HANDLERS", "SUPPORTED_OPS"]
@@ -38,5 +39,6 @@ HANDLERS = merge_tables(
     ops_resample.HANDLERS,
     ops_attention.HANDLERS,
     ops_scatter.HANDLERS,
+    ops_sort.HANDLERS,
 )
 SUPPORTED_OPS = HANDLERS
