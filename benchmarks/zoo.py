@@ -163,8 +163,13 @@ def _vit_tv(quick):
 
         m = VisionTransformer(image_size=64, patch_size=16, num_layers=2, num_heads=2,
                               hidden_dim=64, mlp_dim=128, num_classes=10)
-        return m.eval(), (_image(True),)
-    return tv.models.vit_b_16(weights=None).eval(), (_image(False),)
+    else:
+        m = tv.models.vit_b_16(weights=None)
+    import torch
+
+    with torch.no_grad():  # torchvision starts the head at zero: every output would be 0
+        m.heads.head.weight.normal_(0.0, 0.02, generator=torch.Generator().manual_seed(5))
+    return m.eval(), (_image(quick),)
 
 
 def _swin_tv(quick):
@@ -220,13 +225,19 @@ SMALL = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, interme
 
 
 def _hf(config_cls, model_cls, small, key="last_hidden_state", inputs="text", mask=True,
-        seq=None, **full):
+        seq=None, part=None, **full):
     def build(quick):
+        try:  # transformers imports torchvision where it is installed: with the fix-up above
+            import_torchvision()
+        except ImportError:
+            pass
         import transformers
 
         _seed()
         cfg = getattr(transformers, config_cls)(**(small if quick else full))
         model = getattr(transformers, model_cls)(cfg).eval()
+        if part:
+            model = getattr(model, part)()
         if inputs == "text":
             ids, m = _tokens(quick, cfg.vocab_size, seq)
             names = ["input_ids", "attention_mask"] if mask else ["input_ids"]
@@ -269,8 +280,9 @@ def _specs():
                                                   encoder_attention_heads=2, decoder_attention_heads=2,
                                                   encoder_ffn_dim=128, decoder_ffn_dim=128,
                                                   num_mel_bins=80, max_source_positions=50,
-                                                  vocab_size=1000),
-            key="last_hidden_state", inputs="audio")),
+                                                  vocab_size=1000, pad_token_id=0, bos_token_id=1,
+                                                  eos_token_id=2, decoder_start_token_id=1),
+            key="last_hidden_state", inputs="audio", part="get_encoder")),
         Spec("clip-text", "transformers", _hf(
             "CLIPTextConfig", "CLIPTextModel", {**S, "max_position_embeddings": 77},
             key="pooler_output", seq=16)),

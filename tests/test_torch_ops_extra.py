@@ -152,3 +152,52 @@ def test_cumprod():
         return torch.cumprod(x, 1), torch.cumprod(x, 0), torch.cumprod(a, -1), x.cumprod(dim=1, dtype=torch.float32)
 
     check(Fn(fn), (r(4, 11) * 0.5 + 1.0, ints(3, 4, 11) - 1), red(11))
+
+
+def test_scans_and_search():
+    def fn(x, a, b):
+        cm, ci = torch.cummax(x, 1)
+        nm, ni = torch.cummin(a, 0)
+        return (cm, ci, nm, ni, torch.logcumsumexp(x * 20, 1), torch.bucketize(x, b),
+                torch.bucketize(x, b, right=True, out_int32=True), torch.searchsorted(b, x),
+                torch.searchsorted(b, x, side="right"), torch.searchsorted(x.sort(1)[0], x[:, :3]))
+
+    x = r(5, 9)
+    check(Fn(fn), (torch.cat([x, x[:, :2]], 1), ints(3, 6, 4), torch.tensor([-1.0, -0.25, 0.0, 0.5, 1.5])), red(11))
+
+
+# -- elementwise, indexing and distances -----------------------------------------------------------
+
+def test_atan2_and_float_classes():
+    def fn(y, x):
+        z = torch.log(x)  # NaN below 0, -inf at 0
+        return (torch.atan2(y, x), torch.atan2(y, torch.zeros_like(x)), torch.isnan(z), torch.isinf(z / x),
+                torch.isfinite(z), torch.nan_to_num(z), torch.nan_to_num(z, nan=1.0, neginf=-7.0))
+
+    x = r(6, 7, seed=1)
+    x[0, :3] = 0.0
+    y = r(6, 7)
+    y[1, 1] = 0.0
+    check(Fn(fn), (y, x))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag(mode):
+    w = r(11, 5, seed=3)
+
+    def fn(i, o, psw):
+        two_d = F.embedding_bag(i.view(3, 4), w, mode=mode)
+        offs = F.embedding_bag(i, w, o, mode=mode, padding_idx=2)
+        extra = (F.embedding_bag(i, w, o, mode="sum", per_sample_weights=psw),) if mode == "sum" else ()
+        return (two_d, offs, *extra)
+
+    check(Fn(fn), (ints(11, 12), torch.tensor([0, 3, 3, 10]), r(12, seed=1)), red(12))
+
+
+def test_diagonal_and_cdist():
+    def fn(x, a, b):
+        return (torch.diagonal(x), torch.diagonal(x, 2), torch.diagonal(x, -1, 1, 2), x[0].trace(),
+                torch.diagonal(a, 0, 0, 1),
+                torch.cdist(a, b), torch.cdist(a, b, p=1.0), torch.cdist(a, b, p=3.0), torch.cdist(a, b, p=float("inf")))
+
+    check(Fn(fn), (r(4, 5, 6), r(7, 3), r(4, 3, seed=1)), red(8))
