@@ -1,10 +1,11 @@
-"""Reproducer: torchvision's SwinTransformerBlock (shifted windows) fails in the compiler's
-linalg stage, on both frontends:
+"""Reproducer: torchvision's SwinTransformerBlock on a feature map smaller than its window
+(the block pads to the window and crops back) fails in the compiler's linalg stage, on both
+frontends (the same failure as repro/slice_transpose_add.py):
 
     RuntimeError: IR after the linalg stage does not verify: inferred input/output operand #1
     has shape's dimension #1 to be 2, but found 4
 
-    PYTHONPATH=. python repro/swin_block.py
+    PYTHONPATH=. python repro/swin_block.py [shift window feature-map]   # default 2 4 2
 """
 import sys
 
