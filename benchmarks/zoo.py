@@ -243,14 +243,22 @@ def _hf(config_cls, model_cls, small, key="last_hidden_state", inputs="text", ma
             names = ["input_ids", "attention_mask"] if mask else ["input_ids"]
             args = (ids, m) if mask else (ids,)
         elif inputs == "image":
-            size = cfg.image_size
+            size = getattr(cfg, "image_size", 224)
+            size = size if isinstance(size, int) else size[0]
             names, args = ["pixel_values"], (_image(True, size, size),)
+        elif inputs == "wave":  # wav2vec2: one second of 16 kHz audio (0.1 s quick)
+            import torch
+
+            names = ["input_values"]
+            args = (torch.randn(1, 1600 if quick else 16000, generator=torch.Generator().manual_seed(3)),)
         elif inputs == "audio":  # whisper: log-mel features, 2 x max_source_positions frames
             import torch
 
             n = 2 * cfg.max_source_positions
             names = ["input_features"]
             args = (torch.randn(1, cfg.num_mel_bins, n, generator=torch.Generator().manual_seed(3)),)
+        if inputs == "image":
+            model = calibrate_batch_norm(model, args[0])
         return _Select(model, key, names), args
 
     return build
@@ -283,6 +291,38 @@ def _specs():
                                                   vocab_size=1000, pad_token_id=0, bos_token_id=1,
                                                   eos_token_id=2, decoder_start_token_id=1),
             key="last_hidden_state", inputs="audio", part="get_encoder")),
+        Spec("llama", "transformers", _hf(
+            "LlamaConfig", "LlamaModel", {**S, "num_key_value_heads": 1, "head_dim": 32})),
+        Spec("albert", "transformers", _hf(
+            "AlbertConfig", "AlbertModel", {**S, "embedding_size": 32})),
+        Spec("deberta-v2", "transformers", _hf(
+            "DebertaV2Config", "DebertaV2Model", {**S, "relative_attention": True, "position_buckets": 8,
+                                                  "pos_att_type": ["p2c", "c2p"], "max_relative_positions": 16})),
+        Spec("bart-encoder", "transformers", _hf(
+            "BartConfig", "BartModel", dict(encoder_layers=2, decoder_layers=1, d_model=64,
+                                            encoder_attention_heads=2, decoder_attention_heads=2,
+                                            encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=1000,
+                                            max_position_embeddings=128), part="get_encoder")),
+        Spec("opt", "transformers", _hf(
+            "OPTConfig", "OPTModel", dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,
+                                          ffn_dim=128, vocab_size=1000, max_position_embeddings=128,
+                                          word_embed_proj_dim=64))),
+        Spec("bloom", "transformers", _hf(
+            "BloomConfig", "BloomModel", dict(n_layer=2, hidden_size=64, n_head=2, vocab_size=1000))),
+        Spec("wav2vec2", "transformers", _hf(
+            "Wav2Vec2Config", "Wav2Vec2Model", dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,
+                                                    intermediate_size=128, conv_dim=(32, 32, 32),
+                                                    conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
+                                                    num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4),
+            inputs="wave")),
+        Spec("mobilevit", "transformers", _hf(
+            "MobileViTConfig", "MobileViTModel", dict(image_size=64, hidden_sizes=[32, 48, 64],
+                                                      neck_hidden_sizes=[8, 16, 24, 32, 40, 48, 64],
+                                                      num_attention_heads=2), inputs="image")),
+        Spec("segformer", "transformers", _hf(
+            "SegformerConfig", "SegformerModel", dict(image_size=64, depths=[1, 1, 1, 1], hidden_sizes=[16, 32, 48, 64],
+                                                      num_attention_heads=[1, 1, 2, 2], decoder_hidden_size=64),
+            inputs="image")),
         Spec("clip-text", "transformers", _hf(
             "CLIPTextConfig", "CLIPTextModel", {**S, "max_position_embeddings": 77},
             key="pooler_output", seq=16)),

@@ -7,14 +7,13 @@ on odd shapes; tolerances as in tests/test_torch_import.py (exact for integer re
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 import compiler  # noqa: E402
-from tests.test_torch_import import ELEM, Fn, check, ints, r, red, signed_ints  # noqa: E402
+from tests.test_torch_import import Fn, check, ints, r, red, signed_ints  # noqa: E402
 
 
 # -- advanced indexing ---------------------------------------------------------------------------
