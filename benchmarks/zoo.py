@@ -108,28 +108,30 @@ def calibrate_batch_norm(model, image):
 
     torchvision's random init (BN at mean 0 / var 1, classifier weights ~ N(0, 0.01)) lets the
     activations of MobileNet / EfficientNet shrink layer by layer to outputs of 1e-10 or less,
-    which any compiler matches. Like a model after training, each BN here sees its input's
-    batch statistics (one train-mode pass over 4 seeded images, momentum 1), then gets a
-    scale in [0.5, 1.5) and a shift ~ N(0, 0.1): activations stay of order 1 and the
-    constant-folded conv + BN is really tested."""
+    which any compiler matches. Like a model after training, each BN here gets a random
+    affine map (a scale in [0.5, 1.5), a shift ~ N(0, 0.1)) and then the statistics of its
+    input (one train-mode pass over 4 seeded images with momentum 1 records them), so
+    that eval mode computes what that pass computed: activations stay of order 1, the network
+    stays well conditioned (float32 torch agrees with float64), and the constant-folded
+    conv + BN is really tested."""
     import torch
 
     bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     if not bns:
-        return model
+        return model.eval()
     momenta = [m.momentum for m in bns]
-    for m in bns:
-        m.momentum = 1.0
     g = torch.Generator().manual_seed(4)
-    batch = torch.randn((4,) + tuple(image.shape[1:]), generator=g)
-    model.train()
     with torch.no_grad():
-        model(batch)
-        for m, mom in zip(bns, momenta):
-            m.momentum = mom
+        for m in bns:  # the affine maps first, so that the statistics below are those of eval mode
+            m.momentum = 1.0
             if m.affine:
                 m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
                 m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+        batch = torch.randn((4,) + tuple(image.shape[1:]), generator=g)
+        model.train()
+        model(batch)
+    for m, mom in zip(bns, momenta):
+        m.momentum = mom
     return model.eval()
 
 
@@ -523,6 +525,8 @@ def table(rows) -> str:
             status = "yes"
         elif r.get("compiled"):
             status = "MISMATCH" if "mismatch" in r.get("why", "") else "yes (run failed)"
+        elif r.get("not_run"):
+            status = "not run"
         else:
             status = "no"
         lines.append("| " + " | ".join([
@@ -542,21 +546,31 @@ def write_results(rows, quick, threads):
     for r in rows:
         old[(r["model"], r["frontend"])] = r
     order = list(SPECS)
+    for name in order:  # a model no run has reached yet is a row too
+        for fe in ("torch", "onnx"):
+            old.setdefault((name, fe), {"model": name, "family": SPECS[name].family, "frontend": fe,
+                                        "compiled": False, "not_run": True, "why": "not run yet"})
     merged = sorted(old.values(), key=lambda r: (order.index(r["model"]) if r["model"] in order else 999,
                                                  r["frontend"] != "torch"))
-    data[mode] = {"machine": machine(), "threads": threads, "rows": merged}
+    load = os.getloadavg()[1] if hasattr(os, "getloadavg") else None
+    data[mode] = {"machine": machine(), "threads": threads, "rows": merged,
+                  "load": data.get(mode, {}).get("load") if load is None else load}
     store.write_text(json.dumps(data, indent=1, default=float) + "\n")
     md = RESULTS / ("zoo-quick.md" if quick else "zoo.md")
     n_ok = sum(1 for r in merged if r.get("ok"))
+    n_run = sum(1 for r in merged if not r.get("not_run"))
     md.write_text(
         f"# aicc model zoo ({mode})\n\n"
         f"`python benchmarks/zoo.py{' --quick' if quick else ''}`. Machine: {machine()}; "
-        f"aicc, torch and ONNX Runtime on {threads} thread(s). Random weights (seeded), eval mode.\n"
+        f"aicc, torch and ONNX Runtime on {threads} thread(s)"
+        + (f"; load average {load:.1f} at the end of the last run (a shared machine: times are "
+           "indicative)" if load is not None else "")
+        + ". Random weights (seeded), eval mode.\n"
         f"Check: |aicc - torch| <= {ATOL} x s + {RTOL} x |torch| with s = max |torch output| (the "
         f"output's scale, column 'scale'); "
         f"max err = max |aicc - torch| / s. compile s: a cold compile (AICC_CACHE=0), "
         f"the torch.export / ONNX import included. aicc ms and peer ms: medians.\n\n"
-        f"{n_ok} of {len(merged)} rows compile and match.\n\n" + table(merged) + "\n")
+        f"{n_ok} of the {n_run} rows run ({len(merged)} in all) compile and match.\n\n" + table(merged) + "\n")
     return md
 
 

@@ -200,3 +200,37 @@ def test_diagonal_and_cdist():
                 torch.cdist(a, b), torch.cdist(a, b, p=1.0), torch.cdist(a, b, p=3.0), torch.cdist(a, b, p=float("inf")))
 
     check(Fn(fn), (r(4, 5, 6), r(7, 3), r(4, 3, seed=1)), red(8))
+
+
+# -- ops that torch.export decomposes into handled ones ------------------------------------------
+
+def test_decomposed_ops_real_models_use():
+    """einsum, instance norm, repeat_interleave, broadcasting where / masked_fill, chunk /
+    unbind, one_hot, pixel_shuffle, unfold, normalize: decomposed by torch.export into ops
+    the frontend handles; int64 index arithmetic and bool logic on the way."""
+    def fn(x, v, i):
+        return (torch.einsum("bij,jk->bik", x[0].transpose(1, 2), v.t()), torch.einsum("bchw->bhc", x).contiguous(),
+                F.instance_norm(x), v.repeat_interleave(3, dim=0), v.repeat_interleave(2),
+                torch.where(v > 0, v, torch.zeros(5)), v.masked_fill(v[0] > 0, -1.0),
+                v.chunk(3, 0)[1], v.unbind(1)[2], F.one_hot(i % 6, 6), F.pixel_shuffle(x[:, :4], 2),
+                F.unfold(x, 2), F.normalize(v, dim=1), (i * 7 + 3) // 2 % 5 - i.abs().max(),
+                ((v > 0) ^ (v < 1)) & ~(v == 0) | (i.sum() > 3))
+
+    check(Fn(fn), (r(2, 6, 5, 7), r(6, 5, seed=1), signed_ints(9, 4)), red(8))
+
+
+@pytest.mark.parametrize("kw", [
+    dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2, stride=1, dilation=2),
+    dict(kernel_size=3, stride=2, ceil_mode=True),
+], ids=["2x2", "3x3-s2-p1", "dilated", "ceil"])
+def test_max_pool_indices_and_unpool(kw):
+    def fn(x):
+        y, i = F.max_pool2d(x, return_indices=True, **kw)
+        if kw.get("dilation", 1) == 1 and kw.get("stride", kw["kernel_size"]) == kw["kernel_size"]:
+            return y, i, F.max_unpool2d(y, i, kw["kernel_size"], output_size=x.shape[-2:])
+        return y, i
+
+    x = r(2, 3, 7, 9)
+    x[0, 0, :2, :2] = 1.0  # a tie: the first maximum of the window is the one torch returns
+    check(Fn(fn), (x,))
+    check(Fn(lambda x: F.max_pool1d(x, 3, return_indices=True)[1]), (r(2, 10),))

@@ -243,3 +243,17 @@ def _scatter_add(imp, a):
 @handles("aten.scatter_reduce.two")
 def _scatter_reduce(imp, a):
     return _scatter(imp, a["input"], a["dim"], a["index"], a["src"], a["reduce"], bool(a.get("include_self", True)))
+
+
+@handles("aten.max_unpool2d.default")
+def _max_unpool2d(imp, a):
+    """max_unpool2d: the values scattered to their indices (from max_pool2d) in a zero map of
+    output_size; where two windows share a maximum, the later one's write wins."""
+    g, x, idx = imp.g, a["input"], a["indices"]
+    shape = g.shape(x)
+    lead, hw = shape[:-2], shape[-2] * shape[-1]
+    out = imp.out_shape()
+    n = out[-2] * out[-1]
+    zeros = np.zeros(lead + (n,), g.dtype(x))
+    flat = _scatter(imp, zeros, len(lead), g.reshape(idx, lead + (hw,)), g.reshape(x, lead + (hw,)), "set")
+    return g.reshape(flat, out)
