@@ -294,17 +294,29 @@ def _specs():
                                                   eos_token_id=2, decoder_start_token_id=1),
             key="last_hidden_state", inputs="audio", part="get_encoder")),
         Spec("llama", "transformers", _hf(
-            "LlamaConfig", "LlamaModel", {**S, "num_key_value_heads": 1, "head_dim": 32})),
+            "LlamaConfig", "LlamaModel", {**S, "num_key_value_heads": 1, "head_dim": 32},
+            # the default LlamaConfig is 7B: a 12-layer, 768-wide one instead (about 150M)
+            hidden_size=768, num_hidden_layers=12, num_attention_heads=12, num_key_value_heads=4,
+            intermediate_size=2048)),
         Spec("albert", "transformers", _hf(
-            "AlbertConfig", "AlbertModel", {**S, "embedding_size": 32})),
+            "AlbertConfig", "AlbertModel", {**S, "embedding_size": 32},
+            # albert-base (the default config is xxlarge)
+            hidden_size=768, num_attention_heads=12, intermediate_size=3072, embedding_size=128)),
         Spec("deberta-v2", "transformers", _hf(
             "DebertaV2Config", "DebertaV2Model", {**S, "relative_attention": True, "position_buckets": 8,
-                                                  "pos_att_type": ["p2c", "c2p"], "max_relative_positions": 16})),
+                                                  "pos_att_type": ["p2c", "c2p"], "max_relative_positions": 16},
+            # deberta-v3-base's shape (the default config is xlarge)
+            hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+            vocab_size=128100, relative_attention=True, position_buckets=256, norm_rel_ebd="layer_norm",
+            share_att_key=True, pos_att_type=["p2c", "c2p"], max_relative_positions=-1)),
         Spec("bart-encoder", "transformers", _hf(
             "BartConfig", "BartModel", dict(encoder_layers=2, decoder_layers=1, d_model=64,
                                             encoder_attention_heads=2, decoder_attention_heads=2,
                                             encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=1000,
-                                            max_position_embeddings=128), part="get_encoder")),
+                                            max_position_embeddings=128), part="get_encoder",
+            # bart-base (the default config is bart-large)
+            d_model=768, encoder_layers=6, decoder_layers=6, encoder_attention_heads=12,
+            decoder_attention_heads=12, encoder_ffn_dim=3072, decoder_ffn_dim=3072)),
         Spec("opt", "transformers", _hf(
             "OPTConfig", "OPTModel", dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,
                                           ffn_dim=128, vocab_size=1000, max_position_embeddings=128,
