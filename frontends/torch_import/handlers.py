@@ -19,7 +19,9 @@ from frontends.torch_import import (
     ops_norm,
     ops_reduce,
     ops_resample,
+    ops_scatter,
     ops_shape,
+    ops_sort,
 )
 
 __all__ = ["HANDLERS", "SUPPORTED_OPS"]
@@ -36,5 +38,7 @@ HANDLERS = merge_tables(
     ops_nn.HANDLERS,
     ops_resample.HANDLERS,
     ops_attention.HANDLERS,
+    ops_scatter.HANDLERS,
+    ops_sort.HANDLERS,
 )
 SUPPORTED_OPS = HANDLERS

@@ -266,3 +266,49 @@ def _unary_composite(imp, a):
     integer = name in ("square", "sign") and imp.out_dtype().kind in "iu"
     x = imp.operand(a["input"], imp.out_dtype()) if integer else float_input(imp, a["input"])
     return _COMPOSITES[name](g, x, lambda v: g.scalar(v, x))
+
+
+@handles("aten.atan2.default")
+def _atan2(imp, a):
+    """atan2(y, x): atan(y / x) moved to the quadrant of (x, y); x == 0 gives +-pi/2 (0 at the
+    origin), as torch."""
+    g = imp.g
+    y, x = float_input(imp, a["input"]), float_input(imp, a["other"])
+    s = lambda v: np.array(v, imp.out_dtype())  # noqa: E731
+    zero_x = g.compare("eq", x, s(0.0))
+    base = g.unary(aicc.AtanOp, g.div(y, g.select(zero_x, s(1.0), x)))
+    shift = g.select(g.compare("lt", x, s(0.0)), g.select(g.compare("lt", y, s(0.0)), s(-math.pi), s(math.pi)), s(0.0))
+    axis = g.mul(_sign(g, y, s), s(math.pi / 2))
+    return g.select(zero_x, axis, g.add(base, shift))
+
+
+@handles("aten.isnan.default", "aten.isinf.default", "aten.isfinite.default", "aten.isposinf.default",
+         "aten.isneginf.default")
+def _isnan(imp, a):
+    g, x = imp.g, a["input"]
+    name = op_name(imp.node.target).split(".")[1]
+    if g.dtype(x).kind != "f":
+        return np.full(g.shape(x), name == "isfinite")
+    inf = np.array(np.inf, g.dtype(x))
+    if name == "isnan":
+        return g.compare("ne", x, x)
+    if name == "isinf":
+        return g.compare("eq", g.unary(aicc.AbsOp, x), inf)
+    if name == "isfinite":
+        return g.compare("lt", g.unary(aicc.AbsOp, x), inf)
+    return g.compare("eq", x, inf if name == "isposinf" else -inf)
+
+
+@handles("aten.nan_to_num.default")
+def _nan_to_num(imp, a):
+    g, x = imp.g, a["input"]
+    if g.dtype(x).kind != "f":
+        return x
+    dt = g.dtype(x)
+    fin = np.finfo(dt)
+    nan = np.array(0.0 if a.get("nan") is None else a["nan"], dt)
+    pos = np.array(fin.max if a.get("posinf") is None else a["posinf"], dt)
+    neg = np.array(fin.min if a.get("neginf") is None else a["neginf"], dt)
+    y = g.select(g.compare("eq", x, np.array(np.inf, dt)), pos, x)
+    y = g.select(g.compare("eq", x, np.array(-np.inf, dt)), neg, y)
+    return g.select(g.compare("ne", x, x), nan, y)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from compiler.dialects import aicc
 from frontends.registry import HandlerTable
 
@@ -54,3 +56,26 @@ def _addmm(imp, a):
     if a["beta"] == 0:
         return y
     return g.add(y, _scaled(imp, imp.operand(a["input"], g.dtype(y)), a["beta"]))
+
+
+@handles("aten._cdist_forward.default")
+def _cdist(imp, a):
+    """torch.cdist: the p-norm of every difference x1[.., i, :] - x2[.., j, :] (computed
+    directly, not by torch's matmul expansion for p = 2)."""
+    g = imp.g
+    x1, x2, p = a["x1"], a["x2"], float(a["p"])
+    s1, s2 = g.shape(x1), g.shape(x2)
+    d = g.sub(g.reshape(x1, s1[:-1] + (1, s1[-1])), g.reshape(x2, s2[:-2] + (1,) + s2[-2:]))
+    ax = [len(g.shape(d)) - 1]
+    dt = g.dtype(d)
+    if p == 2.0:
+        return g.unary(aicc.SqrtOp, g.reduce(aicc.ReduceSumOp, g.mul(d, d), ax, False))
+    ad = g.unary(aicc.AbsOp, d)
+    if p == 1.0:
+        return g.reduce(aicc.ReduceSumOp, ad, ax, False)
+    if p == float("inf"):
+        return g.reduce(aicc.ReduceMaxOp, ad, ax, False)
+    if p == 0.0:
+        return g.reduce(aicc.ReduceSumOp, g.cast(g.compare("ne", ad, np.zeros((), dt)), dt), ax, False)
+    s = g.reduce(aicc.ReduceSumOp, g.binary(aicc.PowOp, ad, np.array(p, dt)), ax, False)
+    return g.binary(aicc.PowOp, s, np.array(1.0 / p, dt))

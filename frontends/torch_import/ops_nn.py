@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -20,7 +21,7 @@ HANDLERS = HandlerTable()
 handles = HANDLERS.handles
 
 
-_POOL_INDICES = Refused("the indices of max pooling, which only max_unpool (a scatter) reads; "
+_POOL_INDICES = Refused("the indices of adaptive and 3-D max pooling, which only max_unpool reads; "
                         "aicc computes the pooled values")
 
 
@@ -129,10 +130,38 @@ def _max_pool(imp, a):
     kernel = lift(a["kernel_size"])
     stride = lift(a["stride"]) if a["stride"] else kernel
     pad_ = [0, *_pair(a["padding"], 1)] if nd == 1 else _pair(a["padding"])
-    y, _ = _pool_windows(imp, x4, nd, kernel, stride, pad_, lift(a["dilation"]), -math.inf, "max")
+    y, out = _pool_windows(imp, x4, nd, kernel, stride, pad_, lift(a["dilation"]), -math.inf, "max")
     if "with_indices" in name:
-        return [g.reshape(y, imp.out_shape(0)), _POOL_INDICES]
+        used = any(u.target is operator.getitem and u.args[1] == 1 and u.users for u in imp.node.users)
+        idx = _POOL_INDICES
+        if used:
+            idx = g.reshape(_pool_indices(imp, x4, kernel, stride, pad_, lift(a["dilation"]), out), imp.out_shape(1))
+        return [g.reshape(y, imp.out_shape(0)), idx]
     return back(y)
+
+
+def _pool_indices(imp, x4, kernel, stride, padding, dilation, out):
+    """The indices max_pool2d returns (read by max_unpool): for each window the flat index
+    (row * W + col in the unpadded input) of its first maximum, in torch's scan order. The
+    K = kh x kw window taps are K strided slices of the padded input side by side; the first
+    tap equal to the window's maximum picks its entry of a constant table of positions."""
+    g = imp.g
+    n, c, h, w = g.shape(x4)
+    high = [max(0, (o - 1) * s + d * (k - 1) + 1 - m - p)
+            for o, s, d, k, m, p in zip(out, stride, dilation, kernel, (h, w), padding)]
+    padded = _pad(g, x4, [0, 0, *padding], [0, 0, *high], -math.inf)
+    (kh, kw), (sh, sw), (dh, dw), (ph, pw), (oh, ow) = kernel, stride, dilation, padding, out
+    taps = [g.reshape(slice_tensor(g, padded, [0, 0, i * dh, j * dw], [1, 1, sh, sw], [n, c, oh, ow]), (n, c, oh, ow, 1))
+            for i in range(kh) for j in range(kw)]
+    k = len(taps)
+    win = taps[0] if k == 1 else g.emit(lambda *vs: aicc_nn.ConcatOp(list(vs), 4), *taps)
+    top = g.reduce(aicc.ReduceMaxOp, win, [4], True)
+    ks = np.arange(k, dtype=np.int64)
+    first = g.reduce(aicc.ReduceMinOp, g.select(g.compare("eq", win, top), ks, np.array(k, np.int64)), [4], True)
+    rows = (np.arange(oh)[:, None, None] * sh - ph + (ks // kw)[None, None, :] * dh)
+    cols = (np.arange(ow)[None, :, None] * sw - pw + (ks % kw)[None, None, :] * dw)
+    table = (rows * w + cols).astype(np.int64)  # (oh, ow, K)
+    return g.reduce(aicc.ReduceSumOp, g.select(g.compare("eq", first, ks), table, np.array(0, np.int64)), [4], False)
 
 
 @handles("aten.avg_pool2d.default", "aten.avg_pool1d.default")
