@@ -223,7 +223,7 @@ def _op_pad(imp, node, ins, at):
         return [np.pad(x[tuple(neg)], widths, constant_values=value)]
     if any(p < 0 for p in low + high):  # negative pads crop
         shape = g.shape(x)
-        x = _slice(g, x, [max(-lo, 0) for lo in low], [1] * rank,
+        x = slice_tensor(g, x, [max(-lo, 0) for lo in low], [1] * rank,
                    [d - max(-lo, 0) - max(-hi, 0) for d, lo, hi in zip(shape, low, high)])
         low, high = [max(p, 0) for p in low], [max(p, 0) for p in high]
     if not any(low) and not any(high):
@@ -253,7 +253,7 @@ def _op_concat(imp, node, ins, at):
     return [g.emit(lambda *vs: aicc_nn.ConcatOp(list(vs), axis), *vals)]
 
 
-def _slice(g, x, starts, steps, counts):
+def slice_tensor(g, x, starts, steps, counts):
     if 0 in counts:  # an empty tensor has no values to compute: a constant
         return np.zeros(counts, dtype=g.dtype(x))
     if isinstance(x, np.ndarray):
@@ -281,7 +281,7 @@ def _op_slice(imp, node, ins, at):
     for a, s, e, st in zip(axes, starts, ends, steps):
         r = range(*slice(s, e, st).indices(shape[a]))
         st_all[a], step_all[a], cnt_all[a] = (r.start if len(r) else 0), st, len(r)
-    return [_slice(g, x, st_all, step_all, cnt_all)]
+    return [slice_tensor(g, x, st_all, step_all, cnt_all)]
 
 
 @handles("Gather")
@@ -302,7 +302,7 @@ def _op_gather(imp, node, ins, at):
             starts[axis] = int(idx.reshape(-1)[0])
             counts = list(g.shape(data))
             counts[axis] = 1
-            return [g.reshape(_slice(g, data, starts, [1] * rank, counts), out_shape)]
+            return [g.reshape(slice_tensor(g, data, starts, [1] * rank, counts), out_shape)]
     if 0 in g.shape(idx) or 0 in g.shape(data):
         raise unsupported(imp, node, "an empty tensor")
     return [g.emit(lambda d, i: aicc_nn.GatherOp(d, i, axis), data, idx)]
@@ -330,7 +330,7 @@ def _op_split(imp, node, ins, at):
         starts[axis] = offset
         counts = list(shape)
         counts[axis] = s
-        outs.append(_slice(g, x, starts, [1] * len(shape), counts))
+        outs.append(slice_tensor(g, x, starts, [1] * len(shape), counts))
         offset += s
     return outs
 
@@ -784,7 +784,7 @@ def _op_center_crop_pad(imp, node, ins, at):
             starts[a], counts[a] = d // 2, size
         elif size > shape[a]:
             low[a], high[a] = d // 2, d - d // 2
-    x = _slice(g, x, starts, [1] * rank, counts)
+    x = slice_tensor(g, x, starts, [1] * rank, counts)
     if any(low) or any(high):
         if isinstance(x, np.ndarray):
             return [np.pad(x, list(zip(low, high)))]

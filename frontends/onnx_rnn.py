@@ -15,7 +15,7 @@ import numpy as np
 
 from compiler.dialects import aicc, aicc_nn
 from frontends.onnx_common import const, unsupported
-from frontends.onnx_nn import _slice
+from frontends.onnx_nn import slice_tensor
 from frontends.registry import HandlerTable
 
 __all__ = ["HANDLERS"]
@@ -33,13 +33,13 @@ def _opt(ins, i):
 def _cols(g, x, start, count):
     """x[:, start:start + count] of a 2-D x."""
     rows = g.shape(x)[0]
-    return _slice(g, x, [0, start], [1, 1], [rows, count])
+    return slice_tensor(g, x, [0, start], [1, 1], [rows, count])
 
 
 def _row(g, x, d):
     """x[d] of a tensor whose first dim is the direction."""
     s = g.shape(x)
-    return g.reshape(_slice(g, x, [d] + [0] * (len(s) - 1), [1] * len(s), [1, *s[1:]]), s[1:])
+    return g.reshape(slice_tensor(g, x, [d] + [0] * (len(s) - 1), [1] * len(s), [1, *s[1:]]), s[1:])
 
 
 class _Cell:
@@ -93,9 +93,9 @@ class _Cell:
         rb = None
         if self.b is not None:
             bd = _row(g, self.b, d)
-            xp = g.add(xp, g.reshape(_slice(g, bd, [0], [1], [gh]), (1, gh)))
-            rb = g.reshape(_slice(g, bd, [gh], [1], [gh]), (1, gh))
-        steps = [_slice(g, xp, [t * self.batch, 0], [1, 1], [self.batch, gh]) for t in range(self.seq)]
+            xp = g.add(xp, g.reshape(slice_tensor(g, bd, [0], [1], [gh]), (1, gh)))
+            rb = g.reshape(slice_tensor(g, bd, [gh], [1], [gh]), (1, gh))
+        steps = [slice_tensor(g, xp, [t * self.batch, 0], [1, 1], [self.batch, gh]) for t in range(self.seq)]
         return steps, g.transpose(_row(g, self.r, d), (1, 0)), rb
 
     def initial(self, v, d):
@@ -196,7 +196,7 @@ def _op_lstm(imp, node, ins, at):
         p = None
         if peep is not None:
             pd = _row(g, peep, d)
-            p = [g.reshape(_slice(g, pd, [k * hs], [1], [hs]), (1, hs)) for k in range(3)]  # i, o, f
+            p = [g.reshape(slice_tensor(g, pd, [k * hs], [1], [hs]), (1, hs)) for k in range(3)]  # i, o, f
         h, cell = c.initial(c.h0, d), c.initial(c0, d)
         y = [None] * c.seq
         for t in c.order(d):

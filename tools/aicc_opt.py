@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from compiler.universe import AICC_PASSES, AICC_UNIVERSE
+from compiler.universe import AICC_PASSES, AICC_UNIVERSE, target_passes
 
 
 class AiccOptMain(xDSLOptMain):
@@ -23,7 +23,9 @@ class AiccOptMain(xDSLOptMain):
 
     def register_all_passes(self):
         super().register_all_passes()
-        for name, load in AICC_PASSES.items():
+        # targets registered since compiler.universe was imported (a plug-in, a test's toy
+        # target) count too: their passes are looked up now, not at import
+        for name, load in {**AICC_PASSES, **target_passes()}.items():
             self.available_passes.setdefault(name, load)
 
     def register_all_targets(self):
