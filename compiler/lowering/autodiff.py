@@ -27,6 +27,7 @@ in `wrt` to the result is an UnsupportedOpError naming it.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 
@@ -69,9 +70,14 @@ def vjp(*op_types: type[Operation]) -> Callable[[Rule], Rule]:
     return register
 
 
-def rule_for(op: Operation) -> Rule | None:
+@functools.cache
+def _load_rules() -> None:
     for module in _RULE_MODULES:
         importlib.import_module(module)
+
+
+def rule_for(op: Operation) -> Rule | None:
+    _load_rules()
     for t in type(op).__mro__:
         if t in VJP_RULES:
             return VJP_RULES[t]

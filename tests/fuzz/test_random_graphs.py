@@ -16,10 +16,8 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import compiler
 from compiler import ops
 from compiler.pipeline import CompileOptions, compile_module
 from compiler.reference import run_reference

@@ -97,13 +97,18 @@ define void @probe(ptr noalias %a, ptr noalias %b) {
 """
 
 
+def _probe_asm(name: str, ir_text: str) -> tuple[str, str]:
+    """(the assembly LLVM writes for `ir_text` on CPU `name`, what it warned on stderr).
+    +64bit: LLVM aborts on 64-bit code for a CPU it does not know, before any check."""
+    return _with_stderr(lambda: new_target_machine(CPUMachine(name, "+64bit", 0, 0, 0, False))
+                        .emit_assembly(llvm.parse_assembly(ir_text)))
+
+
 def _probe_vector_bits(name: str) -> int:
     """Compile 16-float vector code for CPU `name` and read the register width LLVM picked.
     LLVM only warns (on stderr) about a CPU name it does not know and falls back to a generic
     one: that warning is caught here and becomes an error."""
-    # +64bit: LLVM aborts on 64-bit code for a CPU it does not know, before the check below
-    tm_text, warning = _with_stderr(lambda: new_target_machine(
-        CPUMachine(name, "+64bit", 0, 0, 0, False)).emit_assembly(llvm.parse_assembly(_PROBE)))
+    tm_text, warning = _probe_asm(name, _PROBE)
     if "not a recognized processor" in warning:
         raise CompileError(f"unknown target CPU '{name}' ({TARGET_CPU_ENV} or target_cpu=): "
                            "expected an LLVM x86 CPU name such as x86-64-v3, haswell, znver3, "
@@ -111,22 +116,13 @@ def _probe_vector_bits(name: str) -> int:
     return 512 if "zmm" in tm_text else 256 if "ymm" in tm_text else 128
 
 
-_PROBE_AVX2 = """
-define void @probe(ptr noalias %a, ptr noalias %b) {
-  %x = load <8 x i32>, ptr %a, align 32
-  %y = load <8 x i32>, ptr %b, align 32
-  %z = add <8 x i32> %x, %y
-  store <8 x i32> %z, ptr %a, align 32
-  ret void
-}
-"""
+_PROBE_AVX2 = _PROBE.replace("16 x float", "8 x i32").replace("fadd", "add")
 
 
 @lru_cache(maxsize=None)
 def _probe_avx2(name: str) -> bool:
     """Does CPU `name` add 8 x i32 in one ymm instruction (AVX2; AVX alone splits it in two)?"""
-    text, _ = _with_stderr(lambda: new_target_machine(CPUMachine(name, "+64bit", 0, 0, 0, False))
-                           .emit_assembly(llvm.parse_assembly(_PROBE_AVX2)))
+    text, _ = _probe_asm(name, _PROBE_AVX2)
     return "%ymm" in text and "vpaddd" in text
 
 
