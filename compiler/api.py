@@ -161,38 +161,113 @@ def load(directory: str | os.PathLike, name: str | None = None):
 
 
 class JitFunction:
-    """A traced-on-call function: compiled once per distinct input shapes and dtypes."""
+    """A traced-on-call function, with torch.compile's automatic dynamic shapes.
 
-    def __init__(self, fn: Callable, options: CompileOptions):
+    `dynamic=None` (the default): the first call compiles for its exact shapes; a later call
+    whose shapes differ from a compiled signature in some dims only (same ranks and dtypes)
+    compiles once more with those dims symbolic, and that model serves every later size of
+    them. `dynamic=True`: every dim above 1 is symbolic from the first call; `dynamic=False`:
+    one compile per distinct shapes. Dims of equal size in the call that made them symbolic
+    share one symbol (torch's "duck sizing"); size-1 dims stay static (they broadcast). When
+    the function cannot be compiled with symbolic dims (an op that needs static sizes), the
+    call compiles for its static shapes instead and `stats["dynamic_fallback"]` says why.
+    `stats["compilations"]` counts the compiles."""
+
+    def __init__(self, fn: Callable, options: CompileOptions, dynamic: bool | None = None):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.options = options
-        self.cache: dict[tuple, CompiledModel] = {}
+        self.dynamic = dynamic
+        self.cache: dict[tuple, CompiledModel] = {}  # exact signatures
+        self.dynamic_models: list[tuple[tuple, CompiledModel]] = []  # (signature pattern, model)
+        self.stats: dict = {"compilations": 0}
+
+    def _compile(self, arrays: tuple, dynamic_dims=None) -> CompiledModel:
+        self.stats["compilations"] += 1
+        if dynamic_dims is None:
+            return _compile_function(self.fn, arrays, self.options)
+        from frontends.numpy_trace import trace
+
+        program = trace(self.fn, arrays, name=getattr(self.fn, "__name__", "main").strip("<>") or "main",
+                        dynamic_dims=dynamic_dims)
+        return compile_program(program, self.options)
 
     def compiled_for(self, *inputs) -> CompiledModel:
         arrays = tuple(np.asarray(x) for x in inputs)
         key = tuple((a.shape, a.dtype.str) for a in arrays)
-        if key not in self.cache:
-            self.cache[key] = _compile_function(self.fn, arrays, self.options)
+        if key in self.cache:
+            return self.cache[key]
+        for pattern, m in self.dynamic_models:
+            if _matches(pattern, arrays):
+                return m
+        dims = None
+        if self.dynamic:
+            dims = _symbolic_dims(arrays, lambda i, k, n: n > 1)
+        elif self.dynamic is None:
+            prev = next((k for k in reversed(self.cache)
+                         if [(len(s), d) for s, d in k] == [(len(a.shape), a.dtype.str) for a in arrays]), None)
+            if prev is not None:
+                dims = _symbolic_dims(arrays, lambda i, k, n: n > 1 and prev[i][0][k] != n
+                                      or prev[i][0][k] > 1 and prev[i][0][k] != n)
+        if dims is not None and any(dims) and "dynamic_fallback" not in self.stats:
+            try:
+                m = self._compile(arrays, dims)
+            except CompileError as e:
+                if self.dynamic:
+                    raise
+                self.stats["dynamic_fallback"] = str(e)  # static compiles from now on
+            else:
+                pattern = tuple((tuple(None if k in d else n for k, n in enumerate(a.shape)), a.dtype.str)
+                                for a, d in zip(arrays, dims))
+                self.dynamic_models.append((pattern, m))
+                return m
+        self.cache[key] = self._compile(arrays)
         return self.cache[key]
 
     def __call__(self, *inputs):
         return self.compiled_for(*inputs)(*inputs)
 
     def ir(self, stage: str) -> str:
-        """The IR of the most recently compiled signature."""
+        """The IR of the most recently compiled signature (a dynamic one when there is one)."""
+        if self.dynamic_models:
+            return self.dynamic_models[-1][1].ir(stage)
         if not self.cache:
             raise CompileError(f"{self.fn.__name__} has not been compiled yet: call it first")
         return next(reversed(self.cache.values())).ir(stage)
 
 
+def _symbolic_dims(arrays, pick) -> list[dict[int, str]]:
+    """{dim: symbol} per input for the dims `pick(input, dim, size)` chooses; dims of one size
+    share a symbol (s0, s1, ... in order of first appearance)."""
+    names: dict[int, str] = {}
+    out = []
+    for i, a in enumerate(arrays):
+        d = {}
+        for k, n in enumerate(a.shape):
+            if pick(i, k, n):
+                d[k] = names.setdefault(n, f"s{len(names)}")
+        out.append(d)
+    return out
+
+
+def _matches(pattern, arrays) -> bool:
+    if len(pattern) != len(arrays):
+        return False
+    for (shape, dt), a in zip(pattern, arrays):
+        if a.dtype.str != dt or len(shape) != a.ndim or any(
+                s is not None and s != n for s, n in zip(shape, a.shape)):
+            return False
+    return True
+
+
 def jit(fn: Callable | None = None, *, target: str = "cpu", threads: int | None = None,
-        fuse: bool = True, target_cpu: str | None = None):
-    """`@jit` or `@jit(target="cpu")`: compile a NumPy-style function on first call per signature."""
+        fuse: bool = True, target_cpu: str | None = None, dynamic: bool | None = None):
+    """`@jit` or `@jit(target="cpu", dynamic=...)`: compile a NumPy-style function on its first
+    call; see JitFunction for how later shapes are handled."""
     options = CompileOptions(target, threads, fuse, target_cpu=target_cpu)
     _check_target(options)
 
     def wrap(f: Callable) -> JitFunction:
-        return JitFunction(f, options)
+        return JitFunction(f, options, dynamic)
 
     return wrap(fn) if fn is not None else wrap

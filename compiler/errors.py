@@ -36,6 +36,16 @@ class SpecializationError(CompileError):
         super().__init__(message)
 
 
+class DimensionError(CompileError):
+    """A call whose input shapes break the compiled model's constraints on its dims: a static
+    dim that differs, two dims that must be equal but are not, a size out of its range."""
+
+    def __init__(self, message: str, *, input_name: str | None = None, dim: int | None = None):
+        super().__init__(message)
+        self.input_name = input_name
+        self.dim = dim
+
+
 class InternalError(RuntimeError):
     """A bug in aicc: a pass raised, or left IR that does not verify. Names the pass and the
     stage, and the reproducer file: the tensor-level IR the pipeline started from, whose first

@@ -37,11 +37,13 @@ from xdsl.utils.exceptions import VerifyException
 
 from compiler.cache import CompileCache, cache_enabled, source_digest
 from compiler.dialects.aicc import numpy_dtype
-from compiler.errors import CompileError, InternalError, SpecializationError
+from compiler.dialects.shapes import is_dynamic, shape_of
+from compiler.errors import CompileError, DimensionError, InternalError, SpecializationError
 from compiler.lowering.pipeline import cleanup, graph_passes, make_context
 from compiler.lowering.plan_memory import WORKSPACE_ATTR
 from compiler.progress import Progress
 from compiler.stages import STAGES, CompileOptions, PassTiming, StageIR
+from compiler.symbolic import Sym
 from compiler.targets import Target, available_targets, get_target
 from compiler.threads import default_threads
 
@@ -78,6 +80,8 @@ class CompiledModel:
     # (input index, input name, value): inputs compiled as constants (a frontend specialized on
     # the example value); every call checks them, and a different value is a SpecializationError
     guards: list = field(default_factory=list)
+    # dynamic dims: {symbol: (min, max)} the frontend allows (max None: unbounded)
+    dim_ranges: dict = field(default_factory=dict)
     _fn: Callable | None = None
     _local: threading.local = field(default_factory=threading.local)
 
@@ -88,7 +92,12 @@ class CompiledModel:
             ws = self._local.workspace = target.workspace(self.workspace_bytes)
         return ws
 
-    def _outputs(self) -> list[np.ndarray]:
+    @property
+    def is_dynamic(self) -> bool:
+        """Some input dim is symbolic: one compiled model for every value of it."""
+        return any(isinstance(d, Sym) for shape, _ in self.input_types for d in shape)
+
+    def _outputs(self, shapes: list[tuple[int, ...]] | None = None) -> list[np.ndarray]:
         """Arrays for the results. A large one reuses the array this thread returned last time
         when nothing references it any more (the caller dropped it, views included): a fresh
         64 MB array costs about as much again as a memory-bound kernel writing it, in page
@@ -98,8 +107,11 @@ class CompiledModel:
             cache = self._local.outputs = [None] * len(self.output_types)
         outs = []
         for i, (shape, dtype) in enumerate(self.output_types):
+            if shapes is not None:
+                shape = shapes[i]
             # referenced only by the cache and getrefcount's argument: nobody else sees it
-            if cache[i] is not None and sys.getrefcount(cache[i]) == 2:
+            if cache[i] is not None and sys.getrefcount(cache[i]) == 2 \
+                    and cache[i].shape == shape:
                 outs.append(cache[i])
                 continue
             a = np.empty(shape, dtype)
@@ -165,14 +177,22 @@ class CompiledModel:
                 f"{self.func_name} was compiled for {len(self.input_types)} inputs, got {len(inputs)}"
             )
         args = []
+        dynamic = self.is_dynamic
         for i, (x, (shape, dtype)) in enumerate(zip(inputs, self.input_types)):
             a = np.asarray(_host_tensor(x))
-            if a.shape != shape or a.dtype != dtype:
+            if a.dtype != dtype or (not dynamic and a.shape != shape):
                 raise CompileError(
-                    f"{self.func_name}: input {i} was compiled as {shape} {dtype}, "
+                    f"{self.func_name}: input {i} was compiled as {_fmt_sig(shape)} {dtype}, "
                     f"got {a.shape} {a.dtype}"
                 )
             args.append(np.ascontiguousarray(a))
+        sizes: list[int] = []
+        out_shapes = None
+        if dynamic:
+            env = bind_dims(self.func_name, self.input_types, args, getattr(self, "input_names", None),
+                            self.dim_ranges)
+            out_shapes = [tuple(d.evaluate(env) if isinstance(d, Sym) else d for d in shape)
+                          for shape, _ in self.output_types]
         for i, name, value in self.guards:
             if not np.array_equal(args[i].reshape(value.shape), value):
                 raise SpecializationError(
@@ -180,12 +200,16 @@ class CompiledModel:
                     f"{np.array2string(value, threshold=16)} (the example input's value); this call "
                     f"gives {np.array2string(args[i].reshape(value.shape), threshold=16)}: compile the model again with "
                     "this value", input_name=name)
-        outs = self._outputs()
+        outs = self._outputs(out_shapes)
         extra = [self._workspace()] if self.workspace_bytes else []
+        if dynamic:  # the size of each dynamic dim of the inputs, then of the outputs
+            for (shape, _), a in [*zip(self.input_types, args), *zip(self.output_types, outs)]:
+                sizes += [n for d, n in zip(shape, a.shape) if isinstance(d, Sym)]
         first = self._fn is None
         if first:
-            self._fn = self.executable.get(self.func_name, len(args) + len(outs) + len(extra))
-        self._fn(*args, *outs, *extra)
+            self._fn = self.executable.get(self.func_name,
+                                           len(args) + len(outs) + len(extra) + len(sizes))
+        self._fn(*args, *outs, *extra, *sizes)
         if first:  # cuda: each kernel loads on its first launch; cpu: one load for all
             self.stats["kernels_loaded"] = getattr(self.executable, "kernels_loaded",
                                                    self.stats.get("kernels", 0))
@@ -304,6 +328,10 @@ def compile_module(
     if fn is None:
         raise CompileError(f"no function @{func_name} in the module")
     ftype = fn.function_type
+    if any(is_dynamic(t) for t in ftype.inputs):
+        from compiler.lowering.tensor_to_linalg import check_dynamic_support
+
+        check_dynamic_support(module)  # before any pass: an op that needs static sizes
     input_types = [_shape_dtype(t) for t in ftype.inputs]
     output_types = [_shape_dtype(t) for t in ftype.outputs]
 
@@ -334,7 +362,7 @@ def compile_module(
                 stats={**meta["stats"], "cache": "hit", "kernels_loaded": 0}, target=target,
                 options=options, tune_report=tune_report)
 
-    stats: dict = {"fused": options.fuse}
+    stats: dict = {"fused": options.fuse, "compilations": 1}
     with _gc_paused(), Progress() as progress:  # progress: on a terminal, after a while
         stages, timings = run_passes(module, options, stats, progress, locations)
         workspace = fn.attributes.get(WORKSPACE_ATTR)
@@ -526,8 +554,62 @@ def _body_ops(module: ModuleOp) -> list:
     return [op for f in module.ops if isinstance(f, func.FuncOp) for op in f.body.walk()]
 
 
-def _shape_dtype(t) -> tuple[tuple[int, ...], np.dtype]:
-    return tuple(t.get_shape()), numpy_dtype(t.element_type)
+def _shape_dtype(t) -> tuple[tuple, np.dtype]:
+    """A signature type's shape (a Sym for each dynamic dim) and dtype."""
+    return shape_of(t), numpy_dtype(t.element_type)
+
+
+def _fmt_sig(shape) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def bind_dims(func_name: str, input_types, arrays, input_names, ranges: dict) -> dict[str, int]:
+    """The value of each symbol from the inputs' shapes, after checking every constraint the
+    compiled signature puts on them; a DimensionError naming the input, the dim and the
+    constraint otherwise."""
+    env: dict[str, int] = {}
+    pending = []
+
+    def name(i: int) -> str:
+        n = input_names[i] if input_names and i < len(input_names) else None
+        return f"input {i}" + (f" ('{n}')" if n else "")
+
+    for i, ((shape, _), a) in enumerate(zip(input_types, arrays)):
+        if a.ndim != len(shape):
+            raise DimensionError(f"{func_name}: {name(i)} was compiled with rank {len(shape)} "
+                                 f"{_fmt_sig(shape)}, got shape {a.shape}",
+                                 input_name=name(i))
+        for k, (d, n) in enumerate(zip(shape, a.shape)):
+            if not isinstance(d, Sym):
+                if d != n:
+                    raise DimensionError(
+                        f"{func_name}: {name(i)} dim {k} is static {d} in the compiled model "
+                        f"{_fmt_sig(shape)}, got {n} (shape {a.shape})", input_name=name(i), dim=k)
+            elif len(d.terms) == 1 and list(d.terms.items())[0][1] == 1 \
+                    and len(next(iter(d.terms))) == 1:
+                (sym,) = next(iter(d.terms))
+                if sym in env and env[sym] != n:
+                    raise DimensionError(
+                        f"{func_name}: {name(i)} dim {k} is '{sym}', which an earlier input gives "
+                        f"as {env[sym]}; got {n} (shape {a.shape})", input_name=name(i), dim=k)
+                lo, hi = ranges.get(sym, (1, None))
+                if n < lo or (hi is not None and n > hi):
+                    raise DimensionError(
+                        f"{func_name}: {name(i)} dim {k} ('{sym}') must be in [{lo}, "
+                        f"{'inf' if hi is None else hi}], got {n}", input_name=name(i), dim=k)
+                env[sym] = n
+            else:
+                pending.append((i, k, d, n, a.shape))
+    for i, k, d, n, shape in pending:
+        try:
+            want = d.evaluate(env)
+        except ValueError:
+            raise DimensionError(f"{func_name}: {name(i)} dim {k} is {d}, whose symbols no "
+                                 "input gives on its own", input_name=name(i), dim=k) from None
+        if want != n:
+            raise DimensionError(f"{func_name}: {name(i)} dim {k} must be {d} = {want}, got {n} "
+                                 f"(shape {shape})", input_name=name(i), dim=k)
+    return env
 
 
 __all__ = [

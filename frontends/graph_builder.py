@@ -20,6 +20,7 @@ from xdsl.rewriter import InsertPoint
 
 from compiler.dialects import aicc, aicc_nn
 from compiler.errors import ShapeError, UnsupportedOpError
+from compiler.symbolic import Sym
 
 __all__ = ["GraphBuilder", "TracedProgram", "pad_by_index", "pad_indices"]
 
@@ -43,6 +44,11 @@ class TracedProgram:
 # ---------------------------------------------------------------------------------------------
 # The graph builder: emits aicc ops, folding those whose operands are all known arrays.
 # ---------------------------------------------------------------------------------------------
+
+
+def dims(shape: Sequence) -> tuple:
+    """A shape's dims as ints, a symbolic dim (Sym) kept as it is."""
+    return tuple(d if isinstance(d, Sym) else int(d) for d in shape)
 
 
 def _constant_op(array: np.ndarray) -> aicc.ConstantOp:
@@ -214,7 +220,7 @@ class GraphBuilder:
 
     # -- shapes --------------------------------------------------------------------------------
     def reshape(self, x, shape: Sequence[int]):
-        shape = tuple(int(d) for d in shape)
+        shape = dims(shape)
         if self.shape(x) == shape:
             return x
         if isinstance(x, np.ndarray):
@@ -230,7 +236,7 @@ class GraphBuilder:
         return self.emit(lambda v: aicc.TransposeOp(v, perm), x)
 
     def broadcast_to(self, x, shape: Sequence[int]):
-        shape = tuple(int(d) for d in shape)
+        shape = dims(shape)
         if self.shape(x) == shape:
             return x
         if isinstance(x, np.ndarray):

@@ -38,6 +38,7 @@ from xdsl.rewriter import InsertPoint
 from compiler.dialects import aicc, aicc_nn
 from compiler.dialects.shapes import fmt_shape
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
+from compiler.symbolic import Sym
 from frontends.graph_builder import TracedProgram
 
 __all__ = ["TracedProgram", "Tracer", "trace"]
@@ -431,7 +432,7 @@ def _swapaxes(a: Any, axis1: Any, axis2: Any) -> Tracer:
 
 def _shape_arg(shape: Any) -> tuple[int, ...]:
     if isinstance(shape, (tuple, list)):
-        return tuple(operator.index(d) for d in shape)
+        return tuple(d if isinstance(d, Sym) else operator.index(d) for d in shape)
     return (operator.index(shape),)
 
 
@@ -1038,10 +1039,15 @@ def _check_inputs(fn: Callable[..., Any], example_inputs: Sequence[Any]) -> list
     return arrays
 
 
-def trace(fn: Callable[..., Any], example_inputs: tuple[np.ndarray, ...], *, name: str = "main") -> TracedProgram:
-    """Run `fn` on Tracers shaped like `example_inputs` and return the aicc program it built."""
+def trace(fn: Callable[..., Any], example_inputs: tuple[np.ndarray, ...], *, name: str = "main",
+          dynamic_dims: Sequence[dict[int, str]] | None = None) -> TracedProgram:
+    """Run `fn` on Tracers shaped like `example_inputs` and return the aicc program it built.
+    `dynamic_dims`: for each input, {dim: symbol name} of the dims to keep symbolic (the
+    Tracer's shape then holds a Sym there, and the program runs for any size of it)."""
     arrays = _check_inputs(fn, example_inputs)
-    arg_types = [TensorType(F32, a.shape) for a in arrays]
+    shapes = [tuple(Sym.var(dynamic_dims[i][k]) if dynamic_dims and k in dynamic_dims[i] else d
+                    for k, d in enumerate(a.shape)) for i, a in enumerate(arrays)]
+    arg_types = [aicc.tensor_type(F32, shape) for shape in shapes]
     block = Block(arg_types=arg_types)
     tr = _Trace(block)
     _ACTIVE.append(tr)
@@ -1074,7 +1080,7 @@ def trace(fn: Callable[..., Any], example_inputs: tuple[np.ndarray, ...], *, nam
     return TracedProgram(
         module=module,
         func_name=name,
-        input_types=[(tuple(a.shape), a.dtype) for a in arrays],
+        input_types=[(shape, a.dtype) for shape, a in zip(shapes, arrays)],
         output_is_tuple=is_tuple,
         locations=tr.locations,
     )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from xdsl.ir import Block, Operation, Region
 
 from compiler.dialects import aicc
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
+from compiler.symbolic import Sym
 from frontends import onnx_attention, onnx_index, onnx_loss, onnx_nn, onnx_quant, onnx_rnn
 from frontends.graph_builder import GraphBuilder
 from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, unsupported
@@ -859,16 +861,16 @@ class OnnxImporter:
                 f"ONNX input '{vi.name}' has no shape; give one with --input-shape {vi.name}=D0xD1x..."
             )
         shape = []
-        for d in tt.shape.dim:
+        for k, d in enumerate(tt.shape.dim):
             if d.HasField("dim_value") and d.dim_value >= 0:
                 shape.append(int(d.dim_value))
             else:
-                sym = d.dim_param or "?"
-                dims = "x".join(str(x.dim_value) if x.HasField("dim_value") else "N" for x in tt.shape.dim)
-                raise CompileError(
-                    f"ONNX input '{vi.name}' has a symbolic dimension '{sym}'; give a static shape "
-                    f"with --input-shape {vi.name}={dims} (or example inputs)"
-                )
+                # a symbolic dim stays symbolic: one model for every size of it; dims with
+                # the same dim_param are one symbol, an unnamed one is a symbol of its own
+                name = re.sub(r"\W", "_", d.dim_param) if d.dim_param else f"{vi.name}_{k}"
+                if not re.match(r"[A-Za-z_]", name):
+                    name = "d_" + name
+                shape.append(Sym.var(re.sub(r"\W", "_", name)))
         return tuple(shape), dtype
 
     def _run(self, frozen: set[str]) -> ImportedProgram:
@@ -881,7 +883,7 @@ class OnnxImporter:
             env[t.name] = _tensor_to_numpy(t)
         inputs = [vi for vi in graph.input if vi.name not in init_names]
         types = [self._input_type(vi) for vi in inputs]
-        arg_types = [TensorType(aicc.mlir_element_type(dt), shape) for shape, dt in types]
+        arg_types = [aicc.tensor_type(aicc.mlir_element_type(dt), shape) for shape, dt in types]
         block = Block(arg_types=arg_types)
         g = GraphBuilder(block)
         self.g = g

@@ -53,6 +53,7 @@ from compiler.dialects.aicc_index import INDEX_OPS, TensorOp
 from compiler.dialects.aicc_quant import QUANT_OPS
 from compiler.dialects.aicc_nn import NN_OPS
 from compiler.dialects.shapes import (  # shape_of & co. are used as aicc.shape_of too
+    tensor_type,
     broadcast_shapes,
     normalize_axes,
     reduce_shape,
@@ -322,7 +323,7 @@ class BinaryOp(IRDLOperation):
     def __init__(self, lhs: SSAValue, rhs: SSAValue):
         shape = broadcast_shapes(self.name, shape_of(lhs), shape_of(rhs))
         super().__init__(
-            operands=[lhs, rhs], result_types=[TensorType(element_type_of(lhs), shape)]
+            operands=[lhs, rhs], result_types=[tensor_type(element_type_of(lhs), shape)]
         )
 
     def verify_(self) -> None:
@@ -417,7 +418,7 @@ class CompareOp(IRDLOperation):
         shape = broadcast_shapes(self.name, shape_of(lhs), shape_of(rhs))
         super().__init__(
             operands=[lhs, rhs],
-            result_types=[TensorType(i1, shape)],
+            result_types=[tensor_type(i1, shape)],
             attributes={"predicate": StringAttr(predicate)},
         )
 
@@ -453,7 +454,7 @@ class SelectOp(IRDLOperation):
     def __init__(self, cond: SSAValue, lhs: SSAValue, rhs: SSAValue):
         shape = broadcast_shapes(self.name, shape_of(cond), shape_of(lhs), shape_of(rhs))
         super().__init__(
-            operands=[cond, lhs, rhs], result_types=[TensorType(element_type_of(lhs), shape)]
+            operands=[cond, lhs, rhs], result_types=[tensor_type(element_type_of(lhs), shape)]
         )
 
     def verify_(self) -> None:
@@ -481,7 +482,7 @@ class CastOp(IRDLOperation):
 
     def __init__(self, input: SSAValue, element_type: Attribute):
         super().__init__(
-            operands=[input], result_types=[TensorType(element_type, shape_of(input))]
+            operands=[input], result_types=[tensor_type(element_type, shape_of(input))]
         )
 
     def verify_(self) -> None:
@@ -530,7 +531,7 @@ class MatmulOp(IRDLOperation):
                            shape_of(bias) if bias is not None else None, transpose_lhs, transpose_rhs)
         super().__init__(
             operands=[lhs, rhs, [bias] if bias is not None else []],
-            result_types=[TensorType(element_type_of(lhs), shape)],
+            result_types=[tensor_type(element_type_of(lhs), shape)],
             attributes={k: UnitAttr() for k, v in flags.items() if v},
         )
 
@@ -574,7 +575,7 @@ class ReduceOp(IRDLOperation):
         axes = normalize_axes(self.name, axes, len(shape))
         super().__init__(
             operands=[input],
-            result_types=[TensorType(element_type_of(input), reduce_shape(shape, axes, keepdims))],
+            result_types=[tensor_type(element_type_of(input), reduce_shape(shape, axes, keepdims))],
             attributes={
                 "axes": DenseArrayBase.from_list(i64, axes),
                 "keepdims": BoolAttr.from_bool(keepdims),
@@ -671,7 +672,7 @@ class TransposeOp(IRDLOperation):
         shape = transpose_shape(self.name, shape_of(input), permutation)
         super().__init__(
             operands=[input],
-            result_types=[TensorType(element_type_of(input), shape)],
+            result_types=[tensor_type(element_type_of(input), shape)],
             attributes={"permutation": DenseArrayBase.from_list(i64, list(permutation))},
         )
 
@@ -695,7 +696,7 @@ class _ShapeOp(IRDLOperation):
     def __init__(self, input: SSAValue, shape: Sequence[int]):
         shape = self.infer(self.name, shape_of(input), shape)
         super().__init__(
-            operands=[input], result_types=[TensorType(element_type_of(input), shape)]
+            operands=[input], result_types=[tensor_type(element_type_of(input), shape)]
         )
 
     def verify_(self) -> None:

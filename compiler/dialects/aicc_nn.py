@@ -53,6 +53,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from compiler.dialects.shapes import (
+    tensor_type,
     Shape,
     check_shape,
     fmt_shape,
@@ -157,7 +158,7 @@ class PadOp(IRDLOperation):
         shape = pad_shape(self.name, shape_of(input), low, high)
         super().__init__(
             operands=[input],
-            result_types=[TensorType(element_type_of(input), shape)],
+            result_types=[tensor_type(element_type_of(input), shape)],
             attributes={"low": _arr(low), "high": _arr(high), "value": FloatAttr(float(value), f64)},
         )
 
@@ -184,7 +185,7 @@ class Conv2dOp(IRDLOperation):
         shape = conv2d_shape(self.name, shape_of(input), shape_of(weight), strides, dilations, groups)
         super().__init__(
             operands=[input, weight],
-            result_types=[TensorType(element_type_of(input), shape)],
+            result_types=[tensor_type(element_type_of(input), shape)],
             attributes={"strides": _arr(strides), "dilations": _arr(dilations), "groups": IntegerAttr(groups, i64)},
         )
 
@@ -237,7 +238,7 @@ class ConvTranspose2dOp(IRDLOperation):
         conv_transpose2d_check(self.name, x, w, out, groups)
         super().__init__(
             operands=[input, weight],
-            result_types=[TensorType(element_type_of(input), out)],
+            result_types=[tensor_type(element_type_of(input), out)],
             attributes={"strides": _arr(strides), "dilations": _arr(dilations),
                         "groups": IntegerAttr(groups, i64), "pads": _arr(pads)},
         )
@@ -274,7 +275,7 @@ class Pool2dOp(IRDLOperation):
         shape = pool2d_shape(self.name, shape_of(input), kernel, strides, dilations)
         super().__init__(
             operands=[input],
-            result_types=[TensorType(element_type_of(input), shape)],
+            result_types=[tensor_type(element_type_of(input), shape)],
             attributes={"kind": StringAttr(kind), "kernel": _arr(kernel), "strides": _arr(strides),
                         "dilations": _arr(dilations)},
         )
@@ -301,7 +302,7 @@ class ConcatOp(IRDLOperation):
         shape = concat_shape(self.name, [shape_of(v) for v in inputs], axis)
         super().__init__(
             operands=[list(inputs)],
-            result_types=[TensorType(element_type_of(inputs[0]), shape)],
+            result_types=[tensor_type(element_type_of(inputs[0]), shape)],
             attributes={"axis": IntegerAttr(axis, i64)},
         )
 
@@ -329,7 +330,7 @@ class SliceOp(IRDLOperation):
         shape = slice_check(self.name, shape_of(input), starts, steps, shape)
         super().__init__(
             operands=[input],
-            result_types=[TensorType(element_type_of(input), shape)],
+            result_types=[tensor_type(element_type_of(input), shape)],
             attributes={"starts": _arr(starts), "steps": _arr(steps)},
         )
 
@@ -356,7 +357,7 @@ class _GatherBase(IRDLOperation):
         shape = type(self).SHAPE_FN(self.name, shape_of(data), shape_of(indices), axis)
         super().__init__(
             operands=[data, indices],
-            result_types=[TensorType(element_type_of(data), shape)],
+            result_types=[tensor_type(element_type_of(data), shape)],
             attributes={"axis": IntegerAttr(axis, i64)},
         )
 
@@ -419,7 +420,7 @@ class ArgReduceOp(IRDLOperation):
         out = tuple(1 if i == axis else d for i, d in enumerate(shape) if keepdims or i != axis)
         super().__init__(
             operands=[input],
-            result_types=[TensorType(i64, out)],
+            result_types=[tensor_type(i64, out)],
             attributes={"axis": IntegerAttr(axis, i64), "keepdims": BoolAttr.from_bool(keepdims),
                         "select_last_index": BoolAttr.from_bool(select_last_index)},
         )
@@ -531,7 +532,7 @@ class ResampleOp(IRDLOperation):
         attrs = {"axis": IntegerAttr(axis, i64), "indices": _arr(idx.reshape(-1))}
         if w is not None:
             attrs["weights"] = DenseArrayBase.from_list(f64, w)
-        super().__init__(operands=[input], result_types=[TensorType(element_type_of(input), shape)],
+        super().__init__(operands=[input], result_types=[tensor_type(element_type_of(input), shape)],
                          attributes=attrs)
 
     def tables(self):

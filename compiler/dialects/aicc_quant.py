@@ -24,6 +24,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from compiler.dialects.shapes import (
+    tensor_type,
     check_shape,
     element_type_of,
     fmt_shape,
@@ -67,7 +68,7 @@ class _QuantBase(IRDLOperation):
         axis = axis % len(shape) if axis != -1 and shape else axis
         quant_params_check(self.name, shape, [float(s) for s in scale], [int(z) for z in zero_point], axis)
         super().__init__(
-            operands=[input], result_types=[TensorType(elem, shape)],
+            operands=[input], result_types=[tensor_type(elem, shape)],
             attributes={"scale": DenseArrayBase.from_list(f64, [float(s) for s in scale]),
                         "zero_point": DenseArrayBase.from_list(i64, [int(z) for z in zero_point]),
                         "axis": IntegerAttr(axis, i64)},
@@ -140,7 +141,7 @@ class MatmulIntegerOp(IRDLOperation):
         attrs = {"lhs_zero_point": IntegerAttr(int(lhs_zero_point), i64)}
         if transpose_rhs:
             attrs["transpose_rhs"] = UnitAttr()
-        super().__init__(operands=[lhs, rhs], result_types=[TensorType(I32, shape)], attributes=attrs)
+        super().__init__(operands=[lhs, rhs], result_types=[tensor_type(I32, shape)], attributes=attrs)
 
     @staticmethod
     def shape(a: Sequence[int], b: Sequence[int], trans_rhs: bool):

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-from xdsl.dialects.builtin import AnyFloat, IntegerType, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, AnyFloat, IntegerType, NoneAttr, StringAttr, TensorType
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import IRDLOperation
 from xdsl.utils.exceptions import VerifyException
 
-Shape = tuple[int, ...]
+from compiler.symbolic import Sym, exact_div, format_dims, parse_dims, prod
+
+Dim = int | Sym
+Shape = tuple[Dim, ...]
 
 
 def fmt_shape(shape: Sequence[int]) -> str:
@@ -92,17 +94,18 @@ def transpose_shape(op: str, shape: Sequence[int], perm: Sequence[int]) -> Shape
     return tuple(shape[p] for p in perm)
 
 
-def reshape_shape(op: str, shape: Sequence[int], new: Sequence[int]) -> Shape:
-    new = list(new)
-    size = int(np.prod(shape, dtype=np.int64))
+def reshape_shape(op: str, shape: Sequence[Dim], new: Sequence[Dim]) -> Shape:
+    new = [Sym.simplify(d) for d in new]
+    size = prod(shape)
     if new.count(-1) > 1:
         raise ValueError(f"{op}: more than one -1 in {tuple(new)}")
     if -1 in new:
-        rest = int(np.prod([d for d in new if d != -1], dtype=np.int64))
-        if rest == 0 or size % rest:
-            raise ValueError(f"{op}: cannot reshape {fmt_shape(shape)} into {tuple(new)}")
-        new[new.index(-1)] = size // rest
-    if any(d < 0 for d in new) or int(np.prod(new, dtype=np.int64)) != size:
+        rest = prod(d for d in new if not (isinstance(d, int) and d == -1))
+        q = exact_div(size, rest) if not (isinstance(rest, int) and rest == 0) else None
+        if q is None:
+            raise ValueError(f"{op}: cannot reshape {fmt_shape(shape)} into {fmt_shape(new)}")
+        new[new.index(-1)] = q
+    if any(isinstance(d, int) and d < 0 for d in new) or prod(new) != size:
         raise ValueError(f"{op}: cannot reshape {fmt_shape(shape)} ({size} elements) into {fmt_shape(new)}")
     return tuple(new)
 
@@ -114,9 +117,40 @@ def broadcast_to_shape(op: str, shape: Sequence[int], target: Sequence[int]) -> 
 
 
 def shape_of(value: SSAValue | Attribute) -> Shape:
+    """A tensor's shape: ints, and for each dynamic (`?`) dim the Sym its type's encoding
+    names (`tensor<?x768xf32, "batch*seq">`)."""
     t = value.type if isinstance(value, SSAValue) else value
     assert isinstance(t, TensorType)
-    return tuple(t.get_shape())
+    shape = tuple(t.get_shape())
+    if DYNAMIC_INDEX not in shape:
+        return shape
+    enc = t.encoding
+    syms = parse_dims(enc.data) if isinstance(enc, StringAttr) else []
+    if len(syms) != shape.count(DYNAMIC_INDEX):
+        raise VerifyException(f"{t}: a tensor with dynamic dims names them in its encoding, one "
+                              "expression per '?' (tensor<?x8xf32, \"batch\">)")
+    it = iter(syms)
+    return tuple(next(it) if d == DYNAMIC_INDEX else d for d in shape)
+
+
+def tensor_type(elem: Attribute, shape: Sequence[Dim]) -> TensorType:
+    """The tensor type of a shape whose dims may be Syms: `?` for each, named in the encoding."""
+    shape = [Sym.simplify(d) for d in shape]
+    dyn = [d for d in shape if isinstance(d, Sym)]
+    if not dyn:
+        return TensorType(elem, shape)
+    return TensorType(elem, [DYNAMIC_INDEX if isinstance(d, Sym) else d for d in shape],
+                      StringAttr(format_dims(dyn)))
+
+
+def is_dynamic(t: Attribute) -> bool:
+    """A shaped type with at least one `?` dim."""
+    return hasattr(t, "get_shape") and DYNAMIC_INDEX in tuple(t.get_shape())
+
+
+def static_like(t: TensorType) -> TensorType:
+    """`t` without its encoding (for types whose dims are all static)."""
+    return t if isinstance(t.encoding, NoneAttr) else TensorType(t.element_type, t.get_shape())
 
 
 def element_type_of(value: SSAValue) -> Attribute:
@@ -125,7 +159,8 @@ def element_type_of(value: SSAValue) -> Attribute:
 
 
 def check_shape(fn, *args):
-    """Run a shape helper inside a verifier: ValueError becomes VerifyException."""
+    """Run a shape helper inside a verifier: ValueError (SymbolicError too) becomes
+    VerifyException."""
     try:
         return fn(*args)
     except ValueError as e:
@@ -149,7 +184,7 @@ def require_numeric(op: IRDLOperation, *values: SSAValue) -> None:
 def require_result(op: IRDLOperation, shape: Shape, elem: Attribute) -> None:
     res = op.results[0].type
     assert isinstance(res, TensorType)
-    if tuple(res.get_shape()) != tuple(shape) or res.element_type != elem:
+    if shape_of(res) != tuple(shape) or res.element_type != elem:
         raise VerifyException(
-            f"{op.name}: result type {res} does not match the inferred {TensorType(elem, shape)}"
+            f"{op.name}: result type {res} does not match the inferred {tensor_type(elem, shape)}"
         )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, tensor
 from xdsl.dialects.linalg import abstract_ops, ops as linalg
@@ -37,12 +38,16 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from compiler.dialects.shapes import is_dynamic, shape_of
 from compiler.errors import UnsupportedOpError
+from compiler.lowering.dims import DimMaterializer, record_arg_dims
 
 VIEW_OPS = (memref.CollapseShapeOp, memref.ExpandShapeOp)
 
 
 def memref_type(t: Attribute) -> Attribute:
+    """The memref of a tensor type; a dynamic dim stays `?` (its expression is the tensor's
+    encoding, which `_fresh` materializes)."""
     if isinstance(t, TensorType):
         return MemRefType(t.element_type, t.get_shape())
     return t
@@ -54,10 +59,13 @@ class _FunctionBufferizer:
         self.globals = globals_
         self.buffers: dict[SSAValue, SSAValue] = {}
         self.replaced: list[Operation] = []  # tensor ops, erased once nothing reads them
+        self._dims: DimMaterializer | None = None  # made on the first dynamic allocation
 
     def run(self) -> None:
         fn = self.fn
         block = fn.body.block
+        record_arg_dims(fn)
+        original_args = list(block.args)
         in_types = [memref_type(t) for t in fn.function_type.inputs]
         out_types = [memref_type(t) for t in fn.function_type.outputs]
         for arg in block.args:
@@ -67,6 +75,7 @@ class _FunctionBufferizer:
                 self.buffers[arg] = new
         # The original tensor args now follow the new memref args; drop them once unused.
         out_params = [block.insert_arg(t, len(block.args)) for t in out_types]
+        self._sig_args = [self.buffers.get(a, a) for a in original_args] + out_params
 
         for op in list(block.ops):
             self._bufferize_op(op, out_params)
@@ -78,6 +87,7 @@ class _FunctionBufferizer:
                 block.erase_arg(arg)
         fn.function_type = FunctionType.from_lists(in_types + out_types, [])
         _insert_deallocs(block)
+
 
     # -- one op ----------------------------------------------------------------------------
 
@@ -119,7 +129,12 @@ class _FunctionBufferizer:
         self.replaced.append(old)
 
     def _fresh(self, t: TensorType, before: Operation) -> SSAValue:
-        alloc = memref.AllocOp.get(t.element_type, 64, t.get_shape())
+        sizes: list[SSAValue] = []
+        if is_dynamic(t):
+            if self._dims is None:
+                self._dims = DimMaterializer(self.fn, self._sig_args)
+            sizes = self._dims.sizes(Builder(InsertPoint.before(before)), shape_of(t))
+        alloc = memref.AllocOp.get(t.element_type, 64, t.get_shape(), dynamic_sizes=sizes)
         Rewriter.insert_op(alloc, InsertPoint.before(before))
         return alloc.memref
 
@@ -138,9 +153,9 @@ class _FunctionBufferizer:
                 continue
             buf = self._buf(init)
             if _read_after(init, op):
-                copy_into = memref.AllocOp.get(buf.type.element_type, 64, buf.type.get_shape())
-                Rewriter.insert_op([copy_into, memref.CopyOp(buf, copy_into.memref)], InsertPoint.before(op))
-                buf = copy_into.memref
+                copy_into = self._fresh(init.type, op)
+                Rewriter.insert_op(memref.CopyOp(buf, copy_into), InsertPoint.before(op))
+                buf = copy_into
             outputs.append(buf)
         if isinstance(op, linalg.GenericOp):
             new = linalg.GenericOp(

@@ -17,13 +17,14 @@ GPU); the rest are `scf.for`. An innermost reduction carries its accumulator in 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import prod
 from dataclasses import dataclass
 
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.linalg import abstract_ops, attrs, ops as linalg
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, IntegerAttr, MemRefType, ModuleOp, TensorType
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
@@ -44,23 +45,47 @@ from xdsl.rewriter import InsertPoint
 from xdsl.transforms.linalg_generalize_named_ops import GeneralizeNamedOpPattern
 
 from compiler.errors import CompileError
+from compiler.lowering.dims import dim_value
 
 REASSOCIABLE = (arith.AddfOp, arith.MulfOp, arith.MaximumfOp, arith.MinimumfOp)
 
 
-def loop_ranges(op: linalg.GenericOp) -> list[int]:
+# What the heuristics (loop order, transpose tiling) assume for a dynamic range: large.
+DYNAMIC_RANGE_GUESS = 1 << 16
+
+
+def loop_sources(op: linalg.GenericOp) -> list[tuple[SSAValue, int]]:
+    """For each loop dim, an operand and the position of its dim that the loop ranges over:
+    a static one where any operand has one."""
     maps = [m.data for m in op.indexing_maps]
-    ranges: list[int | None] = [None] * maps[0].num_dims
+    found: list[tuple[SSAValue, int] | None] = [None] * maps[0].num_dims
     for value, m in zip(op.operands, maps):
         if not isinstance(value.type, MemRefType):
             continue
         shape = value.type.get_shape()
         for pos, expr in enumerate(m.results):
-            if isinstance(expr, AffineDimExpr) and ranges[expr.position] is None:
-                ranges[expr.position] = shape[pos]
-    if any(r is None for r in ranges):
+            if not isinstance(expr, AffineDimExpr):
+                continue
+            cur = found[expr.position]
+            if cur is None or (cur[0].type.get_shape()[cur[1]] == DYNAMIC_INDEX
+                               and shape[pos] != DYNAMIC_INDEX):
+                found[expr.position] = (value, pos)
+    if any(r is None for r in found):
         raise CompileError(f"linalg-to-loops: cannot infer the loop ranges of {op.name}")
-    return ranges  # type: ignore[return-value]
+    return found  # type: ignore[return-value]
+
+
+def loop_ranges(op: linalg.GenericOp) -> list[int]:
+    """Each loop dim's range; DYNAMIC_INDEX where only a dynamic dim gives it."""
+    return [v.type.get_shape()[pos] for v, pos in loop_sources(op)]
+
+
+def _guess(ranges: Sequence[int]) -> list[int]:
+    return [DYNAMIC_RANGE_GUESS if r == DYNAMIC_INDEX else r for r in ranges]
+
+
+def _elements(t) -> int:
+    return prod(_guess(t.get_shape()))
 
 
 def loop_order(op: linalg.GenericOp, ranges: Sequence[int]) -> list[int]:
@@ -72,7 +97,7 @@ def loop_order(op: linalg.GenericOp, ranges: Sequence[int]) -> list[int]:
             continue
         last = m.results[-1]
         if isinstance(last, AffineDimExpr):
-            size = max(1, value.type.element_count())
+            size = max(1, _elements(value.type))
             score[last.position] += size * (2 if i >= n_in else 1)
     iters = [it.data for it in op.iterator_types]
     dims = list(range(len(ranges)))
@@ -136,7 +161,7 @@ def transpose_dims(op: linalg.GenericOp, order: Sequence[int], ranges: Sequence[
         last = m.results[-1]
         if not isinstance(last, AffineDimExpr) or last.position == inner:
             continue
-        nbytes = value.type.element_count() * 4
+        nbytes = _elements(value.type) * 4
         if ranges[last.position] > 1 and ranges[inner] > 1 and nbytes > best_bytes:
             best, best_bytes = last.position, nbytes
     return None if best is None else (best, inner)
@@ -214,9 +239,11 @@ def _lower_tiled(op: linalg.GenericOp, rewriter: PatternRewriter, ranges: Sequen
 
 
 def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter, transpose_tile: int = 0) -> None:
-    ranges = loop_ranges(op)
-    order = loop_order(op, ranges)
-    tiled = transpose_dims(op, order, ranges) if transpose_tile > 1 else None
+    sources = loop_sources(op)
+    ranges = [v.type.get_shape()[pos] for v, pos in sources]
+    dynamic = DYNAMIC_INDEX in ranges
+    order = loop_order(op, _guess(ranges))
+    tiled = transpose_dims(op, order, ranges) if transpose_tile > 1 and not dynamic else None
     if tiled is not None:
         _lower_tiled(op, rewriter, ranges, order, tiled, transpose_tile)
         return
@@ -227,7 +254,9 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter, transpose_til
     outer = Builder(InsertPoint.before(op))
     zero, one = (outer.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result for v in (0, 1))
 
-    bounds = [outer.insert(arith.ConstantOp(IntegerAttr(r, IndexType()))).result for r in ranges]
+    bounds = [outer.insert(arith.ConstantOp(IntegerAttr(r, IndexType()))).result
+              if r != DYNAMIC_INDEX else dim_value(outer, v, pos)
+              for r, (v, pos) in zip(ranges, sources)]
 
     band = []
     for d in order:
@@ -241,7 +270,7 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter, transpose_til
         inner is not None
         and iters[inner] != attrs.IteratorType.PARALLEL
         and all(inner not in m.used_dims() for m in maps[n_in:])
-        and all(out.type.element_count() > 0 for out in op.outputs)
+        and all(_elements(out.type) > 0 for out in op.outputs)
     )
 
     ivs: dict[int, SSAValue] = {}

@@ -41,7 +41,9 @@ from xdsl.pattern_rewriter import (
 )
 
 from compiler.dialects import aicc
+from compiler.dialects.shapes import is_dynamic
 from compiler.errors import UnsupportedOpError
+from compiler.symbolic import Sym
 from compiler.lowering.nn_to_linalg import LowerConv2dBias, nn_patterns
 from compiler.lowering.quant_to_linalg import QUANT_PATTERNS
 from compiler.lowering.tensor_op_to_linalg import LowerTensorOp
@@ -500,6 +502,29 @@ class RejectUnlowered(RewritePattern):
             raise UnsupportedOpError(op.name, f"no lowering of '{op.name}' to linalg")
 
 
+# The ops whose lowering (here and below) computes with dynamic dims: any of their dims may be
+# `?`. Any other op on a dynamic tensor is an UnsupportedOpError, never a guess.
+DYNAMIC_OK: tuple[type[Operation], ...] = (
+    aicc.UnaryOp, aicc.BinaryOp, aicc.CompareOp, aicc.SelectOp, aicc.CastOp, aicc.MatmulOp,
+    aicc.ReduceSumOp, aicc.ReduceMaxOp, aicc.ReduceMinOp, aicc.ReduceProdOp, aicc.SoftmaxOp,
+    aicc.TransposeOp, aicc.ConstantOp,
+)
+
+
+def check_dynamic_support(module: ModuleOp) -> None:
+    for o in module.walk():
+        if not any(is_dynamic(t) for t in (*o.operand_types, *o.result_types)):
+            continue
+        if isinstance(o, DYNAMIC_OK) or o.name.startswith(("func.", "tensor.", "linalg.", "arith.")):
+            continue
+        if isinstance(o, aicc.ReduceMeanOp) and not any(
+                isinstance(aicc.shape_of(o.input)[a], Sym) for a in o.axes.get_values()):
+            continue  # the mean's count is static
+        types = ", ".join(str(t) for t in o.operand_types)
+        raise UnsupportedOpError(o.name, f"{o.name} on {types}: this op needs static sizes "
+                                 "(dynamic dims reach it); compile with static shapes")
+
+
 @dataclass(frozen=True)
 class TensorToLinalg(ModulePass):
     """Lower the aicc dialect to linalg on tensors (destination-passing style)."""
@@ -514,6 +539,7 @@ class TensorToLinalg(ModulePass):
     conv_bias: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        check_dynamic_support(op)
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
                 [

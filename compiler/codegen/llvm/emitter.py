@@ -99,8 +99,6 @@ def _memref(t) -> builtin.MemRefType:
     if not isinstance(t, builtin.MemRefType):
         raise CompileError(f"expected a memref, got {t}")
     shape = t.get_shape()
-    if any(d < 0 for d in shape):
-        raise CompileError(f"memref {t} has a dynamic shape; loop IR must be static")
     layout = t.layout
     if not isinstance(layout, builtin.NoneAttr):
         ok = False
@@ -113,6 +111,17 @@ def _memref(t) -> builtin.MemRefType:
         if not ok:
             raise CompileError(f"memref {t} has a non-contiguous layout")
     return t
+
+
+DYNAMIC = builtin.DYNAMIC_INDEX
+
+
+def _is_dynamic(t) -> bool:
+    return isinstance(t, builtin.MemRefType) and DYNAMIC in t.get_shape()
+
+
+def _dynamic_dim_count(types) -> int:
+    return sum(tuple(t.get_shape()).count(DYNAMIC) for t in types if isinstance(t, builtin.MemRefType))
 
 
 def _row_major_strides(shape: Sequence[int]) -> list[int]:
@@ -292,6 +301,8 @@ class LLVMEmitter:
         name = f.sym_name.data
         ftype = f.function_type
         args = [scalar_type(t) for t in ftype.inputs.data]
+        # one i64 per dynamic dim of each memref argument, in order: their sizes
+        args += [I64] * _dynamic_dim_count(ftype.inputs.data)
         outs = list(ftype.outputs.data)
         if len(outs) > 1:
             raise CompileError(f"func.func @{name}: more than one result is not supported")
@@ -339,6 +350,8 @@ class FunctionEmitter:
         self.b = ir.IRBuilder(start)
         self._start = start
         self._npar = 0
+        # The sizes (i64 values, one per dim) of every memref with a dynamic dim
+        self.sizes: dict[SSAValue, list[ir.Value]] = {}
 
     def finish(self) -> None:
         self.alloca_builder.position_at_end(self.entry)
@@ -361,6 +374,11 @@ class FunctionEmitter:
         block = f.body.block
         for arg, llarg in zip(block.args, self.fn.args):
             self.set(arg, llarg)
+        size_params = iter(self.fn.args[len(block.args):])
+        for arg in block.args:
+            if isinstance(arg.type, builtin.MemRefType) and _is_dynamic(arg.type):
+                self.sizes[arg] = [next(size_params) if d == DYNAMIC else _const(I64, d)
+                                   for d in arg.type.get_shape()]
         for op in block.ops:
             self.emit_op(op)
         if self.b.block.terminator is None:
@@ -398,15 +416,55 @@ class FunctionEmitter:
         ety = memory_type(mt.element_type)
         if not indices:
             return base
-        strides = _row_major_strides(mt.get_shape())
+        shape = mt.get_shape()
+        if DYNAMIC in shape[1:]:
+            strides = self.dynamic_strides(memref)
+        else:
+            strides = [_const(I64, st) for st in _row_major_strides(shape)]
         lin = None
         for idx, stride in zip(indices, strides):
             i = self.get(idx)
             if i.type != I64:
                 i = self.b.sext(i, I64) if i.type.width < 64 else self.b.trunc(i, I64)
-            term = i if stride == 1 else self.b.mul(i, _const(I64, stride), flags=["nsw"])
+            one = isinstance(stride, ir.Constant) and stride.constant == 1
+            term = i if one else self.b.mul(i, stride, flags=["nsw"])
             lin = term if lin is None else self.b.add(lin, term, flags=["nsw"])
         return self.b.gep(base, [lin], inbounds=True, source_etype=ety)
+
+    def dims(self, memref: SSAValue) -> list[ir.Value]:
+        """The sizes of a memref, i64 values (constants where static)."""
+        shape = memref.type.get_shape()
+        if DYNAMIC not in shape:
+            return [_const(I64, d) for d in shape]
+        try:
+            return self.sizes[memref]
+        except KeyError:
+            raise CompileError(f"the sizes of {memref.type} ({memref.owner.name if isinstance(memref, OpResult) else 'argument'}) "
+                               "are unknown to the LLVM emitter") from None
+
+    def dynamic_strides(self, memref: SSAValue) -> list[ir.Value]:
+        dims = self.dims(memref)
+        strides: list[ir.Value] = []
+        acc: ir.Value = _const(I64, 1)
+        for d in reversed(dims):
+            strides.append(acc)
+            acc = self.mul_i64(acc, d)
+        return strides[::-1]
+
+    def mul_i64(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        if isinstance(a, ir.Constant) and isinstance(b, ir.Constant):
+            return _const(I64, a.constant * b.constant)
+        if isinstance(a, ir.Constant) and a.constant == 1:
+            return b
+        if isinstance(b, ir.Constant) and b.constant == 1:
+            return a
+        return self.b.mul(a, b, flags=["nsw"])
+
+    def element_count(self, memref: SSAValue) -> ir.Value:
+        n: ir.Value = _const(I64, 1)
+        for d in self.dims(memref):
+            n = self.mul_i64(n, d)
+        return n
 
     def loop(self, lb: ir.Value, ub: ir.Value, step: ir.Value, inits: list[ir.Value],
              body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
@@ -726,14 +784,34 @@ def _nbytes(t) -> int:
     return prod(mt.get_shape()) * byte_size(memory_type(mt.element_type))
 
 
+def _sizes_from_operands(e: FunctionEmitter, result: SSAValue, operands) -> None:
+    """A memref whose dynamic dims are given by index operands, in order (alloc, view)."""
+    it = iter(operands)
+    e.sizes[result] = [e.get(next(it)) if d == DYNAMIC else _const(I64, d)
+                       for d in result.type.get_shape()]
+
+
 @handles("memref.alloc")
 def _alloc(e: FunctionEmitter, op: Operation) -> None:
     if op.dynamic_sizes:
-        raise CompileError("memref.alloc with dynamic sizes in loop IR")
-    size = max(ALLOC_ALIGN, -(-_nbytes(op.memref.type) // ALLOC_ALIGN) * ALLOC_ALIGN)
-    p = e.b.call(e.em.runtime_fn("aligned_alloc"),
-                 [_const(I64, ALLOC_ALIGN), _const(I64, size)])
+        _sizes_from_operands(e, op.memref, op.dynamic_sizes)
+        ebytes = byte_size(memory_type(_memref(op.memref.type).element_type))
+        nbytes = e.b.mul(e.element_count(op.memref), _const(I64, ebytes))
+        # aligned_alloc wants a multiple of the alignment, and at least one line
+        rounded = e.b.and_(e.b.add(nbytes, _const(I64, ALLOC_ALIGN - 1)), _const(I64, -ALLOC_ALIGN))
+        size = e.intr("umax", rounded, _const(I64, ALLOC_ALIGN))
+    else:
+        size = _const(I64, max(ALLOC_ALIGN, -(-_nbytes(op.memref.type) // ALLOC_ALIGN) * ALLOC_ALIGN))
+    p = e.b.call(e.em.runtime_fn("aligned_alloc"), [_const(I64, ALLOC_ALIGN), size])
     e.set(op.results[0], p)
+
+
+@handles("memref.dim")
+def _dim(e: FunctionEmitter, op: Operation) -> None:
+    i = _const_int(op.index)
+    if i is None:
+        raise CompileError("memref.dim with a dynamic index")
+    e.set(op.results[0], e.dims(op.source)[i])
 
 
 @handles("memref.alloca")
@@ -766,22 +844,44 @@ def _get_global(e: FunctionEmitter, op: Operation) -> None:
 
 @handles("memref.collapse_shape", "memref.expand_shape", "memref.cast")
 def _reshape(e: FunctionEmitter, op: Operation) -> None:
-    _memref(op.results[0].type)
-    e.set(op.results[0], e.get(op.operands[0]))
+    res = op.results[0]
+    _memref(res.type)
+    e.set(res, e.get(op.operands[0]))
+    if not _is_dynamic(res.type):
+        return
+    src = op.operands[0]
+    if op.name == "memref.cast":
+        e.sizes[res] = e.dims(src)
+    elif op.name == "memref.collapse_shape":
+        dims = e.dims(src)
+        out = []
+        for group in op.reassociation.data:
+            n: ir.Value = _const(I64, 1)
+            for i in group.data:
+                n = e.mul_i64(n, dims[i.value.data])
+            out.append(n)
+        e.sizes[res] = out
+    else:
+        _sizes_from_operands(e, res, op.output_shape)
 
 
 @handles("memref.view")
 def _view(e: FunctionEmitter, op: Operation) -> None:
     """A typed view at a byte offset into an i8 buffer (plan-memory's arena)."""
-    if op.sizes:
-        raise CompileError("memref.view with dynamic sizes in loop IR")
     p = e.b.gep(e.get(op.source), [e.get(op.byte_shift)], inbounds=True, source_etype=I8)
     e.set(op.results[0], p)
+    if op.sizes:
+        _sizes_from_operands(e, op.results[0], op.sizes)
 
 
 @handles("memref.copy")
 def _copy(e: FunctionEmitter, op: Operation) -> None:
     src, dst = op.source, op.destination
+    if _is_dynamic(src.type) or _is_dynamic(dst.type):
+        ebytes = byte_size(memory_type(_memref(src.type).element_type))
+        n = e.b.mul(e.element_count(src), _const(I64, ebytes))
+        e.b.call(e.em.runtime_fn("llvm.memcpy.p0.p0.i64"), [e.get(dst), e.get(src), n, _const(I1, 0)])
+        return
     n = _nbytes(src.type)
     if n != _nbytes(dst.type):
         raise CompileError(f"memref.copy between {src.type} and {dst.type}")
@@ -947,6 +1047,23 @@ def _outline_parallel(e: FunctionEmitter, op: Operation, threads: bool = True) -
             param_of[v] = len(params)
             params.append(llv)
 
+    # The sizes of dynamic memrefs used inside travel as parameters too.
+    size_slots: dict[SSAValue, list[int | ir.Value]] = {}
+    for v in outside:
+        if v in e.sizes:
+            slots: list[int | ir.Value] = []
+            for llv in e.sizes[v]:
+                if isinstance(llv, ir.Constant):
+                    slots.append(llv)
+                    continue
+                for i, p in enumerate(params):
+                    if p is llv:
+                        slots.append(i)
+                        break
+                else:
+                    slots.append(len(params))
+                    params.append(llv)
+            size_slots[v] = slots
     # The body function: typed parameters, noalias where the pointer is a distinct object.
     body_fn = ir.Function(em.module, ir.FunctionType(VOID, [p.type for p in params] + [I64, I64]),
                           name=name + ".body")
@@ -965,6 +1082,8 @@ def _outline_parallel(e: FunctionEmitter, op: Operation, threads: bool = True) -
     sub.serial_only = True
     for v, i in param_of.items():
         sub.set(v, body_fn.args[i])
+    for v, slots in size_slots.items():
+        sub.sizes[v] = [body_fn.args[x] if isinstance(x, int) else x for x in slots]
     for v in remat:
         sub.emit_op(v.op)
     lo_arg, hi_arg = body_fn.args[-2], body_fn.args[-1]

@@ -47,7 +47,7 @@ from math import prod
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, IntegerAttr, MemRefType, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.linalg import abstract_ops, ops as linalg
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -111,6 +111,8 @@ def analyze(op: Operation) -> RowOp | None:
         return None
     if op.res or any(isinstance(v.type, TensorType) for v in op.operands):
         return None
+    if any(isinstance(v.type, MemRefType) and DYNAMIC_INDEX in v.type.get_shape() for v in op.operands):
+        return None  # dynamic dims: linalg-to-loops lowers it on its own
     maps = [m.data for m in op.get_indexing_maps()]
     if any(m.num_symbols for m in maps):
         return None

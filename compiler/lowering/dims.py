@@ -1,0 +1,141 @@
+"""Dynamic dims below the tensor level.
+
+At the tensor level a dynamic dim is `?` with its symbolic expression in the type's encoding
+(`tensor<?x768xf32, "batch*seq">`, see compiler/symbolic.py); nothing else is needed, since
+the types themselves say how every size derives from the function's symbols. Bufferization
+turns each dynamic dim into index arithmetic: each symbol is read once, at function entry, as a
+`memref.dim` of an argument that has it as a dim of its own, and every allocation's dynamic
+sizes are computed from those symbols. The symbolic dims of the arguments (inputs, then the
+out-parameters) stay on the function as `aicc.arg_dims`, which the runtime reads to bind the
+symbols from the inputs' shapes and to size the outputs.
+
+Passes below bufferization read a dynamic dim of a memref with `memref.dim` (`dim_value`);
+the LLVM emitter knows every memref's sizes (arguments' from the trailing size parameters the
+runtime passes, allocations' and views' from their operands).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.builder import Builder
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    ArrayAttr,
+    IndexType,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+)
+from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from compiler.dialects.shapes import shape_of
+from compiler.errors import CompileError
+from compiler.symbolic import Sym, format_dims, parse_dims
+
+ARG_DIMS_ATTR = "aicc.arg_dims"
+
+__all__ = ["ARG_DIMS_ATTR", "DimMaterializer", "arg_dims", "dim_value", "dims_of", "is_dynamic_func",
+           "record_arg_dims"]
+
+
+def record_arg_dims(fn: func.FuncOp) -> None:
+    """Keep the symbolic dims of the tensor signature (inputs, then results) on the function,
+    before bufferization drops the encodings; nothing for a static function."""
+    types = [*fn.function_type.inputs, *fn.function_type.outputs]
+    encs = []
+    for t in types:
+        dyn = [d for d in shape_of(t) if isinstance(d, Sym)] if isinstance(t, TensorType) else []
+        encs.append(format_dims(dyn))
+    if any(encs):
+        fn.attributes[ARG_DIMS_ATTR] = ArrayAttr([StringAttr(e) for e in encs])
+
+
+def arg_dims(fn: func.FuncOp) -> list[list[int | Sym]] | None:
+    """The dynamic dims' expressions of each argument of a bufferized function (inputs, then
+    out-parameters), or None for a static function."""
+    attr = fn.attributes.get(ARG_DIMS_ATTR)
+    if attr is None:
+        return None
+    return [parse_dims(a.data) for a in attr.data]
+
+
+def is_dynamic_func(fn: func.FuncOp) -> bool:
+    return ARG_DIMS_ATTR in fn.attributes
+
+
+class DimMaterializer:
+    """Symbolic sizes of a bufferized function as index values."""
+
+    def __init__(self, fn: func.FuncOp, args: Sequence[SSAValue] | None = None):
+        self.fn = fn
+        self.args = list(args if args is not None else fn.body.block.args)
+        self.dims = arg_dims(fn) or []
+        self.symbols: dict[str, SSAValue] = {}
+
+    def _symbol(self, name: str) -> SSAValue:
+        if name in self.symbols:
+            return self.symbols[name]
+        for arg, dyn in zip(self.args, self.dims):
+            shape = arg.type.get_shape()
+            it = iter(dyn)
+            for i, d in enumerate(shape):
+                if d != DYNAMIC_INDEX:
+                    continue
+                if next(it) == Sym.var(name):
+                    b = Builder(InsertPoint.at_start(self.fn.body.block))
+                    idx = b.insert(arith.ConstantOp(IntegerAttr(i, IndexType()))).result
+                    v = b.insert(memref.DimOp(arg, idx)).result
+                    v.name_hint = name
+                    self.symbols[name] = v
+                    return v
+        raise CompileError(f"@{self.fn.sym_name.data}: the dimension '{name}' is not a dim of any "
+                           "input, so no call can give its value")
+
+    def value(self, b: Builder, d: int | Sym) -> SSAValue:
+        """`d` computed before `b`'s insertion point."""
+        def const(c: int) -> SSAValue:
+            return b.insert(arith.ConstantOp(IntegerAttr(c, IndexType()))).result
+
+        if not isinstance(d, Sym):
+            return const(d)
+        total: SSAValue | None = None
+        for mono, coef in d.terms.items():
+            term: SSAValue | None = None
+            for s in mono:
+                v = self._symbol(s)
+                term = v if term is None else b.insert(arith.MuliOp(term, v)).result
+            if term is None:
+                term = const(coef)
+            elif coef != 1:
+                term = b.insert(arith.MuliOp(term, const(coef))).result
+            total = term if total is None else b.insert(arith.AddiOp(total, term)).result
+        return total if total is not None else const(0)
+
+    def sizes(self, b: Builder, shape: Sequence[int | Sym]) -> list[SSAValue]:
+        """The dynamic sizes (one per Sym dim, in order) of an allocation of `shape`."""
+        return [self.value(b, d) for d in shape if isinstance(d, Sym)]
+
+
+def dim_value(b: Builder, v: SSAValue, i: int) -> int | SSAValue:
+    """Dim `i` of the memref `v`: an int when static, else a `memref.dim` inserted at `b`."""
+    d = v.type.get_shape()[i]
+    if d != DYNAMIC_INDEX:
+        return d
+    idx = b.insert(arith.ConstantOp(IntegerAttr(i, IndexType()))).result
+    return b.insert(memref.DimOp(v, idx)).result
+
+
+def dims_of(b: Builder, v: SSAValue) -> list[int | SSAValue]:
+    return [dim_value(b, v, i) for i in range(len(v.type.get_shape()))]
+
+
+def owner_func(op: Operation) -> func.FuncOp:
+    p = op
+    while p is not None and not isinstance(p, func.FuncOp):
+        p = p.parent_op()
+    if p is None:
+        raise CompileError(f"{op.name} is not inside a function")
+    return p
