@@ -59,7 +59,7 @@ def iteration_space(op: LinalgStructuredOperation) -> int:
     for value, m in zip(op.operands, maps):
         if isinstance(value.type, ShapedType):
             for size, expr in zip(value.type.get_shape(), m.results):
-                if isinstance(expr, AffineDimExpr):
+                if isinstance(expr, AffineDimExpr) and size >= 0:  # a dynamic dim counts 1
                     ranges.setdefault(expr.position, size)
     points = 1
     for d in range(op.get_num_loops()):
@@ -90,6 +90,8 @@ def _trips(lbs, ubs, steps) -> int:
     n = 1
     for lb, ub, st in zip(lbs, ubs, steps):
         lo, hi, s = _const_index(lb), _const_index(ub), _const_index(st)
+        if hi is None and lo is not None and s:
+            continue  # a dynamic bound (a dim of a dynamic shape): counted once, per unit
         if lo is None or hi is None or not s:
             raise ValueError("loop bounds are not constants")
         n *= max(0, -(-(hi - lo) // s))

@@ -37,7 +37,7 @@ from compiler.dialects import aicc
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
 from compiler.symbolic import Sym
 from frontends import onnx_attention, onnx_index, onnx_loss, onnx_nn, onnx_quant, onnx_rnn
-from frontends.graph_builder import GraphBuilder
+from frontends.graph_builder import GraphBuilder, dims
 from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, unsupported
 from frontends.registry import HandlerTable, merge_tables
 
@@ -631,10 +631,10 @@ def _op_transpose(imp, node, ins, at):
 @handles("Reshape")
 def _op_reshape(imp, node, ins, at):
     g, x = imp.g, ins[0]
-    target = [int(d) for d in const(imp, node, ins[1], "shape input").reshape(-1)]
+    target = list(dims(const(imp, node, ins[1], "shape input").reshape(-1)))
     shape = g.shape(x)
     if not at.get("allowzero", 0):
-        target = [shape[i] if d == 0 else d for i, d in enumerate(target)]
+        target = [shape[i] if isinstance(d, int) and d == 0 else d for i, d in enumerate(target)]
     try:
         new = aicc.reshape_shape("Reshape", shape, target)
     except ValueError as e:
@@ -688,9 +688,61 @@ def _op_expand(imp, node, ins, at):
 
 @handles("Shape")
 def _op_shape(imp, node, ins, at):
-    shape = np.array(imp.g.shape(ins[0]), dtype=np.int64)
+    dims = imp.g.shape(ins[0])
+    # a symbolic dim makes an object array of ints and Syms: the shape arithmetic after it
+    # (SYMBOLIC_SHAPE_OPS) folds with it like with any constant
+    shape = np.array(dims, dtype=object if any(isinstance(d, Sym) for d in dims) else np.int64)
     start, end = at.get("start", 0), at.get("end")
     return [shape[start:end]]
+
+
+def _symbolic(x) -> bool:
+    return isinstance(x, np.ndarray) and x.dtype == object
+
+
+def _settle(a) -> np.ndarray:
+    """An object array of dims back to int64 once no Sym is left in it."""
+    a = np.asarray(a, dtype=object)
+    if any(isinstance(d, Sym) for d in a.reshape(-1)):
+        return a
+    return a.astype(np.int64)
+
+
+def _sym_slice(ins, at):
+    x = ins[0]
+    starts, ends = (np.asarray(v).reshape(-1).tolist() for v in ins[1:3])
+    axes = np.asarray(ins[3]).reshape(-1).tolist() if len(ins) > 3 and ins[3] is not None \
+        else list(range(len(starts)))
+    steps = np.asarray(ins[4]).reshape(-1).tolist() if len(ins) > 4 and ins[4] is not None \
+        else [1] * len(starts)
+    index = [slice(None)] * x.ndim
+    for a, b, e, st in zip(axes, starts, ends, steps):
+        index[a] = slice(int(b), int(e), int(st))
+    return x[tuple(index)]
+
+
+def _ints(v) -> list[int]:
+    return [int(d) for d in np.asarray(v).reshape(-1)]
+
+
+# Shape arithmetic on symbolic dims: what an exported graph does between a Shape op and the
+# Reshape / Expand that uses it, evaluated with NumPy on object arrays of ints and Syms.
+SYMBOLIC_SHAPE_OPS = {
+    "Gather": lambda ins, at: np.take(ins[0], np.asarray(ins[1], dtype=np.int64), axis=at.get("axis", 0)),
+    "Slice": _sym_slice,
+    "Concat": lambda ins, at: np.concatenate([np.asarray(v, dtype=object).reshape(np.shape(v))
+                                              for v in ins], axis=at["axis"]),
+    "Unsqueeze": lambda ins, at: np.expand_dims(ins[0], tuple(_ints(ins[1]))),
+    "Squeeze": lambda ins, at: np.squeeze(ins[0], tuple(_ints(ins[1]))) if len(ins) > 1
+    else np.squeeze(ins[0]),
+    "Identity": lambda ins, at: ins[0],
+    "Cast": lambda ins, at: ins[0],  # dims stay integers whatever integer type they are cast to
+    "Mul": lambda ins, at: np.multiply(ins[0], ins[1]),
+    "Add": lambda ins, at: np.add(ins[0], ins[1]),
+    "Sub": lambda ins, at: np.subtract(ins[0], ins[1]),
+    "Div": lambda ins, at: np.floor_divide(ins[0], ins[1]),  # exact, or a SymbolicError
+    "Mod": lambda ins, at: np.mod(ins[0], ins[1]),
+}
 
 
 @handles("Size")
@@ -912,7 +964,11 @@ class OnnxImporter:
                     raise UnsupportedOpError(node.op_type, f"{g.where}: attribute references")
             last = block.last_op
             try:
-                outs = HANDLERS[node.op_type](self, node, ins, at)
+                if node.op_type in SYMBOLIC_SHAPE_OPS and any(_symbolic(v) for v in ins) and all(
+                        isinstance(v, np.ndarray) for v in ins if v is not None):
+                    outs = [_settle(SYMBOLIC_SHAPE_OPS[node.op_type](ins, at))]
+                else:
+                    outs = HANDLERS[node.op_type](self, node, ins, at)
             except (KeyError, IndexError, TypeError) as e:  # a malformed node, not an aicc bug
                 raise CompileError(f"{g.where}: malformed node ({type(e).__name__}: {e})") from None
             except ValueError as e:

@@ -114,8 +114,12 @@ class _FunctionBufferizer:
         elif isinstance(op, tensor.CollapseShapeOp | tensor.ExpandShapeOp):
             cls = memref.CollapseShapeOp if isinstance(op, tensor.CollapseShapeOp) else memref.ExpandShapeOp
             props = dict(op.properties)
+            operands = [self._buf(op.operands[0])]
+            if cls is memref.ExpandShapeOp and is_dynamic(op.results[0].type):
+                # the expanded dynamic sizes, from the result's symbolic dims
+                operands += self._sizes(op.results[0].type, op)
             new = cls.create(
-                operands=[self._buf(op.operands[0])],
+                operands=operands,
                 result_types=[memref_type(op.results[0].type)],
                 properties=props,
             )
@@ -128,12 +132,16 @@ class _FunctionBufferizer:
         Rewriter.insert_op(new, InsertPoint.before(old))
         self.replaced.append(old)
 
+    def _sizes(self, t: TensorType, before: Operation) -> list[SSAValue]:
+        """The dynamic sizes of a value of type `t`, computed before `before`."""
+        if not is_dynamic(t):
+            return []
+        if self._dims is None:
+            self._dims = DimMaterializer(self.fn, self._sig_args)
+        return self._dims.sizes(Builder(InsertPoint.before(before)), shape_of(t))
+
     def _fresh(self, t: TensorType, before: Operation) -> SSAValue:
-        sizes: list[SSAValue] = []
-        if is_dynamic(t):
-            if self._dims is None:
-                self._dims = DimMaterializer(self.fn, self._sig_args)
-            sizes = self._dims.sizes(Builder(InsertPoint.before(before)), shape_of(t))
+        sizes = self._sizes(t, before)
         alloc = memref.AllocOp.get(t.element_type, 64, t.get_shape(), dynamic_sizes=sizes)
         Rewriter.insert_op(alloc, InsertPoint.before(before))
         return alloc.memref

@@ -49,7 +49,7 @@ def byte_size(t: MemRefType) -> int:
         width = elem.bitwidth
     count = 1
     for d in t.get_shape():
-        count *= d
+        count *= max(d, 1)  # a dynamic dim (`?`) counts 1: the size per unit of it
     return count * width // 8
 
 

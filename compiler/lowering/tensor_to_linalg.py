@@ -19,6 +19,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith, math as xmath, tensor
 from xdsl.dialects.linalg import ops as linalg
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     AnyFloat,
     ArrayAttr,
     Float32Type,
@@ -40,10 +41,10 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from compiler.dialects import aicc
+from compiler.dialects import aicc, aicc_nn
 from compiler.dialects.shapes import is_dynamic
 from compiler.errors import UnsupportedOpError
-from compiler.symbolic import Sym
+from compiler.symbolic import Sym, prod as sym_prod
 from compiler.lowering.nn_to_linalg import LowerConv2dBias, nn_patterns
 from compiler.lowering.quant_to_linalg import QUANT_PATTERNS
 from compiler.lowering.tensor_op_to_linalg import LowerTensorOp
@@ -469,12 +470,14 @@ class LowerReshape(RewritePattern):
         if not src:  # one element to shape (1, ..., 1): a broadcast (xDSL rejects expand from rank 0)
             rewriter.replace(op, aicc.BroadcastToOp(value, dst))
             return
-        # Via rank 1, except to rank 0, which collapses with no groups at all.
-        mid = dst if not dst else (math.prod(src),)
+        # Via rank 1, except to rank 0, which collapses with no groups at all. A dynamic dim
+        # stays symbolic: (batch, 64) collapses to (batch*64,); bufferize gives an expand's
+        # dynamic sizes from its result's encoding.
+        mid = dst if not dst else (sym_prod(src),)
         if mid != src:
             collapse = tensor.CollapseShapeOp.create(
                 operands=[value],
-                result_types=[TensorType(tensor_elem(op.input), mid)],
+                result_types=[aicc.tensor_type(tensor_elem(op.input), mid)],
                 properties={"reassociation": _reassociation([range(len(src))] if mid else [])},
             )
             rewriter.insert(collapse)
@@ -483,7 +486,8 @@ class LowerReshape(RewritePattern):
             rewriter.replace(op, [], [value])
             return
         expand = tensor.ExpandShapeOp(
-            value, [], _reassociation([range(len(dst))]), dst, op.result.type
+            value, [], _reassociation([range(len(dst))]),
+            [DYNAMIC_INDEX if isinstance(d, Sym) else d for d in dst], op.result.type
         )
         rewriter.replace(op, expand)
 
@@ -507,7 +511,7 @@ class RejectUnlowered(RewritePattern):
 DYNAMIC_OK: tuple[type[Operation], ...] = (
     aicc.UnaryOp, aicc.BinaryOp, aicc.CompareOp, aicc.SelectOp, aicc.CastOp, aicc.MatmulOp,
     aicc.ReduceSumOp, aicc.ReduceMaxOp, aicc.ReduceMinOp, aicc.ReduceProdOp, aicc.SoftmaxOp,
-    aicc.TransposeOp, aicc.ConstantOp,
+    aicc.TransposeOp, aicc.ConstantOp, aicc.ReshapeOp,
 )
 
 
@@ -517,6 +521,11 @@ def check_dynamic_support(module: ModuleOp) -> None:
             continue
         if isinstance(o, DYNAMIC_OK) or o.name.startswith(("func.", "tensor.", "linalg.", "arith.")):
             continue
+        if isinstance(o, aicc_nn.SliceOp) and all(
+                not isinstance(d, Sym) or (st == 0 and sp == 1 and d == r)
+                for d, r, st, sp in zip(aicc.shape_of(o.input), aicc.shape_of(o.result),
+                                        aicc_nn.int_values(o.starts), aicc_nn.int_values(o.steps))):
+            continue  # slices static dims only: a dynamic dim is read whole
         if isinstance(o, aicc.ReduceMeanOp) and not any(
                 isinstance(aicc.shape_of(o.input)[a], Sym) for a in o.axes.get_values()):
             continue  # the mean's count is static

@@ -263,23 +263,70 @@ class _KernelBody:
         fast_bb = fn.append_basic_block("mk.kfull")
         slow_bb = fn.append_basic_block("mk.kedge")
         join_bb = fn.append_basic_block("mk.kdone")
+        paths = []
+        if self.a_clamp and self.mr > 1:
+            # one row of A (a matrix-vector product: a batch of one): its own k loop, not
+            # mr clamped copies of the row
+            row_bb = fn.append_basic_block("mk.krow")
+            edge_bb = fn.append_basic_block("mk.kedge.test")
+            one = b.icmp_signed("==", m, _c64(1))
+            if self.b_masked:
+                one = b.and_(one, b.icmp_signed("==", n, _c64(self.nr)))
+            b.cbranch(one, row_bb, edge_bb)
+            b.position_at_end(row_bb)
+            row = self.k_loop_one_row()
+            paths.append((row + [self.zero_v] * (len(row) * (self.mr - 1)), b.block))
+            b.branch(join_bb)
+            b.position_at_end(edge_bb)
         b.cbranch(edge, slow_bb, fast_bb)
         b.position_at_end(fast_bb)
-        fast = self.k_loops(False)
-        fast_end = b.block
+        paths.append((self.k_loops(False), b.block))
         b.branch(join_bb)
         b.position_at_end(slow_bb)
-        slow = self.k_loops(True)
-        slow_end = b.block
+        paths.append((self.k_loops(True), b.block))
         b.branch(join_bb)
         b.position_at_end(join_bb)
         accs = []
-        for f, sl in zip(fast, slow):
+        for i in range(self.mr * self.nq):
             p = b.phi(self.vty)
-            p.add_incoming(f, fast_end)
-            p.add_incoming(sl, slow_end)
+            for values, block in paths:
+                p.add_incoming(values[i], block)
             accs.append(p)
         return accs
+
+    def k_loop_one_row(self, chains: int = 4) -> list[ir.Value]:
+        """Row 0 of A times the panel: `chains` k steps in flight, each into accumulators of
+        its own (summed at the end), so that the FMAs of one row do not wait on each other."""
+        b, e, ety, esize, vty, nq, kc = self.b, self.e, self.ety, self.esize, self.vty, self.nq, self.kc
+
+        def step(kk: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
+            boff = kk if self.b_ks == 1 else b.mul(kk, _c64(self.b_ks), flags=["nsw"])
+            aoff = kk if self.a_ks == 1 else b.mul(kk, _c64(self.a_ks), flags=["nsw"])
+            x = self.splat(b.load(b.gep(self.a_base, [aoff], inbounds=True, source_etype=ety),
+                                  typ=ety, align=esize))
+            out = []
+            for q in range(nq):
+                off = boff if q == 0 else b.add(boff, _c64(q * self.vw), flags=["nsw"])
+                bv = b.load(b.gep(self.b_base, [off], inbounds=True, source_etype=ety),
+                            typ=vty, align=esize)
+                out.append(e.intr("fma", x, bv, accs[q]))
+            return out
+
+        main = b.mul(b.sdiv(kc, _c64(chains)), _c64(chains), flags=["nsw"])
+
+        def unrolled(k, carried):
+            out = []
+            for u in range(chains):
+                kk = k if u == 0 else b.add(k, _c64(u), flags=["nsw"])
+                out += step(kk, carried[u * nq:(u + 1) * nq])
+            return out
+
+        accs = e.loop(_c64(0), main, _c64(chains), [self.zero_v] * (nq * chains), unrolled)
+        first = e.loop(main, kc, _c64(1), accs[:nq], lambda k, c: step(k, c))
+        total = list(first)
+        for u in range(1, chains):
+            total = [b.fadd(t, a) for t, a in zip(total, accs[u * nq:(u + 1) * nq])]
+        return total
 
     # -- the C update
 

@@ -133,6 +133,8 @@ class ChooseSchedule(ModulePass):
             if match is None:
                 continue
             fixed = {**overrides.get(None, {}), **overrides.get(index, {})}
+            if match.m_dynamic:  # A's packed size would depend on the run-time M
+                fixed["pack_a"] = False
             sched = schedule_of(o)
             ebytes = element_bytes(match.element_type)
             entry = None

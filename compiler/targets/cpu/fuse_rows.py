@@ -50,11 +50,12 @@ from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, IntegerAttr, MemRefType, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.linalg import abstract_ops, ops as linalg
 from xdsl.dialects.linalg.attrs import IteratorType
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from compiler.lowering.dims import arg_dims, dim_value
 from compiler.lowering.loop_builder import IndexBuilder, for_loop
 from compiler.lowering.plan_memory import byte_size
 
@@ -111,8 +112,6 @@ def analyze(op: Operation) -> RowOp | None:
         return None
     if op.res or any(isinstance(v.type, TensorType) for v in op.operands):
         return None
-    if any(isinstance(v.type, MemRefType) and DYNAMIC_INDEX in v.type.get_shape() for v in op.operands):
-        return None  # dynamic dims: linalg-to-loops lowers it on its own
     maps = [m.data for m in op.get_indexing_maps()]
     if any(m.num_symbols for m in maps):
         return None
@@ -120,8 +119,16 @@ def analyze(op: Operation) -> RowOp | None:
     ranges: list[int | None] = [None] * len(parallel)
     for v, m in zip(op.operands, maps):
         if isinstance(v.type, MemRefType):
-            for size, e in zip(v.type.get_shape(), m.results):
-                if isinstance(e, AffineDimExpr) and ranges[e.position] is None:
+            for pos, (size, e) in enumerate(zip(v.type.get_shape(), m.results)):
+                if not isinstance(e, AffineDimExpr):
+                    continue
+                if size == DYNAMIC_INDEX:
+                    key = dim_symbol(v, pos)
+                    if key is None:
+                        return None  # a dynamic dim whose size we cannot name
+                    size = DynRange(v, pos, key)
+                if ranges[e.position] is None or (isinstance(ranges[e.position], DynRange)
+                                                  and not isinstance(size, DynRange)):
                     ranges[e.position] = size
     if any(r is None for r in ranges):
         return None
@@ -145,7 +152,69 @@ def analyze(op: Operation) -> RowOp | None:
             rows = rows[:n]
     if not rows:
         return None
+    if any(isinstance(r, DynRange) for d, r in enumerate(ranges) if d not in rows):
+        return None  # only the row dims may be dynamic: a row's length is static
     return RowOp(op, maps, parallel, ranges, rows)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class DynRange:
+    """A dynamic loop range: dim `pos` of `memref`, the same as any other whose size is the
+    same symbolic expression `key`."""
+
+    memref: SSAValue = field(compare=False)
+    pos: int = field(compare=False)
+    key: object = None
+
+    def __gt__(self, other) -> bool:  # more than one row: as a large static range
+        return True
+
+    def __lt__(self, other) -> bool:
+        return False
+
+
+def dim_symbol(v: SSAValue, pos: int):
+    """The symbolic size (a Sym) of the dynamic dim `pos` of the memref `v`, read from the
+    function's aicc.arg_dims for an argument and from the index arithmetic of an allocation's
+    size; None when neither says."""
+    if isinstance(v, BlockArgument):
+        fn = v.block.parent_op()
+        dims = arg_dims(fn) if isinstance(fn, func.FuncOp) else None
+        if not dims or v.index >= len(dims):
+            return None
+        k = list(v.type.get_shape()[:pos + 1]).count(DYNAMIC_INDEX) - 1
+        return dims[v.index][k] if k < len(dims[v.index]) else None
+    owner = v.owner
+    if isinstance(owner, memref.AllocOp):
+        k = list(v.type.get_shape()[:pos + 1]).count(DYNAMIC_INDEX) - 1
+        return _index_symbol(owner.dynamic_sizes[k])
+    return None
+
+
+def _dyn_size(b: Builder, d: DynRange) -> SSAValue:
+    """A dynamic range's size: an allocation's own size operand (the allocation may become a
+    row buffer and go), else a memref.dim."""
+    owner = d.memref.owner
+    if isinstance(owner, memref.AllocOp):
+        k = list(d.memref.type.get_shape()[:d.pos + 1]).count(DYNAMIC_INDEX) - 1
+        return owner.dynamic_sizes[k]
+    return dim_value(b, d.memref, d.pos)
+
+
+def _index_symbol(v: SSAValue):
+    """The Sym an index value computes from the function's dims, or None."""
+    o = v.owner
+    if isinstance(o, arith.ConstantOp) and isinstance(o.value, IntegerAttr):
+        return o.value.value.data
+    if isinstance(o, memref.DimOp):
+        i = _index_symbol(o.index)
+        return dim_symbol(o.source, i) if isinstance(i, int) else None
+    if isinstance(o, arith.MuliOp | arith.AddiOp):
+        a, b = _index_symbol(o.lhs), _index_symbol(o.rhs)
+        if a is None or b is None:
+            return None
+        return a * b if isinstance(o, arith.MuliOp) else a + b
+    return None
 
 
 def row_local(m: AffineMap, rows: list[int], k: int) -> bool:
@@ -170,6 +239,8 @@ class RowGroup:
             k += 1
         if k < 1:
             return False
+        if any(isinstance(o.ranges[d], DynRange) for o in (*self.ops, x) for d in o.rows[k:]):
+            return False  # a dynamic dim would become a loop inside the row
         written = {v for o in self.ops for v in o.op.outputs}
         written_roots = {root(v) for v in written}
         for v, m in x.reads():
@@ -444,9 +515,19 @@ class _NestBuilder:
     # -- the nest
 
     def build(self, before: Operation) -> scf.ParallelOp:
-        k, shape = self.k, self.g.shape
+        k = self.k
         outer = Builder(InsertPoint.before(before))
-        c = [outer.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result for v in (0, prod(shape), 1)]
+        # the row dims' sizes: constants, or a memref.dim where dynamic
+        shape = [outer.insert(arith.ConstantOp(IntegerAttr(d, IndexType()))).result
+                 if not isinstance(d, DynRange) else _dyn_size(outer, d)
+                 for d in self.g.shape]
+        static = [d for d in self.g.shape if not isinstance(d, DynRange)]
+        rows = outer.insert(arith.ConstantOp(IntegerAttr(prod(static), IndexType()))).result
+        for d, v in zip(self.g.shape, shape):
+            if isinstance(d, DynRange):
+                rows = outer.insert(arith.MuliOp(rows, v)).result
+        c = [outer.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result for v in (0, 1)]
+        c = [c[0], rows, c[1]]
         body = Block(arg_types=[IndexType()])
         par = scf.ParallelOp([c[0]], [c[1]], [c[2]], Region(body))
         par.attributes[KERNEL_ATTR] = StringAttr("rows")
@@ -457,11 +538,11 @@ class _NestBuilder:
 
         # the row's index in each row dim, from the one parallel iv
         row_ivs = [self.idx.const(0)] * k
-        nonunit = [t for t in range(k) if shape[t] > 1]
+        nonunit = [t for t in range(k) if self.g.shape[t] > 1]
         rest = body.args[0]
         for t in reversed(nonunit[1:]):
-            row_ivs[t] = b.insert(arith.RemUIOp(rest, self.idx.const(shape[t]))).result
-            rest = b.insert(arith.DivUIOp(rest, self.idx.const(shape[t]))).result
+            row_ivs[t] = b.insert(arith.RemUIOp(rest, shape[t])).result
+            rest = b.insert(arith.DivUIOp(rest, shape[t])).result
         if nonunit:
             row_ivs[nonunit[0]] = rest
 

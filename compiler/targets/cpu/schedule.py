@@ -254,10 +254,18 @@ class MatmulMatch:
     b_batch: tuple[int | None, ...]
     a_trans: bool = False
     b_trans: bool = False
+    # M is a dynamic dim (a 2-D matmul whose A and C have `?` rows): `m` is then only the
+    # size the schedule is chosen for (DYNAMIC_M_GUESS); the tiles loop to the run-time M
+    m_dynamic: bool = False
 
     @property
     def element_type(self):
         return self.c.type.element_type
+
+
+# The row count a matmul with a dynamic M is scheduled for: large enough that B is packed and
+# the tiles split across threads over M, as for a batch of requests.
+DYNAMIC_M_GUESS = 256
 
 
 def _shape(v: SSAValue) -> tuple[int, ...] | None:
@@ -265,6 +273,13 @@ def _shape(v: SSAValue) -> tuple[int, ...] | None:
     if isinstance(t, ShapedType) and all(d >= 0 for d in t.get_shape()):
         return tuple(t.get_shape())
     return None
+
+
+def _dynamic_rows(v: SSAValue) -> bool:
+    """A 2-D memref whose rows only are dynamic."""
+    t = v.type
+    return isinstance(t, ShapedType) and len(t.get_shape()) == 2 and t.get_shape()[0] < 0 \
+        and t.get_shape()[1] >= 0
 
 
 def _is_float(t) -> bool:
@@ -279,12 +294,16 @@ def match_matmul(op: Operation) -> MatmulMatch | None:
         a, b = op.inputs
         c = op.outputs[0]
         sa, sb, sc = _shape(a), _shape(b), _shape(c)
-        if not (sa and sb and sc) or len(sa) != 2 or len(sb) != 2 or len(sc) != 2:
+        dyn = not sa and not sc and _dynamic_rows(a) and _dynamic_rows(c)
+        if dyn and sb and len(sb) == 2 and a.type.get_shape()[1] == sb[0] == sb[0] \
+                and c.type.get_shape()[1] == sb[1]:
+            sa = (DYNAMIC_M_GUESS, sb[0])
+        elif not (sa and sb and sc) or len(sa) != 2 or len(sb) != 2 or len(sc) != 2:
             return None
         if not _is_float(c.type.element_type) or len({a.type.element_type, b.type.element_type,
                                                       c.type.element_type}) != 1:
             return None
-        return MatmulMatch(op, a, b, c, (), sa[0], sb[1], sa[1], (), ())
+        return MatmulMatch(op, a, b, c, (), sa[0], sb[1], sa[1], (), (), m_dynamic=dyn)
     if not isinstance(op, linalg.GenericOp) or len(op.inputs) != 2 or len(op.outputs) != 1:
         return None
     return _match_generic(op)

@@ -42,6 +42,7 @@ from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     ArrayAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
@@ -77,6 +78,7 @@ from compiler.errors import CompileError
 from compiler.stats import TILED_ATTR, flops
 from compiler.threads import default_threads
 from compiler.targets.cpu.fuse_rows import root
+from compiler.lowering.dims import dim_value
 from compiler.lowering.linalg_to_loops import emit_body
 from compiler.lowering.loop_builder import IndexBuilder
 from compiler.targets.cpu.schedule import (
@@ -181,11 +183,11 @@ def _for(b: Builder, ix: _Ix, lb: Index, ub: Index, step: int, body) -> None:
     body(Builder(InsertPoint.before(block.last_op)), block.args[0])
 
 
-def _parallel(b: Builder, ix: _Ix, ub: int, body) -> None:
+def _parallel(b: Builder, ix: _Ix, ub: Index, body) -> None:
     """scf.parallel 0 <= iv < ub; body(builder, iv). One trip: no loop."""
-    if ub <= 0:
+    if isinstance(ub, int) and ub <= 0:
         return
-    if ub == 1:
+    if isinstance(ub, int) and ub == 1:
         body(b, 0)
         return
     block = Block(arg_types=[IndexType()])
@@ -200,7 +202,7 @@ def _flat(b: Builder, v: SSAValue) -> SSAValue:
     shape = t.get_shape()
     if len(shape) == 1:
         return v
-    flat_t = MemRefType(t.element_type, [math.prod(shape)])
+    flat_t = MemRefType(t.element_type, [DYNAMIC_INDEX if DYNAMIC_INDEX in shape else math.prod(shape)])
     groups = ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in range(len(shape))])]) if shape \
         else ArrayAttr([])
     op = memref.CollapseShapeOp.create(operands=[v], result_types=[flat_t],
@@ -300,7 +302,10 @@ class _Tiler:
         mm, s = self.match, self.s
         op = mm.op
         M, N, K = mm.m, mm.n, mm.k
-        if M == 0 or N == 0 or math.prod(mm.batch) == 0:
+        if mm.m_dynamic:  # the run-time row count, read before anything this pass inserts
+            M = dim_value(Builder(InsertPoint.before(op)), mm.c, 0)
+        self.M = M
+        if (not mm.m_dynamic and M == 0) or N == 0 or math.prod(mm.batch) == 0:
             Rewriter.erase_op(op)
             return
         if K == 0:  # C keeps its initial value (the fill)
@@ -312,7 +317,7 @@ class _Tiler:
             first_overwrites = True  # the first K block starts from the init operand
         self.epilogue = self._take_epilogue()
         mm = self.match  # C may now be the epilogue's output
-        self.b_producer = self._take_b_producer()
+        self.b_producer = None if mm.m_dynamic else self._take_b_producer()
         ix = _Ix(op)
         top = Builder(InsertPoint.before(op))
         elem = mm.element_type
@@ -320,7 +325,7 @@ class _Tiler:
         a_shape, b_shape = mm.a.type.get_shape(), mm.b.type.get_shape()
         nba = math.prod(a_shape[:-2])
         nbb = math.prod(b_shape[:-2])
-        MP, NP = -(-M // s.mr), -(-N // s.nr)
+        MP, NP = (0 if mm.m_dynamic else -(-M // s.mr)), -(-N // s.nr)
         allocs: list[SSAValue] = []
 
         a_src, a_packed = a_flat, False
@@ -364,8 +369,11 @@ class _Tiler:
         while not isinstance(compute, scf.ParallelOp | scf.ForOp | MicrokernelOp):
             compute = compute.next_op
         info = {"op": StringAttr(op.name.removeprefix("linalg.")),
-                "flops": IntegerAttr(2 * math.prod(mm.batch) * M * N * K
+                # per row when M is dynamic (compiler/stats.py counts it so)
+                "flops": IntegerAttr(2 * math.prod(mm.batch) * (1 if mm.m_dynamic else M) * N * K
                                      + (flops(self.epilogue) if self.epilogue else 0), i64)}
+        if mm.m_dynamic:
+            info["per_row"] = UnitAttr()
         if self.epilogue is not None:  # the fused ops, by name
             info["epilogue"] = StringAttr(",".join(
                 o.name for o in self.epilogue.body.block.ops if not isinstance(o, linalg.YieldOp)))
@@ -647,6 +655,8 @@ class _Tiler:
                 or any(it.data != IteratorType.PARALLEL for it in prev.iterator_types)):
             return None
         shape = src.type.get_shape()
+        if DYNAMIC_INDEX in shape[1:]:
+            return None  # strides only known at run time
         row_major = [math.prod(shape[p + 1:]) for p in range(len(shape))]
         strides = [0] * rank
         for pos, e in enumerate(maps[0].results):
@@ -701,6 +711,8 @@ class _Tiler:
                 return None
             if not isinstance(readers[0], memref.CollapseShapeOp | memref.ExpandShapeOp):
                 break
+            if self.match.m_dynamic:
+                return None  # a reshape of C with a dynamic M: the epilogue stays a loop
             if view is not c and any(isinstance(u.operation, memref.DeallocOp) for u in view.uses):
                 return None
             chain.append(readers[0])
@@ -878,16 +890,22 @@ class _Tiler:
         a run of batches per thread instead) and the rest in scf.for loops, each tile
         emitted by _emit_tile."""
         mm, s = self.match, self.s
-        M, N = mm.m, mm.n
-        TM, TN = -(-M // s.mc), -(-N // s.nc)
+        M, N = self.M, mm.n
+        TM = ix.div(b, ix.add(b, M, s.mc - 1), s.mc) if mm.m_dynamic else -(-M // s.mc)
+        TN = -(-N // s.nc)
         nb = math.prod(mm.batch)
         extents = {"b": nb, "m": TM, "n": TN}
         # Threads take contiguous runs of the flattened tiles. M blocks come in multiples of
         # mr, so the last is often short; when N's blocks are all equal, run over N outside
         # M, so that each thread's run covers whole columns of tiles and they stay balanced.
-        dims = "bnm" if M % s.mc and not N % s.nc else "bmn"
-        par = [d for d in dims if d in s.parallel and extents[d] > 1]
-        seq = [d for d in dims if d not in par and extents[d] > 1]
+        # (A dynamic M: M outside, so that the flattened index splits by a static TN.)
+        dims = "bnm" if not mm.m_dynamic and M % s.mc and not N % s.nc else "bmn"
+
+        def several(x: Index) -> bool:
+            return not isinstance(x, int) or x > 1
+
+        par = [d for d in dims if d in s.parallel and several(extents[d])]
+        seq = [d for d in dims if d not in par and several(extents[d])]
         true_ = ix.const(1, i1)
         ldb = self.ldb if self.b_producer is not None else N  # B's row stride in place
         init_flat = _flat(b, self.init[0]) if self.init is not None else None
@@ -931,7 +949,10 @@ class _Tiler:
             def par_body(b: Builder, t: Index) -> None:
                 nest(b, dict(zip(par, _split_flat(b, ix, t, ext))), seq)
 
-            _parallel(b, ix, math.prod(ext), par_body)
+            total: Index = 1
+            for e in ext:
+                total = ix.mul(b, total, e)
+            _parallel(b, ix, total, par_body)
         else:
             nest(b, {}, seq)
 
@@ -940,7 +961,7 @@ class _Tiler:
         thread's B buffer): its K blocks (_emit_kblock), then the epilogue on the finished
         tile while it is in cache."""
         mm, s = self.match, self.s
-        M, N, K = mm.m, mm.n, mm.k
+        M, N, K = self.M, mm.n, mm.k
         batch = list(mm.batch)
         a_shape, b_shape = mm.a.type.get_shape(), mm.b.type.get_shape()
         bflat = idx.get("b", 0)
@@ -952,7 +973,7 @@ class _Tiler:
         jc = ix.mul(b, idx.get("n", 0), s.nc)
         mcv = ix.min(b, s.mc, ix.sub(b, M, ic))
         ncv = ix.min(b, s.nc, ix.sub(b, N, jc))
-        c_base = ix.add(b, ix.mul(b, bflat, M * N), ix.add(b, ix.mul(b, ic, N), jc))
+        c_base = ix.add(b, ix.mul(b, bflat, ix.mul(b, M, N)), ix.add(b, ix.mul(b, ic, N), jc))
         i_base: Index | None = None
         if self.init is not None:  # the init operand at (batch, ic, jc)
             i_strides = self.init[1]
@@ -969,7 +990,7 @@ class _Tiler:
         slivers of A, nested in the schedule's order, and a micro-kernel per pair; it
         accumulates into C except in a first block that overwrites it."""
         mm, s, o = self.match, self.s, self.operands
-        M, K = mm.m, mm.k
+        M, K = self.M, mm.k
         kc = ix.min(b, s.kc, ix.sub(b, K, pc))
         if not o.first_overwrites:
             acc = o.true_
@@ -994,7 +1015,7 @@ class _Tiler:
             if o.a_packed:
                 slv = ix.add(b, ix.mul(b, tile.ba, o.MP), ix.div(b, i, s.mr))
                 return m, ix.add(b, ix.mul(b, slv, K * s.mr), ix.mul(b, pc, s.mr))
-            return m, ix.add(b, ix.mul(b, tile.ba, M * K),
+            return m, ix.add(b, ix.mul(b, tile.ba, ix.mul(b, M, K)),
                              ix.add(b, ix.mul(b, i, self.a_rs), ix.mul(b, pc, self.a_ks)))
 
         def kernel(b: Builder, ir: Index, jr: Index, m_a, n_b) -> None:
@@ -1016,7 +1037,7 @@ class _Tiler:
         at b_off), into C's tile at (ir, jr), starting from the init operand when there is
         one."""
         mm, s, o = self.match, self.s, self.operands
-        M, N = mm.m, mm.n
+        M, N = self.M, mm.n
         (m, a_off), (n, b_off) = m_a, n_b
         c_off = ix.add(b, tile.c_base, ix.add(b, ix.mul(b, ir, N), jr))
         init = None
@@ -1027,20 +1048,26 @@ class _Tiler:
         b.insert(MicrokernelOp(
             o.a_src, ix.v(a_off), o.b_src, ix.v(b_off), o.c, ix.v(c_off), ix.v(kc),
             ix.v(m), ix.v(n), acc,
-            a_clamp=not o.a_packed and M % s.mr != 0,
+            a_clamp=not o.a_packed and (mm.m_dynamic or M % s.mr != 0),
             b_masked=not o.b_packed and N % s.nr != 0,
             mr=s.mr, nr=s.nr, vw=s.vw,
             a_rs=self.a_rs, a_ks=self.a_ks,
             b_ks=s.nr if o.b_packed else o.ldb, ldc=N, ku=s.ku,
             b_pf=s.pf, init=init))
 
+    def _c_shape(self) -> list[int]:
+        """C's (batch..., m, n); with a dynamic M, C's type (its `?`)."""
+        mm = self.match
+        if mm.m_dynamic:
+            return list(mm.c.type.get_shape())
+        return [*mm.batch, mm.m, mm.n]
+
     def _epilogue_on_c(self, b: Builder) -> list[tuple[SSAValue, AffineMap]] | None:
         """The epilogue's operands as views in C's shape, when it works on a reshape of C
         (a conv's (N, OC, OH*OW) read as (N, OC, OH, OW)) and reads every operand
         elementwise from a contiguous buffer: the tile loop then indexes them like C, with
         no division per element, and the inner loop vectorizes."""
-        mm = self.match
-        c_shape = [*mm.batch, mm.m, mm.n]
+        c_shape = self._c_shape()
         e_shape = list(self.epilogue_shape)
         if e_shape == c_shape:
             return None
@@ -1064,7 +1091,7 @@ class _Tiler:
         reshaped view of C: through views in C's shape (`on_c`, see `_epilogue_on_c`), else
         at the row-major digits of the element's flat index."""
         mm = self.match
-        c_shape = list(mm.batch) + [mm.m, mm.n]
+        c_shape = self._c_shape()
         e_shape = list(self.epilogue_shape)
 
         def row(b: Builder, i: Index) -> None:
@@ -1188,7 +1215,11 @@ class TileMatmul(ModulePass):
                 s = choose_matmul_schedule(mm.batch, mm.m, mm.n, mm.k,
                                            vw=max(1, self.vector_bits // (8 * ebytes)),
                                            elem_bytes=ebytes, b_constant=is_constant(mm.b),
-                                           a_trans=mm.a_trans, b_trans=mm.b_trans)
+                                           a_trans=mm.a_trans, b_trans=mm.b_trans,
+                                           fixed={"pack_a": False} if mm.m_dynamic else None)
+            if mm.m_dynamic and s.pack_a:
+                raise CompileError("tile-matmul: a matmul with dynamic rows cannot pack A "
+                                   "(its size would depend on the run-time M)")
             g = _global_of(mm.b, op) if s.pack_b else None
             if g is not None:
                 prepacked.add(g.sym_name.data)
