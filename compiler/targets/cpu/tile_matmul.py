@@ -666,14 +666,15 @@ class _Tiler:
                 return None
         if strides[-1] not in (0, 1):  # the kernel reads init along n, or one value per row
             return None
-        src_aliases = _aliases(src)
-        buffer = _aliases(_base(src))  # src may be a view (a reshaped bias): its buffer's dealloc
+        # src may be a view (a reshaped residual): its buffer and every view of that buffer,
+        # not only the views of src, must stay intact until the matmul reads src
+        buffer = _aliases(_base(src))
         late_deallocs = []
         between = prev.next_op
         while between is not op:  # nothing in between may write the operand
             if isinstance(between, memref.DeallocOp) and between.memref in buffer:
                 late_deallocs.append(between)
-            elif _touches(between, src_aliases):
+            elif _touches(between, buffer) and not isinstance(between, VIEW_OPS):
                 return None
             between = between.next_op
         for d in late_deallocs:
@@ -1164,14 +1165,19 @@ def _base(v: SSAValue) -> SSAValue:
     return v
 
 
+# ops whose result is a view of their operand's memory (they read and write nothing)
+VIEW_OPS = (memref.CollapseShapeOp, memref.ExpandShapeOp, memref.ViewOp, memref.SubviewOp,
+            memref.CastOp)
+
+
 def _aliases(v: SSAValue) -> set[SSAValue]:
+    """`v` and every view of it, through chains of views."""
     out, todo = {v}, [v]
     while todo:
         x = todo.pop()
         for use in x.uses:
             o = use.operation
-            if isinstance(o, memref.CollapseShapeOp | memref.ExpandShapeOp | memref.ViewOp
-                          | memref.SubviewOp | memref.CastOp):
+            if isinstance(o, VIEW_OPS):
                 for r in o.results:
                     if r not in out:
                         out.add(r)
