@@ -38,14 +38,19 @@ def compile(
     target_cpu: str | None = None,
     tune: bool | str = False,
     tune_budget: float | None = None,
+    dynamic_shapes: Any = None,
 ) -> CompiledModel | JitFunction:
     """Compile `model` for `target`.
 
     A Python function with `example_inputs` is traced and compiled now for those shapes; without
     them it compiles on first call, once per distinct input shapes and dtypes (like `jit`).
-    An ONNX model (a ModelProto or a path ending in .onnx) takes the sizes of symbolic input
-    dims from `input_shapes` ({input name: shape}) or from the shapes of `example_inputs`;
-    a torch.nn.Module is exported with torch.export on `example_inputs`.
+    An ONNX model (a ModelProto or a path ending in .onnx) keeps its symbolic input dims
+    (`dim_param`) symbolic: compiled once, it runs at any size of them (`m.is_dynamic`); sizes
+    from `input_shapes` ({input name: shape}) or from the shapes of `example_inputs` compile it
+    for those shapes instead. A torch.nn.Module is exported with torch.export on
+    `example_inputs`; `dynamic_shapes` is torch.export's argument (a torch.export.Dim per
+    dynamic dim), whose dims then stay symbolic the same way, checked against the Dims' ranges
+    on every call. A call that breaks the compiled shapes raises DimensionError.
 
     `schedule` overrides fields of the CPU matmul schedules that choose-schedule picks
     (printed as `aicc.schedule` in `ir("linalg")`): `{"mr": 6, "kc": 128}` for every matmul,
@@ -67,11 +72,16 @@ def compile(
     if callable(model) and not _is_module_object(model) and not is_torch_module(model) \
             and example_inputs is None:
         return JitFunction(model, options)
-    return compile_program(import_model(model, example_inputs, input_shapes), options)
+    if dynamic_shapes is not None and not is_torch_module(model):
+        raise CompileError("dynamic_shapes is torch.export's argument, for a torch.nn.Module; "
+                           "an ONNX model's symbolic dims stay dynamic when no input_shapes are "
+                           "given, and a Python function takes @jit(dynamic=True)")
+    return compile_program(import_model(model, example_inputs, input_shapes, dynamic_shapes),
+                           options)
 
 
 def import_model(model: Any, example_inputs: Sequence[Any] | None = None,
-                 input_shapes: dict[str, Sequence[int]] | None = None) -> Any:
+                 input_shapes: dict[str, Sequence[int]] | None = None, dynamic_shapes=None) -> Any:
     """The aicc program of `model` (a Python function with its example inputs, a
     torch.nn.Module, an ONNX model or path), through the frontend that knows its kind."""
     if _is_onnx(model):
@@ -87,7 +97,7 @@ def import_model(model: Any, example_inputs: Sequence[Any] | None = None,
             )
         if not isinstance(example_inputs, list | tuple):
             example_inputs = (example_inputs,)
-        return import_torch(model, tuple(example_inputs))
+        return import_torch(model, tuple(example_inputs), dynamic_shapes)
     if callable(model) and not _is_module_object(model):
         from frontends.numpy_trace import trace
 
@@ -124,6 +134,7 @@ def compile_program(program: Any, options: CompileOptions) -> CompiledModel:
     m.input_names = getattr(program, "input_names", None)
     m.output_names = getattr(program, "output_names", None)
     m.guards = list(getattr(program, "guards", None) or [])
+    m.dim_ranges = dict(getattr(program, "dim_ranges", None) or {})
     return m
 
 

@@ -133,6 +133,9 @@ class CompiledModel:
         opens it again."""
         from pathlib import Path
 
+        if self.is_dynamic:
+            raise CompileError(f"{self.func_name} has dynamic dims; the library export takes "
+                               "static shapes for now: compile it with static input shapes")
         out = Path(directory)
         return (self.target or get_target("cpu")).export_library(self, out, name)
 
@@ -336,6 +339,9 @@ def compile_module(
     output_types = [_shape_dtype(t) for t in ftype.outputs]
 
     target = get_target(options.target)
+    if any(is_dynamic(t) for t in ftype.inputs) and not target.dynamic_shapes:
+        raise CompileError(f"the {target.name} target compiles static shapes only: give the model "
+                           "static input shapes (input_shapes=, example inputs, @jit(dynamic=False))")
     tune_report = target.prepare(module, func_name, options)
     cache, key = (_model_cache(module, func_name, output_is_tuple, options, target) if use_cache
                   else (None, ""))

@@ -16,6 +16,7 @@ import compiler
 from compiler.errors import CompileError, DimensionError, UnsupportedOpError
 from compiler.lowering.pipeline import make_context
 from compiler.pipeline import compile_module
+from compiler.stages import CompileOptions
 from compiler.symbolic import Sym, SymbolicError, exact_div, parse_dim
 
 os.environ.setdefault("AICC_CACHE", "0")
@@ -237,3 +238,102 @@ def test_onnx_given_shapes_stay_static():
     assert not m.is_dynamic
     with pytest.raises(CompileError):
         m(np.zeros((5, 64), np.float32))
+
+
+def test_other_targets_and_export_refuse_dynamic_models(mlp, tmp_path):
+    with pytest.raises(CompileError, match="cuda-emu target compiles static shapes only"):
+        compile_module(Parser(make_context(), MLP).parse_module(), "mlp",
+                       options=CompileOptions("cuda-emu"), use_cache=False)
+    with pytest.raises(CompileError, match="dynamic dims"):
+        mlp.export(tmp_path)
+
+
+def test_jit_reshapes_with_symbolic_sizes():
+    @compiler.jit
+    def heads(x):  # (n, 64) -> 4 heads of 16, a head-major layout, and back
+        h = x.reshape(x.shape[0], 4, 16).transpose(1, 0, 2) * 2.0
+        return np.exp(h.reshape(4, -1)).sum(axis=0)
+
+    rng = np.random.default_rng(7)
+    for n in (2, 3, *SIZES):
+        x = rng.standard_normal((n, 64)).astype(np.float32)
+        ref = np.exp((x.reshape(n, 4, 16).transpose(1, 0, 2) * 2.0).reshape(4, -1)).sum(axis=0)
+        np.testing.assert_allclose(heads(x), ref, rtol=1e-5)
+    assert heads.stats["compilations"] == 2 and "dynamic_fallback" not in heads.stats
+
+
+# -- transformers: dynamic batch and sequence ------------------------------------------------------
+
+torch = pytest.importorskip("torch")
+
+
+class _Block(torch.nn.Module):
+    """A pre-norm transformer block written with the sizes read from x.shape."""
+
+    def __init__(self, d: int = 32, h: int = 4):
+        super().__init__()
+        self.h = h
+        self.qkv, self.o = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.ff = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        B, S, D = x.shape
+        q, k, v = self.qkv(self.ln1(x)).reshape(B, S, 3, self.h, D // self.h).permute(2, 0, 3, 1, 4)
+        a = torch.softmax(q @ k.transpose(-1, -2) / (D // self.h) ** 0.5, -1) @ v
+        x = x + self.o(a.transpose(1, 2).reshape(B, S, D))
+        return x + self.ff(self.ln2(x))
+
+
+SEQ_CASES = [(1, 5), (3, 77), (32, 128)]
+
+
+@pytest.fixture(scope="module")
+def block():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(_Block(), _Block()).eval()
+
+
+def test_torch_dynamic_shapes_mlp_with_ranges():
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).eval()
+    batch = torch.export.Dim("batch", min=1, max=64)
+    m = compiler.compile(net, (torch.randn(4, 64),), dynamic_shapes=({0: batch},))
+    assert m.input_types[0][0] == (B, 64) and m.dim_ranges == {"batch": (1, 64)}
+    for n in (1, 3, 32, 64):
+        x = torch.randn(n, 64)
+        np.testing.assert_allclose(m(x), net(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+    assert m.stats["compilations"] == 1
+    with pytest.raises(DimensionError, match=r"dim 0 \('batch'\) must be in \[1, 64\], got 65"):
+        m(torch.randn(65, 64))
+
+
+def test_torch_dynamic_batch_and_sequence(block):
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", min=2, max=256)
+    m = compiler.compile(block, (torch.randn(2, 7, 32),), dynamic_shapes=({0: batch, 1: seq},))
+    assert m.input_types[0][0] == (B, S, 32)
+    assert "aicc_fused.attention" in m.ir("tensor")  # the attention kernel, with dynamic lengths
+    for b, s in SEQ_CASES:
+        x = torch.randn(b, s, 32)
+        np.testing.assert_allclose(m(x), block(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+    assert m.stats["compilations"] == 1
+    with pytest.raises(DimensionError, match="'seq'"):
+        m(torch.randn(1, 300, 32))
+
+
+def test_onnx_transformer_dynamic_batch_and_sequence_matches_onnxruntime(block):
+    import io
+
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    buf = io.BytesIO()
+    torch.onnx.export(block, (torch.randn(2, 7, 32),), buf, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}},
+                      opset_version=17, dynamo=False)
+    m = compiler.compile(buf.getvalue() and __import__("onnx").load_from_string(buf.getvalue()))
+    assert m.input_types[0][0] == (B, S, 32)
+    sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+    for b, s in SEQ_CASES:
+        x = np.random.default_rng(b * s).standard_normal((b, s, 32)).astype(np.float32)
+        np.testing.assert_allclose(m(x), sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert m.stats["compilations"] == 1

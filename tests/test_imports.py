@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("compiler", "frontends", "tools")
 FLOORS = (
-    ("compiler.errors", "compiler.threads", "compiler.ops", "compiler.progress"),
+    ("compiler.errors", "compiler.threads", "compiler.ops", "compiler.progress", "compiler.symbolic"),
     ("compiler.dialects", "compiler.stages", "compiler.cache", "compiler.fingerprint"),
     ("compiler.reference", "compiler.numerics"),
     ("compiler.lowering",),  # target-independent passes

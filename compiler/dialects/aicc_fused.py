@@ -41,6 +41,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     ShapedType,
     StringAttr,
+    TensorType,
     UnitAttr,
     i64,
 )
@@ -53,6 +54,8 @@ from xdsl.printer import Printer
 from xdsl.irdl import AttrSizedOperandSegments, irdl_op_definition, opt_attr_def, traits_def
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
+
+from compiler.dialects.shapes import broadcast_shapes, shape_of
 
 MASK_KINDS = ("keep", "drop", "add")
 
@@ -186,8 +189,10 @@ class AttentionOp(LinalgStructuredOperation):
         return _perm(getattr(self, f"{which}_perm"), len(value.type.get_shape()))
 
     def shape(self, which: str) -> list[int]:
+        """The logical shape; on tensors a dynamic dim is its Sym, on memrefs DYNAMIC_INDEX."""
         value = {"q": self.q, "k": self.k, "v": self.v, "out": self.out}[which]
-        return logical_shape(value.type.get_shape(), self.perm(which))
+        dims = shape_of(value) if isinstance(value.type, TensorType) else value.type.get_shape()
+        return logical_shape(dims, self.perm(which))
 
     def sizes(self) -> tuple[list[int], int, int, int, int]:
         """(batch shape, L, S, E, F)."""
@@ -207,6 +212,8 @@ class AttentionOp(LinalgStructuredOperation):
         batch, _, _, E, F = self.sizes()
         per_pair = 2 * E + 2 * F + 5 + (1 if self.scale_value != 1.0 else 0)
         per_pair += 1 if self.mask_kind == "add" else 0
+        if any(not isinstance(d, int) or d < 0 for d in (*batch, *self.sizes()[1:3])):
+            return per_pair  # dynamic sizes: per (batch entry, score pair)
         return math.prod(batch) * self.kept_pairs() * per_pair
 
     # -- LinalgStructuredOperation: the iteration space (batch..., l, s, e, f)
@@ -262,12 +269,14 @@ class AttentionOp(LinalgStructuredOperation):
             raise VerifyException(
                 f"aicc_fused.attention: shapes q {q}, k {k}, v {v}, out {out} do not compose")
         try:
-            batch = np.broadcast_shapes(tuple(q[:-2]), tuple(k[:-2]), tuple(v[:-2]))
-            if list(batch) != out[:-2]:
+            batch = broadcast_shapes(self.name, tuple(q[:-2]), tuple(k[:-2]), tuple(v[:-2]))
+            if list(batch) != list(out[:-2]):
                 raise ValueError
             if self.mask_value is not None:
+                mt = self.mask_value.type
+                mshape = shape_of(mt) if isinstance(mt, TensorType) else mt.get_shape()
                 target = (*out[:-2], q[-2], k[-2])
-                if np.broadcast_shapes(tuple(self.mask_value.type.get_shape()), target) != target:
+                if broadcast_shapes(self.name, tuple(mshape), target) != target:
                     raise ValueError
         except ValueError:
             raise VerifyException(

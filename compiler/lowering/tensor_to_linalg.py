@@ -42,6 +42,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from compiler.dialects import aicc, aicc_nn
+from compiler.dialects.aicc_fused import AttentionOp
 from compiler.dialects.shapes import is_dynamic
 from compiler.errors import UnsupportedOpError
 from compiler.symbolic import Sym, prod as sym_prod
@@ -457,6 +458,30 @@ def _reassociation(groups: Sequence[Sequence[int]]) -> ArrayAttr:
     return ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in g]) for g in groups])
 
 
+class FlattenDynamicMatmul(RewritePattern):
+    """x (..., K) @ w (K, N) with dynamic leading dims: one 2-D matmul over the rows
+    (prod(...), K), between two free reshapes, so that it tiles with a dynamic M (a static
+    one tiles the batched form as well)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aicc.MatmulOp, rewriter: PatternRewriter) -> None:
+        x, y = aicc.shape_of(op.lhs), aicc.shape_of(op.result)
+        if len(x) < 3 or len(aicc.shape_of(op.rhs)) != 2 or op.trans_lhs or not is_dynamic(op.lhs.type):
+            return
+        bias = op.bias
+        if bias is not None and aicc.shape_of(bias) not in ((y[-1],), tuple(y)):
+            return
+        rows = sym_prod(x[:-1])
+        x2 = aicc.ReshapeOp(op.lhs, (rows, x[-1]))
+        new = [x2]
+        if bias is not None and len(aicc.shape_of(bias)) > 1:
+            new.append(aicc.ReshapeOp(bias, (rows, y[-1])))
+            bias = new[-1].result
+        mm = aicc.MatmulOp(x2.result, op.rhs, bias, False, op.trans_rhs)
+        new += [mm, aicc.ReshapeOp(mm.result, y)]
+        rewriter.replace_op(op, new, [new[-1].result])
+
+
 class LowerReshape(RewritePattern):
     """A row-major reshape: collapse to 1-D, then expand to the new shape (both free views)."""
 
@@ -521,6 +546,9 @@ def check_dynamic_support(module: ModuleOp) -> None:
             continue
         if isinstance(o, DYNAMIC_OK) or o.name.startswith(("func.", "tensor.", "linalg.", "arith.")):
             continue
+        if isinstance(o, AttentionOp) and not any(
+                isinstance(d, Sym) for w in ("q", "v") for d in o.shape(w)[-1:]):
+            continue  # dynamic batch and sequence lengths; the head dims are static
         if isinstance(o, aicc_nn.SliceOp) and all(
                 not isinstance(d, Sym) or (st == 0 and sp == 1 and d == r)
                 for d, r, st, sp in zip(aicc.shape_of(o.input), aicc.shape_of(o.result),
@@ -561,6 +589,7 @@ class TensorToLinalg(ModulePass):
                     LowerCast(),
                     LowerBroadcastTo(),
                     LowerTranspose(),
+                    FlattenDynamicMatmul(),  # before LowerMatmul
                     LowerMatmul(),
                     LowerReduce(),
                     LowerSoftmax(),

@@ -53,6 +53,8 @@ class Target:
     timed: ClassVar[bool] = True
     # its executables go into the compile cache (`save_executable` / `load_executable`)
     cacheable: ClassVar[bool] = False
+    # compiles functions with dynamic (symbolic) dims: loop bounds and sizes from the inputs
+    dynamic_shapes: ClassVar[bool] = False
     # target options that change no code by themselves, left out of the cache key (cpu's
     # tune: what it measures reaches the key through `cache_key`, as the record's digest)
     keyless_options: ClassVar[tuple[str, ...]] = ()

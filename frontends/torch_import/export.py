@@ -84,14 +84,15 @@ def _user_line(e: BaseException) -> str | None:
     return None
 
 
-def export_module(module: torch.nn.Module, inputs: tuple):
-    """torch.export in eval mode (the caller's train/eval flags are restored); one-line errors."""
+def export_module(module: torch.nn.Module, inputs: tuple, dynamic_shapes=None):
+    """torch.export in eval mode (the caller's train/eval flags are restored); one-line errors.
+    `dynamic_shapes`: torch.export's own argument (torch.export.Dim per dynamic dim)."""
     name = type(module).__name__
     modes = [(m, m.training) for m in module.modules()]
     module.eval()
     try:
         with _quiet():
-            ep = torch.export.export(module, inputs)
+            ep = torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes)
     except Exception as e:
         raise CompileError(
             f"torch.export could not export {name}: {type(e).__name__}: {first_line(e)}",

@@ -18,6 +18,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from compiler.dialects import aicc
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
+from compiler.symbolic import SymbolicError, parse_dim
 from frontends.graph_builder import GraphBuilder, TracedProgram
 from frontends.torch_import.common import (
     CONST_DTYPES,
@@ -37,12 +38,26 @@ from frontends.torch_import.handlers import HANDLERS
 __all__ = ["TorchImporter", "import_torch"]
 
 
+def _finite(bound) -> int | None:
+    """A range bound of torch's value ranges as an int; None for an infinite one."""
+    try:
+        return int(bound)
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        return None
+
+
+def _unbacked(x) -> bool:
+    """A SymInt of a size that depends on data (torch's unbacked symbols, u0, u1, ...), not a
+    dynamic input dim of `dynamic_shapes` (s0, s1, ...)."""
+    return any(str(s).startswith("u") for s in x.node.expr.free_symbols)
+
+
 def _symbolic(node) -> bool:
     """Does torch give the node a shape that depends on data (an unbacked SymInt)?"""
     val = node.meta.get("val")
     if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
-        return True
-    return any(not isinstance(d, int) for v in fakes(val) for d in v.shape)
+        return _unbacked(val)
+    return any(not isinstance(d, int) and _unbacked(d) for v in fakes(val) for d in v.shape)
 
 
 def _location(node) -> str | None:
@@ -85,12 +100,55 @@ def _bind(node) -> dict[str, Any]:
 
 
 class TorchImporter:
-    def __init__(self, module: torch.nn.Module, example_inputs: Sequence[Any]):
+    def __init__(self, module: torch.nn.Module, example_inputs: Sequence[Any], dynamic_shapes=None):
         self.module = module
         self.name = type(module).__name__
         self.inputs = to_torch_inputs(example_inputs)
+        self.dynamic_shapes = dynamic_shapes
         self.node = None
         self.loc: str | None = None
+        self.sym_names: dict[str, str] = {}  # torch's symbol (s0) -> its Dim's name (batch)
+
+    # -- symbolic dims ----------------------------------------------------------------------------
+    def dim(self, d):
+        """A dim of torch's shapes: an int, or (a SymInt of torch.export's dynamic shapes) the
+        Sym of its expression, with the user's Dim names."""
+        if isinstance(d, int):
+            return d
+        expr = d.node.expr
+        if expr.is_number:
+            return int(expr)
+        text = re.sub(r"\b[a-z]+\d+\b", lambda m: self.sym_names.get(m.group(0), m.group(0)), str(expr))
+        try:
+            return parse_dim(text)
+        except SymbolicError:
+            raise UnsupportedOpError("dynamic shape", f"{self.where}: the dim {expr} is not a "
+                                     "polynomial of the dynamic dims", location=self.loc) from None
+
+    def _name_symbols(self, ep, placeholders) -> dict:
+        """Map torch's symbols to the Dim names of `dynamic_shapes`, and read their ranges."""
+        specs = self.dynamic_shapes
+        if isinstance(specs, dict):
+            specs = list(specs.values())
+        ranges = {}
+        for i, node in enumerate(placeholders):
+            spec = specs[i] if specs is not None and i < len(specs) else None
+            if isinstance(spec, dict):
+                items = spec.items()
+            elif isinstance(spec, list | tuple):
+                items = enumerate(spec)
+            else:
+                items = ()
+            shape = node.meta["val"].shape
+            for k, dim in items:
+                name = getattr(dim, "__name__", None)
+                expr = getattr(shape[k], "node", None)
+                if name and expr is not None and expr.expr.is_symbol:
+                    self.sym_names[str(expr.expr)] = re.sub(r"\W", "_", name)
+        for sym, vr in ep.range_constraints.items():
+            name = self.sym_names.get(str(sym), str(sym))
+            ranges[name] = (max(_finite(vr.lower) or 1, 1), _finite(vr.upper))
+        return ranges
 
     # -- checks before any IR exists --------------------------------------------------------------
     def constants(self, ep) -> dict[str, np.ndarray]:
@@ -122,7 +180,8 @@ class TorchImporter:
         for node in graph.nodes:
             if node.op == "call_function":
                 name = op_name(node.target)
-                if node in static or name in HANDLERS or name in NO_OPS or name == "getitem":
+                if node in static or name in HANDLERS or name in NO_OPS or name == "getitem" \
+                        or name == "aten.sym_size.int":
                     continue
             elif node.op in ("placeholder", "output"):
                 continue
@@ -208,7 +267,7 @@ class TorchImporter:
         return val
 
     def out_shape(self, i: int | None = None) -> tuple[int, ...]:
-        return tuple(int(d) for d in self.out_meta(i).shape)
+        return tuple(self.dim(d) for d in self.out_meta(i).shape)
 
     def out_dtype(self, i: int | None = None) -> np.dtype:
         return CONST_DTYPES[self.out_meta(i).dtype]
@@ -236,15 +295,21 @@ class TorchImporter:
     # -- the walk --------------------------------------------------------------------------------
     def run(self, exported=None) -> TracedProgram:
         """Import the module; `exported` is its export_module() result when already made."""
-        ep = exported if exported is not None else export_module(self.module, self.inputs)
+        ep = exported if exported is not None else export_module(self.module, self.inputs,
+                                                                 self.dynamic_shapes)
         graph = ep.graph_module.graph
         constants = self.constants(ep)
+        sig = ep.graph_signature
+        placeholders = [n for n in graph.nodes if n.op == "placeholder" and n.name in sig.user_inputs]
+        self.where = self.name
+        dim_ranges = self._name_symbols(ep, placeholders)
         static = static_nodes(graph, constants)
         self.check(graph, static)
-        sig = ep.graph_signature
 
-        arg_types = [TensorType(aicc.mlir_element_type(TORCH_TO_NP[t.dtype]), tuple(t.shape))
-                     for t in self.inputs]
+        shapes = [tuple(self.dim(d) for d in n.meta["val"].shape) for n in placeholders] \
+            if len(placeholders) == len(self.inputs) else [tuple(t.shape) for t in self.inputs]
+        arg_types = [aicc.tensor_type(aicc.mlir_element_type(TORCH_TO_NP[t.dtype]), shape)
+                     for t, shape in zip(self.inputs, shapes)]
         block = Block(arg_types=arg_types)
         g = self.g = GraphBuilder(block)
         locations: dict[Operation, str] = {}
@@ -270,7 +335,10 @@ class TorchImporter:
             if node.op == "output":
                 break
             last = block.last_op
-            if node in static:
+            if op_name(node.target) == "aten.sym_size.int":  # a dim, symbolic or not
+                x, k = node.args
+                env[node] = g.shape(env[x])[k]
+            elif node in static:
                 env[node] = self.fold(node, env)
             elif node.target is operator.getitem:
                 env[node] = env[node.args[0]][node.args[1]]
@@ -311,8 +379,10 @@ class TorchImporter:
         fop = func.FuncOp("forward", (arg_types, [v.type for v in ret]), Region(block))
         module = ModuleOp([fop])
         module.verify()
-        types = [(tuple(t.shape), TORCH_TO_NP[t.dtype]) for t in self.inputs]
-        return TracedProgram(module, "forward", types, not ep.call_spec.out_spec.is_leaf(), locations)
+        types = [(shape, TORCH_TO_NP[t.dtype]) for shape, t in zip(shapes, self.inputs)]
+        prog = TracedProgram(module, "forward", types, not ep.call_spec.out_spec.is_leaf(), locations)
+        prog.dim_ranges = dim_ranges
+        return prog
 
     def checked(self, node, out):
         """The handler's result, checked against the shapes and dtypes torch recorded."""
@@ -326,7 +396,7 @@ class TorchImporter:
     def _check_one(self, out, fake):
         if out is None or isinstance(out, Refused) or not isinstance(fake, torch.Tensor):
             return out
-        shape = tuple(int(d) for d in fake.shape)
+        shape = tuple(self.dim(d) for d in fake.shape)
         if isinstance(out, np.ndarray):
             if out.shape != shape:
                 raise RuntimeError(f"aicc bug: {self.where} folded to shape {out.shape}, torch has {shape}")
@@ -341,7 +411,10 @@ class TorchImporter:
         return out
 
 
-def import_torch(module: torch.nn.Module, example_inputs: Sequence[Any]) -> TracedProgram:
+def import_torch(module: torch.nn.Module, example_inputs: Sequence[Any],
+                 dynamic_shapes=None) -> TracedProgram:
     """Export `module` in eval mode on `example_inputs` (torch tensors or NumPy arrays) and
-    import it; parameters, buffers and lifted constants become aicc.constant ops."""
-    return TorchImporter(module, example_inputs).run()
+    import it; parameters, buffers and lifted constants become aicc.constant ops.
+    `dynamic_shapes` (torch.export's argument, with torch.export.Dim) keeps those dims symbolic:
+    the program then runs for any size of them in their ranges."""
+    return TorchImporter(module, example_inputs, dynamic_shapes).run()

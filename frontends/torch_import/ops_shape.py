@@ -165,11 +165,13 @@ def _split(imp, a):
     dim = a.get("dim", 0) % len(shape)
     outs, offset = [], 0
     for fake in imp.node.meta["val"]:
-        n = int(fake.shape[dim]) if len(fake.shape) == len(shape) else 1
+        n = imp.dim(fake.shape[dim]) if len(fake.shape) == len(shape) else 1
+        if not isinstance(n, int):
+            raise imp.unsupported("a split along a dynamic dim")
         part = slice_dim(g, x, dim, offset, 1, n) if n else None
         if part is None:
             raise imp.unsupported("a split with an empty part")
-        outs.append(g.reshape(part, tuple(int(d) for d in fake.shape)))
+        outs.append(g.reshape(part, tuple(imp.dim(d) for d in fake.shape)))
         offset += n
     return outs
 

@@ -27,6 +27,7 @@ def _pass(module: str, cls: str):
 
 class CPUTarget(Target):
     name = "cpu"
+    dynamic_shapes = True
     description = "x86-64 CPU: LLVM IR through llvmlite, O3, MCJIT (AICC_TARGET_CPU picks the CPU)"
     stages = ("tensor", "linalg", "memref", "loops", "llvm", "asm")
     options = ("schedule", "target_cpu", "tune", "tune_budget")

@@ -42,6 +42,7 @@ from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, math as xmath, memref, scf
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -54,10 +55,12 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from compiler.dialects.aicc_fused import AttentionOp
+from compiler.lowering.dims import dim_value
 from compiler.lowering.loop_builder import IndexBuilder, for_loop
 
 KERNEL_ATTR = "aicc.kernel"
 QUERY_BLOCK = 64  # query rows per parallel task
+DYNAMIC_SIZE_GUESS = 128  # the query / key count the blocks are sized for when it is dynamic
 ROW_TILE = 4  # rows that share each load of k^T and v
 KEY_BLOCK = 64  # keys per block: a 4 x 64 score tile stays in registers
 ACC_BYTES = 64 * 1024
@@ -132,16 +135,46 @@ class _Emitter:
 
     # -- the nest
 
+    def _size(self, b: Builder, which: str, i: int):
+        """Logical dim i of an operand: an int, or (dynamic) a memref.dim of it."""
+        value = {"q": self.op.q, "k": self.op.k, "v": self.op.v, "out": self.op.out}[which]
+        perm = self.op.perm(which)
+        p = perm[i % len(perm)]
+        d = value.type.get_shape()[p]
+        return d if d != DYNAMIC_INDEX else dim_value(b, value, p)
+
+    def v(self, x) -> SSAValue:
+        return self.c(x) if isinstance(x, int) else x
+
     def build(self) -> scf.ParallelOp:
         op = self.op
-        L, S, E, F = self.L, self.S, self.E, self.F
-        self.bq = block_rows(F, L)
-        self.kb = keys_per_block(E, S)
-        nbatch = math.prod(self.batch)
-        qblocks = -(-L // self.bq)
         outer = Builder(InsertPoint.before(op))
-        lb, ub, st = (outer.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result
-                      for v in (0, nbatch * qblocks, 1))
+        # dynamic sizes (batch, L, S) are read from the operands; E and F are static
+        nb = len(self.batch)
+        self.batch = [self._size(outer, "out", j) for j in range(nb)]
+        self.L, self.S = self._size(outer, "out", -2), self._size(outer, "k", -2)
+        L, S, E, F = self.L, self.S, self.E, self.F
+        self.bq = block_rows(F, L if isinstance(L, int) else DYNAMIC_SIZE_GUESS)
+        self.kb = keys_per_block(E, S if isinstance(S, int) else DYNAMIC_SIZE_GUESS)
+
+        def mul(x, y):
+            if isinstance(x, int) and isinstance(y, int):
+                return x * y
+            return outer.insert(arith.MuliOp(*(outer.insert(arith.ConstantOp(IntegerAttr(z, IndexType()))).result
+                                               if isinstance(z, int) else z for z in (x, y)))).result
+
+        if isinstance(L, int):
+            qblocks = -(-L // self.bq)
+        else:
+            c = outer.insert(arith.ConstantOp(IntegerAttr(self.bq - 1, IndexType()))).result
+            d = outer.insert(arith.ConstantOp(IntegerAttr(self.bq, IndexType()))).result
+            qblocks = outer.insert(arith.DivUIOp(outer.insert(arith.AddiOp(L, c)).result, d)).result
+        tasks = 1
+        for n in (*self.batch, qblocks):
+            tasks = mul(tasks, n)
+        lb, st = (outer.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result for v in (0, 1))
+        ub = tasks if not isinstance(tasks, int) else \
+            outer.insert(arith.ConstantOp(IntegerAttr(tasks, IndexType()))).result
         body = Block(arg_types=[IndexType()])
         par = scf.ParallelOp([lb], [ub], [st], Region(body))
         par.attributes[KERNEL_ATTR] = StringAttr("attention")
@@ -151,13 +184,13 @@ class _Emitter:
         b = Builder(InsertPoint.before(body.last_op))
 
         task = body.args[0]
-        qb = b.insert(arith.RemUIOp(task, self.c(qblocks))).result
-        rest = b.insert(arith.DivUIOp(task, self.c(qblocks))).result
+        qb = b.insert(arith.RemUIOp(task, self.v(qblocks))).result
+        rest = b.insert(arith.DivUIOp(task, self.v(qblocks))).result
         batch_ix: list[SSAValue] = [self.c(0)] * len(self.batch)
-        nonunit = [d for d, n in enumerate(self.batch) if n != 1]
+        nonunit = [d for d, n in enumerate(self.batch) if not isinstance(n, int) or n != 1]
         for d in reversed(nonunit[1:]):
-            batch_ix[d] = b.insert(arith.RemUIOp(rest, self.c(self.batch[d]))).result
-            rest = b.insert(arith.DivUIOp(rest, self.c(self.batch[d]))).result
+            batch_ix[d] = b.insert(arith.RemUIOp(rest, self.v(self.batch[d]))).result
+            rest = b.insert(arith.DivUIOp(rest, self.v(self.batch[d]))).result
         if nonunit:
             batch_ix[nonunit[0]] = rest
         self.batch_ix = batch_ix
@@ -169,7 +202,7 @@ class _Emitter:
         self.m = b.insert(memref.AllocaOp.get(ety, 64, [self.bq])).memref
         self.l = b.insert(memref.AllocaOp.get(ety, 64, [self.bq])).memref
         self.i0 = self.muli(b, qb, self.c(self.bq))
-        self.nrows = self.minsi(b, self.c(self.bq), b.insert(arith.SubiOp(self.c(L), self.i0)).result)
+        self.nrows = self.minsi(b, self.c(self.bq), b.insert(arith.SubiOp(self.v(L), self.i0)).result)
         neg_inf, zero = self.f(b, -math.inf), self.f(b, 0.0)
 
         def init(bb: Builder, r: SSAValue, _):
@@ -179,9 +212,9 @@ class _Emitter:
             return []
 
         for_loop(b, self.c(0), self.c(self.bq), self.c(1), [], init)
-        kend = self.c(S)
+        kend = self.v(S)
         if op.causal is not None:  # the block's last row sees keys up to itself
-            kend = self.minsi(b, self.addi(b, self.i0, self.nrows), self.c(S))
+            kend = self.minsi(b, self.addi(b, self.i0, self.nrows), self.v(S))
 
         def key_block(bb: Builder, j0: SSAValue, _):
             self.key_block(bb, j0, kend)
@@ -205,6 +238,12 @@ class _Emitter:
         for_loop(b, self.c(0), self.nrows, self.c(1), [], write)
         return par
 
+    def last(self, b: Builder, n) -> SSAValue:
+        """n - 1 as an index value."""
+        if isinstance(n, int):
+            return self.c(n - 1)
+        return b.insert(arith.SubiOp(n, self.c(1))).result
+
     def loop(self, b: Builder, n: int | SSAValue, body) -> None:
         """for x in 0..n: body(builder, x), nothing carried."""
         ub = self.c(n) if isinstance(n, int) else n
@@ -219,7 +258,7 @@ class _Emitter:
         """Keys j0 .. j0 + cols: k^T into the stack tile, then every row tile of the block."""
         S, E, kb = self.S, self.E, self.kb
         cols = self.minsi(b, self.c(kb), b.insert(arith.SubiOp(kend, j0)).result)
-        last = self.c(S - 1)
+        last = self.last(b, S)
 
         def transpose(bb: Builder, e: SSAValue):
             def row(b2: Builder, c: SSAValue):
@@ -246,7 +285,8 @@ class _Emitter:
         against one key block: scores, their scale / mask / block max, the online-softmax
         state, then the accumulators."""
         slots = [self.addi(b, r0, self.c(t)) for t in range(ROW_TILE)]
-        rows = [self.minsi(b, self.addi(b, self.i0, r), self.c(self.L - 1)) for r in slots]
+        last = self.last(b, self.L)
+        rows = [self.minsi(b, self.addi(b, self.i0, r), last) for r in slots]
         self.tile_scores(b, rows)
         maxes = self.tile_masked_max(b, rows, j0, cols)
         alpha = self.tile_softmax_state(b, slots, maxes)
@@ -295,7 +335,7 @@ class _Emitter:
 
         def finish_loop(bb: Builder, masked: bool) -> list[SSAValue]:
             def finish(b2: Builder, c: SSAValue, acc):
-                jc = self.minsi(b2, self.addi(b2, j0, c), self.c(S - 1))
+                jc = self.minsi(b2, self.addi(b2, j0, c), self.last(b2, S))
                 out = []
                 for t in range(ROW_TILE):
                     s = b2.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res
