@@ -1049,11 +1049,15 @@ def _upgrade_opset(proto):
         ) from None
 
 
-def make_inputs(types: Sequence[tuple[tuple[int, ...], np.dtype]], seed: int = 0) -> tuple:
-    """Random inputs for the given (shape, dtype)s: float in [-1, 1), small ints, random bools."""
+def make_inputs(types: Sequence[tuple[tuple[int, ...], np.dtype]], seed: int = 0,
+                symbol_size: int = 1) -> tuple:
+    """Random inputs for the given (shape, dtype)s: float in [-1, 1), small ints, random bools;
+    a symbolic dim takes the size its expression has with every symbol `symbol_size`."""
     rng = np.random.default_rng(seed)
     out = []
     for shape, dt in types:
+        shape = tuple(d.evaluate({s: symbol_size for s in d.symbols}) if isinstance(d, Sym) else d
+                      for d in shape)
         dt = np.dtype(dt)
         if dt.kind == "f":
             out.append(rng.uniform(-1, 1, size=shape).astype(dt))

@@ -471,6 +471,11 @@ def run_onnx(args: argparse.Namespace) -> int:
         ref_name, t_ref = "reference", None
     print(f"aicc {args.model} --target {args.target}: compiled in {compile_s * 1e3:.0f} ms, "
           f"{m.threads} thread(s)")
+    if m.is_dynamic:
+        syms = sorted({s for shape, _ in m.input_types for d in shape if not isinstance(d, int)
+                       for s in d.symbols})
+        print(f"  dynamic dims {', '.join(syms)}: one compile for any size; run here with each 1 "
+              "(--input-shape NAME=D0xD1... compiles for a static shape)")
     ok = True
     for name, o, r in zip(program.output_names, outs, refs):
         r = np.asarray(r)

@@ -517,17 +517,15 @@ class _NestBuilder:
     def build(self, before: Operation) -> scf.ParallelOp:
         k = self.k
         outer = Builder(InsertPoint.before(before))
-        # the row dims' sizes: constants, or a memref.dim where dynamic
-        shape = [outer.insert(arith.ConstantOp(IntegerAttr(d, IndexType()))).result
-                 if not isinstance(d, DynRange) else _dyn_size(outer, d)
-                 for d in self.g.shape]
-        static = [d for d in self.g.shape if not isinstance(d, DynRange)]
-        rows = outer.insert(arith.ConstantOp(IntegerAttr(prod(static), IndexType()))).result
-        for d, v in zip(self.g.shape, shape):
-            if isinstance(d, DynRange):
-                rows = outer.insert(arith.MuliOp(rows, v)).result
-        c = [outer.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result for v in (0, 1)]
-        c = [c[0], rows, c[1]]
+        # the row dims' sizes: ints, or (dynamic) index values read before the nest
+        shape = [d if not isinstance(d, DynRange) else _dyn_size(outer, d) for d in self.g.shape]
+        zero = outer.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
+        count = outer.insert(arith.ConstantOp(IntegerAttr(
+            prod(d for d in shape if isinstance(d, int)), IndexType()))).result
+        for d in shape:
+            if not isinstance(d, int):
+                count = outer.insert(arith.MuliOp(count, d)).result
+        c = [zero, count, outer.insert(arith.ConstantOp(IntegerAttr(1, IndexType()))).result]
         body = Block(arg_types=[IndexType()])
         par = scf.ParallelOp([c[0]], [c[1]], [c[2]], Region(body))
         par.attributes[KERNEL_ATTR] = StringAttr("rows")
@@ -541,8 +539,9 @@ class _NestBuilder:
         nonunit = [t for t in range(k) if self.g.shape[t] > 1]
         rest = body.args[0]
         for t in reversed(nonunit[1:]):
-            row_ivs[t] = b.insert(arith.RemUIOp(rest, shape[t])).result
-            rest = b.insert(arith.DivUIOp(rest, shape[t])).result
+            size = self.idx.const(shape[t]) if isinstance(shape[t], int) else shape[t]
+            row_ivs[t] = b.insert(arith.RemUIOp(rest, size)).result
+            rest = b.insert(arith.DivUIOp(rest, size)).result
         if nonunit:
             row_ivs[nonunit[0]] = rest
 

@@ -29,9 +29,13 @@ func.func @linear(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>)
 // CHECK-NEXT:    %[[Y:.*]] = aicc.matmul %[[X]], %[[W]] bias %[[B]] {transpose_rhs} : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32> -> tensor<2x4x16xf32>
 // CHECK-NEXT:    %[[Z:.*]] = aicc.matmul %[[X]], %[[W]] bias %[[R]] {transpose_rhs} : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>
 // CHECK-NEXT:    func.return %[[Y]], %[[Z]]
+// The batched matmuls become 2-D ones over the (2*4, 8) rows; the bias, broadcast along the
+// rows, and the residual, as rows, start the accumulators.
 // LINALG-LABEL: func.func @variants
-// LINALG:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>]
-// LINALG:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// LINALG:         linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%{{.*}} : tensor<16xf32>) outs(%{{.*}} : tensor<8x16xf32>)
+// LINALG:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.*}}, %{{.*}} : tensor<8x8xf32>, tensor<16x8xf32>) outs(%{{.*}} : tensor<8x16xf32>)
+// LINALG:         tensor.expand_shape %{{.*}} output_shape [8, 16] : tensor<128xf32> into tensor<8x16xf32>
+// LINALG:         linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%{{.*}} : tensor<8x16xf32>) outs(%{{.*}} : tensor<8x16xf32>)
 func.func @variants(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>, %r: tensor<2x4x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>) {
   %0 = aicc.matmul %x, %w {transpose_rhs} : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
   %1 = aicc.add %b, %0 : tensor<16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>

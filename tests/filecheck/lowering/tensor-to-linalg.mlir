@@ -32,11 +32,13 @@ func.func @matmul_2d(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>) -> tensor<3x5xf32
 }
 
 // -----
-// Batched matmul with a broadcast batch dim: loops (b, m, n, k), the 2-D rhs shared by all batches.
+// A batch of rows times a 2-D rhs (a linear layer on sequences): one 2-D matmul over the
+// (2*3, 4) rows, between free reshapes, so that the rhs is packed once for all of them.
 // CHECK-LABEL: func.func @matmul_batched
-// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d3, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
-// CHECK:           arith.mulf
-// CHECK:           arith.addf
+// CHECK:         %[[ROWS:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0 : i64, 1 : i64]] output_shape [6, 4] : tensor<24xf32> into tensor<6x4xf32>
+// CHECK:         %[[MM:.*]] = linalg.matmul ins(%[[ROWS]], %{{.*}} : tensor<6x4xf32>, tensor<4x5xf32>) outs(%{{.*}} : tensor<6x5xf32>)
+// CHECK:         tensor.collapse_shape %[[MM]]
+// CHECK:         tensor.expand_shape %{{.*}} output_shape [2, 3, 5] : tensor<30xf32> into tensor<2x3x5xf32>
 func.func @matmul_batched(%a: tensor<2x3x4xf32>, %b: tensor<4x5xf32>) -> tensor<2x3x5xf32> {
   %0 = aicc.matmul %a, %b : tensor<2x3x4xf32>, tensor<4x5xf32> -> tensor<2x3x5xf32>
   func.return %0 : tensor<2x3x5xf32>
