@@ -34,7 +34,7 @@ from xdsl.ir import Block, Operation, Region
 
 from compiler.dialects import aicc
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
-from frontends import onnx_attention, onnx_index, onnx_loss, onnx_nn, onnx_quant, onnx_rnn
+from frontends import onnx_attention, onnx_index, onnx_loss, onnx_nn, onnx_qop, onnx_quant, onnx_rnn
 from frontends.graph_builder import GraphBuilder
 from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, int8_value, is_uint8, set_int8_kind, unsupported
 from frontends.registry import HandlerTable, merge_tables
@@ -749,16 +749,16 @@ def _op_cast(imp, node, ins, at):
 # The tensor ops above and the ops of the NN dialect (conv, pools, concat, slice, gather, pad,
 # ...) from frontends/onnx_nn.py: the table the importer dispatches on.
 HANDLERS = merge_tables(CORE_HANDLERS, onnx_nn.HANDLERS, onnx_attention.HANDLERS, onnx_loss.HANDLERS,
-                       onnx_index.HANDLERS, onnx_rnn.HANDLERS, onnx_quant.HANDLERS)
+                       onnx_index.HANDLERS, onnx_rnn.HANDLERS, onnx_quant.HANDLERS, onnx_qop.HANDLERS)
 # ops of other domains, by domain: onnxruntime's contrib ops that its quantizer writes
-DOMAIN_HANDLERS: dict[str, HandlerTable] = {}
+DOMAIN_HANDLERS = {"com.microsoft": onnx_qop.MS_HANDLERS}
 SUPPORTED_OPS = HandlerTable({**HANDLERS, **{f"{d}.{op}": fn for d, t in DOMAIN_HANDLERS.items() for op, fn in t.items()}})
 
 # The ops that take (u)int8 tensors (held as int8, see onnx_common): the quantization ops, which
 # read the kind, and the ops that only move values (and MaxPool, Pad and Cast, which handle the
 # uint8 shift), whose (u)int8 results have the kind of their (u)int8 data input. Any other op
 # given one is refused: its arithmetic would see v - 128, or wrap in 8 bits.
-INT8_OPS = {"QuantizeLinear", "DequantizeLinear"}
+INT8_OPS = {"QuantizeLinear", "DequantizeLinear", *onnx_qop.HANDLERS}
 INT8_LAYOUT_OPS = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand",
                    "Concat", "Slice", "Split", "Gather", "Tile", "DepthToSpace", "SpaceToDepth",
                    "MaxPool", "Pad", "Shape", "Size", "Cast"}
