@@ -350,6 +350,7 @@ def _conv_im2col(imp, x, zx, w, zw, groups, strides, dil, begin, end, out_hw):
     oh, ow = out_hw
     (sh, sw), (dh, dw) = strides, dil
     pad_value = int(zx[0]) if _static(zx) else 0
+    x = g.cast(x, np.float32)  # tensor_op computes float32: the int8 values pass through it exactly
     if any(begin) or any(end):
         x = g.emit(lambda v: aicc_nn.PadOp(v, [0, 0, *begin], [0, 0, *end], float(pad_value)), x)
     hp, wp = g.shape(x)[2:]
@@ -367,10 +368,9 @@ def _conv_im2col(imp, x, zx, w, zw, groups, strides, dil, begin, end, out_hw):
     outs = []
     for gi in range(groups):
         xg = slice_tensor(g, x, [0, gi * cg, 0, 0], [1] * 4, [n, cg, hp, wp]) if groups > 1 else x
-        # tensor_op computes float32: the int8 values pass through it exactly
         cols = g.emit(lambda v: TensorOp(text, [v], {"n": n, "p": oh, "q": ow, "i": kh, "j": kw, "c": cg},
                                          aicc.TensorType(aicc.mlir_element_type(np.float32), (n, oh, ow, kh, kw, cg))),
-                      g.cast(xg, np.float32))
+                      xg)
         rows = g.reshape(g.cast(cols, np.int8), (n * oh * ow, k))
         wg = w[gi * og:(gi + 1) * og]
         wmat = np.ascontiguousarray(wg.transpose(0, 2, 3, 1)).reshape(og, k)
