@@ -524,6 +524,21 @@ def test_uint8_through_layout_ops_and_cast():
         _check(g_, e_)
 
 
+def test_uint8_model_check_numerics_and_export(tmp_path):
+    """check_numerics feeds the kernels uint8 inputs in their int8 form, and compares the uint8
+    output in it; export refuses uint8 inputs and outputs (its C interface has no such form)."""
+    x = _ints(np.uint8, (2, 3, 9, 7))
+    m = _model([helper.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy"], ["y"], pads=[1, 1, 1, 1])],
+               [("x", np.uint8, x.shape)], [("y", np.uint8, (2, 8, 9, 7))],
+               {"sx": np.float32(0.05), "zx": np.uint8(7), "w": _ints(np.uint8, (8, 3, 3, 3)), "sw": np.float32(0.01),
+                "zw": np.uint8(130), "sy": np.float32(0.5), "zy": np.uint8(9)})
+    cm = compiler.compile(m, example_inputs=(x,))
+    report = cm.check_numerics(x)
+    assert report.ok and all(o[0] == 0 for o in report.outputs)
+    with pytest.raises(compiler.CompileError, match="uint8 inputs or outputs"):
+        cm.export(tmp_path)
+
+
 # ---------------------------------------------------------------------------------------------
 # Models quantized by onnxruntime.quantization
 # ---------------------------------------------------------------------------------------------
