@@ -940,8 +940,8 @@ class OnnxImporter:
             last = block.last_op
             int8_in = [v for v in ins if v is not None and not isinstance(v, np.ndarray) and g.dtype(v) == np.int8]
             if int8_in and node.domain in ("", "ai.onnx") and node.op_type not in INT8_OPS | INT8_LAYOUT_OPS:
-                kind = "uint8" if is_uint8(self, node, int8_in[0]) else "int8"
-                raise unsupported(self, node, f"a {kind} input (aicc computes on (u)int8 tensors in the "
+                kind = "a uint8" if is_uint8(self, node, int8_in[0]) else "an int8"
+                raise unsupported(self, node, f"{kind} input (aicc computes on (u)int8 tensors in the "
                                   "quantization ops and in ops that only move values)")
             try:
                 outs = _handler(node)(self, node, ins, at)
