@@ -752,7 +752,8 @@ HANDLERS = merge_tables(CORE_HANDLERS, onnx_nn.HANDLERS, onnx_attention.HANDLERS
                        onnx_index.HANDLERS, onnx_rnn.HANDLERS, onnx_quant.HANDLERS, onnx_qop.HANDLERS)
 # ops of other domains, by domain: onnxruntime's contrib ops that its quantizer writes
 DOMAIN_HANDLERS = {"com.microsoft": onnx_qop.MS_HANDLERS}
-SUPPORTED_OPS = HandlerTable({**HANDLERS, **{f"{d}.{op}": fn for d, t in DOMAIN_HANDLERS.items() for op, fn in t.items()}})
+SUPPORTED_OPS = HandlerTable({**HANDLERS, **{f"{d}.{op}": fn for d, table in DOMAIN_HANDLERS.items()
+                                             for op, fn in table.items()}})
 
 # The ops that take (u)int8 tensors (held as int8, see onnx_common): the quantization ops, which
 # read the kind, and the ops that only move values (and MaxPool, Pad and Cast, which handle the
