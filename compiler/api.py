@@ -135,7 +135,17 @@ def compile_program(program: Any, options: CompileOptions) -> CompiledModel:
     m.output_names = getattr(program, "output_names", None)
     m.guards = list(getattr(program, "guards", None) or [])
     m.dim_ranges = dict(getattr(program, "dim_ranges", None) or {})
+    set_uint8_io(m, program)
     return m
+
+
+def set_uint8_io(m: CompiledModel, program: Any) -> None:
+    """The program's uint8 inputs and outputs (held as int8 inside) on the compiled model,
+    which then takes and returns uint8 arrays there."""
+    m.uint8_inputs = list(getattr(program, "uint8_inputs", None) or [])
+    m.uint8_outputs = list(getattr(program, "uint8_outputs", None) or [])
+    for i in m.uint8_inputs:
+        m.input_types[i] = (m.input_types[i][0], np.dtype(np.uint8))
 
 
 def _is_module_object(model: Any) -> bool:

@@ -152,14 +152,22 @@ def _compare(got: np.ndarray, ref: np.ndarray) -> tuple[float, float, bool]:
     return max_abs, max_abs / scale if scale else max_abs, ok
 
 
+def _held(x: np.ndarray) -> np.ndarray:
+    """A uint8 array as the compiled code holds it: the int8 array x - 128."""
+    return np.bitwise_xor(np.asarray(x), np.uint8(0x80)).view(np.int8)
+
+
 def check_numerics(m, inputs: Sequence, compile_fn: Callable, *,
                    fault: tuple[int, float] | None = None) -> NumericsReport:
     """Check every kernel of the compiled model `m` on `inputs` (see the module docstring).
     `compile_fn(module, func_name, output_is_tuple, options)` compiles a tensor-level module
     (compiler.pipeline's compile_module). `fault=(index, delta)` is a test hook: the compiled
     code of checked kernel `index` adds `delta` to its result."""
-    inputs = [np.ascontiguousarray(np.asarray(x.detach().cpu() if hasattr(x, "detach") else x))
-              for x in inputs]
+    given = [np.ascontiguousarray(np.asarray(x.detach().cpu() if hasattr(x, "detach") else x))
+             for x in inputs]
+    # the kernels' own form of the model's uint8 inputs and outputs: int8 v - 128 (see __call__)
+    u8_in, u8_out = getattr(m, "uint8_inputs", []), getattr(m, "uint8_outputs", [])
+    inputs = [_held(x) if i in u8_in else x for i, x in enumerate(given)]
     module = m.stages.module("tensor").clone()
     origins = list(m.stages.origins)
     fn = _func(module, m.func_name)
@@ -203,8 +211,8 @@ def check_numerics(m, inputs: Sequence, compile_fn: Callable, *,
         rows.append(KernelCheck(i, op.name, names[op.results[0]], origin_of.get(op, ""),
                                 got.shape, max_abs, max_rel, ok))
 
-    whole = m(*inputs)
-    whole = whole if isinstance(whole, tuple) else (whole,)
+    whole = m(*given)
+    whole = [_held(w) if i in u8_out else w for i, w in enumerate(whole if isinstance(whole, tuple) else (whole,))]
     refs = run_reference(m.stages.module("tensor"), [_float64(a) for a in inputs], m.func_name)
     outputs = [_compare(np.asarray(g), np.asarray(r))[::2] for g, r in zip(whole, refs)]
     report = NumericsReport(rows, outputs)

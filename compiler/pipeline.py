@@ -82,6 +82,10 @@ class CompiledModel:
     guards: list = field(default_factory=list)
     # dynamic dims: {symbol: (min, max)} the frontend allows (max None: unbounded)
     dim_ranges: dict = field(default_factory=dict)
+    # inputs / outputs that are uint8 to the caller and int8 (v - 128) in the compiled code (an
+    # ONNX model's uint8 tensors, see frontends/onnx_common.py): converted on every call
+    uint8_inputs: list = field(default_factory=list)
+    uint8_outputs: list = field(default_factory=list)
     _fn: Callable | None = None
     _local: threading.local = field(default_factory=threading.local)
 
@@ -136,6 +140,9 @@ class CompiledModel:
         if self.is_dynamic:
             raise CompileError(f"{self.func_name} has dynamic dims; the library export takes "
                                "static shapes for now: compile it with static input shapes")
+        if self.uint8_inputs or self.uint8_outputs:
+            raise CompileError("export: the model has uint8 inputs or outputs, which aicc holds as int8 "
+                               "(v - 128) inside; the library's C interface would expose that form")
         out = Path(directory)
         return (self.target or get_target("cpu")).export_library(self, out, name)
 
@@ -203,6 +210,8 @@ class CompiledModel:
                     f"{np.array2string(value, threshold=16)} (the example input's value); this call "
                     f"gives {np.array2string(args[i].reshape(value.shape), threshold=16)}: compile the model again with "
                     "this value", input_name=name)
+        for i in self.uint8_inputs:  # v - 128 as int8 is v with its top bit flipped
+            args[i] = np.bitwise_xor(args[i], np.uint8(0x80)).view(np.int8)
         outs = self._outputs(out_shapes)
         extra = [self._workspace()] if self.workspace_bytes else []
         if dynamic:  # the size of each dynamic dim of the inputs, then of the outputs
@@ -216,6 +225,8 @@ class CompiledModel:
         if first:  # cuda: each kernel loads on its first launch; cpu: one load for all
             self.stats["kernels_loaded"] = getattr(self.executable, "kernels_loaded",
                                                    self.stats.get("kernels", 0))
+        for i in self.uint8_outputs:
+            outs[i] = np.bitwise_xor(outs[i].view(np.uint8), np.uint8(0x80))
         if self.output_is_tuple:
             return tuple(outs)
         return outs[0]

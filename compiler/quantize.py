@@ -219,7 +219,7 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
     """An int8 `CompiledModel` of `model` (anything `compiler.compile` takes), calibrated on
     `calibration_data` (an iterable of input tuples, each like one call's inputs); see the
     module's docstring. `example_inputs` default to the first calibration batch."""
-    from compiler.api import import_model
+    from compiler.api import import_model, set_uint8_io
     from compiler.lowering.fold_constants import FoldConstants
     from compiler.lowering.pipeline import make_context
     from compiler.lowering.simplify import Simplify
@@ -324,6 +324,7 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
     m.input_names = getattr(program, "input_names", None)
     m.output_names = getattr(program, "output_names", None)
     m.guards = list(getattr(program, "guards", None) or [])
+    set_uint8_io(m, program)
     m.quantization = report
     m.stats["quantized_ops"] = m.ir("tensor").count("aicc.matmul_integer")  # matmuls and convs
     return m

@@ -14,7 +14,8 @@ import numpy as np
 
 from compiler.errors import UnsupportedOpError
 
-__all__ = ["Handler", "ONNX_DTYPES", "const", "dtype_name", "unsupported"]
+__all__ = ["Handler", "ONNX_DTYPES", "const", "dtype_name", "int8_value", "is_uint8", "set_int8_kind",
+           "unsupported"]
 
 Handler = Callable[[Any, Any, list, dict], list]
 
@@ -52,3 +53,38 @@ def const(imp, node, v, what: str) -> np.ndarray:
         e.input_name = next((n for n in node.input if n and env.get(n) is v), None)
         raise e
     return v
+
+
+# ---------------------------------------------------------------------------------------------
+# (u)int8 tensors. aicc's int8 is signed: a uint8 tensor v is held as the int8 tensor v - 128 (its
+# zero point z as z - 128), so an i8 SSA value alone does not say which ONNX type it has. The
+# importer records it per value (`imp.int8_kinds`): the quantization ops set it, graph inputs
+# set it, and the layout ops (Reshape, Transpose, MaxPool, ...) pass it on to their results.
+# ---------------------------------------------------------------------------------------------
+
+
+def set_int8_kind(imp, v, unsigned: bool):
+    """Record that the i8 SSA value `v` holds uint8 (shifted by -128) or int8 values; `v`."""
+    if not isinstance(v, np.ndarray):
+        imp.int8_kinds[v] = bool(unsigned)
+    return v
+
+
+def is_uint8(imp, node, v) -> bool:
+    """Whether `v` (a (u)int8 array, or an i8 SSA value with a recorded kind) is ONNX uint8."""
+    if isinstance(v, np.ndarray):
+        if v.dtype not in (np.int8, np.uint8):
+            raise unsupported(imp, node, f"a {v.dtype} operand where int8 or uint8 is expected")
+        return v.dtype == np.uint8
+    kinds = getattr(imp, "int8_kinds", {})
+    if v not in kinds:
+        raise unsupported(imp, node, f"an operand of type {v.type} where int8 or uint8 is expected")
+    return kinds[v]
+
+
+def int8_value(imp, node, v):
+    """(`v` as aicc holds it, whether it is uint8): a uint8 array becomes the int8 array v - 128."""
+    unsigned = is_uint8(imp, node, v)
+    if isinstance(v, np.ndarray) and unsigned:
+        v = np.asarray(v.astype(np.int16) - 128).astype(np.int8)
+    return v, unsigned

@@ -36,9 +36,9 @@ from xdsl.ir import Block, Operation, Region
 from compiler.dialects import aicc
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
 from compiler.symbolic import Sym
-from frontends import onnx_attention, onnx_index, onnx_loss, onnx_nn, onnx_quant, onnx_rnn
+from frontends import onnx_attention, onnx_index, onnx_loss, onnx_nn, onnx_qop, onnx_quant, onnx_rnn
 from frontends.graph_builder import GraphBuilder, dims
-from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, unsupported
+from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, int8_value, is_uint8, set_int8_kind, unsupported
 from frontends.registry import HandlerTable, merge_tables
 
 __all__ = ["ImportedProgram", "import_onnx", "load_onnx", "make_inputs", "SUPPORTED_OPS"]
@@ -59,6 +59,10 @@ class ImportedProgram:
     # (input index, input name, value): graph inputs compiled as constants (the example
     # input's value, for an op that needs it at compile time); the compiled model checks them
     guards: list[tuple[int, str, np.ndarray]] = field(default_factory=list)
+    # the inputs and outputs that are uint8 in the model: int8 (v - 128) in the function, which
+    # the compiled model converts on the way in and out (see onnx_common's int8 kinds)
+    uint8_inputs: list[int] = field(default_factory=list)
+    uint8_outputs: list[int] = field(default_factory=list)
 
 
 def load_onnx(model: Any):
@@ -784,14 +788,35 @@ def _op_cast(imp, node, ins, at):
         if to not in ONNX_DTYPES:
             raise unsupported(imp, node, f"a cast to {dtype_name(to)}")
         dt = np.dtype(ONNX_DTYPES[to])
-    return [g.cast(ins[0], dt)]
+    x = ins[0]
+    if isinstance(x, np.ndarray) or g.dtype(x) != np.int8:
+        return [g.cast(x, dt)]
+    if not is_uint8(imp, node, x):
+        return [g.cast(x, dt)]
+    # a uint8 tensor v is held as v - 128
+    if dt == np.bool_:
+        return [g.compare("ne", x, np.array(-128, np.int8))]
+    wide = np.int32 if dt.kind != "f" else dt
+    return [g.cast(g.add(g.cast(x, wide), np.array(128, wide)), dt)]
 
 
 # The tensor ops above and the ops of the NN dialect (conv, pools, concat, slice, gather, pad,
 # ...) from frontends/onnx_nn.py: the table the importer dispatches on.
 HANDLERS = merge_tables(CORE_HANDLERS, onnx_nn.HANDLERS, onnx_attention.HANDLERS, onnx_loss.HANDLERS,
-                       onnx_index.HANDLERS, onnx_rnn.HANDLERS, onnx_quant.HANDLERS)
-SUPPORTED_OPS = HANDLERS
+                       onnx_index.HANDLERS, onnx_rnn.HANDLERS, onnx_quant.HANDLERS, onnx_qop.HANDLERS)
+# ops of other domains, by domain: onnxruntime's contrib ops that its quantizer writes
+DOMAIN_HANDLERS = {"com.microsoft": onnx_qop.MS_HANDLERS}
+SUPPORTED_OPS = HandlerTable({**HANDLERS, **{f"{d}.{op}": fn for d, table in DOMAIN_HANDLERS.items()
+                                             for op, fn in table.items()}})
+
+# The ops that take (u)int8 tensors (held as int8, see onnx_common): the quantization ops, which
+# read the kind, and the ops that only move values (and MaxPool, Pad and Cast, which handle the
+# uint8 shift), whose (u)int8 results have the kind of their (u)int8 data input. Any other op
+# given one is refused: its arithmetic would see v - 128, or wrap in 8 bits.
+INT8_OPS = {"QuantizeLinear", "DequantizeLinear", *onnx_qop.HANDLERS}
+INT8_LAYOUT_OPS = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand",
+                   "Concat", "Slice", "Split", "Gather", "Tile", "DepthToSpace", "SpaceToDepth",
+                   "MaxPool", "Pad", "Shape", "Size", "Cast"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -877,7 +902,7 @@ class OnnxImporter:
         first: dict[str, str] = {}
         for i, node in enumerate(model.graph.node):
             key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
-            if node.domain not in ("", "ai.onnx") or node.op_type not in HANDLERS:
+            if _handler(node) is None:
                 counts[key] += 1
                 first.setdefault(key, node.name or f"#{i}")
         if counts:
@@ -894,12 +919,12 @@ class OnnxImporter:
         tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
             raise UnsupportedOpError("input", f"ONNX input '{vi.name}' is not a tensor")
-        if tt.elem_type not in ONNX_DTYPES:
+        if tt.elem_type not in ONNX_DTYPES and tt.elem_type not in onnx_quant.QUANT_DTYPES:
             raise UnsupportedOpError(
                 "dtype", f"ONNX input '{vi.name}' has element type {dtype_name(tt.elem_type)}, "
-                "which aicc does not support (float32, float64, int32, int64, bool)"
+                "which aicc does not support (float32, float64, int32, int64, bool, int8, uint8)"
             )
-        dtype = np.dtype(ONNX_DTYPES[tt.elem_type])
+        dtype = np.dtype({**ONNX_DTYPES, **onnx_quant.QUANT_DTYPES}[tt.elem_type])
         if vi.name in self.input_shapes:
             shape = self.input_shapes[vi.name]
             if tt.HasField("shape") and len(tt.shape.dim) != len(shape):
@@ -935,13 +960,18 @@ class OnnxImporter:
             env[t.name] = _tensor_to_numpy(t)
         inputs = [vi for vi in graph.input if vi.name not in init_names]
         types = [self._input_type(vi) for vi in inputs]
-        arg_types = [aicc.tensor_type(aicc.mlir_element_type(dt), shape) for shape, dt in types]
+        # a uint8 input is held as int8 (v - 128): the compiled model converts it
+        arg_types = [aicc.tensor_type(aicc.mlir_element_type(np.int8 if dt == np.uint8 else dt), shape)
+                     for shape, dt in types]
         block = Block(arg_types=arg_types)
         g = GraphBuilder(block)
         self.g = g
+        self.int8_kinds = {}
         for i, (vi, arg) in enumerate(zip(inputs, block.args)):
             env[vi.name] = arg
             self._args[arg] = (i, vi.name)
+            if types[i][1] in (np.int8, np.uint8):
+                set_int8_kind(self, arg, types[i][1] == np.uint8)
             if vi.name in frozen:  # needed at compile time: the example value, guarded
                 env[vi.name] = self.specialize(arg).astype(types[i][1])
         locations: dict[Operation, str] = {}
@@ -963,16 +993,26 @@ class OnnxImporter:
                 if a.ref_attr_name:
                     raise UnsupportedOpError(node.op_type, f"{g.where}: attribute references")
             last = block.last_op
+            int8_in = [v for v in ins if v is not None and not isinstance(v, np.ndarray) and g.dtype(v) == np.int8]
+            if int8_in and node.domain in ("", "ai.onnx") and node.op_type not in INT8_OPS | INT8_LAYOUT_OPS:
+                kind = "a uint8" if is_uint8(self, node, int8_in[0]) else "an int8"
+                raise unsupported(self, node, f"{kind} input (aicc computes on (u)int8 tensors in the "
+                                  "quantization ops and in ops that only move values)")
             try:
                 if node.op_type in SYMBOLIC_SHAPE_OPS and any(_symbolic(v) for v in ins) and all(
                         isinstance(v, np.ndarray) for v in ins if v is not None):
                     outs = [_settle(SYMBOLIC_SHAPE_OPS[node.op_type](ins, at))]
                 else:
-                    outs = HANDLERS[node.op_type](self, node, ins, at)
+                    outs = _handler(node)(self, node, ins, at)
             except (KeyError, IndexError, TypeError) as e:  # a malformed node, not an aicc bug
                 raise CompileError(f"{g.where}: malformed node ({type(e).__name__}: {e})") from None
             except ValueError as e:
                 raise ShapeError(f"{g.where}: {e}") from None
+            if int8_in and node.op_type in INT8_LAYOUT_OPS:  # results have the data input's kind
+                unsigned = is_uint8(self, node, int8_in[0])
+                for v in outs:
+                    if not isinstance(v, np.ndarray) and not isinstance(v, list) and g.dtype(v) == np.int8:
+                        set_int8_kind(self, v, unsigned)
             op = last.next_op if last is not None else block.first_op
             while op is not None:  # the ops this node became
                 locations[op] = g.where
@@ -982,11 +1022,16 @@ class OnnxImporter:
                     v = np.asarray(v)
                 if n:
                     env[n] = v
-        outputs = []
-        for vi in graph.output:
+        outputs, uint8_outputs = [], []
+        for i, vi in enumerate(graph.output):
             if vi.name not in env:
                 raise CompileError(f"ONNX graph output '{vi.name}' is never computed")
-            outputs.append(env[vi.name])
+            v = env[vi.name]
+            if (isinstance(v, np.ndarray) and v.dtype == np.uint8) or (
+                    not isinstance(v, np.ndarray) and g.dtype(v) == np.int8 and self.int8_kinds.get(v)):
+                v, _ = int8_value(self, None, v)  # returned as uint8 by the compiled model
+                uint8_outputs.append(i)
+            outputs.append(v)
         ret = g.finish(outputs)
         fop = func.FuncOp("main", (arg_types, [v.type for v in ret]), Region(block))
         module = ModuleOp([fop])
@@ -1001,7 +1046,17 @@ class OnnxImporter:
             model_name=graph.name or "model",
             locations=locations,
             guards=list(self.guards),
+            uint8_inputs=[i for i, (_, dt) in enumerate(types) if dt == np.uint8],
+            uint8_outputs=uint8_outputs,
         )
+
+
+def _handler(node):
+    """The handler of `node` by its domain and op type, or None."""
+    if node.domain in ("", "ai.onnx"):
+        return HANDLERS.get(node.op_type)
+    table = DOMAIN_HANDLERS.get(node.domain)
+    return table.get(node.op_type) if table is not None else None
 
 
 def import_onnx(

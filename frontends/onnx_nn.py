@@ -15,12 +15,13 @@ import numpy as np
 
 from compiler.dialects import aicc, aicc_nn
 from frontends.graph_builder import pad_by_index, pad_indices
-from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, unsupported
+from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, int8_value, is_uint8, unsupported
 from frontends.registry import HandlerTable
 
 # pad_indices and pad_by_index live in frontends/graph_builder.py (the PyTorch importer uses
 # them too); they are part of this module's API as well.
-__all__ = ["HANDLERS", "pad_by_index", "pad_indices", "resize", "resize_taps"]
+__all__ = ["HANDLERS", "conv_geometry", "pad_by_index", "pad_indices", "resize", "resize_taps", "slice_tensor",
+           "to_2d"]
 
 HANDLERS = HandlerTable()
 handles = HANDLERS.handles
@@ -46,7 +47,7 @@ def _pads_for(imp, node, at, in_hw, k_eff, strides):
     raise unsupported(imp, node, f"auto_pad='{auto}'")
 
 
-def _to_2d(imp, node, x):
+def to_2d(imp, node, x):
     """An NCW input as NC1W (1-D ops run as 2-D); rank other than 3 or 4 is unsupported."""
     rank = len(imp.g.shape(x))
     if rank == 4:
@@ -64,7 +65,7 @@ def _conv_operands(imp, node, ins):
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None
     g.require_float(node.op_type, x, w)
-    x, one_d = _to_2d(imp, node, x)
+    x, one_d = to_2d(imp, node, x)
     if one_d:
         ws = g.shape(w)
         w = g.reshape(w, (ws[0], ws[1], 1, ws[2]))
@@ -83,19 +84,24 @@ def _pad(g, x, begin, end, value):
     return g.emit(lambda v: aicc_nn.PadOp(v, low, high, value), x)
 
 
-@handles("Conv")
-def _op_conv(imp, node, ins, at):
-    g = imp.g
-    x, w, b, one_d = _conv_operands(imp, node, ins)
-    k = g.shape(w)[2:]
+def conv_geometry(imp, node, at, in_hw, k, one_d):
+    """(strides, dilations, pads begin, pads end) of a Conv-like node over the (H, W) input
+    `in_hw` with kernel `k`, a 1-D node's attributes lifted to 2-D (height 1)."""
     strides = _lift(at.get("strides", [1] * (2 - one_d)), one_d, 1)
     dil = _lift(at.get("dilations", [1] * (2 - one_d)), one_d, 1)
-    in_hw = g.shape(x)[2:]
     k_eff = [(kk - 1) * d + 1 for kk, d in zip(k, dil)]
     begin, end = _pads_for(imp, node, {**at, **({"pads": [0, *at["pads"][:1], 0, *at["pads"][1:]]} if one_d and "pads" in at else {})},
                            in_hw, k_eff, strides)
     if any(p < 0 for p in begin + end):
         raise unsupported(imp, node, "negative pads")
+    return strides, dil, begin, end
+
+
+@handles("Conv")
+def _op_conv(imp, node, ins, at):
+    g = imp.g
+    x, w, b, one_d = _conv_operands(imp, node, ins)
+    strides, dil, begin, end = conv_geometry(imp, node, at, g.shape(x)[2:], g.shape(w)[2:], one_d)
     x = _pad(g, x, begin, end, 0.0)
     groups = at.get("group", 1)
     y = g.emit(lambda a, c: aicc_nn.Conv2dOp(a, c, strides, dil, groups), x, w)
@@ -133,12 +139,16 @@ def _pool_geometry(imp, node, at, in_hw, one_d):
 @handles("MaxPool", "AveragePool")
 def _op_pool(imp, node, ins, at):
     g, x = imp.g, ins[0]
+    int8 = node.op_type == "MaxPool" and not isinstance(x, np.ndarray) and g.dtype(x) == np.int8
+    if int8:  # (u)int8 values are exact in float32, and the max of v - 128 is max(v) - 128
+        x = g.cast(x, np.float32)
     g.require_float(node.op_type, x)
     if len([o for o in node.output if o]) > 1:
         raise unsupported(imp, node, "the Indices output")
     if at.get("storage_order", 0):
         raise unsupported(imp, node, "storage_order=1")
-    return [_pool(imp, node, x, at, node.op_type == "MaxPool")]
+    y = _pool(imp, node, x, at, node.op_type == "MaxPool")
+    return [g.cast(y, np.int8) if int8 else y]
 
 
 @handles("LpPool")
@@ -160,7 +170,7 @@ def _pool(imp, node, x, at, is_max: bool, average: bool = True):
     g = imp.g
     if len(g.shape(x)) == 5:
         return _pool3d(imp, node, x, at, is_max, average)
-    x, one_d = _to_2d(imp, node, x)
+    x, one_d = to_2d(imp, node, x)
     in_hw = g.shape(x)[2:]
     kernel, strides, dil, begin, end, out, extra = _pool_geometry(imp, node, at, in_hw, one_d)
     padded = _pad(g, x, begin, [e + x_ for e, x_ in zip(end, extra)], -math.inf if is_max else 0.0)
@@ -209,6 +219,8 @@ def _op_pad(imp, node, ins, at):
     pads = [int(p) for p in const(imp, node, ins[1], "pads input").reshape(-1)]
     value = ins[2] if len(ins) > 2 and ins[2] is not None else np.array(0, g.dtype(x))
     value = float(np.asarray(const(imp, node, value, "constant_value input")).reshape(-1)[0]) if np.size(value) else 0.0
+    if not isinstance(x, np.ndarray) and g.dtype(x) == np.int8 and is_uint8(imp, node, x):
+        value -= 128  # a uint8 tensor is held as v - 128
     axes = list(range(rank))
     if len(ins) > 3 and ins[3] is not None:
         axes = [int(a) % rank for a in const(imp, node, ins[3], "axes input").reshape(-1)]
@@ -246,6 +258,9 @@ def _op_concat(imp, node, ins, at):
     if all(isinstance(v, np.ndarray) for v in vals):
         return [np.concatenate(vals, axis=axis)]
     dt = next(g.dtype(v) for v in vals if not isinstance(v, np.ndarray))
+    if dt == np.int8:  # uint8 arrays as aicc holds uint8 tensors
+        vals = [int8_value(imp, node, v)[0] if isinstance(v, np.ndarray) and v.dtype == np.uint8 else v
+                for v in vals]
     vals = [g.cast(v, dt) if isinstance(v, np.ndarray) else v for v in vals]
     vals = [v for v in vals if g.shape(v)[axis]] or vals[:1]
     if len(vals) == 1:

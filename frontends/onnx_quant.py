@@ -16,7 +16,7 @@ import numpy as np
 
 from compiler.dialects import aicc
 from compiler.dialects.aicc_quant import DequantizeOp, QuantizeOp
-from frontends.onnx_common import const, unsupported
+from frontends.onnx_common import const, is_uint8, set_int8_kind, unsupported
 from frontends.registry import HandlerTable
 
 HANDLERS = HandlerTable()
@@ -33,8 +33,14 @@ def _params(imp, node, ins, at, shape):
     scale = np.asarray(const(imp, node, ins[1], "scale"), np.float64).reshape(-1)
     zp_in = ins[2] if len(ins) > 2 and ins[2] is not None else None
     if zp_in is None:
-        out_type = at.get("output_dtype", 0)
-        unsigned = out_type in (0, 2)  # ONNX's default without a zero point is uint8
+        if node.op_type == "DequantizeLinear":  # the input's type
+            unsigned = is_uint8(imp, node, ins[0]) if not (isinstance(ins[0], np.ndarray)
+                                                           and ins[0].dtype == np.int32) else False
+        else:
+            out_type = at.get("output_dtype", 0)
+            if out_type not in (0, 2, 3):
+                raise unsupported(imp, node, f"output_dtype {out_type} (int8 and uint8 are)")
+            unsigned = out_type in (0, 2)  # ONNX's default without a zero point is uint8
         zp = np.zeros(scale.shape, np.int64)
     else:
         zp_arr = const(imp, node, zp_in, "zero point")
@@ -57,9 +63,10 @@ def _quantize(imp, node, ins, at):
     g, x = imp.g, ins[0]
     if at.get("saturate", 1) != 1:
         raise unsupported(imp, node, "saturate = 0")
-    scale, zp, axis, _ = _params(imp, node, ins, at, g.shape(x))
+    scale, zp, axis, unsigned = _params(imp, node, ins, at, g.shape(x))
     x = g.cast(x, np.float32)
-    return [g.emit(lambda v: QuantizeOp(v, list(scale), list(zp), axis), x, fold=False)]
+    q = g.emit(lambda v: QuantizeOp(v, list(scale), list(zp), axis), x, fold=False)
+    return [set_int8_kind(imp, q, unsigned)]
 
 
 @handles("DequantizeLinear")

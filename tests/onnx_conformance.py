@@ -10,7 +10,7 @@ A case is *run* when every op type in its graph is one aicc's importer supports.
   unsupported  the importer refused it with UnsupportedOpError (a feature of a supported op
                that aicc does not have, e.g. an attribute value);
   skipped      its inputs or outputs have element types the pipeline does not compute
-               (float16, bfloat16, uint8, strings, ...), or its opset is newer than 28 (older ones are
+               (float16, bfloat16, strings, ...), or its opset is newer than 28 (older ones are
                upgraded to 13 by the importer).
 
 Each case's inputs are its example inputs: an input an op needs at compile time (a shape, axes,
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SUPPORTED_IO = {np.dtype(t) for t in (np.float32, np.int64, np.int32, np.bool_)}
+SUPPORTED_IO = {np.dtype(t) for t in (np.float32, np.int64, np.int32, np.bool_, np.int8, np.uint8)}
 
 
 @dataclass
@@ -81,8 +81,8 @@ def supported_cases(cases=None):
 
 
 def _array(x) -> np.ndarray:
-    if isinstance(x, np.ndarray):
-        return x
+    if isinstance(x, np.ndarray | np.generic):  # a NumPy scalar: a 0-d tensor
+        return np.asarray(x)
     if type(x).__name__ == "TensorProto":
         from onnx import numpy_helper
 
