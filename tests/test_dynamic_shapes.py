@@ -337,3 +337,31 @@ def test_onnx_transformer_dynamic_batch_and_sequence_matches_onnxruntime(block):
         x = np.random.default_rng(b * s).standard_normal((b, s, 32)).astype(np.float32)
         np.testing.assert_allclose(m(x), sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
     assert m.stats["compilations"] == 1
+
+
+def test_onnx_cnn_dynamic_batch_matches_onnxruntime():
+    """Convs (3x3 with padding, stride 2, 1x1), batch norm, max pooling, global average pooling,
+    flatten and a linear layer, with the batch dim symbolic."""
+    import io
+
+    ort = pytest.importorskip("onnxruntime")
+    onnx = pytest.importorskip("onnx")
+    torch.manual_seed(2)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1, stride=2), torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 32, 1), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10)).eval()
+    with torch.no_grad():  # a batch norm that is not the identity
+        net[1].running_mean.uniform_(-1, 1)
+        net[1].running_var.uniform_(0.5, 2)
+    buf = io.BytesIO()
+    torch.onnx.export(net, (torch.randn(2, 3, 17, 17),), buf, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=17, dynamo=False)
+    m = compiler.compile(onnx.load_from_string(buf.getvalue()))
+    assert m.input_types[0][0] == (B, 3, 17, 17)
+    sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+    for n in (1, 3, 32):
+        x = np.random.default_rng(n).standard_normal((n, 3, 17, 17)).astype(np.float32)
+        np.testing.assert_allclose(m(x), sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert m.stats["compilations"] == 1

@@ -125,8 +125,9 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "") -> str:
     oc, _, kh, kw = aicc.shape_of(op.weight)
     _, _, oh, ow = aicc.shape_of(op.result)
     strides = tuple(aicc_nn.int_values(op.strides))
-    if mode in ("", "auto"):
-        mode = choose_conv_lowering(n, c, oc, op.groups.value.data, (oh, ow), (kh, kw), strides)
+    if mode in ("", "auto"):  # a dynamic batch: chosen as for one image
+        mode = choose_conv_lowering(n if isinstance(n, int) else 1, c, oc, op.groups.value.data,
+                                    (oh, ow), (kh, kw), strides)
     if mode not in CONV_LOWERINGS:
         raise CompileError(f"conv lowering '{mode}': expected one of {', '.join(CONV_LOWERINGS)} (or auto)")
     if mode == "matmul" and ((kh, kw) != (1, 1) or strides != (1, 1)):
@@ -189,7 +190,7 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
     x = _reshape(rewriter, op.input, (n, g, icg, h, w))
     if mode == "direct":
         wt = _reshape(rewriter, op.weight, (g, ocg, icg, kh, kw))
-        out_t = TensorType(elem, (n, g, ocg, oh, ow))
+        out_t = aicc.tensor_type(elem, (n, g, ocg, oh, ow))
         acc = _accumulator(rewriter, op, out_t, bias, (g, ocg, 1, 1))
         # loops: 0 n, 1 g, 2 oc, 3 oh, 4 ow, 5 ic, 6 kh, 7 kw
         maps = [
@@ -204,7 +205,7 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
         col = x
     else:
         # im2col: col[n, g, ic, kh, kw, oh, ow] = x[n, g, ic, oh*sh + kh*dh, ow*sw + kw*dw]
-        col_t = TensorType(elem, (n, g, icg, kh, kw, oh, ow))
+        col_t = aicc.tensor_type(elem, (n, g, icg, kh, kw, oh, ow))
         read = AffineMap(7, 0, (_d(0), _d(1), _d(2), _d(5) * sh + _d(3) * dh, _d(6) * sw + _d(4) * dw))
         col = insert_result(rewriter, build_generic(
             [x], [empty_tensor(rewriter, col_t)], [read, AffineMap.identity(7)], [PARALLEL] * 7,
@@ -218,7 +219,7 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
     nb = 1 + grouped  # loops: batch (n [, g]), m, n, k
     bat = [_d(i) for i in range(nb)]
     dm, dn, dk = _d(nb), _d(nb + 1), _d(nb + 2)
-    out_t = TensorType(elem, (n, *gs, ocg, p))
+    out_t = aicc.tensor_type(elem, (n, *gs, ocg, p))
     acc = _accumulator(rewriter, op, out_t, bias, (*gs, ocg, 1))
     maps = [AffineMap(nb + 3, 0, (*bat[1:], dm, dk)), AffineMap(nb + 3, 0, (*bat, dk, dn)),
             AffineMap(nb + 3, 0, (*bat, dm, dn))]

@@ -547,6 +547,13 @@ def check_dynamic_support(module: ModuleOp) -> None:
             continue
         if isinstance(o, DYNAMIC_OK) or o.name.startswith(("func.", "tensor.", "linalg.", "arith.")):
             continue
+        if isinstance(o, aicc_nn.Conv2dOp | aicc_nn.Pool2dOp) and not any(
+                isinstance(d, Sym) for v in (*o.operands, o.results[0]) for d in aicc.shape_of(v)[1:]):
+            continue  # a dynamic batch of images; channels and spatial sizes static
+        if isinstance(o, aicc_nn.PadOp) and all(
+                lo == hi == 0 for d, lo, hi in zip(aicc.shape_of(o.input), aicc_nn.int_values(o.low),
+                                                   aicc_nn.int_values(o.high)) if isinstance(d, Sym)):
+            continue  # pads static dims only
         if isinstance(o, AttentionOp) and not any(
                 isinstance(d, Sym) for w in ("q", "v") for d in o.shape(w)[-1:]):
             continue  # dynamic batch and sequence lengths; the head dims are static
