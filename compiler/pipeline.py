@@ -40,7 +40,7 @@ from compiler.dialects.aicc import numpy_dtype
 from compiler.dialects.shapes import is_dynamic, shape_of
 from compiler.errors import CompileError, DimensionError, InternalError, SpecializationError
 from compiler.lowering.pipeline import cleanup, graph_passes, make_context
-from compiler.lowering.plan_memory import WORKSPACE_ATTR
+from compiler.lowering.plan_memory import WORKSPACE_ATTR, WORKSPACE_DYNAMIC_ATTR
 from compiler.progress import Progress
 from compiler.stages import STAGES, CompileOptions, PassTiming, StageIR
 from compiler.symbolic import Sym
@@ -72,6 +72,9 @@ class CompiledModel:
     executable: object
     timings: list[PassTiming] = field(default_factory=list)
     workspace_bytes: int = 0  # plan-memory's arena, allocated once per calling thread
+    # dynamic dims: the arena's bytes as an expression of the symbols (a Sym; None: static);
+    # each thread's arena then grows to the largest a call has needed
+    workspace_dynamic: object = None
     stats: dict = field(default_factory=dict)  # kernels, flops, bytes: see compiler/stats.py
     target: Target | None = None  # None: the cpu target
     options: CompileOptions | None = None  # what it was compiled with
@@ -89,11 +92,12 @@ class CompiledModel:
     _fn: Callable | None = None
     _local: threading.local = field(default_factory=threading.local)
 
-    def _workspace(self) -> np.ndarray:
+    def _workspace(self, nbytes: int | None = None) -> np.ndarray:
         ws = getattr(self._local, "workspace", None)
-        if ws is None:  # one per thread so concurrent calls never share it
+        need = self.workspace_bytes if nbytes is None else nbytes
+        if ws is None or ws.nbytes < need:  # one per thread so concurrent calls never share it
             target = self.target or get_target("cpu")
-            ws = self._local.workspace = target.workspace(self.workspace_bytes)
+            ws = self._local.workspace = target.workspace(need)
         return ws
 
     @property
@@ -213,10 +217,14 @@ class CompiledModel:
         for i in self.uint8_inputs:  # v - 128 as int8 is v with its top bit flipped
             args[i] = np.bitwise_xor(args[i], np.uint8(0x80)).view(np.int8)
         outs = self._outputs(out_shapes)
-        extra = [self._workspace()] if self.workspace_bytes else []
+        extra = [self._workspace()] if self.workspace_bytes and self.workspace_dynamic is None else []
         if dynamic:  # the size of each dynamic dim of the inputs, then of the outputs
             for (shape, _), a in [*zip(self.input_types, args), *zip(self.output_types, outs)]:
                 sizes += [n for d, n in zip(shape, a.shape) if isinstance(d, Sym)]
+            if self.workspace_dynamic is not None:  # then the arena's, sized for this call
+                nbytes = max(1, int(self.workspace_dynamic.evaluate(env)))
+                extra = [self._workspace(nbytes)]
+                sizes.append(nbytes)
         first = self._fn is None
         if first:
             self._fn = self.executable.get(self.func_name,
@@ -376,6 +384,7 @@ def compile_module(
                 LazyExecutable(load, rebuild, options.threads or default_threads()),
                 [PassTiming("cache-load", time.perf_counter() - t0)],
                 workspace_bytes=meta["workspace_bytes"],
+                workspace_dynamic=_workspace_dynamic(meta.get("workspace_dynamic")),
                 stats={**meta["stats"], "cache": "hit", "kernels_loaded": 0}, target=target,
                 options=options, tune_report=tune_report)
 
@@ -384,6 +393,8 @@ def compile_module(
         stages, timings = run_passes(module, options, stats, progress, locations)
         workspace = fn.attributes.get(WORKSPACE_ATTR)
         workspace_bytes = workspace.value.data if workspace is not None else 0
+        dyn = fn.attributes.get(WORKSPACE_DYNAMIC_ATTR)
+        workspace_dynamic = dyn.data if dyn is not None else None
         progress.stage("codegen", 1)
         exe = target.build(module, stages, timings, options, len(input_types),
                            len(output_types))
@@ -396,7 +407,8 @@ def compile_module(
         if saved is not None:
             t0 = time.perf_counter()
             meta, blobs = saved
-            meta = {**meta, "stats": stats, "workspace_bytes": workspace_bytes}
+            meta = {**meta, "stats": stats, "workspace_bytes": workspace_bytes,
+                    "workspace_dynamic": workspace_dynamic}
             stats["cache"] = "stored" if cache.put(key, meta, blobs) else "unwritable"
             timings.append(PassTiming("cache-store", time.perf_counter() - t0))
     return CompiledModel(
@@ -408,6 +420,7 @@ def compile_module(
         exe,
         timings,
         workspace_bytes=workspace_bytes,
+        workspace_dynamic=_workspace_dynamic(workspace_dynamic),
         stats=stats,
         target=target,
         options=options,
@@ -574,6 +587,15 @@ def _body_ops(module: ModuleOp) -> list:
 def _shape_dtype(t) -> tuple[tuple, np.dtype]:
     """A signature type's shape (a Sym for each dynamic dim) and dtype."""
     return shape_of(t), numpy_dtype(t.element_type)
+
+
+def _workspace_dynamic(text: str | None):
+    """plan-memory's aicc.workspace_dynamic as a Sym (None when the arena is static)."""
+    if text is None:
+        return None
+    from compiler.symbolic import parse_dim
+
+    return parse_dim(text)
 
 
 def _fmt_sig(shape) -> str:

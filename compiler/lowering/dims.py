@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
 )
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from compiler.dialects.shapes import shape_of
@@ -37,8 +37,8 @@ from compiler.symbolic import Sym, format_dims, parse_dims
 
 ARG_DIMS_ATTR = "aicc.arg_dims"
 
-__all__ = ["ARG_DIMS_ATTR", "DimMaterializer", "arg_dims", "dim_value", "dims_of", "is_dynamic_func",
-           "record_arg_dims"]
+__all__ = ["ARG_DIMS_ATTR", "DimMaterializer", "arg_dims", "dim_symbol", "dim_value", "dims_of",
+           "index_symbol", "is_dynamic_func", "record_arg_dims"]
 
 
 def record_arg_dims(fn: func.FuncOp) -> None:
@@ -139,3 +139,37 @@ def owner_func(op: Operation) -> func.FuncOp:
     if p is None:
         raise CompileError(f"{op.name} is not inside a function")
     return p
+
+
+def dim_symbol(v: SSAValue, pos: int):
+    """The symbolic size (a Sym) of the dynamic dim `pos` of the memref `v`, read from the
+    function's aicc.arg_dims for an argument and from the index arithmetic of an allocation's
+    size; None when neither says."""
+    if isinstance(v, BlockArgument):
+        fn = v.block.parent_op()
+        dims = arg_dims(fn) if isinstance(fn, func.FuncOp) else None
+        if not dims or v.index >= len(dims):
+            return None
+        k = list(v.type.get_shape()[:pos + 1]).count(DYNAMIC_INDEX) - 1
+        return dims[v.index][k] if k < len(dims[v.index]) else None
+    owner = v.owner
+    if isinstance(owner, memref.AllocOp):
+        k = list(v.type.get_shape()[:pos + 1]).count(DYNAMIC_INDEX) - 1
+        return index_symbol(owner.dynamic_sizes[k])
+    return None
+
+
+def index_symbol(v: SSAValue):
+    """The Sym an index value computes from the function's dims, or None."""
+    o = v.owner
+    if isinstance(o, arith.ConstantOp) and isinstance(o.value, IntegerAttr):
+        return o.value.value.data
+    if isinstance(o, memref.DimOp):
+        i = index_symbol(o.index)
+        return dim_symbol(o.source, i) if isinstance(i, int) else None
+    if isinstance(o, arith.MuliOp | arith.AddiOp):
+        a, b = index_symbol(o.lhs), index_symbol(o.rhs)
+        if a is None or b is None:
+            return None
+        return a * b if isinstance(o, arith.MuliOp) else a + b
+    return None

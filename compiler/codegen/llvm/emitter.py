@@ -1164,18 +1164,25 @@ def _structure_key(fn: ir.Function) -> str:
     return text.replace(f'@"{fn.name}"', "@SELF", 1)
 
 
-def _arena_range(v: SSAValue) -> tuple[SSAValue, int, int] | None:
-    """(arena, first byte, end byte) of a memref that is a constant-offset memref.view of an
-    i8 buffer (plan-memory's workspace), through reshapes; None for anything else."""
+def _arena_range(v: SSAValue):
+    """(arena, start, end) of a memref that is a memref.view of an i8 buffer (plan-memory's
+    workspace), through reshapes; None for anything else. Start and end are (group, offset)
+    pairs, ordered as the arena is: group -1 is its static part (offsets in bytes), and group g
+    its g-th dynamic part (offsets in units of that part's monomial, plan-memory's
+    `aicc.arena_slot`), which lies after the static part and the parts before it."""
     while isinstance(v, OpResult) and v.op.name in ("memref.collapse_shape", "memref.expand_shape",
                                                     "memref.cast"):
         v = v.op.operands[0]
-    if not (isinstance(v, OpResult) and v.op.name == "memref.view" and not v.op.sizes):
+    if not (isinstance(v, OpResult) and v.op.name == "memref.view"):
         return None
+    slot = v.op.attributes.get("aicc.arena_slot")
+    if slot is not None:
+        g, lo, hi = slot.get_values()
+        return v.op.source, (g, lo), (g, hi)
     shift = _const_int(v.op.byte_shift)
-    if shift is None:
+    if shift is None or v.op.sizes:
         return None
-    return v.op.source, shift, shift + _nbytes(v.type)
+    return v.op.source, (-1, shift), (-1, shift + _nbytes(v.type))
 
 
 def _disjoint_views(e: FunctionEmitter, param_of: dict[SSAValue, int],

@@ -55,7 +55,7 @@ from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, Affine
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from compiler.lowering.dims import arg_dims, dim_value
+from compiler.lowering.dims import dim_symbol, dim_value
 from compiler.lowering.loop_builder import IndexBuilder, for_loop
 from compiler.lowering.plan_memory import byte_size
 
@@ -173,24 +173,6 @@ class DynRange:
         return False
 
 
-def dim_symbol(v: SSAValue, pos: int):
-    """The symbolic size (a Sym) of the dynamic dim `pos` of the memref `v`, read from the
-    function's aicc.arg_dims for an argument and from the index arithmetic of an allocation's
-    size; None when neither says."""
-    if isinstance(v, BlockArgument):
-        fn = v.block.parent_op()
-        dims = arg_dims(fn) if isinstance(fn, func.FuncOp) else None
-        if not dims or v.index >= len(dims):
-            return None
-        k = list(v.type.get_shape()[:pos + 1]).count(DYNAMIC_INDEX) - 1
-        return dims[v.index][k] if k < len(dims[v.index]) else None
-    owner = v.owner
-    if isinstance(owner, memref.AllocOp):
-        k = list(v.type.get_shape()[:pos + 1]).count(DYNAMIC_INDEX) - 1
-        return _index_symbol(owner.dynamic_sizes[k])
-    return None
-
-
 def _dyn_size(b: Builder, d: DynRange) -> SSAValue:
     """A dynamic range's size: an allocation's own size operand (the allocation may become a
     row buffer and go), else a memref.dim."""
@@ -199,22 +181,6 @@ def _dyn_size(b: Builder, d: DynRange) -> SSAValue:
         k = list(d.memref.type.get_shape()[:d.pos + 1]).count(DYNAMIC_INDEX) - 1
         return owner.dynamic_sizes[k]
     return dim_value(b, d.memref, d.pos)
-
-
-def _index_symbol(v: SSAValue):
-    """The Sym an index value computes from the function's dims, or None."""
-    o = v.owner
-    if isinstance(o, arith.ConstantOp) and isinstance(o.value, IntegerAttr):
-        return o.value.value.data
-    if isinstance(o, memref.DimOp):
-        i = _index_symbol(o.index)
-        return dim_symbol(o.source, i) if isinstance(i, int) else None
-    if isinstance(o, arith.MuliOp | arith.AddiOp):
-        a, b = _index_symbol(o.lhs), _index_symbol(o.rhs)
-        if a is None or b is None:
-            return None
-        return a * b if isinstance(o, arith.MuliOp) else a + b
-    return None
 
 
 def row_local(m: AffineMap, rows: list[int], k: int) -> bool:
