@@ -91,6 +91,7 @@ class CompiledModel:
     uint8_outputs: list = field(default_factory=list)
     _fn: Callable | None = None
     _local: threading.local = field(default_factory=threading.local)
+    _shapes_seen: dict = field(default_factory=dict)  # dynamic: input shapes -> _dynamic_sizes
 
     def _workspace(self, nbytes: int | None = None) -> np.ndarray:
         ws = getattr(self._local, "workspace", None)
@@ -99,6 +100,26 @@ class CompiledModel:
             target = self.target or get_target("cpu")
             ws = self._local.workspace = target.workspace(need)
         return ws
+
+    def _dynamic_sizes(self, args) -> tuple:
+        """For inputs of these shapes: the outputs' shapes, the size parameters (each dynamic
+        dim of the inputs, then of the outputs, then the arena's bytes) and the arena's bytes;
+        a DimensionError if they break the compiled signature."""
+        env = bind_dims(self.func_name, self.input_types, args, getattr(self, "input_names", None),
+                        self.dim_ranges)
+        out_shapes = [tuple(d.evaluate(env) if isinstance(d, Sym) else d for d in shape)
+                      for shape, _ in self.output_types]
+        sizes = []
+        for (shape, _), actual in [*zip(self.input_types, (a.shape for a in args)),
+                                   *zip(self.output_types, out_shapes)]:
+            sizes += [n for d, n in zip(shape, actual) if isinstance(d, Sym)]
+        nbytes = None
+        if self.workspace_dynamic is not None:
+            nbytes = max(1, int(self.workspace_dynamic.evaluate(env)))
+            sizes.append(nbytes)
+        if len(self._shapes_seen) > 256:  # a bound on the memo, not on the shapes served
+            self._shapes_seen.clear()
+        return out_shapes, tuple(sizes), nbytes
 
     @property
     def is_dynamic(self) -> bool:
@@ -201,12 +222,14 @@ class CompiledModel:
                 )
             args.append(np.ascontiguousarray(a))
         sizes: list[int] = []
-        out_shapes = None
-        if dynamic:
-            env = bind_dims(self.func_name, self.input_types, args, getattr(self, "input_names", None),
-                            self.dim_ranges)
-            out_shapes = [tuple(d.evaluate(env) if isinstance(d, Sym) else d for d in shape)
-                          for shape, _ in self.output_types]
+        out_shapes = nbytes = None
+        if dynamic:  # checked and sized once per distinct input shapes
+            key = tuple(a.shape for a in args)
+            known = self._shapes_seen.get(key)
+            if known is None:
+                known = self._shapes_seen[key] = self._dynamic_sizes(args)
+            out_shapes, sizes, nbytes = known
+            sizes = list(sizes)
         for i, name, value in self.guards:
             if not np.array_equal(args[i].reshape(value.shape), value):
                 raise SpecializationError(
@@ -218,13 +241,8 @@ class CompiledModel:
             args[i] = np.bitwise_xor(args[i], np.uint8(0x80)).view(np.int8)
         outs = self._outputs(out_shapes)
         extra = [self._workspace()] if self.workspace_bytes and self.workspace_dynamic is None else []
-        if dynamic:  # the size of each dynamic dim of the inputs, then of the outputs
-            for (shape, _), a in [*zip(self.input_types, args), *zip(self.output_types, outs)]:
-                sizes += [n for d, n in zip(shape, a.shape) if isinstance(d, Sym)]
-            if self.workspace_dynamic is not None:  # then the arena's, sized for this call
-                nbytes = max(1, int(self.workspace_dynamic.evaluate(env)))
-                extra = [self._workspace(nbytes)]
-                sizes.append(nbytes)
+        if nbytes is not None:  # the arena, sized for these shapes
+            extra = [self._workspace(nbytes)]
         first = self._fn is None
         if first:
             self._fn = self.executable.get(self.func_name,
