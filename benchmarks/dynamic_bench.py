@@ -30,6 +30,9 @@ if str(ROOT) not in sys.path:
 
 import compiler  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from aot_bench import cpu_name  # noqa: E402
+
 
 def mlp_model(dims=(256, 512, 512, 10), seed: int = 0):
     from onnx import TensorProto, helper, numpy_helper
@@ -145,7 +148,11 @@ def main() -> None:
         print(f"{name}: one dynamic compile ({dyn_compile:.1f} s) served every size")
     if args.no_write:
         return
-    cpu = _cpu_name()
+    from compiler.targets.cpu.machine import cpu_machine
+
+    mach = cpu_machine()
+    cpu = (f"{cpu_name()} (LLVM CPU {mach.name}, {mach.vector_bits}-bit vectors"
+           f"{', AVX2' if mach.has_avx2 else ''})")
     lines = ["# Dynamic shapes: one compile for every size, against a compile per size", "",
              f"Machine: {cpu}, {os.cpu_count()} cores; 1 thread; python {platform.python_version()}.",
              "Command: `python benchmarks/dynamic_bench.py`. Times: calling thread's CPU time, "
@@ -155,16 +162,6 @@ def main() -> None:
     out = ROOT / "benchmarks" / "results" / "dynamic.md"
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out}")
-
-
-def _cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 if __name__ == "__main__":

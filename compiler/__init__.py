@@ -14,7 +14,7 @@
 """
 
 from compiler.api import JitFunction, compile, jit, load
-from compiler.errors import CompileError, ShapeError, SpecializationError, UnsupportedOpError
+from compiler.errors import CompileError, DimensionError, ShapeError, SpecializationError, UnsupportedOpError
 from compiler.grad import check_grads, grad, value_and_grad
 from compiler.quantize import quantize
 from compiler.pipeline import CompiledModel
@@ -25,6 +25,7 @@ __all__ = [
     "JitFunction",
     "ShapeError",
     "SpecializationError",
+    "DimensionError",
     "UnsupportedOpError",
     "check_grads",
     "compile",
