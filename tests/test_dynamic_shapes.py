@@ -365,3 +365,18 @@ def test_onnx_cnn_dynamic_batch_matches_onnxruntime():
         x = np.random.default_rng(n).standard_normal((n, 3, 17, 17)).astype(np.float32)
         np.testing.assert_allclose(m(x), sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
     assert m.stats["compilations"] == 1
+
+
+def test_torch_cnn_dynamic_batch_against_eager():
+    torch.manual_seed(3)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AvgPool2d(2),
+        torch.nn.Conv2d(8, 16, 3, stride=2), torch.nn.ReLU(),
+        torch.nn.Flatten(), torch.nn.Linear(16 * 3 * 3, 5)).eval()
+    batch = torch.export.Dim("batch", max=128)
+    m = compiler.compile(net, (torch.randn(2, 3, 15, 15),), dynamic_shapes=({0: batch},))
+    assert m.input_types[0][0] == (B, 3, 15, 15)
+    for n in (1, 3, 32):
+        x = torch.randn(n, 3, 15, 15)
+        np.testing.assert_allclose(m(x), net(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+    assert m.stats["compilations"] == 1
