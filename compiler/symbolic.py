@@ -175,6 +175,13 @@ class Sym:
                 return True
             if op in ("<", "<=") and (lo > 0 or (op == "<" and lo >= 0)):
                 return False
+        hi = (-d).lower_bound() if isinstance(-d, Sym) else None
+        if hi is not None:  # d <= -hi for all values, and d is unbounded below
+            hi = -hi
+            if op in ("<", "<=") and (hi < 0 or (op == "<=" and hi <= 0)):
+                return True
+            if op in (">", ">=") and (hi < 0 or (op == ">" and hi <= 0)):
+                return False
         raise SymbolicError(f"whether {self} {op} {other} depends on the value of "
                             f"{', '.join(sorted(self.symbols | Sym.lift(other).symbols))}")
 

@@ -63,6 +63,8 @@ class ImportedProgram:
     # the compiled model converts on the way in and out (see onnx_common's int8 kinds)
     uint8_inputs: list[int] = field(default_factory=list)
     uint8_outputs: list[int] = field(default_factory=list)
+    # dynamic dims: {symbol: (min, max)}, the bounds ops put on them (x[:, :seq] of a constant)
+    dim_ranges: dict = field(default_factory=dict)
 
 
 def load_onnx(model: Any):
@@ -682,7 +684,7 @@ def _op_unsqueeze(imp, node, ins, at):
 @handles("Expand")
 def _op_expand(imp, node, ins, at):
     g, x = imp.g, ins[0]
-    target = [int(d) for d in const(imp, node, ins[1], "shape input").reshape(-1)]
+    target = list(dims(const(imp, node, ins[1], "shape input").reshape(-1)))
     try:
         out = aicc.broadcast_shapes("Expand", g.shape(x), target)
     except ValueError as e:
@@ -746,6 +748,12 @@ SYMBOLIC_SHAPE_OPS = {
     "Sub": lambda ins, at: np.subtract(ins[0], ins[1]),
     "Div": lambda ins, at: np.floor_divide(ins[0], ins[1]),  # exact, or a SymbolicError
     "Mod": lambda ins, at: np.mod(ins[0], ins[1]),
+    # Expand's shape from Where(Equal(shape, -1), 1, shape): equality with an int is decided
+    # (a symbol is >= 1, never -1)
+    "Equal": lambda ins, at: np.array([a == b for a, b in zip(*(np.broadcast_arrays(
+        np.asarray(ins[0], dtype=object), np.asarray(ins[1], dtype=object))))]).reshape(
+            np.broadcast_shapes(np.shape(ins[0]), np.shape(ins[1]))),
+    "Where": lambda ins, at: np.where(ins[0], ins[1], ins[2]),
 }
 
 
@@ -767,8 +775,10 @@ def _op_constant(imp, node, ins, at):
 
 @handles("ConstantOfShape")
 def _op_constant_of_shape(imp, node, ins, at):
-    shape = [int(d) for d in const(imp, node, ins[0], "shape input").reshape(-1)]
+    shape = list(dims(const(imp, node, ins[0], "shape input").reshape(-1)))
     value = at.get("value", np.zeros(1, np.float32)).reshape(-1)[0]
+    if any(isinstance(d, Sym) for d in shape):  # a tensor of symbolic size: a broadcast
+        return [imp.g.broadcast_to(np.asarray(value).reshape((1,) * len(shape)), shape)]
     return [np.full(shape, value, dtype=np.asarray(value).dtype)]
 
 
@@ -839,6 +849,7 @@ class OnnxImporter:
         self.example_values = dict(example_values or {})
         self.opset = 0
         self.guards: list[tuple[int, str, np.ndarray]] = []
+        self.dim_ranges: dict[str, tuple[int, int | None]] = {}
         self._args: dict = {}  # block argument -> (input index, input name)
 
     def specialize(self, v) -> np.ndarray | None:
@@ -950,6 +961,15 @@ class OnnxImporter:
                 shape.append(Sym.var(re.sub(r"\W", "_", name)))
         return tuple(shape), dtype
 
+    def bound_symbol(self, node, e, size: int) -> None:
+        """An op needs `e <= size` (x[:, :seq] of a constant of `size` rows): the symbol's
+        range, which the compiled model checks on every call."""
+        if len(e.terms) != 1 or list(e.terms.values()) != [1] or len(next(iter(e.terms))) != 1:
+            raise unsupported(self, node, f"a bound on {e} (only a plain symbol can be bounded)")
+        (name,) = next(iter(e.terms))
+        lo, hi = self.dim_ranges.get(name, (1, None))
+        self.dim_ranges[name] = (lo, size if hi is None else min(hi, size))
+
     def _run(self, frozen: set[str]) -> ImportedProgram:
         self.check()
         graph = self.model.graph
@@ -999,8 +1019,11 @@ class OnnxImporter:
                 raise unsupported(self, node, f"{kind} input (aicc computes on (u)int8 tensors in the "
                                   "quantization ops and in ops that only move values)")
             try:
-                if node.op_type in SYMBOLIC_SHAPE_OPS and any(_symbolic(v) for v in ins) and all(
-                        isinstance(v, np.ndarray) for v in ins if v is not None):
+                # shape arithmetic: symbolic dims in the data (any operand of an arithmetic op)
+                data_ops = ("Gather", "Slice", "Unsqueeze", "Squeeze", "Identity", "Cast")
+                if node.op_type in SYMBOLIC_SHAPE_OPS and all(
+                        isinstance(v, np.ndarray) for v in ins if v is not None) and (
+                        _symbolic(ins[0]) if node.op_type in data_ops else any(_symbolic(v) for v in ins)):
                     outs = [_settle(SYMBOLIC_SHAPE_OPS[node.op_type](ins, at))]
                 else:
                     outs = _handler(node)(self, node, ins, at)
@@ -1048,6 +1071,7 @@ class OnnxImporter:
             guards=list(self.guards),
             uint8_inputs=[i for i, (_, dt) in enumerate(types) if dt == np.uint8],
             uint8_outputs=uint8_outputs,
+            dim_ranges=dict(self.dim_ranges),
         )
 
 

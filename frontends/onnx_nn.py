@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from compiler.dialects import aicc, aicc_nn
+from compiler.symbolic import Sym
 from frontends.graph_builder import pad_by_index, pad_indices
 from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, int8_value, is_uint8, unsupported
 from frontends.registry import HandlerTable
@@ -271,6 +272,8 @@ def _op_concat(imp, node, ins, at):
 def slice_tensor(g, x, starts, steps, counts):
     if 0 in counts:  # an empty tensor has no values to compute: a constant
         return np.zeros(counts, dtype=g.dtype(x))
+    if isinstance(x, np.ndarray) and any(isinstance(n, Sym) for n in counts):
+        x = g.ssa(x)  # a symbolic-length prefix of a constant (position ids[:, :seq]): an op
     if isinstance(x, np.ndarray):
         idx = tuple(s + np.arange(n) * st for s, st, n in zip(starts, steps, counts))
         return x[np.ix_(*idx)] if idx else x
@@ -285,7 +288,7 @@ def _op_slice(imp, node, ins, at):
     shape = g.shape(x)
     rank = len(shape)
     starts = [int(v) for v in const(imp, node, ins[1], "starts input").reshape(-1)]
-    ends = [int(v) for v in const(imp, node, ins[2], "ends input").reshape(-1)]
+    ends = [v if isinstance(v, Sym) else int(v) for v in const(imp, node, ins[2], "ends input").reshape(-1)]
     axes = list(range(len(starts)))
     if len(ins) > 3 and ins[3] is not None:
         axes = [int(a) % rank for a in const(imp, node, ins[3], "axes input").reshape(-1)]
@@ -294,6 +297,14 @@ def _op_slice(imp, node, ins, at):
         steps = [int(s) for s in const(imp, node, ins[4], "steps input").reshape(-1)]
     st_all, step_all, cnt_all = [0] * rank, [1] * rank, list(shape)
     for a, s, e, st in zip(axes, starts, ends, steps):
+        if isinstance(e, Sym) and e == shape[a] and s == 0 and st == 1:
+            continue  # the whole dynamic dim
+        if isinstance(e, Sym):  # x[..., s:n] with n a symbol: n - s elements, n <= the dim's size
+            if isinstance(shape[a], Sym) or st != 1 or not 0 <= s < shape[a]:
+                raise unsupported(imp, node, f"a slice {s}:{e}:{st} of a dim of size {shape[a]}")
+            imp.bound_symbol(node, e, shape[a])
+            st_all[a], step_all[a], cnt_all[a] = s, 1, e - s
+            continue
         r = range(*slice(s, e, st).indices(shape[a]))
         st_all[a], step_all[a], cnt_all[a] = (r.start if len(r) else 0), st, len(r)
     return [slice_tensor(g, x, st_all, step_all, cnt_all)]

@@ -380,3 +380,45 @@ def test_torch_cnn_dynamic_batch_against_eager():
         x = torch.randn(n, 3, 15, 15)
         np.testing.assert_allclose(m(x), net(x).detach().numpy(), rtol=1e-4, atol=1e-5)
     assert m.stats["compilations"] == 1
+
+
+def test_onnx_bert_dynamic_batch_and_sequence():
+    """A transformers BertModel exported to ONNX with dynamic batch and sequence axes: the
+    shape arithmetic of the export (Shape, Equal/Where, Expand, ConstantOfShape), the position
+    and token-type ids sliced to `seq` from constant buffers (which bounds seq by their 512
+    rows), embeddings gathered with dynamic indices, the attention mask."""
+    import importlib.util
+    import io
+    import sys
+    from pathlib import Path
+
+    onnx = pytest.importorskip("onnx")
+    if importlib.util.find_spec("torchvision") is not None:  # transformers imports it
+        spec = importlib.util.spec_from_file_location(
+            "zoo_bench", Path(__file__).resolve().parents[1] / "benchmarks" / "zoo.py")
+        zoo = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = zoo
+        spec.loader.exec_module(zoo)
+        zoo.import_torchvision()
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,
+                                  intermediate_size=128, vocab_size=1000)
+    torch.manual_seed(4)
+    net = transformers.BertModel(cfg).eval()
+    ids = torch.randint(0, 1000, (2, 7))
+    buf = io.BytesIO()
+    axes = {0: "batch", 1: "seq"}
+    torch.onnx.export(net, (ids, torch.ones_like(ids)), buf, input_names=["ids", "mask"],
+                      output_names=["y"], dynamic_axes={"ids": axes, "mask": axes, "y": axes},
+                      opset_version=17, dynamo=False)
+    m = compiler.compile(onnx.load_from_string(buf.getvalue()))
+    assert m.dim_ranges == {"seq": (1, 512)}
+    for b, s in ((1, 5), (3, 77), (2, 128)):
+        x = torch.randint(0, 1000, (b, s))
+        mask = torch.ones_like(x)
+        mask[0, s // 2:] = 0  # padding in the first sequence
+        ref = net(x, mask).last_hidden_state.detach().numpy()
+        np.testing.assert_allclose(m(x.numpy(), mask.numpy())[0], ref, rtol=1e-4, atol=1e-4)
+    assert m.stats["compilations"] == 1
+    with pytest.raises(DimensionError, match=r"'seq'\) must be in \[1, 512\], got 600"):
+        m(np.zeros((1, 600), np.int64), np.ones((1, 600), np.int64))

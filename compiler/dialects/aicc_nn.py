@@ -52,6 +52,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from compiler.symbolic import Sym
 from compiler.dialects.shapes import (
     tensor_type,
     Shape,
@@ -123,10 +124,30 @@ def concat_shape(op: str, shapes: Sequence[Sequence[int]], axis: int) -> Shape:
     return tuple(out)
 
 
+def _provably(question) -> bool:
+    """A comparison of dims that holds for every value of their symbols (False when it does
+    not, or depends on them)."""
+    try:
+        return bool(question())
+    except ValueError:  # SymbolicError
+        return False
+
+
 def slice_check(op: str, shape: Sequence[int], starts, steps, out: Sequence[int]) -> Shape:
     if not len(shape) == len(starts) == len(steps) == len(out):
         raise ValueError(f"{op}: starts/steps/result rank differ from {fmt_shape(shape)}")
     for d, s, st, n in zip(shape, starts, steps, out):
+        if isinstance(n, Sym) and n != d:
+            # a symbolic count from a static dim (x[:, :seq]): the frontend bounds the symbol
+            # (seq <= size - start), checked on every call
+            if isinstance(d, Sym) or st != 1 or not 0 <= s < d:
+                raise ValueError(f"{op}: a slice of {n} elements from {s} step {st} of a dim of size {d}")
+            continue
+        if isinstance(d, Sym):  # the whole dynamic dim, or a static count provably inside it
+            if (n == d and s == 0 and st == 1) or (isinstance(n, int) and n > 0 and st > 0
+                                                    and s >= 0 and _provably(lambda: d > s + (n - 1) * st)):
+                continue
+            raise ValueError(f"{op}: slice start {s} step {st} count {n} of a dynamic dim {d}")
         if st == 0 or n < 0 or (n > 0 and not (0 <= s < d and 0 <= s + (n - 1) * st < d)):
             raise ValueError(f"{op}: slice start {s} step {st} count {n} is outside a dim of size {d}")
     return tuple(out)

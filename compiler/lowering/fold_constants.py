@@ -41,6 +41,7 @@ from compiler.lowering.constants import (
     splat_constant,
     stored_elements,
 )
+from compiler.dialects.shapes import is_dynamic
 from compiler.reference import REFERENCE_KERNELS, evaluate_op
 
 # Ops whose result on splat operands is a splat, computed from one element of each operand.
@@ -68,6 +69,8 @@ class FoldConstantOp(RewritePattern):
             return
         res_t = op.results[0].type
         assert isinstance(res_t, TensorType)
+        if is_dynamic(res_t):  # a result of symbolic size (a prefix of a constant): no constant
+            return
         if isinstance(op, ELEMENTWISE + MOVES_DATA) and all(a.is_splat() for a in attrs):
             scalars = [aicc.numpy_from_dense(a).reshape(-1)[:1].reshape(()) for a in attrs]
             rewriter.replace(op, splat_constant(_on_splats(op, scalars), res_t))
