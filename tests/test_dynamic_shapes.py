@@ -382,17 +382,12 @@ def test_torch_cnn_dynamic_batch_against_eager():
     assert m.stats["compilations"] == 1
 
 
-def test_onnx_bert_dynamic_batch_and_sequence():
-    """A transformers BertModel exported to ONNX with dynamic batch and sequence axes: the
-    shape arithmetic of the export (Shape, Equal/Where, Expand, ConstantOfShape), the position
-    and token-type ids sliced to `seq` from constant buffers (which bounds seq by their 512
-    rows), embeddings gathered with dynamic indices, the attention mask."""
+def _tiny_bert():
+    """A transformers BertModel (2 layers, hidden 64), seeded."""
     import importlib.util
-    import io
     import sys
     from pathlib import Path
 
-    onnx = pytest.importorskip("onnx")
     if importlib.util.find_spec("torchvision") is not None:  # transformers imports it
         spec = importlib.util.spec_from_file_location(
             "zoo_bench", Path(__file__).resolve().parents[1] / "benchmarks" / "zoo.py")
@@ -404,7 +399,28 @@ def test_onnx_bert_dynamic_batch_and_sequence():
     cfg = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,
                                   intermediate_size=128, vocab_size=1000)
     torch.manual_seed(4)
-    net = transformers.BertModel(cfg).eval()
+    return transformers.BertModel(cfg).eval()
+
+
+BERT_CASES = ((1, 5), (3, 77), (2, 128))
+
+
+def _bert_inputs(b: int, s: int):
+    x = torch.randint(0, 1000, (b, s))
+    mask = torch.ones_like(x)
+    mask[0, s // 2:] = 0  # padding in the first sequence
+    return x, mask
+
+
+def test_onnx_bert_dynamic_batch_and_sequence():
+    """A transformers BertModel exported to ONNX with dynamic batch and sequence axes: the
+    shape arithmetic of the export (Shape, Equal/Where, Expand, ConstantOfShape), the position
+    and token-type ids sliced to `seq` from constant buffers (which bounds seq by their 512
+    rows), embeddings gathered with dynamic indices, the attention mask."""
+    import io
+
+    onnx = pytest.importorskip("onnx")
+    net = _tiny_bert()
     ids = torch.randint(0, 1000, (2, 7))
     buf = io.BytesIO()
     axes = {0: "batch", 1: "seq"}
@@ -413,12 +429,33 @@ def test_onnx_bert_dynamic_batch_and_sequence():
                       opset_version=17, dynamo=False)
     m = compiler.compile(onnx.load_from_string(buf.getvalue()))
     assert m.dim_ranges == {"seq": (1, 512)}
-    for b, s in ((1, 5), (3, 77), (2, 128)):
-        x = torch.randint(0, 1000, (b, s))
-        mask = torch.ones_like(x)
-        mask[0, s // 2:] = 0  # padding in the first sequence
+    for b, s in BERT_CASES:
+        x, mask = _bert_inputs(b, s)
         ref = net(x, mask).last_hidden_state.detach().numpy()
         np.testing.assert_allclose(m(x.numpy(), mask.numpy())[0], ref, rtol=1e-4, atol=1e-4)
     assert m.stats["compilations"] == 1
     with pytest.raises(DimensionError, match=r"'seq'\) must be in \[1, 512\], got 600"):
         m(np.zeros((1, 600), np.int64), np.ones((1, 600), np.int64))
+
+
+def test_torch_bert_dynamic_shapes():
+    net = _tiny_bert()
+
+    class Hidden(torch.nn.Module):  # the last hidden state alone
+        def __init__(self):
+            super().__init__()
+            self.bert = net
+
+        def forward(self, ids, mask):
+            return self.bert(ids, mask).last_hidden_state
+
+    model = Hidden().eval()
+    batch, seq = torch.export.Dim("batch", max=64), torch.export.Dim("seq", max=512)
+    ids = torch.randint(0, 1000, (2, 7))
+    m = compiler.compile(model, (ids, torch.ones_like(ids)),
+                         dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}))
+    assert m.dim_ranges == {"batch": (1, 64), "seq": (1, 512)}
+    for b, s in BERT_CASES:
+        x, mask = _bert_inputs(b, s)
+        np.testing.assert_allclose(m(x, mask), model(x, mask).detach().numpy(), rtol=1e-4, atol=1e-4)
+    assert m.stats["compilations"] == 1

@@ -125,6 +125,15 @@ class TorchImporter:
             raise UnsupportedOpError("dynamic shape", f"{self.where}: the dim {expr} is not a "
                                      "polynomial of the dynamic dims", location=self.loc) from None
 
+    def bound_symbol(self, e, size: int) -> None:
+        """An op needs `e <= size` (x[:, :seq] of a constant of `size` rows): the symbol's
+        range, which the compiled model checks on every call."""
+        if len(e.terms) != 1 or list(e.terms.values()) != [1] or len(next(iter(e.terms))) != 1:
+            raise self.unsupported(f"a bound on {e} (only a plain symbol can be bounded)")
+        (name,) = next(iter(e.terms))
+        lo, hi = self.dim_ranges.get(name, (1, None))
+        self.dim_ranges[name] = (lo, size if hi is None else min(hi, size))
+
     def _name_symbols(self, ep, placeholders) -> dict:
         """Map torch's symbols to the Dim names of `dynamic_shapes`, and read their ranges."""
         specs = self.dynamic_shapes
@@ -302,7 +311,7 @@ class TorchImporter:
         sig = ep.graph_signature
         placeholders = [n for n in graph.nodes if n.op == "placeholder" and n.name in sig.user_inputs]
         self.where = self.name
-        dim_ranges = self._name_symbols(ep, placeholders)
+        self.dim_ranges = dim_ranges = self._name_symbols(ep, placeholders)
         static = static_nodes(graph, constants)
         self.check(graph, static)
 

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from compiler.symbolic import Sym
 from compiler.dialects import aicc_nn
 from frontends.registry import HandlerTable
 from frontends.torch_import.common import op_name
@@ -23,6 +24,8 @@ def slice_tensor(g, x, starts, steps, counts):
     """x[starts + i * steps] for i < counts, per dim (aicc.slice, or folded for arrays)."""
     if list(counts) == list(g.shape(x)) and not any(starts) and all(s == 1 for s in steps):
         return x
+    if isinstance(x, np.ndarray) and any(isinstance(n, Sym) for n in counts):
+        x = g.ssa(x)  # a symbolic-length prefix of a constant (position ids[:, :seq]): an op
     if isinstance(x, np.ndarray):
         idx = tuple(s + np.arange(n) * st for s, st, n in zip(starts, steps, counts))
         return np.ascontiguousarray(x[np.ix_(*idx)]) if idx else x
@@ -135,7 +138,18 @@ def _slice_op(imp, a):
     g, x = imp.g, a["input"]
     shape = g.shape(x)
     dim = a["dim"] % len(shape)
-    r = range(*slice(a["start"], a["end"], a["step"]).indices(shape[dim]))
+    start, end = a["start"], a["end"]
+    if any(isinstance(v, Sym) for v in (start, end, shape[dim])):
+        # symbolic bounds (x[:, :seq] of a constant, or of a dynamic dim): torch gives the count
+        n, s0 = imp.out_shape()[dim], 0 if start is None else start
+        if a["step"] != 1 or not isinstance(s0, int) or s0 < 0:
+            raise imp.unsupported(f"a slice {start}:{end}:{a['step']} with symbolic bounds")
+        if n == shape[dim] and s0 == 0:
+            return x
+        if isinstance(n, Sym) and isinstance(shape[dim], int):
+            imp.bound_symbol(n + s0, shape[dim])
+        return slice_dim(g, x, dim, s0, 1, n)
+    r = range(*slice(start, end, a["step"]).indices(shape[dim]))
     if len(r) == 0:
         raise imp.unsupported("a slice with no elements")
     return slice_dim(g, x, dim, r.start, r.step, len(r))
