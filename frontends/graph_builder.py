@@ -22,7 +22,7 @@ from compiler.dialects import aicc, aicc_nn
 from compiler.errors import ShapeError, UnsupportedOpError
 from compiler.symbolic import Sym
 
-__all__ = ["GraphBuilder", "TracedProgram", "pad_by_index", "pad_indices"]
+__all__ = ["GraphBuilder", "TracedProgram", "dims", "narrow_range", "pad_by_index", "pad_indices"]
 
 
 @dataclass
@@ -49,6 +49,18 @@ class TracedProgram:
 def dims(shape: Sequence) -> tuple:
     """A shape's dims as ints, a symbolic dim (Sym) kept as it is."""
     return tuple(d if isinstance(d, Sym) else int(d) for d in shape)
+
+
+def narrow_range(ranges: dict, e, size: int) -> bool:
+    """Record that the symbolic dim `e` is at most `size` in `ranges` ({symbol: (min, max)}):
+    an op needs it (x[:, :seq] of a constant of `size` rows). False when `e` is not a plain
+    symbol, which no range can bound."""
+    if len(e.terms) != 1 or list(e.terms.values()) != [1] or len(next(iter(e.terms))) != 1:
+        return False
+    (name,) = next(iter(e.terms))
+    lo, hi = ranges.get(name, (1, None))
+    ranges[name] = (lo, size if hi is None else min(hi, size))
+    return True
 
 
 def _constant_op(array: np.ndarray) -> aicc.ConstantOp:

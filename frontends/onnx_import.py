@@ -37,7 +37,7 @@ from compiler.dialects import aicc
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
 from compiler.symbolic import Sym
 from frontends import onnx_attention, onnx_index, onnx_loss, onnx_nn, onnx_qop, onnx_quant, onnx_rnn
-from frontends.graph_builder import GraphBuilder, dims
+from frontends.graph_builder import GraphBuilder, dims, narrow_range
 from frontends.onnx_common import ONNX_DTYPES, const, dtype_name, int8_value, is_uint8, set_int8_kind, unsupported
 from frontends.registry import HandlerTable, merge_tables
 
@@ -962,13 +962,9 @@ class OnnxImporter:
         return tuple(shape), dtype
 
     def bound_symbol(self, node, e, size: int) -> None:
-        """An op needs `e <= size` (x[:, :seq] of a constant of `size` rows): the symbol's
-        range, which the compiled model checks on every call."""
-        if len(e.terms) != 1 or list(e.terms.values()) != [1] or len(next(iter(e.terms))) != 1:
+        """An op needs `e <= size`: the symbol's range, checked on every call."""
+        if not narrow_range(self.dim_ranges, e, size):
             raise unsupported(self, node, f"a bound on {e} (only a plain symbol can be bounded)")
-        (name,) = next(iter(e.terms))
-        lo, hi = self.dim_ranges.get(name, (1, None))
-        self.dim_ranges[name] = (lo, size if hi is None else min(hi, size))
 
     def _run(self, frozen: set[str]) -> ImportedProgram:
         self.check()

@@ -19,7 +19,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from compiler.dialects import aicc
 from compiler.errors import CompileError, ShapeError, UnsupportedOpError
 from compiler.symbolic import SymbolicError, parse_dim
-from frontends.graph_builder import GraphBuilder, TracedProgram
+from frontends.graph_builder import GraphBuilder, TracedProgram, narrow_range
 from frontends.torch_import.common import (
     CONST_DTYPES,
     NO_OPS,
@@ -126,13 +126,9 @@ class TorchImporter:
                                      "polynomial of the dynamic dims", location=self.loc) from None
 
     def bound_symbol(self, e, size: int) -> None:
-        """An op needs `e <= size` (x[:, :seq] of a constant of `size` rows): the symbol's
-        range, which the compiled model checks on every call."""
-        if len(e.terms) != 1 or list(e.terms.values()) != [1] or len(next(iter(e.terms))) != 1:
+        """An op needs `e <= size`: the symbol's range, checked on every call."""
+        if not narrow_range(self.dim_ranges, e, size):
             raise self.unsupported(f"a bound on {e} (only a plain symbol can be bounded)")
-        (name,) = next(iter(e.terms))
-        lo, hi = self.dim_ranges.get(name, (1, None))
-        self.dim_ranges[name] = (lo, size if hi is None else min(hi, size))
 
     def _name_symbols(self, ep, placeholders) -> dict:
         """Map torch's symbols to the Dim names of `dynamic_shapes`, and read their ranges."""
