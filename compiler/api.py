@@ -83,7 +83,9 @@ def compile(
 def import_model(model: Any, example_inputs: Sequence[Any] | None = None,
                  input_shapes: dict[str, Sequence[int]] | None = None, dynamic_shapes=None) -> Any:
     """The aicc program of `model` (a Python function with its example inputs, a
-    torch.nn.Module, an ONNX model or path), through the frontend that knows its kind."""
+    torch.nn.Module, an ONNX model or path), through the frontend that knows its kind.
+    `dynamic_shapes`: a module's torch.export argument, or for a function {dim: symbol name}
+    per input (the dims traced as symbols)."""
     if _is_onnx(model):
         from frontends.onnx_import import import_onnx
 
@@ -104,7 +106,8 @@ def import_model(model: Any, example_inputs: Sequence[Any] | None = None,
         if example_inputs is None:
             raise CompileError(f"tracing {getattr(model, '__name__', 'a function')} needs example inputs")
         return trace(model, tuple(example_inputs),
-                     name=getattr(model, "__name__", "main").strip("<>") or "main")
+                     name=getattr(model, "__name__", "main").strip("<>") or "main",
+                     dynamic_dims=dynamic_shapes)
     raise CompileError(
         f"cannot compile a {type(model).__name__}: expected a Python function, a "
         "torch.nn.Module, an onnx.ModelProto or the path of a .onnx file"
@@ -152,8 +155,9 @@ def _is_module_object(model: Any) -> bool:
     return type(model).__module__.split(".")[0] in ("torch", "onnx")
 
 
-def _compile_function(fn: Callable, inputs: tuple, options: CompileOptions) -> CompiledModel:
-    return compile_program(import_model(fn, inputs), options)
+def _compile_function(fn: Callable, inputs: tuple, options: CompileOptions,
+                      dynamic_dims=None) -> CompiledModel:
+    return compile_program(import_model(fn, inputs, dynamic_shapes=dynamic_dims), options)
 
 
 def load(directory: str | os.PathLike, name: str | None = None):
@@ -205,13 +209,7 @@ class JitFunction:
 
     def _compile(self, arrays: tuple, dynamic_dims=None) -> CompiledModel:
         self.stats["compilations"] += 1
-        if dynamic_dims is None:
-            return _compile_function(self.fn, arrays, self.options)
-        from frontends.numpy_trace import trace
-
-        program = trace(self.fn, arrays, name=getattr(self.fn, "__name__", "main").strip("<>") or "main",
-                        dynamic_dims=dynamic_dims)
-        return compile_program(program, self.options)
+        return _compile_function(self.fn, arrays, self.options, dynamic_dims)
 
     def compiled_for(self, *inputs) -> CompiledModel:
         arrays = tuple(np.asarray(x) for x in inputs)
@@ -228,8 +226,8 @@ class JitFunction:
             prev = next((k for k in reversed(self.cache)
                          if [(len(s), d) for s, d in k] == [(len(a.shape), a.dtype.str) for a in arrays]), None)
             if prev is not None:
-                dims = _symbolic_dims(arrays, lambda i, k, n: n > 1 and prev[i][0][k] != n
-                                      or prev[i][0][k] > 1 and prev[i][0][k] != n)
+                dims = _symbolic_dims(arrays, lambda i, k, n: prev[i][0][k] != n
+                                      and max(n, prev[i][0][k]) > 1)
         if dims is not None and any(dims) and "dynamic_fallback" not in self.stats:
             try:
                 m = self._compile(arrays, dims)

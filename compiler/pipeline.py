@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 from xdsl.dialects import func
@@ -37,13 +37,13 @@ from xdsl.utils.exceptions import VerifyException
 
 from compiler.cache import CompileCache, cache_enabled, source_digest
 from compiler.dialects.aicc import numpy_dtype
-from compiler.dialects.shapes import is_dynamic, shape_of
+from compiler.dialects.shapes import fmt_shape, is_dynamic, shape_of
 from compiler.errors import CompileError, DimensionError, InternalError, SpecializationError
 from compiler.lowering.pipeline import cleanup, graph_passes, make_context
 from compiler.lowering.plan_memory import WORKSPACE_ATTR, WORKSPACE_DYNAMIC_ATTR
 from compiler.progress import Progress
 from compiler.stages import STAGES, CompileOptions, PassTiming, StageIR
-from compiler.symbolic import Sym
+from compiler.symbolic import Sym, parse_dim
 from compiler.targets import Target, available_targets, get_target
 from compiler.threads import default_threads
 
@@ -121,7 +121,7 @@ class CompiledModel:
             self._shapes_seen.clear()
         return out_shapes, tuple(sizes), nbytes
 
-    @property
+    @cached_property
     def is_dynamic(self) -> bool:
         """Some input dim is symbolic: one compiled model for every value of it."""
         return any(isinstance(d, Sym) for shape, _ in self.input_types for d in shape)
@@ -217,19 +217,17 @@ class CompiledModel:
             a = np.asarray(_host_tensor(x))
             if a.dtype != dtype or (not dynamic and a.shape != shape):
                 raise CompileError(
-                    f"{self.func_name}: input {i} was compiled as {_fmt_sig(shape)} {dtype}, "
+                    f"{self.func_name}: input {i} was compiled as {fmt_shape(shape)} {dtype}, "
                     f"got {a.shape} {a.dtype}"
                 )
             args.append(np.ascontiguousarray(a))
-        sizes: list[int] = []
-        out_shapes = nbytes = None
+        out_shapes, sizes, nbytes = None, (), None
         if dynamic:  # checked and sized once per distinct input shapes
             key = tuple(a.shape for a in args)
             known = self._shapes_seen.get(key)
             if known is None:
                 known = self._shapes_seen[key] = self._dynamic_sizes(args)
             out_shapes, sizes, nbytes = known
-            sizes = list(sizes)
         for i, name, value in self.guards:
             if not np.array_equal(args[i].reshape(value.shape), value):
                 raise SpecializationError(
@@ -240,9 +238,8 @@ class CompiledModel:
         for i in self.uint8_inputs:  # v - 128 as int8 is v with its top bit flipped
             args[i] = np.bitwise_xor(args[i], np.uint8(0x80)).view(np.int8)
         outs = self._outputs(out_shapes)
-        extra = [self._workspace()] if self.workspace_bytes and self.workspace_dynamic is None else []
-        if nbytes is not None:  # the arena, sized for these shapes
-            extra = [self._workspace(nbytes)]
+        # the arena: its static size, or the size these shapes need
+        extra = [self._workspace(nbytes)] if self.workspace_bytes or nbytes is not None else []
         first = self._fn is None
         if first:
             self._fn = self.executable.get(self.func_name,
@@ -368,7 +365,8 @@ def compile_module(
     if fn is None:
         raise CompileError(f"no function @{func_name} in the module")
     ftype = fn.function_type
-    if any(is_dynamic(t) for t in ftype.inputs):
+    dynamic = any(is_dynamic(t) for t in ftype.inputs)
+    if dynamic:
         from compiler.lowering.tensor_to_linalg import check_dynamic_support
 
         check_dynamic_support(module)  # before any pass: an op that needs static sizes
@@ -376,7 +374,7 @@ def compile_module(
     output_types = [_shape_dtype(t) for t in ftype.outputs]
 
     target = get_target(options.target)
-    if any(is_dynamic(t) for t in ftype.inputs) and not target.dynamic_shapes:
+    if dynamic and not target.dynamic_shapes:
         raise CompileError(f"the {target.name} target compiles static shapes only: give the model "
                            "static input shapes (input_shapes=, example inputs, @jit(dynamic=False))")
     tune_report = target.prepare(module, func_name, options)
@@ -609,15 +607,7 @@ def _shape_dtype(t) -> tuple[tuple, np.dtype]:
 
 def _workspace_dynamic(text: str | None):
     """plan-memory's aicc.workspace_dynamic as a Sym (None when the arena is static)."""
-    if text is None:
-        return None
-    from compiler.symbolic import parse_dim
-
-    return parse_dim(text)
-
-
-def _fmt_sig(shape) -> str:
-    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+    return None if text is None else parse_dim(text)
 
 
 def bind_dims(func_name: str, input_types, arrays, input_names, ranges: dict) -> dict[str, int]:
@@ -634,17 +624,16 @@ def bind_dims(func_name: str, input_types, arrays, input_names, ranges: dict) ->
     for i, ((shape, _), a) in enumerate(zip(input_types, arrays)):
         if a.ndim != len(shape):
             raise DimensionError(f"{func_name}: {name(i)} was compiled with rank {len(shape)} "
-                                 f"{_fmt_sig(shape)}, got shape {a.shape}",
+                                 f"{fmt_shape(shape)}, got shape {a.shape}",
                                  input_name=name(i))
         for k, (d, n) in enumerate(zip(shape, a.shape)):
             if not isinstance(d, Sym):
                 if d != n:
                     raise DimensionError(
                         f"{func_name}: {name(i)} dim {k} is static {d} in the compiled model "
-                        f"{_fmt_sig(shape)}, got {n} (shape {a.shape})", input_name=name(i), dim=k)
-            elif len(d.terms) == 1 and list(d.terms.items())[0][1] == 1 \
-                    and len(next(iter(d.terms))) == 1:
-                (sym,) = next(iter(d.terms))
+                        f"{fmt_shape(shape)}, got {n} (shape {a.shape})", input_name=name(i), dim=k)
+            elif d.name is not None:
+                sym = d.name
                 if sym in env and env[sym] != n:
                     raise DimensionError(
                         f"{func_name}: {name(i)} dim {k} is '{sym}', which an earlier input gives "

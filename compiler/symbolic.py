@@ -22,8 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from compiler.errors import CompileError
 
-__all__ = ["Sym", "SymbolicError", "exact_div", "format_dims", "is_static", "parse_dim", "parse_dims", "prod",
-           "symbols_of"]
+__all__ = ["Sym", "SymbolicError", "exact_div", "format_dims", "parse_dim", "parse_dims", "prod"]
 
 
 class SymbolicError(CompileError, ValueError):
@@ -75,6 +74,15 @@ class Sym:
     # -- queries ------------------------------------------------------------------------------
     def is_constant(self) -> bool:
         return all(m == () for m in self.terms)
+
+    @property
+    def name(self) -> str | None:
+        """The symbol's name when this is a plain symbol (`batch`), else None (`batch*2`)."""
+        if len(self.terms) == 1:
+            ((mono, coef),) = self.terms.items()
+            if coef == 1 and len(mono) == 1:
+                return mono[0]
+        return None
 
     @property
     def symbols(self) -> set[str]:
@@ -228,10 +236,6 @@ class Sym:
     __repr__ = __str__
 
 
-def is_static(d) -> bool:
-    return not isinstance(d, Sym)
-
-
 def prod(dims: Iterable[int | Sym]) -> int | Sym:
     out: int | Sym = 1
     for d in dims:
@@ -312,11 +316,3 @@ def parse_dims(text: str) -> list[int | Sym]:
 
 def format_dims(dims: Sequence[int | Sym]) -> str:
     return ",".join(str(d) for d in dims)
-
-
-def symbols_of(dims: Iterable) -> set[str]:
-    out: set[str] = set()
-    for d in dims:
-        if isinstance(d, Sym):
-            out |= d.symbols
-    return out

@@ -55,11 +55,10 @@ def narrow_range(ranges: dict, e, size: int) -> bool:
     """Record that the symbolic dim `e` is at most `size` in `ranges` ({symbol: (min, max)}):
     an op needs it (x[:, :seq] of a constant of `size` rows). False when `e` is not a plain
     symbol, which no range can bound."""
-    if len(e.terms) != 1 or list(e.terms.values()) != [1] or len(next(iter(e.terms))) != 1:
+    if e.name is None:
         return False
-    (name,) = next(iter(e.terms))
-    lo, hi = ranges.get(name, (1, None))
-    ranges[name] = (lo, size if hi is None else min(hi, size))
+    lo, hi = ranges.get(e.name, (1, None))
+    ranges[e.name] = (lo, size if hi is None else min(hi, size))
     return True
 
 

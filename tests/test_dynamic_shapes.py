@@ -196,7 +196,7 @@ def test_jit_falls_back_to_static_when_an_op_needs_it():
 
 
 def _onnx_mlp():
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(5)

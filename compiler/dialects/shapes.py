@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import DYNAMIC_INDEX, AnyFloat, IntegerType, NoneAttr, StringAttr, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, AnyFloat, IntegerType, StringAttr, TensorType
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import IRDLOperation
 from xdsl.utils.exceptions import VerifyException
@@ -146,11 +146,6 @@ def tensor_type(elem: Attribute, shape: Sequence[Dim]) -> TensorType:
 def is_dynamic(t: Attribute) -> bool:
     """A shaped type with at least one `?` dim."""
     return hasattr(t, "get_shape") and DYNAMIC_INDEX in tuple(t.get_shape())
-
-
-def static_like(t: TensorType) -> TensorType:
-    """`t` without its encoding (for types whose dims are all static)."""
-    return t if isinstance(t.encoding, NoneAttr) else TensorType(t.element_type, t.get_shape())
 
 
 def element_type_of(value: SSAValue) -> Attribute:

@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
 )
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import BlockArgument, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from compiler.dialects.shapes import shape_of
@@ -37,8 +37,8 @@ from compiler.symbolic import Sym, format_dims, parse_dims
 
 ARG_DIMS_ATTR = "aicc.arg_dims"
 
-__all__ = ["ARG_DIMS_ATTR", "DimMaterializer", "arg_dims", "dim_symbol", "dim_value", "dims_of",
-           "index_symbol", "is_dynamic_func", "record_arg_dims"]
+__all__ = ["ARG_DIMS_ATTR", "DimMaterializer", "arg_dims", "dim_symbol", "dim_value", "index_symbol",
+           "record_arg_dims"]
 
 
 def record_arg_dims(fn: func.FuncOp) -> None:
@@ -62,10 +62,6 @@ def arg_dims(fn: func.FuncOp) -> list[list[int | Sym]] | None:
     return [parse_dims(a.data) for a in attr.data]
 
 
-def is_dynamic_func(fn: func.FuncOp) -> bool:
-    return ARG_DIMS_ATTR in fn.attributes
-
-
 class DimMaterializer:
     """Symbolic sizes of a bufferized function as index values."""
 
@@ -85,14 +81,24 @@ class DimMaterializer:
                 if d != DYNAMIC_INDEX:
                     continue
                 if next(it) == Sym.var(name):
-                    b = Builder(InsertPoint.at_start(self.fn.body.block))
-                    idx = b.insert(arith.ConstantOp(IntegerAttr(i, IndexType()))).result
-                    v = b.insert(memref.DimOp(arg, idx)).result
-                    v.name_hint = name
-                    self.symbols[name] = v
+                    self.symbols[name] = v = self._read(arg, i, name)
                     return v
         raise CompileError(f"@{self.fn.sym_name.data}: the dimension '{name}' is not a dim of any "
                            "input, so no call can give its value")
+
+    def _read(self, arg: SSAValue, i: int, name: str) -> SSAValue:
+        """`memref.dim arg, i` at function entry: the one an earlier pass (bufferize, for
+        plan-memory) put there, else a new one."""
+        for op in self.fn.body.block.ops:  # the entry's leading reads only: they dominate all
+            if not isinstance(op, memref.DimOp | arith.ConstantOp):
+                break
+            if isinstance(op, memref.DimOp) and op.source is arg and index_symbol(op.index) == i:
+                return op.result
+        b = Builder(InsertPoint.at_start(self.fn.body.block))
+        idx = b.insert(arith.ConstantOp(IntegerAttr(i, IndexType()))).result
+        v = b.insert(memref.DimOp(arg, idx)).result
+        v.name_hint = name
+        return v
 
     def value(self, b: Builder, d: int | Sym) -> SSAValue:
         """`d` computed before `b`'s insertion point."""
@@ -126,19 +132,6 @@ def dim_value(b: Builder, v: SSAValue, i: int) -> int | SSAValue:
         return d
     idx = b.insert(arith.ConstantOp(IntegerAttr(i, IndexType()))).result
     return b.insert(memref.DimOp(v, idx)).result
-
-
-def dims_of(b: Builder, v: SSAValue) -> list[int | SSAValue]:
-    return [dim_value(b, v, i) for i in range(len(v.type.get_shape()))]
-
-
-def owner_func(op: Operation) -> func.FuncOp:
-    p = op
-    while p is not None and not isinstance(p, func.FuncOp):
-        p = p.parent_op()
-    if p is None:
-        raise CompileError(f"{op.name} is not inside a function")
-    return p
 
 
 def dim_symbol(v: SSAValue, pos: int):

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from math import prod
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, scf
@@ -58,6 +59,17 @@ class IndexBuilder:
 
     def indices(self, b: Builder, m: AffineMap, dims: Mapping[int, SSAValue]) -> list[SSAValue]:
         return [self.expr(b, e, dims) for e in m.results]
+
+
+def index_product(b: Builder, factors) -> SSAValue:
+    """The product of ints and index values as one index value inserted at `b`, the ints
+    folded into one constant (a loop count over static and dynamic dims)."""
+    out = b.insert(arith.ConstantOp(IntegerAttr(
+        prod(f for f in factors if isinstance(f, int)), IndexType()))).result
+    for f in factors:
+        if not isinstance(f, int):
+            out = b.insert(arith.MuliOp(out, f)).result
+    return out
 
 
 def for_loop(

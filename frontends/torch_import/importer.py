@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch.fx.node import map_aggregate
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from compiler.dialects import aicc

@@ -42,7 +42,6 @@ reductions add up (reassoc, as before), so it matches the unfused pipeline to ro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from math import prod
 
 from xdsl.builder import Builder
 from xdsl.context import Context
@@ -50,13 +49,13 @@ from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, IntegerAttr, MemRefType, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.linalg import abstract_ops, ops as linalg
 from xdsl.dialects.linalg.attrs import IteratorType
-from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from compiler.lowering.dims import dim_symbol, dim_value
-from compiler.lowering.loop_builder import IndexBuilder, for_loop
+from compiler.lowering.loop_builder import IndexBuilder, for_loop, index_product
 from compiler.lowering.plan_memory import byte_size
 
 ROW_BUFFER_BYTES = 64 * 1024
@@ -486,11 +485,7 @@ class _NestBuilder:
         # the row dims' sizes: ints, or (dynamic) index values read before the nest
         shape = [d if not isinstance(d, DynRange) else _dyn_size(outer, d) for d in self.g.shape]
         zero = outer.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
-        count = outer.insert(arith.ConstantOp(IntegerAttr(
-            prod(d for d in shape if isinstance(d, int)), IndexType()))).result
-        for d in shape:
-            if not isinstance(d, int):
-                count = outer.insert(arith.MuliOp(count, d)).result
+        count = index_product(outer, shape)
         c = [zero, count, outer.insert(arith.ConstantOp(IntegerAttr(1, IndexType()))).result]
         body = Block(arg_types=[IndexType()])
         par = scf.ParallelOp([c[0]], [c[1]], [c[2]], Region(body))

@@ -56,7 +56,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from compiler.dialects.aicc_fused import AttentionOp
 from compiler.lowering.dims import dim_value
-from compiler.lowering.loop_builder import IndexBuilder, for_loop
+from compiler.lowering.loop_builder import IndexBuilder, for_loop, index_product
 
 KERNEL_ATTR = "aicc.kernel"
 QUERY_BLOCK = 64  # query rows per parallel task
@@ -157,24 +157,15 @@ class _Emitter:
         self.bq = block_rows(F, L if isinstance(L, int) else DYNAMIC_SIZE_GUESS)
         self.kb = keys_per_block(E, S if isinstance(S, int) else DYNAMIC_SIZE_GUESS)
 
-        def mul(x, y):
-            if isinstance(x, int) and isinstance(y, int):
-                return x * y
-            return outer.insert(arith.MuliOp(*(outer.insert(arith.ConstantOp(IntegerAttr(z, IndexType()))).result
-                                               if isinstance(z, int) else z for z in (x, y)))).result
-
         if isinstance(L, int):
             qblocks = -(-L // self.bq)
         else:
             c = outer.insert(arith.ConstantOp(IntegerAttr(self.bq - 1, IndexType()))).result
             d = outer.insert(arith.ConstantOp(IntegerAttr(self.bq, IndexType()))).result
             qblocks = outer.insert(arith.DivUIOp(outer.insert(arith.AddiOp(L, c)).result, d)).result
-        tasks = 1
-        for n in (*self.batch, qblocks):
-            tasks = mul(tasks, n)
-        lb, st = (outer.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result for v in (0, 1))
-        ub = tasks if not isinstance(tasks, int) else \
-            outer.insert(arith.ConstantOp(IntegerAttr(tasks, IndexType()))).result
+        lb = outer.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
+        ub = index_product(outer, [*self.batch, qblocks])
+        st = outer.insert(arith.ConstantOp(IntegerAttr(1, IndexType()))).result
         body = Block(arg_types=[IndexType()])
         par = scf.ParallelOp([lb], [ub], [st], Region(body))
         par.attributes[KERNEL_ATTR] = StringAttr("attention")

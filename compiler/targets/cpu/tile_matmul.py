@@ -1091,7 +1091,6 @@ class _Tiler:
         """The epilogue's scalar body over the mcv x ncv tile of C at (batch, ic, jc). On a
         reshaped view of C: through views in C's shape (`on_c`, see `_epilogue_on_c`), else
         at the row-major digits of the element's flat index."""
-        mm = self.match
         c_shape = self._c_shape()
         e_shape = list(self.epilogue_shape)
 
