@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from compiler.errors import CompileError
 
-__all__ = ["Sym", "SymbolicError", "exact_div", "format_dims", "parse_dim", "parse_dims", "prod"]
+__all__ = ["Sym", "SymbolicError", "ceildiv_expr", "evaluate_size", "exact_div", "format_dims", "parse_dim",
+           "parse_dims", "prod", "product_expr"]
 
 
 class SymbolicError(CompileError, ValueError):
@@ -235,6 +236,15 @@ class Sym:
 
     __repr__ = __str__
 
+    def __format__(self, spec: str) -> str:
+        """As an operand in generated code (f-strings): a sum in parentheses, so `x - {d}`
+        subtracts all of `seq+1`."""
+        return str(self) if len(self.terms) == 1 else "(" + str(self) + ")"
+
+    def rename(self, fn) -> Sym:
+        """The same polynomial over the symbols `fn(name)`."""
+        return Sym({_mono_mul((), tuple(fn(n) for n in m)): c for m, c in self.terms.items()})
+
 
 def prod(dims: Iterable[int | Sym]) -> int | Sym:
     out: int | Sym = 1
@@ -307,6 +317,51 @@ def parse_dim(text: str) -> int | Sym:
         return a // b
 
     return Sym.simplify(Sym.lift(ev(tree)))
+
+
+def ceildiv_expr(num: int | Sym | str, den: int) -> int | str:
+    """ceil(num / den) as an int, or as the text of a launch-size expression (`ceildiv(x, 256)`)
+    that evaluate_size computes once the symbols are known."""
+    if isinstance(num, int):
+        return -(-num // den)
+    return str(num) if den == 1 else f"ceildiv({num}, {den})"
+
+
+def product_expr(a: int | Sym | str, b: int | Sym | str) -> int | Sym | str:
+    """a * b for sizes that may be launch-size expressions."""
+    if isinstance(a, str) or isinstance(b, str):
+        return f"{a}*{b}" if b != 1 and a != 1 else (a if b == 1 else b)
+    return a * b
+
+
+def evaluate_size(text: str | int, env: Mapping[str, int]) -> int:
+    """The value of a size expression (symbols, + - * //, ceildiv(a, b)) for the symbols' values
+    `env`."""
+    if isinstance(text, int):
+        return text
+
+    def ev(n) -> int:
+        if isinstance(n, ast.Expression):
+            return ev(n.body)
+        if isinstance(n, ast.Constant) and isinstance(n.value, int):
+            return n.value
+        if isinstance(n, ast.Name):
+            if n.id not in env:
+                raise SymbolicError(f"no value for the dimension '{n.id}'")
+            return int(env[n.id])
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -ev(n.operand)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "ceildiv" \
+                and len(n.args) == 2:
+            return -(-ev(n.args[0]) // ev(n.args[1]))
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub, ast.Mult,
+                                                          ast.FloorDiv)):
+            a, b = ev(n.left), ev(n.right)
+            return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}.get(type(n.op)) \
+                if not isinstance(n.op, ast.FloorDiv) else a // b
+        raise SymbolicError(f"'{text}' is not a size expression")
+
+    return ev(ast.parse(text, mode="eval"))
 
 
 def parse_dims(text: str) -> list[int | Sym]:

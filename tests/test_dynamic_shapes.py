@@ -240,12 +240,77 @@ def test_onnx_given_shapes_stay_static():
         m(np.zeros((5, 64), np.float32))
 
 
-def test_other_targets_and_export_refuse_dynamic_models(mlp, tmp_path):
-    with pytest.raises(CompileError, match="cuda-emu target compiles static shapes only"):
-        compile_module(Parser(make_context(), MLP).parse_module(), "mlp",
-                       options=CompileOptions("cuda-emu"), use_cache=False)
+def test_export_refuses_dynamic_models(mlp, tmp_path):
     with pytest.raises(CompileError, match="dynamic dims"):
         mlp.export(tmp_path)
+
+
+# -- the cuda target: sizes as kernel parameters, grids computed at launch -------------------------
+# Run by the CUDA emulator (the kernels' CUDA C compiled by g++), and compiled by NVRTC where the
+# CUDA packages are installed; the same models run on a GPU in the `gpu`-marked test below.
+
+
+def _mlp_reference(x, w, b):
+    return _softmax(np.maximum(x @ w + b, 0.0), axis=1)
+
+
+@pytest.fixture(scope="module")
+def cuda_mlp():
+    return compile_module(Parser(make_context(), MLP).parse_module(), "mlp",
+                          options=CompileOptions("cuda-emu"), use_cache=False)
+
+
+def test_cuda_mlp_any_batch_one_compile(cuda_mlp):
+    m = cuda_mlp
+    gpu = m.ir("gpu")
+    assert 'grid_dynamic = ["ceildiv(d_batch, 64)"]' in gpu and 'grid_dynamic = ["d_batch"]' in gpu
+    assert "const int d_batch" in m.ir("cuda")
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((64, 48)).astype(np.float32)
+    b = rng.standard_normal(48).astype(np.float32)
+    for n in (*SIZES, 3):  # 129 rows: three row blocks of the 64-row matmul tile
+        x = rng.standard_normal((n, 64)).astype(np.float32)
+        np.testing.assert_allclose(m(x, w, b), _mlp_reference(x, w, b), rtol=1e-5, atol=1e-6)
+    runner = m.executable.get(m.func_name)
+    assert len(runner._bound) == len(SIZES)  # sized once per distinct shape
+    with pytest.raises(DimensionError):
+        m(np.zeros((5, 63), np.float32), w, b)
+
+
+def test_cuda_onnx_cnn_dynamic_batch():
+    """Convs, pooling and a linear layer with a dynamic batch: elementwise, column-reduction
+    and batched-matmul kernels whose grids scale with it."""
+    import io
+
+    ort = pytest.importorskip("onnxruntime")
+    onnx = pytest.importorskip("onnx")
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(3)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AvgPool2d(2),
+        torch.nn.Conv2d(8, 16, 3, stride=2), torch.nn.ReLU(),
+        torch.nn.Flatten(), torch.nn.Linear(16 * 3 * 3, 5)).eval()
+    buf = io.BytesIO()
+    torch.onnx.export(net, (torch.randn(2, 3, 15, 15),), buf, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=17, dynamo=False)
+    m = compiler.compile(onnx.load_from_string(buf.getvalue()), target="cuda-emu")
+    assert m.input_types[0][0] == (B, 3, 15, 15)
+    kinds = {k.kind for k in m.executable.program.kernels if any(
+        isinstance(g, str) for g in k.grid)}
+    assert {"elementwise", "matmul"} <= kinds
+    sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+    for n in (1, 3, 32):
+        x = np.random.default_rng(n).standard_normal((n, 3, 15, 15)).astype(np.float32)
+        np.testing.assert_allclose(m(x), sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert m.stats["compilations"] == 1
+
+
+def test_cuda_nvrtc_compiles_the_dynamic_kernels(cuda_mlp):
+    pytest.importorskip("cuda.bindings.nvrtc")
+    m = compile_module(Parser(make_context(), MLP).parse_module(), "mlp",
+                       options=CompileOptions("cuda"), use_cache=False)
+    stats = m.executable.stats  # every kernel through NVRTC and ptxas
+    assert len(stats) == 2 and all(s.registers > 0 and not s.spill_stores for s in stats.values())
 
 
 def test_jit_reshapes_with_symbolic_sizes():
@@ -336,6 +401,36 @@ def test_onnx_transformer_dynamic_batch_and_sequence_matches_onnxruntime(block):
     for b, s in SEQ_CASES:
         x = np.random.default_rng(b * s).standard_normal((b, s, 32)).astype(np.float32)
         np.testing.assert_allclose(m(x), sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert m.stats["compilations"] == 1
+
+
+def test_cuda_transformer_dynamic_batch_and_sequence(block):
+    """Layer norm rows, linear layers over batch*seq rows and the flash-attention kernel over
+    (batch, heads) x ceil(seq / 64) blocks, with batch and seq symbolic."""
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", min=2, max=256)
+    m = compiler.compile(block, (torch.randn(2, 7, 32),), "cuda-emu",
+                         dynamic_shapes=({0: batch, 1: seq},))
+    attention = [k for k in m.executable.program.kernels if k.kind == "attention"]
+    assert len(attention) == 2 and attention[0].grid == ("d_batch*4*ceildiv(d_seq, 64)",)
+    assert attention[0].dims == ["d_batch", "d_seq"]
+    for b, s in [(1, 5), (3, 77), (2, 130)]:
+        x = torch.randn(b, s, 32)
+        np.testing.assert_allclose(m(x), block(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+    assert m.stats["compilations"] == 1
+
+
+@pytest.mark.gpu
+def test_cuda_dynamic_shapes_on_gpu(block):
+    from compiler.targets.cuda.runtime import has_gpu
+
+    if not has_gpu():
+        pytest.skip("needs an NVIDIA GPU")
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", min=2, max=256)
+    m = compiler.compile(block, (torch.randn(2, 7, 32),), "cuda",
+                         dynamic_shapes=({0: batch, 1: seq},))
+    for b, s in [*SEQ_CASES, (2, 130)]:
+        x = torch.randn(b, s, 32)
+        np.testing.assert_allclose(m(x), block(x).detach().numpy(), rtol=1e-4, atol=1e-5)
     assert m.stats["compilations"] == 1
 
 

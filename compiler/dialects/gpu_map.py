@@ -43,7 +43,7 @@ into kernel parameters and folds the constants.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import DenseArrayBase, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, StringAttr, i64
 from xdsl.ir import Dialect, Region
 from xdsl.irdl import (
     IRDLOperation,
@@ -69,6 +69,9 @@ class KernelOp(IRDLOperation):
     grid = prop_def(DenseArrayBase)
     block = prop_def(DenseArrayBase)
     tile = opt_prop_def(DenseArrayBase)
+    # dynamic dims: the grid sizes that are -1 in `grid`, in order, as expressions of the
+    # kernel's dims (`ceildiv(d_batch*48, 256)`), evaluated by the host at each launch
+    grid_dynamic = opt_prop_def(ArrayAttr[StringAttr])
     body = region_def("single_block")
 
     traits = traits_def(NoTerminator())
@@ -77,14 +80,18 @@ class KernelOp(IRDLOperation):
     assembly_format = "$sym_name $kind attr-dict-with-keyword $body"
 
     def __init__(self, name: str, kind: str, grid, block, body: Region, tile=None):
+        """`grid`: ints, or for a size known at run time only, its expression (a str or Sym)."""
+        dynamic = [str(g) for g in grid if not isinstance(g, int)]
         props = {
             "sym_name": StringAttr(name),
             "kind": StringAttr(kind),
-            "grid": DenseArrayBase.from_list(i64, list(grid)),
+            "grid": DenseArrayBase.from_list(i64, [g if isinstance(g, int) else -1 for g in grid]),
             "block": DenseArrayBase.from_list(i64, list(block)),
         }
         if tile is not None:
             props["tile"] = DenseArrayBase.from_list(i64, list(tile))
+        if dynamic:
+            props["grid_dynamic"] = ArrayAttr([StringAttr(g) for g in dynamic])
         super().__init__(properties=props, regions=[body])
 
     def verify_(self) -> None:
@@ -93,8 +100,12 @@ class KernelOp(IRDLOperation):
                 f"gpu_map.kernel: kind '{self.kind.data}' is not one of {', '.join(KINDS)}")
         for what in ("grid", "block"):
             dims = getattr(self, what).get_values()
-            if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+            dyn = sum(d == -1 for d in dims) if what == "grid" else 0
+            if not 1 <= len(dims) <= 3 or sum(d < 1 for d in dims) != dyn:
                 raise VerifyException(f"gpu_map.kernel: {what} must be 1 to 3 positive sizes")
+        n_dyn = len(self.grid_dynamic.data) if self.grid_dynamic is not None else 0
+        if n_dyn != sum(d == -1 for d in self.grid.get_values()):
+            raise VerifyException("gpu_map.kernel: one grid_dynamic expression for each -1 of grid")
         if self.kind.data == "matmul" and (self.tile is None or len(self.tile.get_values()) != 3):
             raise VerifyException("gpu_map.kernel: a matmul kernel needs tile = [BM, BN, BK]")
         if self.kind.data == "attention":
@@ -106,8 +117,11 @@ class KernelOp(IRDLOperation):
                     "gpu_map.kernel: an attention kernel holds one aicc_fused.attention")
 
     @property
-    def grid_dims(self) -> tuple[int, ...]:
-        return tuple(self.grid.get_values())
+    def grid_dims(self) -> tuple[int | str, ...]:
+        """The grid's sizes: ints, and for the dynamic ones their expressions."""
+        dyn = iter(a.data for a in self.grid_dynamic.data) if self.grid_dynamic is not None \
+            else iter(())
+        return tuple(next(dyn) if d == -1 else d for d in self.grid.get_values())
 
     @property
     def block_dims(self) -> tuple[int, ...]:

@@ -33,12 +33,12 @@ from xdsl.rewriter import InsertPoint
 
 from compiler.dialects.shapes import shape_of
 from compiler.errors import CompileError
-from compiler.symbolic import Sym, format_dims, parse_dims
+from compiler.symbolic import Sym, format_dims, parse_dim, parse_dims, prod
 
 ARG_DIMS_ATTR = "aicc.arg_dims"
 
 __all__ = ["ARG_DIMS_ATTR", "DimMaterializer", "arg_dims", "dim_symbol", "dim_value", "index_symbol",
-           "record_arg_dims"]
+           "memref_dims", "record_arg_dims"]
 
 
 def record_arg_dims(fn: func.FuncOp) -> None:
@@ -146,10 +146,43 @@ def dim_symbol(v: SSAValue, pos: int):
         k = list(v.type.get_shape()[:pos + 1]).count(DYNAMIC_INDEX) - 1
         return dims[v.index][k] if k < len(dims[v.index]) else None
     owner = v.owner
+    k = list(v.type.get_shape()[:pos + 1]).count(DYNAMIC_INDEX) - 1
     if isinstance(owner, memref.AllocOp):
-        k = list(v.type.get_shape()[:pos + 1]).count(DYNAMIC_INDEX) - 1
         return index_symbol(owner.dynamic_sizes[k])
+    if isinstance(owner, memref.ViewOp):
+        return index_symbol(owner.sizes[k]) if k < len(owner.sizes) else None
+    if isinstance(owner, memref.ExpandShapeOp):
+        return index_symbol(owner.output_shape[k]) if k < len(owner.output_shape) else None
+    if isinstance(owner, memref.CollapseShapeOp):
+        src = memref_dims(owner.src)
+        group = owner.reassociation.data[pos].data
+        return None if src is None else prod(src[i.value.data] for i in group)
+    if isinstance(owner, memref.CastOp):
+        src = memref_dims(owner.source)
+        return None if src is None else src[pos]
     return None
+
+
+def memref_dims(v: SSAValue) -> list[int | Sym] | None:
+    """The sizes of memref `v`, each an int or the Sym of a dynamic dim; None when a dynamic
+    dim's expression is not known (see dim_symbol). A function's `memref<?xi8>` arena argument
+    (plan-memory's) has its `aicc.workspace_dynamic` bytes."""
+    out: list[int | Sym] = []
+    for i, d in enumerate(v.type.get_shape()):
+        if d != DYNAMIC_INDEX:
+            out.append(d)
+            continue
+        s = dim_symbol(v, i)
+        if s is None and isinstance(v, BlockArgument) and i == 0:
+            fn = v.block.parent_op()
+            ws = fn.attributes.get("aicc.workspace_dynamic") if isinstance(fn, func.FuncOp) \
+                else None
+            if ws is not None and v.index == len(v.block.args) - 1:
+                s = parse_dim(ws.data)
+        if s is None:
+            return None
+        out.append(s)
+    return out
 
 
 def index_symbol(v: SSAValue):
@@ -160,9 +193,12 @@ def index_symbol(v: SSAValue):
     if isinstance(o, memref.DimOp):
         i = index_symbol(o.index)
         return dim_symbol(o.source, i) if isinstance(i, int) else None
-    if isinstance(o, arith.MuliOp | arith.AddiOp):
+    if isinstance(o, arith.MuliOp | arith.AddiOp | arith.SubiOp):
         a, b = index_symbol(o.lhs), index_symbol(o.rhs)
         if a is None or b is None:
             return None
-        return a * b if isinstance(o, arith.MuliOp) else a + b
+        return a * b if isinstance(o, arith.MuliOp) else a + b if isinstance(o, arith.AddiOp) \
+            else a - b
+    if isinstance(o, arith.IndexCastOp):
+        return index_symbol(o.input)
     return None

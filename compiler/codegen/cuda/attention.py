@@ -31,6 +31,8 @@ from xdsl.dialects import builtin
 from xdsl.ir import Operation
 
 from compiler.codegen.cuda.common import KernelWriter, f32_text
+from compiler.codegen.cuda.patterns import attention_sizes
+from compiler.symbolic import ceildiv_expr
 
 ATTENTION_CHUNK = 16  # keys an attention thread scores at a time, in registers
 
@@ -61,7 +63,7 @@ class _AttentionKernel:
             w.fail("an attention kernel needs tile = [BQ, KB, T]")
         bq, kb, T = tile
         ch = ATTENTION_CHUNK
-        batch, L, S, E, F = op.sizes()
+        batch, L, S, E, F = attention_sizes(op)
         nt = bq * T
         if math.prod(w.k.block_dims) != nt or kb % ch or T & (T - 1) or 32 % T \
                 or nt % 32 or (32 // T) > bq:
@@ -69,8 +71,9 @@ class _AttentionKernel:
         if not all(isinstance(v.type.element_type, builtin.Float32Type)
                    for v in (op.q, op.k, op.v, op.out)):
             w.fail("the attention kernel takes f32 q, k, v and result")
-        qblocks = -(-L // bq)
-        if math.prod(batch) * qblocks != math.prod(w.k.grid_dims):
+        qblocks = ceildiv_expr(L, bq)
+        if all(isinstance(g, int) for g in w.k.grid_dims) \
+                and math.prod(batch) * qblocks != math.prod(w.k.grid_dims):
             w.fail(f"grid {w.k.grid_dims} does not cover {math.prod(batch)} x {qblocks} blocks")
         ep, fp = -(-E // (4 * T)) * 4 * T, -(-F // (4 * T)) * 4 * T  # padded head dims
         eq, fq = ep // T, fp // T  # elements per thread
@@ -130,9 +133,9 @@ class _AttentionKernel:
         Ln(f"__shared__ __align__(16) float Vs[{kb}][{self.fp}];")
         Ln(f"const int tid = threadIdx.x, lane = {f'tid % {T}' if T > 1 else '0'}, "
            f"r = {f'tid / {T}' if T > 1 else 'tid'};  // the thread's row in the block")
-        Ln(f"const {I} qb = {f'blockIdx.x % {qblocks}' if qblocks > 1 else '0'};")
+        Ln(f"const {I} qb = {f'blockIdx.x % {qblocks}' if qblocks != 1 else '0'};")
         if batch:
-            Ln(f"const {I} bl = blockIdx.x{f' / {qblocks}' if qblocks > 1 else ''};")
+            Ln(f"const {I} bl = blockIdx.x{f' / {qblocks}' if qblocks != 1 else ''};")
             self.bnames = w.split_linear("bl", batch)
         Ln(f"const {I} row = qb * {bq} + r;")
         Ln(f"const {I} qrow = row < {L} ? row : {L - 1};  // rows past L: computed, not written")

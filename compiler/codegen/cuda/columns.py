@@ -13,7 +13,8 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from compiler.codegen.cuda.common import KernelWriter, c_type
-from compiler.codegen.cuda.patterns import const_int, match_col_reduce, split_main_group
+from compiler.codegen.cuda.patterns import bound, match_col_reduce, split_main_group
+from compiler.symbolic import ceildiv_expr
 
 
 def emit_col_reduce(w: KernelWriter, ops: list[Operation]) -> None:
@@ -30,7 +31,7 @@ def emit_col_reduce(w: KernelWriter, ops: list[Operation]) -> None:
         w.fail("splitting the reduction over threadIdx.y needs a combiner and a power of 2")
     I, L = w.idx, w.line
     n = cr.n
-    nblocks = -(-n // bx)
+    nblocks = ceildiv_expr(n, bx)
     L(f"// each output C[p, j] reduces over {cr.reduced} values; threadIdx.x walks j "
       f"(coalesced){f', threadIdx.y splits the reduction {by} ways' if by > 1 else ''}")
     band = w.split_linear(f"(blockIdx.x / {nblocks})", cr.band_extents) if cr.band else []
@@ -61,7 +62,7 @@ def emit_col_reduce(w: KernelWriter, ops: list[Operation]) -> None:
         w.emit_ops(cr.jloop.body.block.ops)
         w.load_hook = w.store_hook = None
 
-    extents = [const_int(r.ub) for r in cr.rloops]
+    extents = [bound(r.ub) for r in cr.rloops]
     if by == 1:
         L(f"if ({j} >= {n}) return;")
         L(f"{ct} {acc} = {init if init is not None else w.addr(cr.c, index)};")

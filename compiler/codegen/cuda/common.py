@@ -8,6 +8,7 @@ matmul,attention}.py) drive a writer; emitter.py picks the kind."""
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,16 @@ from xdsl.dialects import builtin
 from xdsl.ir import Operation, OpResult, SSAValue
 
 from compiler.dialects.gpu_map import KernelOp
-from compiler.codegen.cuda.patterns import COMBINERS, band_ranges, const_int, used_after
+from compiler.codegen.cuda.patterns import (
+    COMBINERS,
+    DIM_PREFIX,
+    band_ranges,
+    bound,
+    const_int,
+    extent,
+    shape,
+    used_after,
+)
 from compiler.errors import CompileError, UnsupportedOpError
 
 PRELUDE = """\
@@ -33,6 +43,8 @@ __device__ __forceinline__ float aicc_max(float a, float b) { return (a != a || 
 __device__ __forceinline__ float aicc_min(float a, float b) { return (a != a || b != b) ? a + b : fminf(a, b); }
 __device__ __forceinline__ double aicc_max(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
 __device__ __forceinline__ double aicc_min(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
+// sizes of dynamic dims: ceil(a / b)
+template <typename A, typename B> __device__ __forceinline__ A ceildiv(A a, B b) { return (a + b - 1) / b; }
 """
 
 # ------------------------------------------------------------------------------ types
@@ -55,19 +67,20 @@ def _no_type(t):
     raise CompileError(f"type {t} has no CUDA lowering")
 
 
-def nbytes(t: builtin.MemRefType) -> int:
-    elem = t.element_type
+def element_bytes(elem) -> int:
     if isinstance(elem, builtin.IntegerType):
-        size = max(1, elem.width.data // 8)
-    elif isinstance(elem, builtin.IndexType):
-        size = 8
-    else:
-        size = {builtin.Float32Type: 4, builtin.Float64Type: 8, builtin.Float16Type: 2}.get(
-            type(elem), 4)
-    return math.prod(t.get_shape()) * size
+        return max(1, elem.width.data // 8)
+    if isinstance(elem, builtin.IndexType):
+        return 8
+    return {builtin.Float32Type: 4, builtin.Float64Type: 8, builtin.Float16Type: 2}.get(
+        type(elem), 4)
 
 
-def _strides(shape: Sequence[int]) -> list[int]:
+def nbytes(t: builtin.MemRefType) -> int:
+    return math.prod(t.get_shape()) * element_bytes(t.element_type)
+
+
+def _strides(shape: Sequence) -> list:
     out, acc = [], 1
     for d in reversed(shape):
         out.append(acc)
@@ -103,10 +116,12 @@ class Buffer:
 class KernelInfo:
     name: str
     kind: str
-    grid: tuple[int, ...]
+    grid: tuple[int | str, ...]  # a str: an expression of the dims (symbolic.evaluate_size)
     block: tuple[int, ...]
     params: list[int]  # buffer ids
     source_ops: str
+    dims: list[str] = field(default_factory=list)  # dynamic dims passed after the buffers
+    index_type: str = "int"  # the C type of those dims
 
 
 @dataclass
@@ -122,6 +137,13 @@ class HostPlan:
     steps: list[tuple] = field(default_factory=list)
     kernels: list[KernelInfo] = field(default_factory=list)
     globals: dict[str, bytes] = field(default_factory=dict)
+    # dynamic dims: each argument's dynamic dims in order, the kernel parameter a plain one
+    # binds (d_batch) or None (a dim computed from others); empty for a static function
+    arg_dims: list[list[str | None]] = field(default_factory=list)
+
+    @property
+    def dynamic(self) -> bool:
+        return any(self.arg_dims)
 
 
 @dataclass
@@ -176,7 +198,9 @@ def _fname(base: str, t) -> str:
 
 
 def _elements(t) -> int:
-    return math.prod(t.get_shape()) if isinstance(t, builtin.MemRefType) else 0
+    """The element count of a memref type (its static dims only when some are dynamic)."""
+    return math.prod(d for d in t.get_shape() if d >= 0) if isinstance(t, builtin.MemRefType) \
+        else 0
 
 
 class KernelWriter:
@@ -228,6 +252,9 @@ class KernelWriter:
             self.params.append(v)
             self.names[v] = f"p{len(self.params) - 1}"
             return self.names[v]
+        size = bound(v)  # a size the host computes from the dynamic dims
+        if size is not None:
+            return f"{size}"
         where = v.op.name if isinstance(v, OpResult) else "a block argument"
         raise CompileError(f"{self.k.sym_name.data}: a value computed outside the kernel "
                            f"(by {where}) is used inside it")
@@ -262,9 +289,11 @@ class KernelWriter:
         return f"{base}[{self.offset(mem, indices)}]"
 
     def offset(self, mem: SSAValue, indices: Sequence[SSAValue | str]) -> str:
-        shape = mem.type.get_shape()
+        dims = shape(mem)
+        if any(isinstance(d, int) and d < 0 for d in dims):
+            self.fail(f"{mem.type}: a dynamic size that the host cannot compute")
         terms = []
-        for idx, s in zip(indices, _strides(shape)):
+        for idx, s in zip(indices, _strides(dims)):
             x = idx if isinstance(idx, str) else self.val(idx)
             if x in ("0", "0LL"):
                 continue
@@ -375,7 +404,7 @@ class KernelWriter:
     def band_ivs(self, par, linear: str) -> None:
         """Split the linear point index `linear` into the band's ivs (last dim fastest)."""
         ranges = band_ranges(par)
-        extents = [-(-(ub - lb) // st) for lb, ub, st in ranges]
+        extents = [extent(*r) for r in ranges]
         names = self.split_linear(linear, extents)
         for d, (lb, _, st) in enumerate(ranges):
             name = names[d]
@@ -449,8 +478,20 @@ class KernelWriter:
                          and o.name not in ("scf.yield", "scf.reduce"))
         source_ops = ", ".join(f"{n}" + (f" x{c}" if c > 1 else "") for n, c in counts.items())
         info = KernelInfo(k.sym_name.data, k.kind.data, k.grid_dims, k.block_dims,
-                          [self.bufs[p] for p in self.params], source_ops)
+                          [self.bufs[p] for p in self.params], source_ops,
+                          self.used_dims(), self.idx)
         return self.render(info), info
+
+    def used_dims(self) -> list[str]:
+        """The dynamic dims the body written so far uses (DIM_PREFIX names), sorted."""
+        from compiler.lowering.dims import arg_dims
+        from compiler.symbolic import Sym
+
+        fn = self.k.parent_op()
+        names = {DIM_PREFIX + s for dims in (arg_dims(fn) or []) for d in dims
+                 if isinstance(d, Sym) for s in d.symbols}
+        text = "\n".join(self.lines)
+        return sorted(n for n in names if re.search(rf"\b{n}\b", text))
 
     @staticmethod
     def literal_float(v: float) -> str:
@@ -469,6 +510,7 @@ class KernelWriter:
             restrict = " __restrict__" if ids.count(ids[i]) == 1 else ""
             const = "" if written else "const "
             params.append(f"{const}{c_type(p.type.element_type)}*{restrict} p{i}")
+        params += [f"const {info.index_type} {d}" for d in info.dims]
         nthreads = math.prod(info.block)
         bounds = f", {self.min_blocks}" if self.min_blocks else ""
         grid = " x ".join(map(str, info.grid))

@@ -11,7 +11,7 @@ import math
 from xdsl.ir import Operation
 
 from compiler.codegen.cuda.common import KernelWriter
-from compiler.codegen.cuda.patterns import band_ranges
+from compiler.codegen.cuda.patterns import band_ranges, extent
 
 
 def emit_elementwise(w: KernelWriter, ops: list[Operation]) -> None:
@@ -20,11 +20,11 @@ def emit_elementwise(w: KernelWriter, ops: list[Operation]) -> None:
     par = w.loop_nests(ops, one_parallel=True)[0]
     ranges = band_ranges(par)
     if ranges is None:
-        w.fail("scf.parallel bounds must be constants")
-    total = math.prod(-(-(ub - lb) // st) for lb, ub, st in ranges)
+        w.fail("scf.parallel bounds must be constants or dynamic sizes")
+    total = math.prod(extent(*r) for r in ranges)
     wide = "(long long)" if w.idx == "long long" else ""
     w.line(f"const {w.idx} gid = {wide}blockIdx.x * blockDim.x + threadIdx.x;")
-    w.line(f"if (gid >= {total}) return;")
+    w.line(f"if (gid >= {total:}) return;")
     w.band_ivs(par, "gid")
     w.emit_ops(par.body.block.ops)
 

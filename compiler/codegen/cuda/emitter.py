@@ -35,13 +35,17 @@ from compiler.codegen.cuda.common import (
     KernelInfo,
     KernelWriter,
     c_type,
+    element_bytes,
     nbytes,
 )
 from compiler.codegen.cuda.elementwise import emit_elementwise, emit_single
 from compiler.codegen.cuda.matmul import emit_matmul
-from compiler.codegen.cuda.patterns import const_int
+from compiler.codegen.cuda.patterns import DIM_PREFIX, bound, is_index_host_op, shape
 from compiler.codegen.cuda.rows import emit_row_reduce
 from compiler.dialects.gpu_map import KernelOp
+from compiler.lowering.dims import arg_dims
+from compiler.symbolic import Sym
+from compiler.symbolic import prod as sym_prod
 from compiler.errors import CompileError, UnsupportedOpError
 
 __all__ = [
@@ -90,6 +94,8 @@ class CudaEmitter:
                 raise CompileError(f"func @{f.sym_name.data}: argument of type {a.type}: "
                                    "the CUDA target takes memref arguments only")
         plan = HostPlan(f.sym_name.data, [a.type for a in args])
+        plan.arg_dims = [[DIM_PREFIX + d.name if isinstance(d, Sym) and d.name else None
+                          for d in dims] for dims in (arg_dims(f) or [])]
         bufs: dict[SSAValue, int] = {}
 
         def new(buf: Buffer, value: SSAValue) -> int:
@@ -98,19 +104,19 @@ class CudaEmitter:
             return bufs[value]
 
         for i, a in enumerate(args):
-            new(Buffer("arg", nbytes(a.type), index=i), a)
+            new(Buffer("arg", _bytes(a), index=i), a)
         sources = []
         for op in f.body.block.ops:
             n = op.name
-            if n in ("arith.constant", "func.return"):
-                continue
+            if n in ("arith.constant", "func.return") or is_index_host_op(op):
+                continue  # index arithmetic: sizes, which the plan holds as expressions
             if n == "memref.alloc":
-                plan.steps.append(("alloc", new(Buffer("alloc", nbytes(op.memref.type)), op.memref)))
+                plan.steps.append(("alloc", new(Buffer("alloc", _bytes(op.memref)), op.memref)))
             elif n == "memref.dealloc":
                 plan.steps.append(("free", bufs[op.memref]))
             elif n == "memref.copy":
                 plan.steps.append(("copy", bufs[op.destination], bufs[op.source],
-                                   nbytes(op.source.type)))
+                                   _bytes(op.source)))
             elif n == "memref.get_global":
                 name = op.name_.root_reference.data
                 if name not in globals_:
@@ -120,10 +126,10 @@ class CudaEmitter:
             elif n in ("memref.collapse_shape", "memref.expand_shape", "memref.cast"):
                 bufs[op.results[0]] = bufs[op.operands[0]]
             elif n == "memref.view":
-                off = const_int(op.byte_shift)
-                if off is None or op.sizes:
-                    raise CompileError("memref.view needs a constant offset and static sizes")
-                new(Buffer("view", nbytes(op.results[0].type), index=bufs[op.source], offset=off),
+                off = bound(op.byte_shift)
+                if off is None:
+                    raise CompileError("memref.view needs an offset the host can compute")
+                new(Buffer("view", _bytes(op.results[0]), index=bufs[op.source], offset=off),
                     op.results[0])
             elif isinstance(op, KernelOp):
                 src, info = emit_kernel(op, bufs)
@@ -135,6 +141,14 @@ class CudaEmitter:
                     n, f"no CUDA lowering for '{n}' outside a gpu_map.kernel (target cuda; "
                     "run map-to-gpu first)")
         return plan, sources
+
+
+def _bytes(v: SSAValue) -> int | Sym:
+    """The bytes of memref `v`: an int, or a Sym of its dynamic dims (kernel_dim names)."""
+    dims = shape(v)
+    if any(isinstance(d, int) and d < 0 for d in dims):
+        raise CompileError(f"{v.type}: a dynamic size the CUDA host plan cannot compute")
+    return sym_prod(dims) * element_bytes(v.type.element_type)
 
 
 def _global_bytes(op: Operation) -> bytes:

@@ -16,6 +16,12 @@ from xdsl.ir import Operation
 
 from compiler.codegen.cuda.common import KernelWriter
 from compiler.codegen.cuda.patterns import match_matmul, split_main_group
+from compiler.symbolic import exact_div
+
+
+def _multiple_of_4(x) -> bool:
+    """Whether a size (an int, or a dynamic size's Sym) is a multiple of 4 for every value."""
+    return x % 4 == 0 if isinstance(x, int) else exact_div(x, 4) is not None
 
 
 def emit_matmul(w: KernelWriter, ops: list[Operation]) -> None:
@@ -120,12 +126,12 @@ class _MatmulKernel:
                     mn = f"(({l}) % 16 + 16 * (({l}) / {16 * kq}))"
                     kk = f"((({l}) / 16) % {kq}) * 4"
                     g = lambda q: (f"{org} + {mn}", f"{k0} + {kk}" + (f" + {q}" if q else ""))  # noqa: E731
-                    ld, vec = K, K % 4 == 0
+                    ld, vec = K, _multiple_of_4(K)
                 else:  # the tile's rows run along m (or n): float4 along the contiguous dim
                     per = tmn // 4
                     kk, mn = f"({l}) / {per}", f"(({l}) % {per}) * 4"
                     g = lambda q: (f"{org} + {mn}" + (f" + {q}" if q else ""), f"{k0} + {kk}")  # noqa: E731
-                    ld, vec = ext, ext % 4 == 0
+                    ld, vec = ext, _multiple_of_4(ext)
                 ok = f"{{mn}} < {ext} && {{k}} < {K}"
                 if not o.plain:
                     for q, c in enumerate("xyzw"):
@@ -221,7 +227,7 @@ class _MatmulKernel:
         L(f"for (int i = 0; i < {self.tm}; ++i) {{")
         w.ind += 1
         L(f"const {I} r = row0 + ty * 4 + (i / 4) * {4 * self.ty} + (i & 3);")
-        if not self.group.epilogues and self.N % 4 == 0:
+        if not self.group.epilogues and _multiple_of_4(self.N):
             self.store_float4(init)
         else:
             self.store_points(init)

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from xdsl.dialects import arith, builtin, memref, scf
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 
+from compiler.lowering.dims import index_symbol, memref_dims
+from compiler.symbolic import Sym
+
 # combiner -> (C expression template, identity as a C literal for f32/f64). aicc_max/aicc_min
 # propagate NaN like arith.maximumf/minimumf (LLVM's llvm.maximum, NumPy's np.maximum);
 # fmaxf/fminf ignore it, like arith.maxnumf/minnumf.
@@ -43,15 +46,59 @@ def const_int(v: SSAValue) -> int | None:
     return None
 
 
-def band_ranges(par: scf.ParallelOp) -> list[tuple[int, int, int]] | None:
-    """(lb, ub, step) of each dim of the band, when all are constants."""
+# A dynamic dim `batch` is the kernel parameter `d_batch`: the prefix keeps the function's dim
+# names apart from the names of a kernel's locals (and from C's).
+DIM_PREFIX = "d_"
+
+
+def kernel_dim(x: int | Sym) -> int | Sym:
+    """A size as kernels see it: a Sym over the kernel parameters of its dims."""
+    return x.rename(lambda n: DIM_PREFIX + n) if isinstance(x, Sym) else x
+
+
+def bound(v: SSAValue) -> int | Sym | None:
+    """A loop bound or size: a constant, or the Sym of a size the host computes from the
+    function's dynamic dims (kernel_dim names); None for anything else (a value computed in a
+    loop)."""
+    c = const_int(v)
+    if c is not None:
+        return c
+    if not isinstance(v.type, builtin.IndexType):
+        return None
+    s = index_symbol(v)
+    return kernel_dim(s) if s is not None else None
+
+
+def band_ranges(par: scf.ParallelOp) -> list[tuple[int, int | Sym, int]] | None:
+    """(lb, ub, step) of each dim of the band, when lb and step are constants and ub is a
+    constant or a dynamic size (then lb is 0 and the step 1)."""
     out = []
     for lb, ub, st in zip(par.lowerBound, par.upperBound, par.step):
-        vals = (const_int(lb), const_int(ub), const_int(st))
+        vals = (const_int(lb), bound(ub), const_int(st))
         if any(v is None for v in vals) or vals[2] <= 0:
+            return None
+        if isinstance(vals[1], Sym) and (vals[0], vals[2]) != (0, 1):
             return None
         out.append(vals)  # type: ignore[arg-type]
     return out
+
+
+# Dynamic dims: the host computes sizes from the inputs' shapes (memref.dim and index
+# arithmetic at the top level); kernels receive the dims they need as parameters.
+INDEX_HOST_OPS = frozenset({
+    "memref.dim", "arith.muli", "arith.addi", "arith.subi", "arith.index_cast",
+})
+
+
+def is_index_host_op(op: Operation) -> bool:
+    """Index arithmetic the host runs (dynamic sizes), not a kernel."""
+    return op.name in INDEX_HOST_OPS and all(isinstance(r.type, builtin.IndexType)
+                                             for r in op.results)
+
+
+def extent(lb: int, ub: int | Sym, st: int) -> int | Sym:
+    """The number of points of lb..ub step st (a dynamic ub has lb 0 and step 1)."""
+    return ub if isinstance(ub, Sym) else -(-(ub - lb) // st)
 
 
 def unit_extents(par: scf.ParallelOp) -> tuple[int, ...] | None:
@@ -70,8 +117,22 @@ def is_pure(op: Operation) -> bool:
     return op.name.startswith(_PURE_PREFIXES) and not op.regions
 
 
-def shape(v: SSAValue) -> tuple[int, ...]:
-    return tuple(v.type.get_shape())
+def shape(v: SSAValue) -> tuple[int | Sym, ...]:
+    """A memref's sizes, its dynamic ones as Syms (kernel_dim names)."""
+    dims = memref_dims(v)
+    if dims is None:
+        return tuple(v.type.get_shape())
+    return tuple(kernel_dim(d) for d in dims)
+
+
+def attention_sizes(op: Operation) -> tuple[list, int | Sym, int | Sym, int | Sym, int | Sym]:
+    """(batch shape, L, S, E, F) of an aicc_fused.attention on memrefs, dynamic sizes as Syms
+    (kernel_dim names)."""
+    from compiler.dialects.aicc_fused import logical_shape
+
+    out = logical_shape(list(shape(op.out)), op.perm("out"))
+    k = logical_shape(list(shape(op.k)), op.perm("k"))
+    return out[:-2], out[-2], k[-2], k[-1], out[-1]
 
 
 # ------------------------------------------------------------------------------ memory
@@ -84,23 +145,33 @@ def root(v: SSAValue) -> SSAValue:
     return v
 
 
-def region(v: SSAValue) -> tuple[object, int, int] | None:
-    """(what, first byte, end byte) of the memory a memref value covers, when known."""
+def region(v: SSAValue) -> tuple[object, tuple, tuple] | None:
+    """(what, start, end) of the memory a memref value covers, when known. Start and end are
+    (part, offset) pairs ordered as the buffer is: part -1 counts bytes from its start, part g
+    the g-th dynamic part of plan-memory's arena, in units of its dims' product (the view's
+    `aicc.arena_slot`)."""
     v = root(v)
+    whole = ((-2, 0), (1 << 62, 0))
     if isinstance(v, BlockArgument):
-        return (v, 0, 1 << 62)
+        return (v, *whole)
     if isinstance(v, OpResult) and v.op.name == "memref.view":
-        off = const_int(v.op.byte_shift)
+        slot = v.op.attributes.get("aicc.arena_slot")
         base = region(v.op.source)
-        if off is None or base is None:
+        if base is None:
+            return None
+        if slot is not None:
+            g, lo, hi = slot.get_values()
+            return (base[0], (g, lo), (g, hi))
+        off = const_int(v.op.byte_shift)
+        if off is None or v.op.sizes or base[1] != (-2, 0):
             return None
         t = v.type
         size = _elem_bytes(t.element_type)
         for d in t.get_shape():
             size *= d
-        return (base[0], base[1] + off, base[1] + off + size)
+        return (base[0], (-1, off), (-1, off + size))
     if isinstance(v, OpResult) and v.op.name in ("memref.alloc", "memref.get_global"):
-        return (v, 0, 1 << 62)
+        return (v, *whole)
     return None
 
 
@@ -324,9 +395,9 @@ class Matmul:
         return out
 
 
-def _unit_loop(loop: scf.ForOp) -> int | None:
+def _unit_loop(loop: scf.ForOp) -> int | Sym | None:
     if const_int(loop.lb) == 0 and const_int(loop.step) == 1:
-        return const_int(loop.ub)
+        return bound(loop.ub)
     return None
 
 
@@ -492,7 +563,7 @@ def match_row_reduce(par: Operation) -> RowReduce | None:
         if not (is_pure(o) or isinstance(o, memref.LoadOp)):
             return None
     if len(loop.iter_args) != 1 \
-            or None in (const_int(loop.lb), const_int(loop.ub), const_int(loop.step)):
+            or None in (const_int(loop.lb), bound(loop.ub), const_int(loop.step)):
         return None
     if not isinstance(loop.iter_args[0].type, builtin.Float32Type | builtin.Float64Type):
         return None
@@ -553,7 +624,7 @@ def row_nest(par: Operation, rows: tuple[int, ...], n: int) -> RowNest | None:
         return RowNest(par, "reduce", rr.loop.body.block.args[0], [], rr)
     if not _straight_line(body_ops(par.body.block)):
         return None
-    if extra == (n,) and n > 1:
+    if extra == (n,) and (isinstance(n, Sym) or n > 1):
         return RowNest(par, "map", args[-1], [])
     if all(e == 1 for e in extra):
         return RowNest(par, "scalar", None, args[len(rows):])

@@ -50,6 +50,7 @@ class CUDATarget(Target):
     description = "NVIDIA GPU: CUDA C compiled by NVRTC, launched by PyCUDA or the driver API"
     stages = ("tensor", "linalg", "memref", "loops", "gpu", "cuda")
     options = ("arch",)
+    dynamic_shapes = True
 
     def pipeline(self, options: CompileOptions) -> list[tuple[str, list]]:
         return cuda_pipeline(options)

@@ -42,11 +42,14 @@ from compiler.dialects.aicc_fused import AttentionOp
 from compiler.dialects.gpu_map import KernelOp
 from compiler.codegen.cuda.patterns import (
     accesses,
+    attention_sizes,
     analyze_row_group,
     band_ranges,
     const_int,
     epilogue_chain,
+    extent,
     fill_value,
+    is_index_host_op,
     match_col_reduce,
     match_matmul,
     match_row_reduce,
@@ -56,6 +59,7 @@ from compiler.codegen.cuda.patterns import (
     used_after,
 )
 from compiler.errors import CompileError
+from compiler.symbolic import Sym, ceildiv_expr, product_expr
 
 # Ops the host runs between launches (buffer management); everything else runs on the device.
 HOST_OPS = frozenset({
@@ -68,6 +72,8 @@ PURE_HOST_OPS = frozenset({
     "arith.constant", "memref.get_global", "memref.collapse_shape", "memref.expand_shape",
     "memref.cast", "memref.view",
 })
+# A dynamic size is guessed at this when a choice (a tile shape, a block size) depends on it.
+DYNAMIC_SIZE_GUESS = 256
 
 ELEMENTWISE_BLOCK = 256
 MAX_REDUCE_BLOCK = 1024
@@ -105,6 +111,14 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _guess(x: int | Sym) -> int:
+    """A size to choose a launch shape by: itself, or a dynamic one at DYNAMIC_SIZE_GUESS per
+    dim."""
+    if isinstance(x, int):
+        return x
+    return max(1, x.evaluate({s: DYNAMIC_SIZE_GUESS for s in x.symbols}))
+
+
 def _pow2_at_least(n: int) -> int:
     p = 1
     while p < n:
@@ -112,29 +126,36 @@ def _pow2_at_least(n: int) -> int:
     return p
 
 
-def reduce_block(length: int) -> int:
+def reduce_block(length: int | Sym) -> int:
     """Threads for a block reduction over `length` elements: a power of two in [32, 1024]
     that leaves each thread about ROW_ELEMS elements."""
+    length = _guess(length)
     return min(MAX_REDUCE_BLOCK, max(32, _pow2_at_least(_cdiv(length, ROW_ELEMS))))
 
 
-def row_tile(length: int) -> tuple[int, int | None]:
-    """(threads, elements per thread kept in registers or None when the row does not fit)."""
+def row_tile(length: int | Sym) -> tuple[int, int | None]:
+    """(threads, elements per thread kept in registers or None when the row does not fit; a
+    row of dynamic length is never kept in registers)."""
     t = reduce_block(length)
+    if isinstance(length, Sym):
+        return t, None
     e = _cdiv(length, t)
     return t, (e if e <= MAX_ROW_ELEMS else None)
 
 
-def matmul_config(m: int, n: int, batch: int) -> MatmulConfig:
+def matmul_config(m: int | Sym, n: int | Sym, batch: int | Sym) -> MatmulConfig:
+    m, n, batch = _guess(m), _guess(n), _guess(batch)
     for cfg in MATMUL_CONFIGS:
         if _cdiv(m, cfg.bm) * _cdiv(n, cfg.bn) * batch >= NUM_SMS:
             return cfg
     return MATMUL_CONFIGS[-1]
 
 
-def col_block(n: int, points: int, reduced: int, splittable: bool) -> tuple[int, int]:
+def col_block(n: int | Sym, points: int | Sym, reduced: int | Sym, splittable: bool
+              ) -> tuple[int, int]:
     """(threads over the kept contiguous dim, threads splitting the reduced dims): a split
     when the outputs alone leave the GPU short of threads."""
+    n, points, reduced = _guess(n), _guess(points), _guess(reduced)
     outputs = n * points
     if not splittable or outputs >= GPU_THREADS:
         return min(256, max(32, _pow2_at_least(n))), 1
@@ -148,8 +169,11 @@ def col_block(n: int, points: int, reduced: int, splittable: bool) -> tuple[int,
 def elementwise_launch(par: scf.ParallelOp) -> tuple[tuple, tuple]:
     ranges = band_ranges(par)
     if ranges is None:
-        raise CompileError("map-to-gpu: scf.parallel bounds must be constants")
-    points = prod(_cdiv(ub - lb, st) for lb, ub, st in ranges)
+        raise CompileError("map-to-gpu: scf.parallel bounds must be constants or dynamic sizes "
+                           "(from 0, step 1)")
+    points = prod(extent(*r) for r in ranges)
+    if isinstance(points, Sym):
+        return (ceildiv_expr(points, ELEMENTWISE_BLOCK),), (ELEMENTWISE_BLOCK,)
     block = min(ELEMENTWISE_BLOCK, max(32, _cdiv(points, 32) * 32))
     return (max(1, _cdiv(points, block)),), (block,)
 
@@ -162,7 +186,10 @@ def attention_config(op: AttentionOp) -> tuple[tuple, tuple, tuple]:
     BQ * T threads, and stages KB keys of k and v at a time in shared memory (64, or 32 for
     head dims over 64: 32 KB at most; fewer for a short S). One block per (batch entry, BQ
     query rows): the grid is flat, the emitter splits blockIdx.x."""
-    batch, L, S, E, F = op.sizes()
+    batch, L, S, E, F = attention_sizes(op)
+    if isinstance(E, Sym) or isinstance(F, Sym):
+        raise CompileError("map-to-gpu: attention with a dynamic head dim (the kernel keeps a "
+                           "row of q in registers): give the head dims static sizes")
     d = max(E, F)
     if d > MAX_ATTENTION_HEAD_DIM:
         raise CompileError(f"map-to-gpu: attention head dim {d} is over "
@@ -170,9 +197,9 @@ def attention_config(op: AttentionOp) -> tuple[tuple, tuple, tuple]:
     t = 1
     while d > t * ATTENTION_ELEMS:
         t *= 2
-    bq = 64 if L > 32 else 32
-    kb = min(64 if d <= 64 else 32, _cdiv(S, 16) * 16)  # a multiple of the emitter's 16-key step
-    return (prod(batch) * _cdiv(L, bq),), (bq * t,), (bq, kb, t)
+    bq = 64 if _guess(L) > 32 else 32
+    kb = min(64 if d <= 64 else 32, _cdiv(_guess(S), 16) * 16)  # a multiple of the emitter's 16-key step
+    return (product_expr(prod(batch), ceildiv_expr(L, bq)),), (bq * t,), (bq, kb, t)
 
 
 def _wrap(ops: list[Operation], name: str, kind: str, grid, block, tile=None) -> KernelOp:
@@ -211,7 +238,7 @@ def _main_group(nests: list[Operation], at: int, used: list[bool]) -> Group | No
     """A matmul or column reduction at `at`, with the fill before it and epilogues after."""
     nest = nests[at]
     mm = match_matmul(nest)
-    if mm is not None and mm.batch_size <= MAX_GRID_Z:
+    if mm is not None and (isinstance(mm.batch_size, Sym) or mm.batch_size <= MAX_GRID_Z):
         out = mm.c
     else:
         mm = None
@@ -226,10 +253,10 @@ def _main_group(nests: list[Operation], at: int, used: list[bool]) -> Group | No
     end = _extend_epilogues(nests, at, used, out, reads)
     if mm is not None:
         cfg = matmul_config(mm.m, mm.n, mm.batch_size)
-        grid = (_cdiv(mm.n, cfg.bn), _cdiv(mm.m, cfg.bm), mm.batch_size)
+        grid = (ceildiv_expr(mm.n, cfg.bn), ceildiv_expr(mm.m, cfg.bm), mm.batch_size)
         return Group("matmul", nests[start:end], grid, (cfg.tx, cfg.ty), (cfg.bm, cfg.bn, cfg.bk))
     bx, by = col_block(cr.n, cr.points, cr.reduced, cr.combiner is not None)
-    grid = (_cdiv(cr.n, bx) * cr.points,)
+    grid = (product_expr(ceildiv_expr(cr.n, bx), cr.points),)
     return Group("col_reduce", nests[start:end], grid, (bx, by) if by > 1 else (bx,))
 
 
@@ -282,7 +309,8 @@ def _privatize(view: SSAValue) -> Operation:
     """Replace arena view `view` by an allocation of its own, freed before the return."""
     op = view.op
     block = op.parent_block()
-    alloc = memref.AllocOp.get(view.type.element_type, shape=view.type.get_shape())
+    alloc = memref.AllocOp.get(view.type.element_type, shape=view.type.get_shape(),
+                               dynamic_sizes=list(op.sizes))
     block.insert_op_before(alloc, op)
     view.replace_all_uses_with(alloc.memref)
     op.detach()
@@ -381,6 +409,10 @@ def map_function(f: func.FuncOp) -> None:
                 isinstance(op, scf.ForOp) and match_col_reduce(op) is not None):
             flush_single()
             run.append(op)
+        elif is_index_host_op(op):
+            flush_single()
+            if run:
+                between.append(op)
         elif op.name in HOST_OPS:
             if op.name == "arith.constant" and pending:
                 consts.append(op)

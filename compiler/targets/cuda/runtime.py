@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler.cache import CompileCache, cache_enabled
+from compiler.codegen.cuda.common import INT32_LIMIT
 from compiler.errors import CompileError
 
 DEFAULT_ARCH = "sm_90"  # without a GPU: Hopper
@@ -258,10 +259,13 @@ class CudaError(RuntimeError):
     """A CUDA driver call failed: names the call and the CUresult."""
 
 
-def kernel_params(ptrs) -> tuple:
-    """cuLaunchKernel's kernelParams for a kernel taking pointers only: cuda-bindings packs a
-    (values, ctypes types) pair into the void** array of pointers to each argument."""
-    return (tuple(int(p) for p in ptrs), tuple(ctypes.c_void_p for _ in ptrs))
+def kernel_params(ptrs, dims=(), index_type: str = "int") -> tuple:
+    """cuLaunchKernel's kernelParams for a kernel taking pointers, then the values of its
+    dynamic dims (C `index_type`): cuda-bindings packs a (values, ctypes types) pair into the
+    void** array of pointers to each argument."""
+    dim_type = ctypes.c_int if index_type == "int" else ctypes.c_longlong
+    return ((*(int(p) for p in ptrs), *(int(d) for d in dims)),
+            (*(ctypes.c_void_p for _ in ptrs), *(dim_type for _ in dims)))
 
 
 def check_driver(result, call: str):
@@ -319,7 +323,7 @@ class DriverDevice:
         if n:
             check_driver(self.d.cuMemcpyDtoDAsync(dst, src, n, 0), "cuMemcpyDtoDAsync")
 
-    def launch(self, name: str, grid, block, ptrs) -> None:
+    def launch(self, name: str, grid, block, ptrs, dims=(), index_type: str = "int") -> None:
         f = self.functions.get(name)
         if f is None:  # the kernel's first launch: load its module
             module = self.modules[name] = check_driver(
@@ -328,7 +332,8 @@ class DriverDevice:
                 self.d.cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction({name})")
         g = (*grid, 1, 1)[:3]
         b = (*block, 1, 1)[:3]
-        check_driver(self.d.cuLaunchKernel(f, *g, *b, 0, 0, kernel_params(ptrs), 0),
+        check_driver(self.d.cuLaunchKernel(f, *g, *b, 0, 0, kernel_params(ptrs, dims, index_type),
+                                           0),
                      f"cuLaunchKernel({name}, grid {g}, block {b})")
 
     def sync(self) -> None:
@@ -374,12 +379,14 @@ class PyCudaDevice(DriverDevice):
         if n:
             self.drv.memcpy_dtod(dst, src, n)
 
-    def launch(self, name: str, grid, block, ptrs) -> None:
+    def launch(self, name: str, grid, block, ptrs, dims=(), index_type: str = "int") -> None:
         f = self.functions.get(name)
         if f is None:  # the kernel's first launch: load its module
             self.modules[name] = self.drv.module_from_buffer(self.load(name))
             f = self.functions[name] = self.modules[name].get_function(name)
-        f(*[np.uintp(p) for p in ptrs], block=(*block, 1, 1)[:3], grid=(*grid, 1, 1)[:3])
+        dim_type = np.int32 if index_type == "int" else np.int64
+        f(*[np.uintp(p) for p in ptrs], *[dim_type(d) for d in dims],
+          block=(*block, 1, 1)[:3], grid=(*grid, 1, 1)[:3])
 
     def sync(self) -> None:
         self.drv.Context.synchronize()
@@ -402,10 +409,15 @@ class PlanRunner:
     """Runs a HostPlan on a device: buffers, copies and one launch per kernel.
 
     Every device buffer is allocated once, on the first call, and reused by every call after
-    it (the shapes are static): globals (copied in once), plan-memory's workspace, the plan's
-    own allocations (its frees are no-ops) and the staging buffers of the inputs and outputs.
-    A call from NumPy copies the inputs in, launches, and copies the outputs out; `launch`
-    runs on device pointers the caller owns (torch or cupy tensors) with no copy and no sync.
+    it: globals (copied in once), plan-memory's workspace, the plan's own allocations (its
+    frees are no-ops) and the staging buffers of the inputs and outputs. A call from NumPy
+    copies the inputs in, launches, and copies the outputs out; `launch` runs on device
+    pointers the caller owns (torch or cupy tensors) with no copy and no sync.
+
+    A plan with dynamic dims binds them from the inputs' shapes on each call (once per
+    distinct shapes): buffer sizes, view offsets, copy sizes and launch grids are expressions
+    of the dims, evaluated then, and each buffer grows (never shrinks) to the largest size a
+    call has needed.
     """
 
     def __init__(self, plan, device, n_inputs: int, n_outputs: int):
@@ -413,18 +425,52 @@ class PlanRunner:
         self.n_in, self.n_out = n_inputs, n_outputs
         self.persistent: dict[int, int] = {}  # buffer id -> device pointer, for the runner's life
         self.io: dict[int, int] = {}  # buffer id of an input/output -> its staging buffer
+        self.capacity: dict[int, int] = {}  # buffer id -> bytes its device buffer holds
         self.allocations = 0
         self._lock = threading.Lock()
+        self._bound: dict[tuple, _Bound] = {}  # input shapes -> the plan's sizes for them
+        static = self._bind(()) if not plan.dynamic else None
         for i, b in enumerate(plan.buffers):
             if b.kind == "global":
                 self.persistent[i] = self._alloc(b.nbytes)
                 device.htod(self.persistent[i], np.frombuffer(plan.globals[b.name], np.uint8))
-            elif b.kind == "alloc" or (b.kind == "arg" and b.index >= n_inputs + n_outputs):
-                self.persistent[i] = self._alloc(b.nbytes)
+            elif static is not None and self._owned(b):
+                self._reserve(self.persistent, i, static.nbytes[i])
+
+    def _owned(self, b) -> bool:
+        """A buffer the runner allocates: the plan's allocations and the workspace argument."""
+        return b.kind == "alloc" or (b.kind == "arg" and b.index >= self.n_in + self.n_out)
 
     def _alloc(self, n: int) -> int:
         self.allocations += 1
         return self.dev.alloc(n)
+
+    def _reserve(self, table: dict[int, int], i: int, n: int) -> None:
+        """Buffer `i` of `table` holds at least `n` bytes (grown, its contents dropped)."""
+        if i in table and self.capacity.get(i, 0) >= n:
+            return
+        if i in table:
+            self.dev.free(table.pop(i))
+        table[i] = self._alloc(n)
+        self.capacity[i] = max(n, 1)
+
+    def _bind(self, arrays) -> _Bound:
+        """The plan's sizes for the shapes of `arrays` (its inputs and outputs)."""
+        plan = self.plan
+        key = tuple(np.shape(a) for a in arrays[:self.n_in + self.n_out]) if plan.dynamic else ()
+        bound = self._bound.get(key)
+        if bound is None:
+            env = {}
+            for i, names in enumerate(plan.arg_dims[:self.n_in + self.n_out]):
+                dyn = [n for d, n in zip(plan.arg_types[i].get_shape(), np.shape(arrays[i]))
+                       if d < 0]
+                for name, n in zip(names, dyn):
+                    if name is not None:
+                        env[name] = int(n)
+            if len(self._bound) > 256:
+                self._bound.clear()
+            bound = self._bound[key] = _Bound(plan, env)
+        return bound
 
     def close(self) -> None:
         """Free the device buffers (also done when the runner is collected)."""
@@ -439,54 +485,108 @@ class PlanRunner:
         except Exception:  # the driver may be gone at interpreter exit
             pass
 
-    def __call__(self, *arrays: np.ndarray) -> None:
+    def __call__(self, *arrays) -> None:
         plan, dev = self.plan, self.dev
         with self._lock:
             dev.current()
-            if not self.io:
-                for i, b in enumerate(plan.buffers):
-                    if b.kind == "arg" and b.index < self.n_in + self.n_out:
-                        self.io[i] = self._alloc(b.nbytes)
+            bound = self._bind(arrays)
+            self._prepare(bound)
+            for i, b in enumerate(plan.buffers):
+                if b.kind == "arg" and b.index < self.n_in + self.n_out:
+                    self._reserve(self.io, i, bound.nbytes[i])
             for i, p in self.io.items():
                 b = plan.buffers[i]
                 if b.index < self.n_in:
                     dev.htod(p, np.ascontiguousarray(arrays[b.index]))
-            self._steps(self.io)
+            self._steps(self.io, bound)
             for i, p in self.io.items():
                 b = plan.buffers[i]
                 if b.index >= self.n_in:
                     dev.dtoh(arrays[b.index], p)
             dev.sync()
 
-    def launch(self, pointers) -> None:
+    def launch(self, pointers, shapes=None) -> None:
         """Run on device buffers: `pointers` to the inputs then the outputs, in argument
-        order. Asynchronous on the default stream."""
+        order, and for a plan with dynamic dims their `shapes`. Asynchronous on the default
+        stream."""
         if len(pointers) != self.n_in + self.n_out:
             raise CompileError(f"{self.plan.func_name} takes {self.n_in} inputs and "
                                f"{self.n_out} outputs, got {len(pointers)} device buffers")
+        if self.plan.dynamic and shapes is None:
+            raise CompileError(f"{self.plan.func_name} has dynamic dims: give the buffers' "
+                               "shapes (launch(pointers, shapes))")
         args = {i: int(pointers[b.index]) for i, b in enumerate(self.plan.buffers)
                 if b.kind == "arg" and b.index < self.n_in + self.n_out}
         with self._lock:
             self.dev.current()
-            self._steps(args)
+            bound = self._bind([np.empty(s, np.uint8) for s in shapes] if shapes else ())
+            self._prepare(bound)
+            self._steps(args, bound)
 
-    def _steps(self, args: dict[int, int]) -> None:
+    def _prepare(self, bound: _Bound) -> None:
+        """The runner's own buffers large enough for `bound`'s sizes."""
+        if not self.plan.dynamic:
+            return
+        for i, b in enumerate(self.plan.buffers):
+            if self._owned(b):
+                self._reserve(self.persistent, i, bound.nbytes[i])
+
+    def _steps(self, args: dict[int, int], bound: _Bound) -> None:
         plan, dev = self.plan, self.dev
         ptr = {**self.persistent, **args}
         for step in plan.steps:
             op = step[0]
             if op == "copy":
-                dev.dtod(self._ptr(ptr, step[1]), self._ptr(ptr, step[2]), step[3])
+                dev.dtod(self._ptr(ptr, step[1], bound), self._ptr(ptr, step[2], bound),
+                         bound.size(step[3]))
             elif op == "launch":
                 k = plan.kernels[step[1]]
-                dev.launch(k.name, k.grid, k.block, [self._ptr(ptr, b) for b in k.params])
+                grid, dims = bound.launches[step[1]]
+                ptrs = [self._ptr(ptr, b, bound) for b in k.params]
+                if dims:
+                    dev.launch(k.name, grid, k.block, ptrs, dims, k.index_type)
+                else:
+                    dev.launch(k.name, grid, k.block, ptrs)
             # alloc / free: the buffer lives for the runner's life, allocated at start
 
-    def _ptr(self, ptr: dict[int, int], buf: int) -> int:
+    def _ptr(self, ptr: dict[int, int], buf: int, bound: _Bound) -> int:
         b = self.plan.buffers[buf]
         if b.kind == "view":
-            return self._ptr(ptr, b.index) + b.offset
+            return self._ptr(ptr, b.index, bound) + bound.offsets[buf]
         return ptr[buf]
+
+
+MAX_GRID_YZ = 65535
+
+
+class _Bound:
+    """A plan's sizes for given values of its dynamic dims (`env`: kernel parameter name ->
+    value): each buffer's bytes, each view's offset, each launch's grid and dim values."""
+
+    def __init__(self, plan, env: dict[str, int]):
+        from compiler.symbolic import evaluate_size
+
+        self.env = env
+        self.nbytes = [max(1, self.size(b.nbytes)) for b in plan.buffers]
+        self.offsets = [self.size(b.offset) for b in plan.buffers]
+        self.launches = []
+        for k in plan.kernels:
+            grid = tuple(evaluate_size(g, env) for g in k.grid)
+            if any(g > MAX_GRID_YZ for g in grid[1:]) or grid[0] >= 1 << 31:
+                raise CompileError(f"{k.name}: grid {grid} is over CUDA's limits for these "
+                                   f"sizes ({', '.join(f'{n}={v}' for n, v in env.items())})")
+            if k.index_type == "int" and k.dims and any(
+                    self.nbytes[p] >= INT32_LIMIT for p in k.params):
+                raise CompileError(f"{k.name} indexes its buffers with 32-bit integers, and "
+                                   "these sizes make one of them 2 GB or more: compile the model "
+                                   "with static shapes")
+            self.launches.append((tuple(max(1, g) for g in grid),
+                                  tuple(env[d] for d in k.dims)))
+
+    def size(self, x) -> int:
+        from compiler.symbolic import Sym
+
+        return x.evaluate(self.env) if isinstance(x, Sym) else x
 
 
 def device_pointer(x) -> int:

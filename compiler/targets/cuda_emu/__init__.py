@@ -21,6 +21,7 @@ class CudaEmuTarget(Target):
     description = "the cuda target's CUDA C run on the CPU by an emulator (g++): GPU kernels checked without a GPU"
     stages = ("tensor", "linalg", "memref", "loops", "gpu", "cuda")
     timed = False
+    dynamic_shapes = True
 
     def pipeline(self, options: CompileOptions) -> list[tuple[str, list]]:
         return cuda_pipeline(options)

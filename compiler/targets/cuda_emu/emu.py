@@ -82,10 +82,10 @@ class EmuDevice:
     def dtod(self, dst: int, src: int, n: int) -> None:
         ctypes.memmove(dst, src, n)
 
-    def launch(self, name: str, grid, block, ptrs) -> None:
-        vals = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
-        args = (ctypes.c_void_p * max(1, len(ptrs)))(
-            *[ctypes.addressof(vals) + 8 * i for i in range(len(ptrs))])
+    def launch(self, name: str, grid, block, ptrs, dims=(), index_type: str = "int") -> None:
+        dim_type = ctypes.c_int if index_type == "int" else ctypes.c_longlong
+        cells = [ctypes.c_void_p(p) for p in ptrs] + [dim_type(d) for d in dims]
+        args = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])
         g = (*grid, 1, 1)[:3]
         b = (*block, 1, 1)[:3]
         getattr(self.lib, f"aicc_emu_{name}")(*map(ctypes.c_uint, (*g, *b)), args)
