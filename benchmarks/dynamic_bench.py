@@ -88,11 +88,35 @@ def transformer_model(d: int = 256, heads: int = 4, layers: int = 2, seed: int =
     return onnx.load_from_string(buf.getvalue())
 
 
+def cnn_model(seed: int = 0):
+    """A small CNN (3x3 convs with padding, batch norm, max pooling, a stride-2 conv, a 1x1
+    conv, global average pooling, a linear layer) exported from torch with a dynamic batch."""
+    import io
+
+    import onnx
+    import torch
+
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2), torch.nn.Conv2d(16, 32, 3, padding=1, stride=2), torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 32, 1), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10)).eval()
+    buf = io.BytesIO()
+    torch.onnx.export(net, (torch.randn(2, 3, 32, 32),), buf, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=17,
+                      dynamo=False)
+    return onnx.load_from_string(buf.getvalue())
+
+
 MODELS = {
     "mlp 256-512-512-10": (mlp_model, lambda n, rng: {"x": rng.standard_normal((n, 256)).astype(np.float32)},
                            [1, 32]),
     "transformer d256 h4 L2, seq 128": (
         transformer_model, lambda n, rng: {"x": rng.standard_normal((n, 128, 256)).astype(np.float32)},
+        [1, 32]),
+    "cnn 3x32x32, 4 convs": (
+        cnn_model, lambda n, rng: {"x": rng.standard_normal((n, 3, 32, 32)).astype(np.float32)},
         [1, 32]),
 }
 

@@ -133,8 +133,7 @@ class ChooseSchedule(ModulePass):
             if match is None:
                 continue
             fixed = {**overrides.get(None, {}), **overrides.get(index, {})}
-            if match.m_dynamic:  # A's packed size would depend on the run-time M
-                fixed["pack_a"] = False
+            fixed.update(match.fixed_choices())  # a packed size would depend on a run-time dim
             sched = schedule_of(o)
             ebytes = element_bytes(match.element_type)
             entry = None

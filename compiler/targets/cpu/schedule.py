@@ -257,15 +257,32 @@ class MatmulMatch:
     # M is a dynamic dim (a 2-D matmul whose A and C have `?` rows): `m` is then only the
     # size the schedule is chosen for (DYNAMIC_M_GUESS); the tiles loop to the run-time M
     m_dynamic: bool = False
+    # The one batch dim is dynamic (C is (?, m, n); an operand that follows the batch has a `?`
+    # batch dim too): `batch` is then the size the schedule is chosen for (DYNAMIC_BATCH_GUESS),
+    # and the tile loops run to the run-time batch
+    batch_dynamic: bool = False
 
     @property
     def element_type(self):
         return self.c.type.element_type
 
+    def fixed_choices(self) -> dict:
+        """Schedule choices the match's dynamic sizes impose: no packing of an operand whose
+        size depends on a run-time dim."""
+        fixed = {}
+        if self.m_dynamic or (self.batch_dynamic and tuple(self.a_batch) == (0,)):
+            fixed["pack_a"] = False
+        if self.batch_dynamic and tuple(self.b_batch) == (0,):
+            fixed["pack_b"] = False
+        return fixed
+
 
 # The row count a matmul with a dynamic M is scheduled for: large enough that B is packed and
 # the tiles split across threads over M, as for a batch of requests.
 DYNAMIC_M_GUESS = 256
+# The batch a batched matmul with a dynamic batch dim (a conv at a dynamic batch) is
+# scheduled for: one where throughput matters.
+DYNAMIC_BATCH_GUESS = 32
 
 
 def _shape(v: SSAValue) -> tuple[int, ...] | None:
@@ -273,6 +290,17 @@ def _shape(v: SSAValue) -> tuple[int, ...] | None:
     if isinstance(t, ShapedType) and all(d >= 0 for d in t.get_shape()):
         return tuple(t.get_shape())
     return None
+
+
+def _dynamic_batch_shape(v: SSAValue) -> tuple[int, ...] | None:
+    """The shape of a memref whose first dim only is dynamic, that dim at DYNAMIC_BATCH_GUESS."""
+    t = v.type
+    if not isinstance(t, ShapedType) or len(t.get_shape()) < 3:
+        return None
+    shape = t.get_shape()
+    if shape[0] >= 0 or any(d < 0 for d in shape[1:]):
+        return None
+    return (DYNAMIC_BATCH_GUESS, *shape[1:])
 
 
 def _dynamic_rows(v: SSAValue) -> bool:
@@ -313,6 +341,12 @@ def _match_generic(op: linalg.GenericOp) -> MatmulMatch | None:
     a, b = op.inputs
     c = op.outputs[0]
     sa, sb, sc = _shape(a), _shape(b), _shape(c)
+    dynamic = {v for v, sv in ((a, sa), (b, sb), (c, sc)) if sv is None}
+    if dynamic:  # a dynamic batch: C's first dim, and that of an operand that follows it
+        sa, sb, sc = (_dynamic_batch_shape(v) if v in dynamic else sv
+                      for v, sv in ((a, sa), (b, sb), (c, sc)))
+        if c not in dynamic:
+            return None
     if not (sa and sb and sc) or min(len(sa), len(sb), len(sc)) < 2:
         return None
     if not _is_float(c.type.element_type) or len({a.type.element_type, b.type.element_type,
@@ -361,6 +395,12 @@ def _match_generic(op: linalg.GenericOp) -> MatmulMatch | None:
                 return None
             if d is not None and shape[pos] != sc[d]:
                 return None
+    if dynamic:  # one batch dim, dynamic exactly where it is followed; B read along n
+        for v, bmap in ((a, ba), (b, bb)):
+            if (v in dynamic) != (tuple(bmap) == (0,)):
+                return None
+        if nb != 1 or (b in dynamic and b_trans):
+            return None
     # Body: yield(acc + x * y) in either operand order.
     body = op.body.block
     ops = list(body.ops)
@@ -378,7 +418,8 @@ def _match_generic(op: linalg.GenericOp) -> MatmulMatch | None:
     k = sa[-2] if a_trans else sa[-1]
     if (sb[-1] if b_trans else sb[-2]) != k:
         return None
-    return MatmulMatch(op, a, b, c, sc[:-2], m, n, k, ba, bb, a_trans, b_trans)
+    return MatmulMatch(op, a, b, c, sc[:-2], m, n, k, ba, bb, a_trans, b_trans,
+                       batch_dynamic=bool(dynamic))
 
 
 def is_memref(v: SSAValue) -> bool:

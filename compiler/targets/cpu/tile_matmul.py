@@ -210,13 +210,14 @@ def _flat(b: Builder, v: SSAValue) -> SSAValue:
     return b.insert(op).results[0]
 
 
-def _reshaped(b: Builder, v: SSAValue, t: MemRefType) -> SSAValue:
-    """A row-major view of contiguous `v` as type `t` (same element count): flat, expanded."""
+def _reshaped(b: Builder, v: SSAValue, t: MemRefType, sizes: list[SSAValue] = ()) -> SSAValue:
+    """A row-major view of contiguous `v` as type `t` (same element count): flat, expanded;
+    `sizes`: the values of `t`'s dynamic dims, in order."""
     flat = _flat(b, v)
     if len(t.get_shape()) == 1:
         return flat
     op = memref.ExpandShapeOp.create(
-        operands=[flat], result_types=[t],
+        operands=[flat, *sizes], result_types=[t],
         properties={"reassociation": ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in range(
             len(t.get_shape()))])]), "static_output_shape": DenseArrayBase.from_list(
                 i64, list(t.get_shape()))})
@@ -305,7 +306,10 @@ class _Tiler:
         if mm.m_dynamic:  # the run-time row count, read before anything this pass inserts
             M = dim_value(Builder(InsertPoint.before(op)), mm.c, 0)
         self.M = M
-        if (not mm.m_dynamic and M == 0) or N == 0 or math.prod(mm.batch) == 0:
+        # the batch entries (the run-time count for a dynamic batch, read likewise)
+        self.nb = (dim_value(Builder(InsertPoint.before(op)), mm.c, 0) if mm.batch_dynamic
+                   else math.prod(mm.batch))
+        if (not mm.m_dynamic and M == 0) or N == 0 or self.nb == 0:
             Rewriter.erase_op(op)
             return
         if K == 0:  # C keeps its initial value (the fill)
@@ -353,7 +357,7 @@ class _Tiler:
         elif self.b_producer is not None:
             # One K x N buffer per thread, reused batch after batch (so it stays in cache),
             # in place of the copy's full (batch, K, N) output.
-            self.slots = min(self.threads, math.prod(mm.batch))
+            self.slots = self.threads if mm.batch_dynamic else min(self.threads, self.nb)
             self.ldb = N + (16 if rows_alias_in_l1(N * element_bytes(elem), 8) else 0)
             b_src = top.insert(memref.AllocOp.get(elem, 64, [self.slots * K * self.ldb])).memref
             allocs.append(b_src)
@@ -370,10 +374,13 @@ class _Tiler:
             compute = compute.next_op
         info = {"op": StringAttr(op.name.removeprefix("linalg.")),
                 # per row when M is dynamic (compiler/stats.py counts it so)
-                "flops": IntegerAttr(2 * math.prod(mm.batch) * (1 if mm.m_dynamic else M) * N * K
+                "flops": IntegerAttr(2 * (1 if mm.batch_dynamic else math.prod(mm.batch))
+                                     * (1 if mm.m_dynamic else M) * N * K
                                      + (flops(self.epilogue) if self.epilogue else 0), i64)}
         if mm.m_dynamic:
             info["per_row"] = UnitAttr()
+        if mm.batch_dynamic:  # per batch entry
+            info["per_batch"] = UnitAttr()
         if self.epilogue is not None:  # the fused ops, by name
             info["epilogue"] = StringAttr(",".join(
                 o.name for o in self.epilogue.body.block.ops if not isinstance(o, linalg.YieldOp)))
@@ -407,9 +414,9 @@ class _Tiler:
         matmul."""
         mm, s = self.match, self.s
         op = mm.op
-        nb = math.prod(mm.batch)
+        nb = DYNAMIC_INDEX if mm.batch_dynamic else math.prod(mm.batch)
         self.pad = None
-        if (s.parallel != "b" or nb < 2 or s.pack_b or mm.b_trans
+        if (s.parallel != "b" or (nb < 2 and not mm.batch_dynamic) or s.pack_b or mm.b_trans
                 or list(mm.b_batch) != list(range(len(mm.batch)))):
             return None
         col = root(mm.b)
@@ -618,7 +625,7 @@ class _Tiler:
         aliases = _aliases(c)
         prev = op.prev_op
         while prev is not None:
-            if any(v in aliases for v in prev.operands) or prev.regions:
+            if _touches(prev, aliases) or prev.regions:
                 break
             prev = prev.prev_op
         if not isinstance(prev, linalg.FillOp) or prev.outputs[0] is not c:
@@ -761,7 +768,7 @@ class _Tiler:
                     Rewriter.erase_op(u.operation)
             alloc = c.op
             b = Builder(InsertPoint.before(alloc))
-            new_c = d if d.type == c.type else _reshaped(b, d, c.type)
+            new_c = d if d.type == c.type else _reshaped(b, d, c.type, list(alloc.dynamic_sizes))
             c.replace_all_uses_with(new_c)
             Rewriter.erase_op(alloc)
             self.match = dataclasses.replace(self.match, c=new_c)
@@ -894,7 +901,7 @@ class _Tiler:
         M, N = self.M, mm.n
         TM = ix.div(b, ix.add(b, M, s.mc - 1), s.mc) if mm.m_dynamic else -(-M // s.mc)
         TN = -(-N // s.nc)
-        nb = math.prod(mm.batch)
+        nb = self.nb
         extents = {"b": nb, "m": TM, "n": TN}
         # Threads take contiguous runs of the flattened tiles. M blocks come in multiples of
         # mr, so the last is often short; when N's blocks are all equal, run over N outside
@@ -930,7 +937,8 @@ class _Tiler:
                 x = self.pad[0].inputs[0]
                 vshape = self.b_producer.inputs[0].type.get_shape()
                 self.pad_source = _reshaped(b, x, MemRefType(
-                    x.type.element_type, [*vshape[:-2], *x.type.get_shape()[-2:]]))
+                    x.type.element_type, [*vshape[:-2], *x.type.get_shape()[-2:]]),
+                    [self.nb] if mm.batch_dynamic else [])
             inner = [d for d in dims if d != "b" and extents[d] > 1]
 
             def run_of_batches(b: Builder, t: Index) -> None:
@@ -1059,7 +1067,7 @@ class _Tiler:
     def _c_shape(self) -> list[int]:
         """C's (batch..., m, n); with a dynamic M, C's type (its `?`)."""
         mm = self.match
-        if mm.m_dynamic:
+        if mm.m_dynamic or mm.batch_dynamic:
             return list(mm.c.type.get_shape())
         return [*mm.batch, mm.m, mm.n]
 
@@ -1079,7 +1087,8 @@ class _Tiler:
                 out.append((v, AffineMap(len(c_shape), 0, ())))
             elif (m == ident and isinstance(v.type, MemRefType)
                   and isinstance(v.type.layout, NoneAttr)):
-                out.append((_reshaped(b, v, MemRefType(v.type.element_type, c_shape)),
+                dyn = [self.nb] if self.match.batch_dynamic else []  # C's one dynamic dim
+                out.append((_reshaped(b, v, MemRefType(v.type.element_type, c_shape), dyn),
                             AffineMap.identity(len(c_shape))))
             else:
                 return None
@@ -1111,8 +1120,10 @@ class _Tiler:
 
 
 def _touches(op: Operation, values: set[SSAValue]) -> bool:
-    """Whether `op` or any op nested in it has an operand in `values`."""
-    return any(v in values for o in op.walk() for v in o.operands)
+    """Whether `op` or any op nested in it has an operand in `values` (a `memref.dim`, which
+    reads a size no op changes, does not count)."""
+    return any(v in values for o in op.walk() if not isinstance(o, memref.DimOp)
+               for v in o.operands)
 
 
 def _deallocs_movable(first: Operation, op: Operation, buf: set[SSAValue],
@@ -1221,10 +1232,10 @@ class TileMatmul(ModulePass):
                                            vw=max(1, self.vector_bits // (8 * ebytes)),
                                            elem_bytes=ebytes, b_constant=is_constant(mm.b),
                                            a_trans=mm.a_trans, b_trans=mm.b_trans,
-                                           fixed={"pack_a": False} if mm.m_dynamic else None)
-            if mm.m_dynamic and s.pack_a:
-                raise CompileError("tile-matmul: a matmul with dynamic rows cannot pack A "
-                                   "(its size would depend on the run-time M)")
+                                           fixed=mm.fixed_choices() or None)
+            if any(getattr(s, k) != v for k, v in mm.fixed_choices().items()):
+                raise CompileError("tile-matmul: a matmul with dynamic sizes cannot pack an "
+                                   f"operand whose size depends on them (schedule {s})")
             g = _global_of(mm.b, op) if s.pack_b else None
             if g is not None:
                 prepacked.add(g.sym_name.data)
