@@ -785,6 +785,9 @@ def _op_constant_of_shape(imp, node, ins, at):
 @handles("Range")
 def _op_range(imp, node, ins, at):
     s, l_, d = (const(imp, node, v, "Range input") for v in ins)
+    if any(x.dtype == object for x in (s, l_, d)):  # a length that depends on a dynamic dim
+        raise unsupported(imp, node, f"a Range of dynamic length ({s.item()} to {l_.item()}, step "
+                          f"{d.item()}; compile with static input shapes for it)")
     return [np.arange(s, l_, d).astype(s.dtype)]
 
 

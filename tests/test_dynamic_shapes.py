@@ -232,6 +232,29 @@ def test_onnx_dynamic_batch_matches_onnxruntime():
         m(np.zeros((2, 63), np.float32))
 
 
+def test_onnx_range_of_dynamic_length_is_a_clear_error():
+    """Position ids built with Range(0, seq) need a tensor of dynamic length that aicc has no
+    op for: refused by name, with the way out; with static shapes the model compiles."""
+    from onnx import TensorProto, helper
+
+    one = helper.make_tensor("one", TensorProto.INT64, [], [1])
+    zero = helper.make_tensor("zero", TensorProto.INT64, [], [0])
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["n"], axis=0),
+             helper.make_node("Range", ["zero", "n", "one"], ["pos"]),
+             helper.make_node("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["x", "posf"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "pos", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])], [one, zero])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    with pytest.raises(UnsupportedOpError, match=r"Range node .*dynamic length \(0 to seq, step 1"):
+        compiler.compile(model)
+    m = compiler.compile(model, input_shapes={"x": (2, 5)})
+    x = np.ones((2, 5), np.float32)
+    np.testing.assert_array_equal(m(x), x + np.arange(5, dtype=np.float32))
+
+
 def test_onnx_given_shapes_stay_static():
     model = _onnx_mlp()
     m = compiler.compile(model, input_shapes={"x": (4, 64)})
