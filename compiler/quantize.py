@@ -36,6 +36,7 @@ from xdsl.ir import SSAValue
 from compiler import ops
 from compiler.dialects import aicc, aicc_nn
 from compiler.dialects.aicc_quant import QMAX, QMIN, DequantizeOp, MatmulIntegerOp, QuantizeOp
+from compiler.lowering.dynamic_quantize import symmetric_weights as _weights
 from compiler.lowering.quantize_matmul import QUANTIZED_ATTR
 from compiler.errors import CompileError
 
@@ -193,19 +194,6 @@ def entropy_threshold(a: np.ndarray, bins: int = 2048, levels: int = 128) -> flo
     return best_t
 
 
-def _weights(w: np.ndarray, per_channel: bool, n_axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8 weights and their scales (one per output column, or one)."""
-    w = w.astype(np.float64)
-    if per_channel:
-        amax = np.abs(w).max(axis=1 - n_axis)
-    else:
-        amax = np.full(w.shape[n_axis], np.abs(w).max())
-    scale = np.where(amax > 0, amax / QMAX, 1.0)
-    along = (-1, 1) if n_axis == 0 else (1, -1)
-    q = np.clip(np.rint(w / scale.reshape(along)), -QMAX, QMAX).astype(np.int8)
-    return q, (scale if per_channel else scale[:1])
-
-
 def _sqnr(ref: np.ndarray, got: np.ndarray) -> float:
     noise = float(np.sum((ref.astype(np.float64) - got) ** 2))
     signal = float(np.sum(ref.astype(np.float64) ** 2))
@@ -327,4 +315,41 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
     set_uint8_io(m, program)
     m.quantization = report
     m.stats["quantized_ops"] = m.ir("tensor").count("aicc.matmul_integer")  # matmuls and convs
+    return m
+
+
+def quantize_dynamic(model: Any, example_inputs: Sequence[Any] | None = None, *, per_channel: bool = True,
+                     target: str = "cpu", threads: int | None = None,
+                     input_shapes: dict[str, Sequence[int]] | None = None):
+    """An int8 `CompiledModel` of `model` (anything `compiler.compile` takes) with dynamic
+    quantization, as onnxruntime.quantization.quantize_dynamic and
+    torch.ao.quantization.quantize_dynamic: every float32 matmul of a constant 2-D weight (a
+    linear layer, an ONNX MatMul or Gemm of an initializer) gets int8 weights, quantized
+    symmetrically at compile time (per output channel, or per tensor without `per_channel`),
+    and its activation is quantized per tensor in every call from its own range (uint8 with a
+    zero point, DynamicQuantizeLinear's formula), inside the compiled model: no calibration
+    data. The rest of the model stays float32. `m.stats["quantized_ops"]` counts the int8
+    matmuls. See compiler/lowering/dynamic_quantize.py."""
+    from compiler.api import import_model, set_uint8_io
+    from compiler.lowering.dynamic_quantize import DynamicQuantizeMatmul
+    from compiler.lowering.fold_constants import FoldConstants
+    from compiler.lowering.pipeline import make_context
+    from compiler.lowering.simplify import Simplify
+    from compiler.pipeline import CompileOptions, compile_module
+    from compiler.targets import get_target
+
+    options = CompileOptions(target, threads)
+    get_target(target).check_options(options)
+    ctx = make_context()
+    program = import_model(model, example_inputs, input_shapes)
+    FoldConstants().apply(ctx, program.module)
+    Simplify().apply(ctx, program.module)
+    DynamicQuantizeMatmul(per_channel).apply(ctx, program.module)
+    m = compile_module(program.module, program.func_name, output_is_tuple=program.output_is_tuple,
+                       options=options, locations=getattr(program, "locations", None) or {})
+    m.input_names = getattr(program, "input_names", None)
+    m.output_names = getattr(program, "output_names", None)
+    m.guards = list(getattr(program, "guards", None) or [])
+    set_uint8_io(m, program)
+    m.stats["quantized_ops"] = m.ir("tensor").count("aicc.dynamic_matmul_integer")
     return m

@@ -13,6 +13,10 @@ lhs zero point when the rhs is read as (N, K); the kernel (compiler/codegen/llvm
 needs AVX2's `vpmaddwd`, so the pass runs only for CPUs that have it (`enabled`), and the
 generic loop nest remains the fallback everywhere else. Rows go to threads in blocks of
 `ROWS_PER_TASK` (the lhs rows, batch dims included, are contiguous).
+
+A dynamic_matmul_integer's generic (`aicc.qgemm_dynamic`: a float lhs and its run-time
+[scale, zero point]) becomes the same row blocks of `aicc_cpu.qgemm ... quantize %s, %z`,
+which quantize each float row as the kernel packs it: the int8 lhs is never stored.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from math import prod
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, scf
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
 from xdsl.dialects.linalg import ops as linalg
 from xdsl.ir import Block, Region
@@ -32,16 +36,19 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from compiler.dialects.aicc_cpu import QGemmOp
 from compiler.lowering.loop_builder import IndexBuilder
 
-from compiler.lowering.quant_to_linalg import QGEMM_ATTR
+from compiler.lowering.quant_to_linalg import QGEMM_ATTR, QGEMM_DYNAMIC_ATTR
 ROWS_PER_TASK = 8
 
 
 def _lower(op: linalg.GenericOp) -> None:
-    a, bm = op.inputs
+    dynamic = QGEMM_DYNAMIC_ATTR in op.attributes
+    a, bm, *params = op.inputs
     (c,) = op.outputs
-    if not all(isinstance(v.type, MemRefType) for v in (a, bm, c)):
+    if not all(isinstance(v.type, MemRefType) for v in (a, bm, c, *params)):
         return
     a_shape, (n, k) = a.type.get_shape(), bm.type.get_shape()
+    if any(d < 0 for d in (*a_shape, n, k)):  # symbolic dims: the generic loop nest stays
+        return
     rows = prod(a_shape[:-1])
     zp = op.attributes[QGEMM_ATTR].value.data
     fill = op.prev_op
@@ -58,7 +65,10 @@ def _lower(op: linalg.GenericOp) -> None:
     m = inner.insert(arith.MinSIOp(left, ix.const(ROWS_PER_TASK))).result
     a_off = inner.insert(arith.MuliOp(r0, ix.const(k))).result
     c_off = inner.insert(arith.MuliOp(r0, ix.const(n))).result
-    inner.insert(QGemmOp(a, a_off, bm, c, c_off, m, n=n, k=k, zp=zp))
+    quantize = None
+    if dynamic:  # [scale, zero point] of the float A, computed earlier in this call
+        quantize = tuple(inner.insert(memref.LoadOp.get(params[0], [ix.const(i)])).res for i in (0, 1))
+    inner.insert(QGemmOp(a, a_off, bm, c, c_off, m, n=n, k=k, zp=zp, quantize=quantize))
     inner.insert(scf.ReduceOp())
     if isinstance(fill, linalg.FillOp) and tuple(fill.outputs) == (c,):  # the kernel stores every C
         Rewriter.erase_op(fill)
