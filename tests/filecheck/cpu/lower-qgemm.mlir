@@ -19,3 +19,25 @@ func.func @qgemm(%a: tensor<20x40xi8>, %w: tensor<6x40xi8>) -> tensor<20x6xi32> 
   %y = aicc.matmul_integer %a, %w {lhs_zero_point = -3 : i64, transpose_rhs} : tensor<20x40xi8>, tensor<6x40xi8> -> tensor<20x6xi32>
   func.return %y : tensor<20x6xi32>
 }
+
+// Dynamic quantization: the float A and its run-time [scale, zero point]. The same row blocks,
+// each kernel call given the two scalars, which it uses to quantize A's rows as it converts
+// them (k = 37: two 16-wide chunks and a tail of 5, quantized too).
+// CHECK-LABEL: func.func @dqgemm
+// CHECK-SAME:    (%[[A:.*]]: memref<9x37xf32>, %[[W:.*]]: memref<6x37xi8>, %[[P:.*]]: memref<2xf32>, %[[C:.*]]: memref<9x6xi32>)
+// CHECK-NOT:     linalg
+// CHECK:         "scf.parallel"
+// CHECK:           %[[S:.*]] = memref.load %[[P]][%{{.*}}] : memref<2xf32>
+// CHECK:           %[[Z:.*]] = memref.load %[[P]][%{{.*}}] : memref<2xf32>
+// CHECK:           aicc_cpu.qgemm %[[A]][%{{.*}}], %[[W]], %[[C]][%{{.*}}] rows %{{.*}} quantize %[[S]], %[[Z]] {n = 6 : i64, k = 37 : i64, zp = 0 : i64} : memref<9x37xf32>, memref<6x37xi8>, memref<9x6xi32>
+// CHECK-NOT:     linalg
+// LLVM: define internal void @"aicc.dqgemm.6.37"(ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, i64 %{{.*}}, float %{{.*}}, float %{{.*}})
+// LLVM: fdiv <16 x float>
+// LLVM: call <16 x float> @"llvm.roundeven.v16f32"
+// LLVM: fptosi <16 x float> %{{.*}} to <16 x i16>
+// LLVM: call float @"llvm.roundeven.f32"
+// LLVM: call <8 x i32> @"llvm.x86.avx2.pmadd.wd"
+func.func @dqgemm(%a: tensor<9x37xf32>, %w: tensor<6x37xi8>, %p: tensor<2xf32>) -> tensor<9x6xi32> {
+  %y = aicc.dynamic_matmul_integer %a, %w, %p : tensor<9x37xf32>, tensor<6x37xi8>, tensor<2xf32> -> tensor<9x6xi32>
+  func.return %y : tensor<9x6xi32>
+}
