@@ -318,6 +318,24 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
     return m
 
 
+@dataclass
+class DynamicQuantizationReport:
+    """compiler.quantize_dynamic's layers: each weight's shape, scales and the SQNR of its int8
+    copy (activations have no fixed parameters to report)."""
+
+    per_channel: bool
+    layers: list[LayerQuant] = field(default_factory=list)
+
+    def table(self) -> str:
+        lines = [f"int8 dynamic quantization: {len(self.layers)} layer(s), activations per tensor at run time, "
+                 f"weights {'per channel' if self.per_channel else 'per tensor'}",
+                 f"{'#':>3}  {'weight':>11}  {'w scale min':>11}  {'max':>10}  {'w SQNR dB':>9}  origin"]
+        for q in self.layers:
+            lines.append(f"{q.index:>3}  {q.shape[0]:>5}x{q.shape[1]:<5}  {q.weight_scales.min():>11.4g}  "
+                         f"{q.weight_scales.max():>10.4g}  {q.sqnr_db:>9.2f}  {q.origin or '-'}")
+        return "\n".join(lines)
+
+
 def quantize_dynamic(model: Any, example_inputs: Sequence[Any] | None = None, *, per_channel: bool = True,
                      target: str = "cpu", threads: int | None = None,
                      input_shapes: dict[str, Sequence[int]] | None = None):
@@ -329,9 +347,9 @@ def quantize_dynamic(model: Any, example_inputs: Sequence[Any] | None = None, *,
     and its activation is quantized per tensor in every call from its own range (uint8 with a
     zero point, DynamicQuantizeLinear's formula), inside the compiled model: no calibration
     data. The rest of the model stays float32. `m.stats["quantized_ops"]` counts the int8
-    matmuls. See compiler/lowering/dynamic_quantize.py."""
+    matmuls, `m.quant_report()` lists them. See compiler/lowering/dynamic_quantize.py."""
     from compiler.api import import_model, set_uint8_io
-    from compiler.lowering.dynamic_quantize import DynamicQuantizeMatmul
+    from compiler.lowering.dynamic_quantize import DynamicQuantizeMatmul, candidate
     from compiler.lowering.fold_constants import FoldConstants
     from compiler.lowering.pipeline import make_context
     from compiler.lowering.simplify import Simplify
@@ -344,12 +362,25 @@ def quantize_dynamic(model: Any, example_inputs: Sequence[Any] | None = None, *,
     program = import_model(model, example_inputs, input_shapes)
     FoldConstants().apply(ctx, program.module)
     Simplify().apply(ctx, program.module)
+    locations = getattr(program, "locations", None) or {}
+    report = DynamicQuantizationReport(per_channel)
+    for op in program.module.walk():
+        if isinstance(op, aicc.MatmulOp) and candidate(op):
+            w = aicc.numpy_from_dense(op.rhs.owner.value)
+            n_axis = 0 if op.trans_rhs else 1
+            qw, w_scale = _weights(w, per_channel, n_axis)
+            wq = qw.astype(np.float64) * (w_scale if per_channel else w_scale[0]).reshape(
+                (-1, 1) if n_axis == 0 else (1, -1))
+            report.layers.append(LayerQuant(len(report.layers), locations.get(op, ""),
+                                            tuple((w.T if op.trans_rhs else w).shape), float("nan"), 0, w_scale,
+                                            _sqnr(w, wq)))
     DynamicQuantizeMatmul(per_channel).apply(ctx, program.module)
     m = compile_module(program.module, program.func_name, output_is_tuple=program.output_is_tuple,
-                       options=options, locations=getattr(program, "locations", None) or {})
+                       options=options, locations=locations)
     m.input_names = getattr(program, "input_names", None)
     m.output_names = getattr(program, "output_names", None)
     m.guards = list(getattr(program, "guards", None) or [])
     set_uint8_io(m, program)
+    m.quantization = report
     m.stats["quantized_ops"] = m.ir("tensor").count("aicc.dynamic_matmul_integer")
     return m
