@@ -34,18 +34,19 @@ def _cos(a, b) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def _reference(x, w, b, per_channel: bool):
+def _reference(x, w, b, per_channel: bool, qmax: int = 127):
     """The int8 linear layer quantize_dynamic computes, in NumPy: x quantized per tensor as
-    DynamicQuantizeLinear does (float32 scale and zero point), w symmetric int8 per output
-    column (or per tensor), exact int64 sums, float32 epilogue."""
+    DynamicQuantizeLinear does (float32 scale and zero point), w symmetric within [-qmax, qmax]
+    per output column (or per tensor, scales in float64), exact int64 sums, float32 epilogue."""
     f = np.float32
     lo, hi = min(f(x.min()), f(0)), max(f(x.max()), f(0))
     scale = f(1) if hi == lo else f(hi - lo) / f(255)
     zp = np.round(np.clip(f(0) - lo / scale, f(0), f(255))) - f(128)
     q = np.clip(np.rint(x / scale) + zp, -128, 127) - zp
-    amax = np.abs(w.astype(np.float64)).max(0) if per_channel else np.full(w.shape[1], np.abs(w).max())
-    ws = np.where(amax > 0, amax / 127, 1.0)
-    qw = np.clip(np.rint(w / ws), -127, 127)
+    w64 = np.abs(w.astype(np.float64))
+    amax = w64.max(0) if per_channel else np.full(w.shape[1], w64.max())
+    ws = np.where(amax > 0, amax / qmax, 1.0)
+    qw = np.clip(np.rint(w / ws), -qmax, qmax)
     acc = (q.astype(np.int64) @ qw.astype(np.int64)).astype(np.float32)
     return acc * (scale * ws.astype(np.float32)) + b
 
@@ -67,8 +68,9 @@ SHAPES = [(1, 16, 8), (7, 37, 5), (129, 300, 33), (1, 5, 1), (7, 129, 17), (129,
 
 
 @pytest.mark.parametrize("m_,k,n", SHAPES, ids=lambda v: str(v))
-@pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
-def test_linear_matches_numpy_model(m_, k, n, per_channel):
+@pytest.mark.parametrize("per_channel,reduce_range", [(True, False), (False, False), (True, True)],
+                         ids=["per_channel", "per_tensor", "per_channel_7bit"])
+def test_linear_matches_numpy_model(m_, k, n, per_channel, reduce_range):
     w = (RNG.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
     w[:, 0] *= 10  # per channel and per tensor scales differ
     b = RNG.standard_normal(n).astype(np.float32)
@@ -77,12 +79,13 @@ def test_linear_matches_numpy_model(m_, k, n, per_channel):
         return x @ w + b
 
     x = _data("normal", (m_, k))
-    m = compiler.quantize_dynamic(linear, (x,), per_channel=per_channel)
+    m = compiler.quantize_dynamic(linear, (x,), per_channel=per_channel, reduce_range=reduce_range)
     assert m.stats["quantized_ops"] == 1
     assert "aicc_cpu.qgemm" in m.ir("loops") and "to i8" not in m.ir("loops")  # x is never stored as int8
+    assert ("colsum" in m.ir("loops")) == reduce_range  # 7-bit weights: the vpmaddubsw kernel
     for kind in ("normal", "positive", "negative", "zeros", "wide"):
         x = _data(kind, (m_, k))
-        ref = _reference(x, w, b, per_channel)
+        ref = _reference(x, w, b, per_channel, 63 if reduce_range else 127)
         np.testing.assert_allclose(m(x), ref, rtol=0, atol=1e-6 * max(1.0, np.abs(ref).max()), err_msg=kind)
 
 
@@ -323,3 +326,30 @@ def test_errors_and_nothing_to_quantize():
     np.testing.assert_allclose(q(x, x), no_weights(x, x), rtol=1e-5, atol=1e-5)
     with pytest.raises(compiler.CompileError, match="not quantized"):
         compiler.compile(no_weights, (x, x)).quant_report()
+
+
+@pytest.mark.parametrize("m_,k,n", [(1, 33, 3), (7, 64, 5), (129, 100, 17)], ids=str)
+@pytest.mark.parametrize("zp", [-128, 0, 37, 127])
+def test_7bit_weight_kernel_on_int8_activations(m_, k, n, zp):
+    """A matmul_integer of a constant weight within [-64, 63] (any int8 lhs and zero point, as
+    static quantization and QOperator models give) runs in the vpmaddubsw kernel, exactly."""
+    from xdsl.parser import Parser
+
+    from compiler.lowering.pipeline import make_context
+    from compiler.pipeline import compile_module
+
+    w = RNG.integers(-64, 64, (n, k)).astype(np.int8)
+    w[0, :] = -64  # the extremes: pair sums of 2 * 255 * 64 in magnitude
+    w[-1, :] = 63
+    dense = "[" + ", ".join("[" + ", ".join(map(str, r)) + "]" for r in w) + "]"
+    text = f"""func.func @f(%a: tensor<{m_}x{k}xi8>) -> tensor<{m_}x{n}xi32> {{
+      %w = aicc.constant dense<{dense}> : tensor<{n}x{k}xi8>
+      %y = aicc.matmul_integer %a, %w {{lhs_zero_point = {zp} : i64, transpose_rhs}} : tensor<{m_}x{k}xi8>, tensor<{n}x{k}xi8> -> tensor<{m_}x{n}xi32>
+      func.return %y : tensor<{m_}x{n}xi32>
+    }}"""
+    m = compile_module(Parser(make_context(), text).parse_module(), "f", options=CompileOptions("cpu", 1),
+                       use_cache=False)
+    assert "colsum" in m.ir("loops")
+    for a in (RNG.integers(-128, 128, (m_, k)), np.full((m_, k), 127), np.full((m_, k), -128)):
+        a = a.astype(np.int8)
+        np.testing.assert_array_equal(m(a), (a.astype(np.int64) - zp) @ w.T.astype(np.int64))

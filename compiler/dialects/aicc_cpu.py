@@ -139,7 +139,12 @@ class QGemmOp(IRDLOperation):
 
     With `quantize %scale, %zp` (f32 values) A is f32, quantized as its rows are read:
     A[...] - zp above becomes clamp(rne(A[...] / scale) + zp, -128, 127) - zp, the run-time
-    zero point replacing the attribute (dynamic quantization)."""
+    zero point replacing the attribute (dynamic quantization).
+
+    With `colsum %s : memref<Nxi32>` (the sums of B's rows) every B value is within [-64, 63]
+    (7-bit weights): the kernel multiplies A + 128 (uint8) by B with `vpmaddubsw`, 32
+    products per instruction, whose pair sums then stay within int16 (2 * 255 * 64 < 2^15),
+    and subtracts (zp + 128) * colsum[j] at the end."""
 
     name = "aicc_cpu.qgemm"
 
@@ -151,6 +156,7 @@ class QGemmOp(IRDLOperation):
     m = operand_def(IndexType)
     scale = opt_operand_def(Float32Type)
     zero_point = opt_operand_def(Float32Type)
+    colsum = opt_operand_def(MemRefType)
 
     n = prop_def(IntegerAttr)
     k = prop_def(IntegerAttr)
@@ -159,13 +165,14 @@ class QGemmOp(IRDLOperation):
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
     assembly_format = ("$a `[` $a_off `]` `,` $b `,` $c `[` $c_off `]` `rows` $m "
-                       "(`quantize` $scale^ `,` $zero_point)? attr-dict "
+                       "(`quantize` $scale^ `,` $zero_point)? (`colsum` $colsum^ `:` type($colsum))? attr-dict "
                        "`:` type($a) `,` type($b) `,` type($c)")
 
     def __init__(self, a: SSAValue, a_off: SSAValue, b: SSAValue, c: SSAValue, c_off: SSAValue,
-                 m: SSAValue, *, n: int, k: int, zp: int, quantize: tuple[SSAValue, SSAValue] | None = None):
+                 m: SSAValue, *, n: int, k: int, zp: int, quantize: tuple[SSAValue, SSAValue] | None = None,
+                 colsum: SSAValue | None = None):
         scale, zero_point = ([quantize[0]], [quantize[1]]) if quantize else ([], [])
-        super().__init__(operands=[a, a_off, b, c, c_off, m, scale, zero_point],
+        super().__init__(operands=[a, a_off, b, c, c_off, m, scale, zero_point, [colsum] if colsum else []],
                          properties={"n": IntegerAttr(n, i64), "k": IntegerAttr(k, i64),
                                      "zp": IntegerAttr(zp, i64)})
 
@@ -178,6 +185,11 @@ class QGemmOp(IRDLOperation):
             raise VerifyException("aicc_cpu.qgemm: n and k must be positive")
         if (self.scale is None) != (self.zero_point is None):
             raise VerifyException("aicc_cpu.qgemm: quantize takes a scale and a zero point")
+        if self.colsum is not None and (self.colsum.type.get_shape() != (self.n.value.data,) or
+                                        getattr(self.colsum.type.element_type, "width", None) is None or
+                                        self.colsum.type.element_type.width.data != 32):
+            raise VerifyException(f"aicc_cpu.qgemm: colsum must be a memref<{self.n.value.data}xi32>, got "
+                                  f"{self.colsum.type}")
         for v, width in ((self.a, 8), (self.b, 8), (self.c, 32)):
             e = v.type.element_type
             ok = isinstance(e, Float32Type) if v is self.a and self.dynamic else \

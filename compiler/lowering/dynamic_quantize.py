@@ -10,7 +10,9 @@ activations quantized at run time (`compiler.quantize_dynamic`).
     %y = aicc.mul %f, aicc.mul(%s, dense<[ws_0, ws_1, ...]>) [+ %b]
 
 The weight is quantized at compile time, symmetrically (zero point 0), per output column
-(`per_channel`) or per tensor, and stored as (N, K) int8 rows; x is quantized per tensor, as
+(`per_channel`) or per tensor, within [-127, 127] or with `reduce_range` [-63, 63] (7 bits,
+as onnxruntime's reduce_range: the CPU's int8 kernel then multiplies it with vpmaddubsw, twice
+the products per instruction, exactly), and stored as (N, K) int8 rows; x is quantized per tensor, as
 ONNX Runtime's quantize_dynamic (DynamicQuantizeLinear) and torch's dynamic quantization do,
 with the scale and zero point of its range in this call. The matmuls that read the same x
 share one dynamic_quant_params once CSE has run. The float ops are those ONNX Runtime runs
@@ -38,17 +40,17 @@ from compiler.dialects.aicc_quant import QMAX, DynamicMatmulIntegerOp, DynamicQu
 from compiler.lowering.quantize_matmul import QUANTIZED_ATTR
 
 
-def symmetric_weights(w: np.ndarray, per_channel: bool, n_axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8 weights of a 2-D w and their scales (one per output column along
-    `n_axis`, or one)."""
+def symmetric_weights(w: np.ndarray, per_channel: bool, n_axis: int, qmax: int = QMAX) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 weights of a 2-D w within [-qmax, qmax] and their scales (one per output
+    column along `n_axis`, or one)."""
     w = w.astype(np.float64)
     if per_channel:
         amax = np.abs(w).max(axis=1 - n_axis)
     else:
         amax = np.full(w.shape[n_axis], np.abs(w).max())
-    scale = np.where(amax > 0, amax / QMAX, 1.0)
+    scale = np.where(amax > 0, amax / qmax, 1.0)
     along = (-1, 1) if n_axis == 0 else (1, -1)
-    q = np.clip(np.rint(w / scale.reshape(along)), -QMAX, QMAX).astype(np.int8)
+    q = np.clip(np.rint(w / scale.reshape(along)), -qmax, qmax).astype(np.int8)
     return q, (scale if per_channel else scale[:1])
 
 
@@ -62,9 +64,13 @@ def candidate(op: aicc.MatmulOp) -> bool:
     return all(isinstance(d, int) and d > 0 for v in (op.lhs, w) for d in aicc.shape_of(v))
 
 
+REDUCED_QMAX = 63  # reduce_range: 7-bit weights, which the CPU's vpmaddubsw kernel multiplies exactly
+
+
 class DynamicInt8Matmul(RewritePattern):
-    def __init__(self, per_channel: bool):
+    def __init__(self, per_channel: bool, reduce_range: bool = False):
         self.per_channel = per_channel
+        self.qmax = REDUCED_QMAX if reduce_range else QMAX
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc.MatmulOp, rewriter: PatternRewriter) -> None:
@@ -72,7 +78,7 @@ class DynamicInt8Matmul(RewritePattern):
             return
         n_axis = 0 if op.trans_rhs else 1
         w = aicc.numpy_from_dense(op.rhs.owner.value)
-        qw, w_scale = symmetric_weights(w, self.per_channel, n_axis)
+        qw, w_scale = symmetric_weights(w, self.per_channel, n_axis, self.qmax)
         rows = np.ascontiguousarray(qw if op.trans_rhs else qw.T)  # (N, K): K contiguous
         params = DynamicQuantParamsOp(op.lhs)
         cw = aicc.ConstantOp.from_array(rows)
@@ -98,7 +104,8 @@ class DynamicQuantizeMatmul(ModulePass):
     name = "dynamic-quantize-matmul"
 
     per_channel: bool = True
+    reduce_range: bool = False  # weights within [-63, 63]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(GreedyRewritePatternApplier([DynamicInt8Matmul(self.per_channel)]),
+        PatternRewriteWalker(GreedyRewritePatternApplier([DynamicInt8Matmul(self.per_channel, self.reduce_range)]),
                              apply_recursively=False).rewrite_module(op)
