@@ -136,6 +136,20 @@ def test_portable_loop_nest_matches_the_kernel():
             np.testing.assert_allclose(m(x), ref, rtol=0, atol=1e-6 * np.abs(ref).max())
 
 
+def test_cuda_emulator():
+    """The CUDA target (its kernels run by the emulator) computes the same integer sums from
+    the portable loop nests."""
+    w = (RNG.standard_normal((37, 5)) / 6).astype(np.float32)
+
+    def f(x):
+        return x @ w
+
+    x = _data("wide", (7, 37))
+    m = compiler.quantize_dynamic(f, (x,), target="cuda-emu")
+    ref = _reference(x, w, np.float32(0), True)
+    np.testing.assert_allclose(m(x), ref, rtol=0, atol=1e-6 * np.abs(ref).max())
+
+
 def test_mlp_accuracy_and_report():
     w1, w2, w3 = ((RNG.standard_normal(s) / np.sqrt(s[0])).astype(np.float32) for s in ((200, 129), (129, 64), (64, 10)))
     b1 = (RNG.standard_normal(129) * 0.1).astype(np.float32)
