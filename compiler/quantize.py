@@ -352,7 +352,7 @@ def quantize_dynamic(model: Any, example_inputs: Sequence[Any] | None = None, *,
     data. The rest of the model stays float32. `m.stats["quantized_ops"]` counts the int8
     matmuls, `m.quant_report()` lists them. See compiler/lowering/dynamic_quantize.py."""
     from compiler.api import import_model, set_uint8_io
-    from compiler.lowering.dynamic_quantize import REDUCED_QMAX, DynamicQuantizeMatmul, candidate
+    from compiler.lowering.dynamic_quantize import REDUCED_QMAX, DynamicQuantizeMatmul, candidate, linear_layer
     from compiler.lowering.fold_constants import FoldConstants
     from compiler.lowering.pipeline import make_context
     from compiler.lowering.simplify import Simplify
@@ -368,6 +368,10 @@ def quantize_dynamic(model: Any, example_inputs: Sequence[Any] | None = None, *,
     locations = getattr(program, "locations", None) or {}
     report = DynamicQuantizationReport(per_channel, reduce_range)
     for op in program.module.walk():
+        if isinstance(op, aicc.MatmulOp) and linear_layer(op) and not candidate(op):
+            raise CompileError(f"quantize_dynamic: a linear layer of symbolic shape {op.lhs.type} "
+                               f"({locations.get(op) or 'no location'}); int8 layers are compiled for static "
+                               f"shapes: pass example_inputs or input_shapes")
         if isinstance(op, aicc.MatmulOp) and candidate(op):
             w = aicc.numpy_from_dense(op.rhs.owner.value)
             n_axis = 0 if op.trans_rhs else 1

@@ -548,8 +548,7 @@ def _op_matmul_integer_to_float(imp, node, ins, at):
 def _op_dynamic_quantize_matmul(imp, node, ins, at):
     """A quantized to uint8 as DynamicQuantizeLinear does, (A_q - a_zp) @ (B - b_zp) in int32,
     times a_scale * b_scale, plus bias."""
-    g, x = imp.g, ins[0]
-    y, a_scale, za_value = _op_dynamic_quantize(imp, node, [x], {})
+    y, a_scale, za_value = _op_dynamic_quantize(imp, node, [ins[0]], {})
     return _op_matmul_integer_to_float(imp, node, [y, ins[1], a_scale, ins[2], za_value, _opt(ins, 3),
                                                    _opt(ins, 4)], at)
 

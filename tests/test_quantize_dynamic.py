@@ -260,7 +260,7 @@ def test_onnxruntime_quantize_dynamic_encoder(tmp_path, reduce_range):
     m = compiler.compile(str(q8), (x,))
     tensor_ir = m.ir("tensor")
     assert tensor_ir.count("aicc.dynamic_matmul_integer") == 6 and tensor_ir.count("aicc.dynamic_quant_params") == 4
-    assert "aicc.matmul_integer" not in tensor_ir
+    assert "aicc.matmul_integer" not in tensor_ir and "to i8" not in m.ir("loops")  # no int8 copy of x
     sess = ort.InferenceSession(str(q8), providers=["CPUExecutionProvider"])
     for xi in (x, RNG.standard_normal(x.shape).astype(np.float32) * 2):
         got = m(xi)
@@ -327,6 +327,19 @@ def test_errors_and_nothing_to_quantize():
     torch = pytest.importorskip("torch")
     with pytest.raises(compiler.CompileError, match="needs example_inputs"):
         compiler.quantize_dynamic(torch.nn.Linear(3, 4).eval())
+    pytest.importorskip("onnx")
+    from onnx import TensorProto as TP
+    from onnx import helper, numpy_helper
+
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TP.FLOAT, ("batch", 3))],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, ("batch", 4))],
+                              [numpy_helper.from_array(np.ones((3, 4), np.float32), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(compiler.CompileError, match="symbolic shape .* pass example_inputs or input_shapes"):
+        compiler.quantize_dynamic(model)  # its batch dim stays symbolic
+    q = compiler.quantize_dynamic(model, input_shapes={"x": (2, 3)})
+    assert q.stats["quantized_ops"] == 1
     with pytest.raises(compiler.CompileError, match="unknown target"):
         compiler.quantize_dynamic(lambda x: x * 2, (np.ones(3, np.float32),), target="tpu")
     w = RNG.standard_normal((4, 4)).astype(np.float32)

@@ -54,14 +54,17 @@ def symmetric_weights(w: np.ndarray, per_channel: bool, n_axis: int, qmax: int =
     return q, (scale if per_channel else scale[:1])
 
 
-def candidate(op: aicc.MatmulOp) -> bool:
-    """A float32 matmul of a 2-D constant weight, its lhs not transposed, of static shapes."""
+def linear_layer(op: aicc.MatmulOp) -> bool:
+    """A float32 matmul of a 2-D constant weight, its lhs not transposed."""
     w = op.rhs
     if op.trans_lhs or not isinstance(w.owner, aicc.ConstantOp) or len(aicc.shape_of(w)) != 2:
         return False
-    if any(aicc.element_type_of(v) != f32 for v in (op.lhs, w, op.result)):
-        return False
-    return all(isinstance(d, int) and d > 0 for v in (op.lhs, w) for d in aicc.shape_of(v))
+    return all(aicc.element_type_of(v) == f32 for v in (op.lhs, w, op.result))
+
+
+def candidate(op: aicc.MatmulOp) -> bool:
+    """A linear layer of static, non-empty shapes: what the pass quantizes."""
+    return linear_layer(op) and all(isinstance(d, int) and d > 0 for v in (op.lhs, op.rhs) for d in aicc.shape_of(v))
 
 
 REDUCED_QMAX = 63  # reduce_range: 7-bit weights, which the CPU's vpmaddubsw kernel multiplies exactly
