@@ -346,7 +346,8 @@ def quantize_dynamic(model: Any, example_inputs: Sequence[Any] | None = None, *,
     torch.ao.quantization.quantize_dynamic: every float32 matmul of a constant 2-D weight (a
     linear layer, an ONNX MatMul or Gemm of an initializer) gets int8 weights, quantized
     symmetrically at compile time (per output channel, or per tensor without `per_channel`;
-    in 7 bits with `reduce_range`, which AVX2 CPUs multiply twice as fast, exactly), and its
+    in 7 bits with `reduce_range`, which the AVX2 kernel multiplies with vpmaddubsw, exactly and
+    faster), and its
     activation is quantized per tensor in every call from its own range (uint8 with a
     zero point, DynamicQuantizeLinear's formula), inside the compiled model: no calibration
     data. The rest of the model stays float32. `m.stats["quantized_ops"]` counts the int8

@@ -221,27 +221,52 @@ def test_torch_transformer_encoder_layer():
         assert _cos(q(x), layer(x).numpy()) >= 0.99
 
 
-def _onnx_encoder(tmp_path, batch=2, seq=7):
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("onnx")
+def _mlp(torch):
+    torch.manual_seed(1)
+    nn = torch.nn
+    return nn.Sequential(nn.Linear(100, 129), nn.ReLU(), nn.Linear(129, 64), nn.GELU(), nn.Linear(64, 10)).eval()
+
+
+def _onnx_export(tmp_path, model, x, name):
     import warnings
 
-    model = _encoder(torch)
-    x = torch.randn(batch, seq, 64)
-    path = tmp_path / "enc.onnx"
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnx")
+    path = tmp_path / f"{name}.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17, input_names=["x"],
                           output_names=["y"])
     with torch.no_grad():
-        return path, model, x.numpy(), model(x).numpy()
+        return path, x.numpy(), model(x).numpy()
 
 
-def test_onnx_float_model(tmp_path):
-    """compiler.quantize_dynamic of a float ONNX model: its MatMuls of initializers go int8."""
-    path, _, x, y = _onnx_encoder(tmp_path)
+def _onnx_encoder(tmp_path, batch=2, seq=7):
+    torch = pytest.importorskip("torch")
+    return _onnx_export(tmp_path, _encoder(torch), torch.randn(batch, seq, 64), "enc")
+
+
+def test_torch_mlp():
+    torch = pytest.importorskip("torch")
+    model = _mlp(torch)
+    x = torch.randn(7, 100)
+    q = compiler.quantize_dynamic(model, (x,))
+    assert q.stats["quantized_ops"] == 3
+    with torch.no_grad():
+        assert _cos(q(x), model(x).numpy()) >= 0.99
+
+
+@pytest.mark.parametrize("kind", ["encoder", "mlp"])
+def test_onnx_float_model(tmp_path, kind):
+    """compiler.quantize_dynamic of a float ONNX model: its MatMuls / Gemms of initializers go
+    int8 (the MLP's 2-D Linear layers export as Gemm with transB)."""
+    torch = pytest.importorskip("torch")
+    if kind == "encoder":
+        path, x, y = _onnx_encoder(tmp_path)
+    else:
+        path, x, y = _onnx_export(tmp_path, _mlp(torch), torch.randn(129, 100), "mlp")
     q = compiler.quantize_dynamic(str(path), (x,))
-    assert q.stats["quantized_ops"] == 6
+    assert q.stats["quantized_ops"] == (6 if kind == "encoder" else 3)
     assert _cos(q(x), y) >= 0.99
 
 
@@ -254,7 +279,7 @@ def test_onnxruntime_quantize_dynamic_encoder(tmp_path, reduce_range):
     from onnx.reference import ReferenceEvaluator
     from onnxruntime.quantization import quantize_dynamic
 
-    path, _, x, y = _onnx_encoder(tmp_path)
+    path, x, y = _onnx_encoder(tmp_path)
     q8 = tmp_path / "q.onnx"
     quantize_dynamic(str(path), str(q8), reduce_range=reduce_range)
     m = compiler.compile(str(q8), (x,))

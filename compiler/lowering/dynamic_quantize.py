@@ -11,9 +11,9 @@ activations quantized at run time (`compiler.quantize_dynamic`).
 
 The weight is quantized at compile time, symmetrically (zero point 0), per output column
 (`per_channel`) or per tensor, within [-127, 127] or with `reduce_range` [-63, 63] (7 bits,
-as onnxruntime's reduce_range: the CPU's int8 kernel then multiplies it with vpmaddubsw, twice
-the products per instruction, exactly), and stored as (N, K) int8 rows; x is quantized per tensor, as
-ONNX Runtime's quantize_dynamic (DynamicQuantizeLinear) and torch's dynamic quantization do,
+as onnxruntime's reduce_range: the CPU's int8 kernel then multiplies it with vpmaddubsw, 32
+products per instruction, exactly), and stored as (N, K) int8 rows; x is quantized per
+tensor, as ONNX Runtime's quantize_dynamic (DynamicQuantizeLinear) and torch's dynamic quantization do,
 with the scale and zero point of its range in this call. The matmuls that read the same x
 share one dynamic_quant_params once CSE has run. The float ops are those ONNX Runtime runs
 (scale times weight scale, times the accumulator, plus the bias).

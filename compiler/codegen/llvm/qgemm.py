@@ -17,6 +17,11 @@ every column tile reads. With `quantize %scale, %zp` (dynamic quantization) A is
 that conversion quantizes it, 16 lanes at a time: clamp(rne(a / scale) + zp, -128, 127) - zp
 (the division, as ONNX Runtime's quantizer); the buffer then holds the whole row, its tail
 included, so the tiles never read A itself.
+
+With a `colsum` (a B within [-64, 63], 7-bit weights) the buffer holds A + 128 as bytes and
+each 32-element chunk is one `vpmaddubsw` (u8 x s8, pair sums exact in i16) and one `vpmaddwd`
+by ones into the i32 accumulators; (zp + 128) * colsum[j] is subtracted at the end
+(`_BodyU8`).
 """
 
 from __future__ import annotations
