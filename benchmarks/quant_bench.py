@@ -1,7 +1,8 @@
 """int8 against float32: `compiler.quantize` models next to `compiler.compile` of the same
-model, side by side in one process, with ONNX Runtime's float32 for scale.
+model, side by side in one process; and `compiler.quantize_dynamic` transformers next to
+aicc float32 and ONNX Runtime's float32 and quantize_dynamic models.
 
-    python benchmarks/quant_bench.py [--threads 1] [--reps 50] [--batch 32]
+    python benchmarks/quant_bench.py [--threads 1] [--reps 50] [--batch 32] [--skip-static]
 
 Models: an MLP (784-512-512-10), a small CNN (3x3 convs 32-64-64 on 32x32 images, pooling, a
 linear head) and a transformer feed-forward block (x + W2 gelu(W1 x), d 256, ffn 1024, 64 tokens
@@ -10,6 +11,15 @@ float32 models run alternately; reported: the median wall-clock ms and the least
 calling thread (which other processes on a shared machine disturb less), the speed-up from the
 CPU times, and the cosine similarity of the int8 output with float32. No assertion is made on
 any time. Writes benchmarks/results/quant.md.
+
+Dynamic quantization: a stack of two post-norm encoder layers (benchmarks/models.py's
+EncoderLayer, d 256, 4 heads, FFN 1024) at batch 1 x 128 tokens and batch 32 x 64 tokens, as a
+torch module: aicc float32 (`compiler.compile`), aicc int8 (`compiler.quantize_dynamic`, weights
+per channel), ONNX Runtime float32 and ONNX Runtime running the model that
+onnxruntime.quantization.quantize_dynamic writes from the float ONNX export (its defaults:
+weights per tensor), and aicc compiling that same ORT int8 model. All run alternately in one
+process, ONNX Runtime with one intra-op thread (its work then runs on the calling thread, so
+its thread CPU time counts it). Cosines are against torch's float32 output.
 """
 
 from __future__ import annotations
@@ -79,16 +89,59 @@ def timed(fns, reps: int) -> list[tuple[float, float]]:
     return [(statistics.median(w) * 1e3, min(c) * 1e3) for w, c in zip(wall, cpu)]
 
 
+def _cos(a, b) -> float:
+    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def dynamic_rows(threads: int, reps: int, out_dir: Path) -> list[tuple]:
+    """(name, int8 layers, then (wall, cpu) and cosine for each peer) per encoder case."""
+    import onnxruntime as ort
+    import torch
+    from onnxruntime.quantization import quantize_dynamic
+
+    from models import EncoderLayer, to_onnx
+    from workloads import encoder_params
+
+    torch.manual_seed(0)
+    layers = torch.nn.Sequential(*(EncoderLayer(encoder_params(seed=i)) for i in range(2))).eval()
+    rows = []
+    for batch, seq in ((1, 128), (32, 64)):
+        x = np.random.default_rng(batch).standard_normal((batch, seq, 256)).astype(np.float32)
+        with torch.no_grad():
+            ref = layers(torch.from_numpy(x)).numpy()
+        f32, q8 = out_dir / f"enc_b{batch}.onnx", out_dir / f"enc_b{batch}_q.onnx"
+        f32.write_bytes(to_onnx(layers, (x,)).SerializeToString())
+        quantize_dynamic(str(f32), str(q8))
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+        ort_f = ort.InferenceSession(str(f32), so, providers=["CPUExecutionProvider"])
+        ort_q = ort.InferenceSession(str(q8), so, providers=["CPUExecutionProvider"])
+        aicc_f = compiler.compile(layers, (x,), threads=threads)
+        aicc_q = compiler.quantize_dynamic(layers, (x,), threads=threads)
+        aicc_q7 = compiler.quantize_dynamic(layers, (x,), threads=threads, reduce_range=True)
+        aicc_oq = compiler.compile(str(q8), (x,), threads=threads)
+        peers = [lambda: aicc_q(x), lambda: aicc_q7(x), lambda: aicc_f(x), lambda: aicc_oq(x),
+                 lambda: ort_q.run(None, {"x": x}), lambda: ort_f.run(None, {"x": x})]
+        cos = [_cos(fn() if i < 4 else fn()[0], ref) for i, fn in enumerate(peers)]
+        times = timed(peers, reps)
+        name = f"2 encoder layers d256 h4 ffn1024, batch {batch} x {seq} tokens"
+        rows.append((name, aicc_q.stats["quantized_ops"], times, cos))
+        print(name, " | ".join(f"{c:.3f} ms (cos {k:.4f})" for (_, c), k in zip(times, cos)), flush=True)
+    return rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--skip-static", action="store_true", help="only the dynamic quantization rows")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "quant.md"))
     args = p.parse_args()
     rng = np.random.default_rng(0)
     rows = []
-    for name, (fn, shape) in models(args.batch, rng).items():
+    for name, (fn, shape) in ({} if args.skip_static else models(args.batch, rng)).items():
         calib = [(rng.standard_normal(shape).astype(np.float32),) for _ in range(8)]
         x = rng.standard_normal(shape).astype(np.float32)
         q = compiler.quantize(fn, calib, (x,), threads=args.threads)
@@ -99,6 +152,10 @@ def main() -> None:
         rows.append((name, q.stats["quantized_ops"], w_q, c_q, w_f, c_f, cos))
         print(f"{name}: int8 {c_q:.3f} ms, float32 {c_f:.3f} ms (CPU) -> {c_f / c_q:.2f}x; cosine {cos:.5f}",
               flush=True)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        dyn = dynamic_rows(args.threads, max(5, args.reps // 2), Path(tmp))
     lines = [
         "# int8 (compiler.quantize) against float32 (compiler.compile)",
         "",
@@ -112,6 +169,22 @@ def main() -> None:
         "|---|---|---|---|---|---|",
         *(f"| {n} | {k} | {wq:.3f} / {cq:.3f} | {wf:.3f} / {cf:.3f} | {cf / cq:.2f}x | {c:.5f} |"
           for n, k, wq, cq, wf, cf, c in rows),
+        "",
+        "## Dynamic quantization (compiler.quantize_dynamic) of transformer encoder layers",
+        "",
+        "Each cell: median wall-clock ms / least CPU ms of the calling thread, then the cosine with",
+        "torch's float32 output. aicc int8: `compiler.quantize_dynamic` of the torch module (weights",
+        "per channel, activations per tensor at run time), and with `reduce_range=True` (7-bit weights:",
+        "the vpmaddubsw kernel); ORT int8: the model `onnxruntime.quantization.quantize_dynamic` writes",
+        "(defaults: 8-bit weights per tensor; its AVX2 u8 x s8 kernel may saturate int16 pair sums), run",
+        "by ONNX Runtime, and compiled by aicc in the column before; speed-ups from CPU ms.",
+        "",
+        "| model | int8 layers | aicc int8 | aicc int8 7-bit | aicc float32 | aicc on ORT's int8 model | ORT int8 "
+        "| ORT float32 | aicc int8 / 7-bit vs aicc float32 | aicc int8 / 7-bit vs ORT int8 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *(f"| {n} | {k} | " + " | ".join(f"{w:.2f} / {c:.2f} ({cs:.4f})" for (w, c), cs in zip(t, cos))
+          + f" | {t[2][1] / t[0][1]:.2f}x / {t[2][1] / t[1][1]:.2f}x | {t[4][1] / t[0][1]:.2f}x / "
+          f"{t[4][1] / t[1][1]:.2f}x |" for n, k, t, cos in dyn),
     ]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -16,7 +16,7 @@
 from compiler.api import JitFunction, compile, jit, load
 from compiler.errors import CompileError, DimensionError, ShapeError, SpecializationError, UnsupportedOpError
 from compiler.grad import check_grads, grad, value_and_grad
-from compiler.quantize import quantize
+from compiler.quantize import quantize, quantize_dynamic
 from compiler.pipeline import CompiledModel
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "load",
     "ops",
     "quantize",
+    "quantize_dynamic",
     "tensor_op",
     "value_and_grad",
 ]

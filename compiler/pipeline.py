@@ -79,7 +79,7 @@ class CompiledModel:
     target: Target | None = None  # None: the cpu target
     options: CompileOptions | None = None  # what it was compiled with
     tune_report: object = None  # tune=True: what the tuner measured (cpu: tune.TuneReport)
-    quantization: object = None  # compiler.quantize: its QuantizationReport
+    quantization: object = None  # compiler.quantize(_dynamic): its report
     # (input index, input name, value): inputs compiled as constants (a frontend specialized on
     # the example value); every call checks them, and a different value is a SpecializationError
     guards: list = field(default_factory=list)
@@ -187,9 +187,11 @@ class CompiledModel:
         return check_numerics(self, inputs, compile_fn, fault=fault)
 
     def quant_report(self) -> str:
-        """Each int8 layer's SQNR against float, with its scales (compiler.quantize)."""
+        """Each int8 layer's SQNR against float, with its scales (compiler.quantize,
+        compiler.quantize_dynamic)."""
         if self.quantization is None:
-            raise CompileError(f"{self.func_name} is not quantized: make it with compiler.quantize")
+            raise CompileError(f"{self.func_name} is not quantized: make it with compiler.quantize "
+                               f"or compiler.quantize_dynamic")
         return self.quantization.table()
 
     def rebuilt_executable(self):

@@ -36,6 +36,7 @@ from xdsl.ir import SSAValue
 from compiler import ops
 from compiler.dialects import aicc, aicc_nn
 from compiler.dialects.aicc_quant import QMAX, QMIN, DequantizeOp, MatmulIntegerOp, QuantizeOp
+from compiler.lowering.dynamic_quantize import symmetric_weights as _weights
 from compiler.lowering.quantize_matmul import QUANTIZED_ATTR
 from compiler.errors import CompileError
 
@@ -193,19 +194,6 @@ def entropy_threshold(a: np.ndarray, bins: int = 2048, levels: int = 128) -> flo
     return best_t
 
 
-def _weights(w: np.ndarray, per_channel: bool, n_axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8 weights and their scales (one per output column, or one)."""
-    w = w.astype(np.float64)
-    if per_channel:
-        amax = np.abs(w).max(axis=1 - n_axis)
-    else:
-        amax = np.full(w.shape[n_axis], np.abs(w).max())
-    scale = np.where(amax > 0, amax / QMAX, 1.0)
-    along = (-1, 1) if n_axis == 0 else (1, -1)
-    q = np.clip(np.rint(w / scale.reshape(along)), -QMAX, QMAX).astype(np.int8)
-    return q, (scale if per_channel else scale[:1])
-
-
 def _sqnr(ref: np.ndarray, got: np.ndarray) -> float:
     noise = float(np.sum((ref.astype(np.float64) - got) ** 2))
     signal = float(np.sum(ref.astype(np.float64) ** 2))
@@ -327,4 +315,80 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
     set_uint8_io(m, program)
     m.quantization = report
     m.stats["quantized_ops"] = m.ir("tensor").count("aicc.matmul_integer")  # matmuls and convs
+    return m
+
+
+@dataclass
+class DynamicQuantizationReport:
+    """compiler.quantize_dynamic's layers: each weight's shape, scales and the SQNR of its int8
+    copy (activations have no fixed parameters to report)."""
+
+    per_channel: bool
+    reduce_range: bool = False
+    layers: list[LayerQuant] = field(default_factory=list)
+
+    def table(self) -> str:
+        lines = [f"int8 dynamic quantization: {len(self.layers)} layer(s), activations per tensor at run time, "
+                 f"weights {'per channel' if self.per_channel else 'per tensor'}"
+                 f"{' in 7 bits' if self.reduce_range else ''}",
+                 f"{'#':>3}  {'weight':>11}  {'w scale min':>11}  {'max':>10}  {'w SQNR dB':>9}  origin"]
+        for q in self.layers:
+            lines.append(f"{q.index:>3}  {q.shape[0]:>5}x{q.shape[1]:<5}  {q.weight_scales.min():>11.4g}  "
+                         f"{q.weight_scales.max():>10.4g}  {q.sqnr_db:>9.2f}  {q.origin or '-'}")
+        return "\n".join(lines)
+
+
+def quantize_dynamic(model: Any, example_inputs: Sequence[Any] | None = None, *, per_channel: bool = True,
+                     reduce_range: bool = False, target: str = "cpu", threads: int | None = None,
+                     input_shapes: dict[str, Sequence[int]] | None = None):
+    """An int8 `CompiledModel` of `model` (anything `compiler.compile` takes) with dynamic
+    quantization, as onnxruntime.quantization.quantize_dynamic and
+    torch.ao.quantization.quantize_dynamic: every float32 matmul of a constant 2-D weight (a
+    linear layer, an ONNX MatMul or Gemm of an initializer) gets int8 weights, quantized
+    symmetrically at compile time (per output channel, or per tensor without `per_channel`;
+    in 7 bits with `reduce_range`, which the AVX2 kernel multiplies with vpmaddubsw, exactly and
+    faster), and its
+    activation is quantized per tensor in every call from its own range (uint8 with a
+    zero point, DynamicQuantizeLinear's formula), inside the compiled model: no calibration
+    data. The rest of the model stays float32. `m.stats["quantized_ops"]` counts the int8
+    matmuls, `m.quant_report()` lists them. See compiler/lowering/dynamic_quantize.py."""
+    from compiler.api import import_model, set_uint8_io
+    from compiler.lowering.dynamic_quantize import REDUCED_QMAX, DynamicQuantizeMatmul, candidate, linear_layer
+    from compiler.lowering.fold_constants import FoldConstants
+    from compiler.lowering.pipeline import make_context
+    from compiler.lowering.simplify import Simplify
+    from compiler.pipeline import CompileOptions, compile_module
+    from compiler.targets import get_target
+
+    options = CompileOptions(target, threads)
+    get_target(target).check_options(options)
+    ctx = make_context()
+    program = import_model(model, example_inputs, input_shapes)
+    FoldConstants().apply(ctx, program.module)
+    Simplify().apply(ctx, program.module)
+    locations = getattr(program, "locations", None) or {}
+    report = DynamicQuantizationReport(per_channel, reduce_range)
+    for op in program.module.walk():
+        if isinstance(op, aicc.MatmulOp) and linear_layer(op) and not candidate(op):
+            raise CompileError(f"quantize_dynamic: a linear layer of symbolic shape {op.lhs.type} "
+                               f"({locations.get(op) or 'no location'}); int8 layers are compiled for static "
+                               f"shapes: pass example_inputs or input_shapes")
+        if isinstance(op, aicc.MatmulOp) and candidate(op):
+            w = aicc.numpy_from_dense(op.rhs.owner.value)
+            n_axis = 0 if op.trans_rhs else 1
+            qw, w_scale = _weights(w, per_channel, n_axis, REDUCED_QMAX if reduce_range else QMAX)
+            wq = qw.astype(np.float64) * (w_scale if per_channel else w_scale[0]).reshape(
+                (-1, 1) if n_axis == 0 else (1, -1))
+            report.layers.append(LayerQuant(len(report.layers), locations.get(op, ""),
+                                            tuple((w.T if op.trans_rhs else w).shape), float("nan"), 0, w_scale,
+                                            _sqnr(w, wq)))
+    DynamicQuantizeMatmul(per_channel, reduce_range).apply(ctx, program.module)
+    m = compile_module(program.module, program.func_name, output_is_tuple=program.output_is_tuple,
+                       options=options, locations=locations)
+    m.input_names = getattr(program, "input_names", None)
+    m.output_names = getattr(program, "output_names", None)
+    m.guards = list(getattr(program, "guards", None) or [])
+    set_uint8_io(m, program)
+    m.quantization = report
+    m.stats["quantized_ops"] = m.ir("tensor").count("aicc.dynamic_matmul_integer")
     return m

@@ -264,7 +264,24 @@ def _matmul_integer(op: Operation, a: list[np.ndarray]) -> np.ndarray:
     return np.matmul(lhs, rhs.T if op.trans_rhs else rhs).astype(np.int32)
 
 
+def dynamic_quant_params(x: np.ndarray) -> np.ndarray:
+    """[scale, zero point as held in int8] of DynamicQuantizeLinear, in float32 as ONNX Runtime."""
+    f = np.float32
+    lo, hi = min(f(x.min()), f(0)), max(f(x.max()), f(0))
+    scale = f(1) if hi == lo else f(hi - lo) / f(255)
+    zp = np.round(np.clip(f(0) - lo / scale, f(0), f(255))) - f(128)  # np.round: half to even
+    return np.array([scale, zp], np.float32)
+
+
+def _dynamic_matmul_integer(op: Operation, a: list[np.ndarray]) -> np.ndarray:
+    x, w, (scale, zp) = a[0].astype(np.float32), a[1].astype(np.int64), a[2].astype(np.float32)
+    q = np.clip(np.rint(x / scale) + zp, aicc_quant.QMIN, aicc_quant.QMAX)
+    return np.matmul(q.astype(np.int64) - int(zp), w.T).astype(np.int32)
+
+
 REFERENCE_KERNELS.update({
+    aicc_quant.DynamicQuantParamsOp: lambda op, a: dynamic_quant_params(a[0].astype(np.float32)),
+    aicc_quant.DynamicMatmulIntegerOp: _dynamic_matmul_integer,
     aicc_quant.QuantizeOp: _quantize,
     aicc_quant.DequantizeOp: _dequantize,
     aicc_quant.MatmulIntegerOp: _matmul_integer,

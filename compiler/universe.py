@@ -26,6 +26,7 @@ SHARED_PASSES = {
     "autodiff": _pass("autodiff", "ReverseModeAD"),
     "fold-constants": _pass("fold_constants", "FoldConstants"),
     "quantize-matmul": _pass("quantize_matmul", "QuantizeMatmul"),
+    "dynamic-quantize-matmul": _pass("dynamic_quantize", "DynamicQuantizeMatmul"),
     "simplify": _pass("simplify", "Simplify"),
     "fold-conv-bn": _pass("fold_conv_bn", "FoldConvBatchNorm"),
     "fuse-linear-bias": _pass("fuse_linear_bias", "FuseLinearBias"),

@@ -5,6 +5,7 @@ that format, onto aicc's int8 ops.
     QLinearMatMul, QLinearConv       the same, requantized: y = sat(rne(float(acc [+ bias]) * s) + y_zp),
                                      s = x_scale * w_scale / y_scale in float32 (per output channel)
     DynamicQuantizeLinear            uint8 with a scale and zero point from the range of x and 0
+    com.microsoft MatMulIntegerToFloat, DynamicQuantizeMatMul (A float, quantized as above)
     com.microsoft QGemm, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
                   QLinearGlobalAveragePool
 
@@ -16,7 +17,11 @@ v - z is unchanged), and what matmul_integer lacks is corrected exactly in int32
 
 (zb per column of B or per output channel of a weight). A zero point only known at run time
 (DynamicQuantizeLinear's) cannot be the kernel's constant: it is subtracted afterwards,
-- za * sum_k (b - zb), with sum_k over the taps inside the image for a padded convolution.
+- za * sum_k (b - zb), with sum_k over the taps inside the image for a padded convolution;
+except where a MatMulInteger (or MatMulIntegerToFloat) multiplies DynamicQuantizeLinear(x) by a
+constant weight of zero point 0, as onnxruntime's quantize_dynamic writes: that is one
+aicc.dynamic_matmul_integer of x itself, which quantizes x as the int8 GEMM reads it, with the
+run-time zero point subtracted there (the quantized copy of x is then never built).
 Convolutions are an im2col (one aicc.tensor_op gathering the windows of the input padded with
 its zero point) times the weight, per group; a grouped convolution whose sums provably stay
 below 2^24 runs instead as a float32 aicc.conv2d of the integer values, exact because every
@@ -37,7 +42,7 @@ import numpy as np
 
 from compiler.dialects import aicc, aicc_nn
 from compiler.dialects.aicc_index import TensorOp
-from compiler.dialects.aicc_quant import MatmulIntegerOp
+from compiler.dialects.aicc_quant import DynamicMatmulIntegerOp, DynamicQuantParamsOp, MatmulIntegerOp
 from frontends.onnx_common import const, int8_value, is_uint8, set_int8_kind, unsupported
 from frontends.onnx_nn import conv_geometry, slice_tensor, to_2d
 from frontends.registry import HandlerTable
@@ -221,6 +226,9 @@ def _op_matmul_integer(imp, node, ins, at):
         raise unsupported(imp, node, "a zero point per row of A (ONNX Runtime also takes one per tensor)")
     za = _zero_point(imp, node, _opt(ins, 2), ua, "A zero point", dynamic=True)
     zb = _zero_point(imp, node, _opt(ins, 3), ub, "B zero point", (1, _columns(imp, b)), dynamic=True)
+    fused = _fused_dynamic(imp, a, _opt(ins, 2), b, zb)
+    if fused is not None:  # x quantized as the int8 GEMM reads it
+        return [imp.g.emit(DynamicMatmulIntegerOp, fused[0], np.ascontiguousarray(b.T), fused[1])]
     return [_matmul_integer(imp, node, a, za, b, zb)]
 
 
@@ -443,10 +451,25 @@ def _dynamic_params_numpy(x: np.ndarray) -> tuple[np.float32, np.float32]:
     return scale, zp
 
 
+def _dynamic_records(imp) -> dict:
+    """DynamicQuantizeLinear's outputs -> (its float input, its [scale, zero point] value), for
+    the matmuls that then quantize that input as they read it."""
+    if not hasattr(imp, "dynamic_quantized"):
+        imp.dynamic_quantized = {}
+    return imp.dynamic_quantized
+
+
+def _dynamic_params(imp, x):
+    """The [scale, zero point as held] (a tensor<2xf32>) of DynamicQuantizeLinear(x), one pass."""
+    return imp.g.emit(DynamicQuantParamsOp, x)
+
+
 @handles("DynamicQuantizeLinear")
 def _op_dynamic_quantize(imp, node, ins, at):
     """uint8 y = sat(rne(x / s) + z) with s = (max(x, 0) - min(x, 0)) / 255 and
-    z = rne(sat(0 - min(x, 0) / s)) (s = 1 when x is all 0), in float32 as ONNX Runtime."""
+    z = rne(sat(0 - min(x, 0) / s)) (s = 1 when x is all 0), in float32 as ONNX Runtime:
+    aicc.dynamic_quant_params (one pass for the range) and an elementwise quantization, which
+    a MatMulInteger of a constant weight skips (it quantizes x itself as it reads it)."""
     g, x = imp.g, ins[0]
     if g.dtype(x) != np.float32:
         raise unsupported(imp, node, f"a {g.dtype(x)} input (float32 is)")
@@ -457,16 +480,77 @@ def _op_dynamic_quantize(imp, node, ins, at):
         scale, zp = _dynamic_params_numpy(x)
         y = np.clip(np.round(x / scale) + zp, 0, 255).astype(np.uint8)
         return [y, np.array(scale, f32), np.array(zp, np.uint8)]
-    lo = g.emit(aicc.MinimumOp, g.reduce(aicc.ReduceMinOp, x, None, False), np.array(0, f32))
-    hi = g.emit(aicc.MaximumOp, g.reduce(aicc.ReduceMaxOp, x, None, False), np.array(0, f32))
-    scale = g.select(g.compare("eq", hi, lo), np.array(1, f32), g.div(g.sub(hi, lo), np.array(255, f32)))
-    zp = g.sub(np.array(0, f32), g.div(lo, scale))
-    zp = g.emit(aicc.MinimumOp, g.emit(aicc.MaximumOp, zp, np.array(0, f32)), np.array(255, f32))
-    zp = g.sub(g.unary(aicc.RoundOp, zp), np.array(128, f32))  # as aicc holds uint8
+    params = _dynamic_params(imp, x)
+    scale = g.reshape(slice_tensor(g, params, [0], [1], [1]), ())
+    zp = g.reshape(slice_tensor(g, params, [1], [1], [1]), ())  # as aicc holds uint8
     q = g.add(g.unary(aicc.RoundOp, g.div(x, scale)), zp)
     q = g.emit(aicc.MinimumOp, g.emit(aicc.MaximumOp, q, np.array(-128, f32)), np.array(127, f32))
     y = set_int8_kind(imp, g.cast(q, np.int8), True)
-    return [y, scale, set_int8_kind(imp, g.cast(zp, np.int8), True)]
+    z = set_int8_kind(imp, g.cast(zp, np.int8), True)
+    _dynamic_records(imp)[y] = (x, params, z)
+    return [y, scale, z]
+
+
+def _fused_dynamic(imp, a, za_value, b, zb):
+    """(x, params) when A is DynamicQuantizeLinear's output of x with its own zero point and B
+    a constant 2-D weight of zero point 0 (as held), so that one dynamic_matmul_integer on x
+    computes the product; else None."""
+    rec = _dynamic_records(imp).get(a) if not isinstance(a, np.ndarray) else None
+    if rec is None or za_value is not rec[2] or not isinstance(b, np.ndarray) or b.ndim != 2:
+        return None
+    if not _static(zb) or np.any(zb) or len(imp.g.shape(a)) < 2:
+        return None
+    return rec[0], rec[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# com.microsoft MatMulIntegerToFloat, DynamicQuantizeMatMul (onnxruntime's fusions of the above)
+# ---------------------------------------------------------------------------------------------
+
+
+def _scaled_float(imp, node, acc, a_scale, b_scale, bias):
+    """float32(acc) * (a_scale * b_scale) [+ bias], as ONNX Runtime's float epilogue."""
+    g = imp.g
+    y = g.mul(g.cast(acc, np.float32), g.mul(a_scale, b_scale))
+    if bias is not None:
+        if g.dtype(bias) != np.float32:
+            raise unsupported(imp, node, f"a {g.dtype(bias)} bias (float32 is)")
+        y = g.add(y, bias)
+    return y
+
+
+@ms_handles("MatMulIntegerToFloat")
+def _op_matmul_integer_to_float(imp, node, ins, at):
+    """(A - a_zp) @ (B - b_zp) in int32, times a_scale * b_scale (per column of B or one), plus
+    bias: the fusion onnxruntime makes of MatMulInteger, Cast and Mul."""
+    g = imp.g
+    a, ua, b, ub = _kinds_and_values(imp, node, ins, 0, 1)
+    n = _columns(imp, b)
+    a_scale = ins[2] if not isinstance(ins[2], np.ndarray) else _scale(imp, node, ins[2], "a_scale").reshape(())
+    if not isinstance(a_scale, np.ndarray) and int(np.prod(g.shape(a_scale))) != 1:
+        raise unsupported(imp, node, "an a_scale of more than one element")
+    b_scale = _scale(imp, node, ins[3], "b_scale", (1, n))
+    za_value = _opt(ins, 4)
+    za = _zero_point(imp, node, za_value, ua, "a_zero_point", dynamic=True)
+    zb = _zero_point(imp, node, _opt(ins, 5), ub, "b_zero_point", (1, n), dynamic=True)
+    fused = _fused_dynamic(imp, a, za_value, b, zb)
+    if fused is not None:
+        acc = g.emit(DynamicMatmulIntegerOp, fused[0], np.ascontiguousarray(b.T), fused[1])
+    else:
+        acc = _matmul_integer(imp, node, a, za, b, zb)
+    if not isinstance(a_scale, np.ndarray):
+        a_scale = g.reshape(a_scale, ())
+    return [_scaled_float(imp, node, acc, a_scale, b_scale if b_scale.size > 1 else b_scale.reshape(()),
+                          _opt(ins, 6))]
+
+
+@ms_handles("DynamicQuantizeMatMul")
+def _op_dynamic_quantize_matmul(imp, node, ins, at):
+    """A quantized to uint8 as DynamicQuantizeLinear does, (A_q - a_zp) @ (B - b_zp) in int32,
+    times a_scale * b_scale, plus bias."""
+    y, a_scale, za_value = _op_dynamic_quantize(imp, node, [ins[0]], {})
+    return _op_matmul_integer_to_float(imp, node, [y, ins[1], a_scale, ins[2], za_value, _opt(ins, 3),
+                                                   _opt(ins, 4)], at)
 
 
 # ---------------------------------------------------------------------------------------------

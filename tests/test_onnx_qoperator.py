@@ -632,7 +632,8 @@ def test_quantize_dynamic_model(tmp_path, reduce_range):
     ops = {n.op_type for n in onnx.load(str(q8)).graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger", "ConvInteger"} <= ops
     m = compiler.compile(str(q8), example_inputs=(batches[0],))
-    assert m.ir("tensor").count("aicc.matmul_integer") >= 2
+    tensor_ir = m.ir("tensor")  # the convs' im2col in matmul_integer, the MatMul quantizing as it reads
+    assert tensor_ir.count("aicc.matmul_integer") >= 1 and tensor_ir.count("aicc.dynamic_matmul_integer") >= 1
     reference = ReferenceEvaluator(str(q8))
     sess = ort.InferenceSession(str(q8), providers=["CPUExecutionProvider"])
     for x in batches[:3]:

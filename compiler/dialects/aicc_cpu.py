@@ -27,7 +27,7 @@ copy of a bias into C that `fuse-linear-bias` asks for.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import BoolAttr, IndexType, IntegerAttr, MemRefType, i1, i64
+from xdsl.dialects.builtin import BoolAttr, Float32Type, IndexType, IntegerAttr, MemRefType, i1, i64
 from xdsl.ir import Dialect, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -135,7 +135,16 @@ class QGemmOp(IRDLOperation):
 
     C[coff + r*n + j] = sum over kk < k of (A[aoff + r*k + kk] - zp) * B[j*k + kk] for r < m,
     j < n: A (i8) and B (i8, rows of the transposed weight) both contiguous along k, C i32.
-    The emitter keeps a 2 x 4 tile of 16-wide i16 dot products in registers (`vpmaddwd`)."""
+    The emitter keeps a 2 x 4 tile of 16-wide i16 dot products in registers (`vpmaddwd`).
+
+    With `quantize %scale, %zp` (f32 values) A is f32, quantized as its rows are read:
+    A[...] - zp above becomes clamp(rne(A[...] / scale) + zp, -128, 127) - zp, the run-time
+    zero point replacing the attribute (dynamic quantization).
+
+    With `colsum %s : memref<Nxi32>` (the sums of B's rows) every B value is within [-64, 63]
+    (7-bit weights): the kernel multiplies A + 128 (uint8) by B with `vpmaddubsw`, 32
+    products per instruction, whose pair sums then stay within int16 (2 * 255 * 64 < 2^15),
+    and subtracts (zp + 128) * colsum[j] at the end."""
 
     name = "aicc_cpu.qgemm"
 
@@ -145,29 +154,49 @@ class QGemmOp(IRDLOperation):
     c = operand_def(MemRefType)
     c_off = operand_def(IndexType)
     m = operand_def(IndexType)
+    scale = opt_operand_def(Float32Type)
+    zero_point = opt_operand_def(Float32Type)
+    colsum = opt_operand_def(MemRefType)
 
     n = prop_def(IntegerAttr)
     k = prop_def(IntegerAttr)
     zp = prop_def(IntegerAttr)
 
-    irdl_options = (ParsePropInAttrDict(),)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
-    assembly_format = ("$a `[` $a_off `]` `,` $b `,` $c `[` $c_off `]` `rows` $m attr-dict "
+    assembly_format = ("$a `[` $a_off `]` `,` $b `,` $c `[` $c_off `]` `rows` $m "
+                       "(`quantize` $scale^ `,` $zero_point)? (`colsum` $colsum^ `:` type($colsum))? attr-dict "
                        "`:` type($a) `,` type($b) `,` type($c)")
 
     def __init__(self, a: SSAValue, a_off: SSAValue, b: SSAValue, c: SSAValue, c_off: SSAValue,
-                 m: SSAValue, *, n: int, k: int, zp: int):
-        super().__init__(operands=[a, a_off, b, c, c_off, m],
+                 m: SSAValue, *, n: int, k: int, zp: int, quantize: tuple[SSAValue, SSAValue] | None = None,
+                 colsum: SSAValue | None = None):
+        scale, zero_point = ([quantize[0]], [quantize[1]]) if quantize else ([], [])
+        super().__init__(operands=[a, a_off, b, c, c_off, m, scale, zero_point, [colsum] if colsum else []],
                          properties={"n": IntegerAttr(n, i64), "k": IntegerAttr(k, i64),
                                      "zp": IntegerAttr(zp, i64)})
+
+    @property
+    def dynamic(self) -> bool:
+        return self.scale is not None
 
     def verify_(self) -> None:
         if min(self.n.value.data, self.k.value.data) < 1:
             raise VerifyException("aicc_cpu.qgemm: n and k must be positive")
+        if (self.scale is None) != (self.zero_point is None):
+            raise VerifyException("aicc_cpu.qgemm: quantize takes a scale and a zero point")
+        if self.colsum is not None and (self.colsum.type.get_shape() != (self.n.value.data,) or
+                                        getattr(self.colsum.type.element_type, "width", None) is None or
+                                        self.colsum.type.element_type.width.data != 32):
+            raise VerifyException(f"aicc_cpu.qgemm: colsum must be a memref<{self.n.value.data}xi32>, got "
+                                  f"{self.colsum.type}")
         for v, width in ((self.a, 8), (self.b, 8), (self.c, 32)):
             e = v.type.element_type
-            if not (hasattr(e, "width") and e.width.data == width):
-                raise VerifyException(f"aicc_cpu.qgemm: expected i8 A and B and an i32 C, got {v.type}")
+            ok = isinstance(e, Float32Type) if v is self.a and self.dynamic else \
+                (hasattr(e, "width") and e.width.data == width)
+            if not ok:
+                raise VerifyException(f"aicc_cpu.qgemm: expected {'an f32' if self.dynamic else 'an i8'} A, "
+                                      f"an i8 B and an i32 C, got {v.type}")
 
 
 AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp], [])

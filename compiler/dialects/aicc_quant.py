@@ -10,6 +10,20 @@ otherwise one per index of that axis (per channel). quantize rounds half to even
 saturates to [-128, 127], as ONNX's QuantizeLinear; dequantize is (q - zero_point) * scale.
 matmul_integer is ONNX's MatMulInteger on int8: (lhs - lhs_zero_point) @ rhs accumulated in
 i32, the rhs symmetric (zero point 0) as aicc quantizes weights.
+
+Dynamic quantization (parameters known only at run time, `compiler.quantize_dynamic` and ONNX's
+DynamicQuantizeLinear):
+
+    %p = aicc.dynamic_quant_params %x : tensor<4x8xf32> -> tensor<2xf32>
+    %a = aicc.dynamic_matmul_integer %x, %w, %p : tensor<4x8xf32>, tensor<2x8xi8>, tensor<2xf32> -> tensor<4x2xi32>
+
+dynamic_quant_params is DynamicQuantizeLinear's scale and zero point of x, [scale, zp]: with
+lo = min(min(x), 0) and hi = max(max(x), 0), scale = (hi - lo) / 255 (1 when hi == lo) and
+zp = rne(clamp(-lo / scale, 0, 255)) - 128, the uint8 zero point as aicc holds it (an int8
+value, in float32), all in float32 as ONNX Runtime computes them. dynamic_matmul_integer
+quantizes its float lhs with them (q = clamp(rne(x / scale) + zp, -128, 127), as quantize) and
+returns (q - zp) @ rhs^T in i32, the rhs an int8 (N, K) matrix: a matmul_integer whose lhs
+is quantized as it is read, so the int8 lhs is never stored.
 """
 
 from __future__ import annotations
@@ -164,4 +178,67 @@ class MatmulIntegerOp(IRDLOperation):
         require_result(self, shape, I32)
 
 
-QUANT_OPS = [QuantizeOp, DequantizeOp, MatmulIntegerOp]
+@irdl_op_definition
+class DynamicQuantParamsOp(IRDLOperation):
+    """[scale, zero point] of a per-tensor uint8 quantization of x from its range (see the module)."""
+
+    name = "aicc.dynamic_quant_params"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue):
+        from xdsl.dialects.builtin import f32
+
+        super().__init__(operands=[input], result_types=[tensor_type(f32, (2,))])
+
+    def verify_(self) -> None:
+        from xdsl.dialects.builtin import f32
+
+        if element_type_of(self.input) != f32:
+            raise VerifyException(f"aicc.dynamic_quant_params: expected a tensor of f32, got {self.input.type}")
+        if any(isinstance(d, int) and d == 0 for d in shape_of(self.input)):
+            raise VerifyException(f"aicc.dynamic_quant_params: expected a non-empty tensor, got {self.input.type}")
+        require_result(self, (2,), f32)
+
+
+@irdl_op_definition
+class DynamicMatmulIntegerOp(IRDLOperation):
+    """(quantize(lhs; params) - zp) @ rhs^T in i32: the float lhs (rank >= 2) quantized per
+    tensor with the run-time [scale, zp] of `params` as it is read, the rhs int8 (N, K)."""
+
+    name = "aicc.dynamic_matmul_integer"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    params = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = ("$lhs `,` $rhs `,` $params attr-dict `:` type($lhs) `,` type($rhs) `,` type($params) "
+                       "`->` type($result)")
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, params: SSAValue):
+        shape = self.shape(shape_of(lhs), shape_of(rhs))
+        super().__init__(operands=[lhs, rhs, params], result_types=[tensor_type(I32, shape)])
+
+    @staticmethod
+    def shape(a: Sequence[int], b: Sequence[int]):
+        if len(b) != 2 or len(a) < 2:
+            raise ValueError(f"aicc.dynamic_matmul_integer: expected an lhs of rank >= 2 and a 2-D rhs, got "
+                             f"{fmt_shape(a)} and {fmt_shape(b)}")
+        return gemm_shape("aicc.dynamic_matmul_integer", a, b, None, False, True)
+
+    def verify_(self) -> None:
+        from xdsl.dialects.builtin import f32
+
+        if element_type_of(self.lhs) != f32 or element_type_of(self.rhs) != I8:
+            raise VerifyException(f"aicc.dynamic_matmul_integer: expected an f32 lhs and an i8 rhs, got "
+                                  f"{self.lhs.type} and {self.rhs.type}")
+        if element_type_of(self.params) != f32 or shape_of(self.params) != (2,):
+            raise VerifyException(f"aicc.dynamic_matmul_integer: params must be a tensor<2xf32>, got "
+                                  f"{self.params.type}")
+        shape = check_shape(self.shape, shape_of(self.lhs), shape_of(self.rhs))
+        require_result(self, shape, I32)
+
+
+QUANT_OPS = [QuantizeOp, DequantizeOp, MatmulIntegerOp, DynamicQuantParamsOp, DynamicMatmulIntegerOp]

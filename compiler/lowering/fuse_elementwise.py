@@ -33,6 +33,8 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+from compiler.lowering.quant_to_linalg import QGEMM_ATTR
+
 # Ops whose recomputation per broadcast element is not worth saving a buffer for.
 EXPENSIVE = (xmath.ExpOp, xmath.LogOp, xmath.TanhOp, xmath.ErfOp, xmath.PowFOp, xmath.SqrtOp)
 MAX_RECOMPUTED_OPS = 4
@@ -184,6 +186,8 @@ class MergeDuplicateInputs(RewritePattern):
 class FuseProducerIntoConsumer(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
+        if QGEMM_ATTR in op.attributes:  # a target runs it as a kernel on these operands
+            return
         maps = _maps(op)
         for index, operand in enumerate(op.inputs):
             producer = operand.owner

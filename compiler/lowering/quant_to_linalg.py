@@ -11,6 +11,13 @@ that reads the integer matmul's accumulators):
 matmul_integer becomes one linalg.generic accumulating sext(lhs) - zp times sext(rhs) in i32,
 its reduction loop innermost when the rhs is read as (N, K), so both operands are contiguous
 along K and LLVM vectorizes the dot product.
+
+dynamic_quant_params is one pass over x: a linalg.generic with two 0-d outputs, its minimum and
+maximum (LLVM vectorizes the loop: both are reassociable), then the scalar formula as aicc ops on 0-d tensors. dynamic_matmul_integer is matmul_integer's generic with
+the quantization of the float lhs in its body, clamp(rne(x / scale) + zp) - zp, and the
+params read through constant maps; marked `aicc.qgemm` too, with `aicc.qgemm_dynamic`, a CPU
+with AVX2 runs it as the int8 GEMM kernel quantizing each row once as it packs it (lower-qgemm).
+fuse-elementwise leaves marked generics' operands alone.
 """
 
 from __future__ import annotations
@@ -18,13 +25,23 @@ from __future__ import annotations
 import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, TensorType, f32, i64
+from xdsl.dialects import math as xmath
+from xdsl.dialects.builtin import IntegerAttr, TensorType, UnitAttr, f32, i64
 from xdsl.ir import SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineMap
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
-from compiler.dialects import aicc
-from compiler.dialects.aicc_quant import I32, QMAX, QMIN, DequantizeOp, MatmulIntegerOp, QuantizeOp
+from compiler.dialects import aicc, aicc_nn
+from compiler.dialects.aicc_quant import (
+    I32,
+    QMAX,
+    QMIN,
+    DequantizeOp,
+    DynamicMatmulIntegerOp,
+    DynamicQuantParamsOp,
+    MatmulIntegerOp,
+    QuantizeOp,
+)
 from compiler.lowering.utils import PARALLEL, REDUCTION, build_generic, filled_tensor, insert_result, scalar_constant
 
 
@@ -104,5 +121,70 @@ class LowerMatmulInteger(RewritePattern):
 
 
 QGEMM_ATTR = "aicc.qgemm"  # the lhs zero point: the generic is an (M, K) x (N, K)^T int8 GEMM
+QGEMM_DYNAMIC_ATTR = "aicc.qgemm_dynamic"  # ... of a float lhs quantized with run-time params
 
-QUANT_PATTERNS = [LowerQuantize(), LowerDequantize(), LowerMatmulInteger()]
+
+class LowerDynamicQuantParams(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: DynamicQuantParamsOp, rewriter: PatternRewriter) -> None:
+        scalar = TensorType(f32, [])
+        rank = len(aicc.shape_of(op.input))
+        lo_init = filled_tensor(rewriter, op, scalar, float("inf"))
+        hi_init = filled_tensor(rewriter, op, scalar, float("-inf"))
+        none = AffineMap(rank, 0, ())
+        minmax = build_generic(
+            [op.input], [lo_init, hi_init], [AffineMap.identity(rank), none, none], [REDUCTION] * rank,
+            lambda b, a: [insert_result(b, arith.MinimumfOp(a[1], a[0])),
+                          insert_result(b, arith.MaximumfOp(a[2], a[0]))],
+            [scalar, scalar])
+        rewriter.insert(minmax)
+        emit = LowerQuantize._emit
+
+        def c(v: float) -> SSAValue:
+            return _const(rewriter, np.float32(v), np.float32)
+
+        zero = c(0.0)
+        lo = emit(rewriter, aicc.MinimumOp(minmax.res[0], zero))
+        hi = emit(rewriter, aicc.MaximumOp(minmax.res[1], zero))
+        same = emit(rewriter, aicc.CompareOp("eq", hi, lo))
+        scale = emit(rewriter, aicc.SelectOp(same, c(1.0), emit(rewriter, aicc.DivOp(
+            emit(rewriter, aicc.SubOp(hi, lo)), c(255.0)))))
+        zp = emit(rewriter, aicc.SubOp(zero, emit(rewriter, aicc.DivOp(lo, scale))))
+        zp = emit(rewriter, aicc.MinimumOp(emit(rewriter, aicc.MaximumOp(zp, zero)), c(255.0)))
+        zp = emit(rewriter, aicc.SubOp(emit(rewriter, aicc.RoundOp(zp)), c(128.0)))
+        parts = [emit(rewriter, aicc.ReshapeOp(v, (1,))) for v in (scale, zp)]
+        rewriter.replace(op, aicc_nn.ConcatOp(parts, 0))
+
+
+class LowerDynamicMatmulInteger(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: DynamicMatmulIntegerOp, rewriter: PatternRewriter) -> None:
+        out_t = op.result.type
+        assert isinstance(out_t, TensorType)
+        rank = len(out_t.get_shape())  # loops: the result's dims, then k
+        k = AffineDimExpr(rank)
+        d = [AffineDimExpr(i) for i in range(rank)]
+        maps = [AffineMap(rank + 1, 0, (*d[:-1], k)), AffineMap(rank + 1, 0, (d[-1], k)),
+                AffineMap(rank + 1, 0, (AffineConstantExpr(0),)), AffineMap(rank + 1, 0, (AffineConstantExpr(1),)),
+                AffineMap(rank + 1, 0, tuple(d))]
+        acc = filled_tensor(rewriter, op, out_t, 0)
+
+        def body(b: Builder, args):
+            x, w, scale, zp, c = args
+            q = insert_result(b, xmath.RoundEvenOp(insert_result(b, arith.DivfOp(x, scale))))
+            q = insert_result(b, arith.AddfOp(q, zp))
+            q = insert_result(b, arith.MaximumfOp(q, scalar_constant(b, QMIN, f32)))
+            q = insert_result(b, arith.MinimumfOp(q, scalar_constant(b, QMAX, f32)))
+            a = insert_result(b, arith.FPToSIOp(insert_result(b, arith.SubfOp(q, zp)), I32))
+            w32 = insert_result(b, arith.ExtSIOp(w, I32))
+            return [insert_result(b, arith.AddiOp(c, insert_result(b, arith.MuliOp(a, w32))))]
+
+        generic = build_generic([op.lhs, op.rhs, op.params, op.params], [acc], maps,
+                                [PARALLEL] * rank + [REDUCTION], body, [out_t])
+        generic.attributes[QGEMM_ATTR] = IntegerAttr(0, i64)
+        generic.attributes[QGEMM_DYNAMIC_ATTR] = UnitAttr()
+        rewriter.replace(op, generic)
+
+
+QUANT_PATTERNS = [LowerQuantize(), LowerDequantize(), LowerMatmulInteger(), LowerDynamicQuantParams(),
+                  LowerDynamicMatmulInteger()]

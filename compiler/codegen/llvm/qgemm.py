@@ -11,6 +11,17 @@
 Both operands are contiguous along k (B holds the weight's rows, see quantize-matmul), so
 each 16-element chunk is one `vpmovsxbw` load; a pair of products is at most 2 * 255 * 128,
 far inside i32. AVX2's `vpmaddwd` does 16 multiply-adds per instruction.
+
+The A rows of a block are converted once to i16 minus the zero point in a stack buffer that
+every column tile reads. With `quantize %scale, %zp` (dynamic quantization) A is float32 and
+that conversion quantizes it, 16 lanes at a time: clamp(rne(a / scale) + zp, -128, 127) - zp
+(the division, as ONNX Runtime's quantizer); the buffer then holds the whole row, its tail
+included, so the tiles never read A itself.
+
+With a `colsum` (a B within [-64, 63], 7-bit weights) the buffer holds A + 128 as bytes and
+each 32-element chunk is one `vpmaddubsw` (u8 x s8, pair sums exact in i16) and one `vpmaddwd`
+by ones into the i32 accumulators; (zp + 128) * colsum[j] is subtracted at the end
+(`_BodyU8`).
 """
 
 from __future__ import annotations
@@ -20,7 +31,9 @@ from llvmlite import ir
 from compiler.codegen.llvm.emitter import FunctionEmitter, handles
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+F32 = ir.FloatType()
 V16I8, V16I16, V8I32 = ir.VectorType(I8, 16), ir.VectorType(I16, 16), ir.VectorType(I32, 8)
+V16F32 = ir.VectorType(F32, 16)
 CHUNK = 16
 MR, NR = 2, 4
 
@@ -32,22 +45,27 @@ def _c(v: int, ty=I64) -> ir.Constant:
 @handles("aicc_cpu.qgemm")
 def emit_qgemm(e: FunctionEmitter, op) -> None:
     n, k, zp = (getattr(op, p).value.data for p in ("n", "k", "zp"))
-    fn = _kernel(e, n, k, zp)
+    dynamic, u8 = op.scale is not None, op.colsum is not None
+    fn = _kernel(e, n, k, zp, dynamic, u8)
     b = e.b
-    a = b.gep(e.get(op.a), [e.get(op.a_off)], inbounds=True, source_etype=I8)
+    a = b.gep(e.get(op.a), [e.get(op.a_off)], inbounds=True, source_etype=F32 if dynamic else I8)
     c = b.gep(e.get(op.c), [e.get(op.c_off)], inbounds=True, source_etype=I32)
-    b.call(fn, [a, e.get(op.b), c, e.get(op.m)])
+    extra = [e.get(op.scale), e.get(op.zero_point)] if dynamic else []
+    b.call(fn, [a, e.get(op.b), c, e.get(op.m), *([e.get(op.colsum)] if u8 else []), *extra])
 
 
-def _kernel(e: FunctionEmitter, n: int, k: int, zp: int) -> ir.Function:
-    """`void @aicc.qgemm.<n>.<k>.<zp>(ptr a, ptr b, ptr c, i64 rows)`, once per module."""
+def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, u8: bool = False) -> ir.Function:
+    """`void @aicc.qgemm.<n>.<k>.<zp>(ptr a, ptr b, ptr c, i64 rows)`, once per module;
+    dynamic: `@aicc.dqgemm.<n>.<k>(ptr a, ptr b, ptr c, i64 rows, float scale, float zp)`;
+    with a colsum (7-bit B, vpmaddubsw) `.u8` in the name and `ptr colsum` after `rows`."""
     module = e.em.module
-    name = f"aicc.qgemm.{n}.{k}.{zp}"
+    name = (f"aicc.dqgemm.{n}.{k}" if dynamic else f"aicc.qgemm.{n}.{k}.{zp}") + (".u8" if u8 else "")
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     ptr = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, I64]), name=name)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, I64, *([ptr] if u8 else []),
+                                                             *([F32, F32] if dynamic else [])]), name=name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     fn.attributes.add("nounwind")
@@ -55,7 +73,7 @@ def _kernel(e: FunctionEmitter, n: int, k: int, zp: int) -> ir.Function:
         arg.add_attribute("noalias")
         arg.add_attribute("captures(none)")
     kb = FunctionEmitter(e.em, fn)
-    _Body(kb, fn.args, n, k, zp).emit()
+    (_BodyU8 if u8 else _Body)(kb, fn.args, n, k, zp).emit()
     kb.b.ret_void()
     kb.finish()
     return fn
@@ -64,16 +82,29 @@ def _kernel(e: FunctionEmitter, n: int, k: int, zp: int) -> ir.Function:
 class _Body:
     def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int):
         self.e, self.b = e, e.b
-        self.a, self.bm, self.c, self.rows = args
+        self.a, self.bm, self.c, self.rows = args[:4]
+        args = self.extra(list(args[4:]))
+        self.dynamic = len(args) > 0
         self.n, self.k, self.zp = n, k, zp
         self.kc = k - k % CHUNK
+        self.ks = k if self.dynamic else self.kc  # the i16 buffer's row: all of it when dynamic
         module = e.em.module
+        if self.dynamic:
+            self.scale, self.zpf = args[:2]
+            self.roundeven = module.globals.get("llvm.roundeven.v16f32") or ir.Function(
+                module, ir.FunctionType(V16F32, [V16F32]), name="llvm.roundeven.v16f32")
+            self.roundeven1 = module.globals.get("llvm.roundeven.f32") or ir.Function(
+                module, ir.FunctionType(F32, [F32]), name="llvm.roundeven.f32")
         self.pmaddwd = module.globals.get("llvm.x86.avx2.pmadd.wd") or ir.Function(
             module, ir.FunctionType(V8I32, [V16I16, V16I16]), name="llvm.x86.avx2.pmadd.wd")
         self.reduce = module.globals.get("llvm.vector.reduce.add.v8i32") or ir.Function(
             module, ir.FunctionType(I32, [V8I32]), name="llvm.vector.reduce.add.v8i32")
         self.zp_v = ir.Constant(V16I16, [zp] * CHUNK)
         self.buffers: dict[int, ir.Value] = {}
+
+    def extra(self, args: list) -> list:
+        """The arguments after `rows` that a subclass takes first; the rest."""
+        return args
 
     def emit(self) -> None:
         b, e = self.b, self.e
@@ -85,20 +116,35 @@ class _Body:
 
     def row_block(self, r0: ir.Value, mr: int) -> None:
         e, b = self.e, self.b
-        a_rows = [self._row(self.a, b.add(r0, _c(i)), self.k, I8) for i in range(mr)]
+        a_rows = [self._row(self.a, b.add(r0, _c(i)), self.k, F32 if self.dynamic else I8) for i in range(mr)]
         self.a16 = None
-        if self.kc:  # the rows' full chunks as i16 minus the zero point, once for all columns
+        if self.ks:  # the rows as i16 minus the zero point, once for all columns
             self.a16 = self.scratch(mr)
 
             def convert(kk, _):
                 for i, row in enumerate(a_rows):
-                    v = b.sub(b.sext(b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=V16I8,
-                                            align=1), V16I16), self.zp_v)
-                    at = b.add(b.mul(_c(i), _c(self.kc)), kk)
+                    if self.dynamic:
+                        v = self.quantize(b.load(b.gep(row, [kk], inbounds=True, source_etype=F32), typ=V16F32,
+                                                 align=4), V16F32, V16I16)
+                    else:
+                        v = b.sub(b.sext(b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=V16I8,
+                                                align=1), V16I16), self.zp_v)
+                    at = b.add(b.mul(_c(i), _c(self.ks)), kk)
                     b.store(v, b.gep(self.a16, [at], inbounds=True, source_etype=I16), align=2)
                 return []
 
-            e.loop(_c(0), _c(self.kc), _c(CHUNK), [], convert, known_nonempty=True)
+            if self.kc:
+                e.loop(_c(0), _c(self.kc), _c(CHUNK), [], convert, known_nonempty=True)
+            if self.dynamic and self.k % CHUNK:
+                def convert_tail(kk, _):
+                    for i, row in enumerate(a_rows):
+                        v = self.quantize(b.load(b.gep(row, [kk], inbounds=True, source_etype=F32), typ=F32),
+                                          F32, I16)
+                        at = b.add(b.mul(_c(i), _c(self.ks)), kk)
+                        b.store(v, b.gep(self.a16, [at], inbounds=True, source_etype=I16), align=2)
+                    return []
+
+                e.loop(_c(self.kc), _c(self.k), _c(1), [], convert_tail, known_nonempty=True)
         groups = self.n // NR
         if groups:
             e.loop(_c(0), _c(groups), _c(1), [],
@@ -106,11 +152,34 @@ class _Body:
         if self.n % NR:
             e.loop(_c(groups * NR), _c(self.n), _c(1), [], lambda j, _: self.tile(r0, j, mr, 1) or [])
 
+    def quantize(self, x: ir.Value, fty, ity, shift: bool = True) -> ir.Value:
+        """clamp(rne(x / scale) + zp, -128, 127) - zp as ity (x float32, or 16 lanes of it);
+        without `shift`, not minus zp."""
+        b = self.b
+        lanes = fty.count if isinstance(fty, ir.VectorType) else None
+
+        def splat(v):
+            if lanes is None:
+                return v
+            return b.shuffle_vector(b.insert_element(ir.Constant(fty, ir.Undefined), v, _c(0, I32)),
+                                    ir.Constant(fty, ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+        def const(v):
+            return ir.Constant(fty, [v] * lanes) if lanes else ir.Constant(F32, v)
+
+        zp = splat(self.zpf)
+        q = b.call(self.roundeven if lanes else self.roundeven1, [b.fdiv(x, splat(self.scale))])
+        q = b.fadd(q, zp)
+        lo, hi = const(-128.0), const(127.0)
+        q = b.select(b.fcmp_ordered("<", q, lo), lo, q)
+        q = b.select(b.fcmp_ordered(">", q, hi), hi, q)
+        return b.fptosi(b.fsub(q, zp) if shift else q, ity)
+
     def scratch(self, mr: int) -> ir.Value:
-        """An entry-block stack buffer of mr * kc i16 (one per row count, reused)."""
+        """An entry-block stack buffer of mr * ks i16 (one per row count, reused)."""
         buf = self.buffers.get(mr)
         if buf is None:
-            buf = self.buffers[mr] = self.e.alloca_builder.alloca(ir.ArrayType(I16, mr * self.kc))
+            buf = self.buffers[mr] = self.e.alloca_builder.alloca(ir.ArrayType(I16, mr * self.ks))
             buf.align = 32
             buf.type = ir.PointerType()  # opaque, as the emitter's pointers are
         return buf
@@ -128,7 +197,7 @@ class _Body:
             def load(row):
                 p = b.gep(row, [kk], inbounds=True, source_etype=I8)
                 return b.sext(b.load(p, typ=V16I8, align=1), V16I16)
-            av = [b.load(b.gep(self.a16, [b.add(_c(i * self.kc), kk)], inbounds=True, source_etype=I16),
+            av = [b.load(b.gep(self.a16, [b.add(_c(i * self.ks), kk)], inbounds=True, source_etype=I16),
                          typ=V16I16, align=2) for i in range(mr)]
             bv = [load(r) for r in b_rows]
             return [b.add(accs[i * nr + q], b.call(self.pmaddwd, [av[i], bv[q]]))
@@ -142,7 +211,11 @@ class _Body:
             def tail(kk, carried):
                 def elem(row):
                     return b.sext(b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=I8), I32)
-                av = [b.sub(elem(r), _c(self.zp, I32)) for r in a_rows]
+                if self.dynamic:  # the buffer holds the tail too
+                    av = [b.sext(b.load(b.gep(self.a16, [b.add(_c(i * self.ks), kk)], inbounds=True,
+                                              source_etype=I16), typ=I16), I32) for i in range(mr)]
+                else:
+                    av = [b.sub(elem(r), _c(self.zp, I32)) for r in a_rows]
                 bv = [elem(r) for r in b_rows]
                 return [b.add(carried[i * nr + q], b.mul(av[i], bv[q]))
                         for i in range(mr) for q in range(nr)]
@@ -152,3 +225,110 @@ class _Body:
             for q in range(nr):
                 b.store(sums[i * nr + q], b.gep(c_row, [b.add(j0, _c(q))], inbounds=True, source_etype=I32),
                         align=4)
+
+
+V32I8 = ir.VectorType(I8, 32)
+CHUNK_U8 = 32
+
+
+class _BodyU8(_Body):
+    """B within [-64, 63]: A + 128 as uint8 in the row buffer, 32-element chunks multiplied by
+    B's with `vpmaddubsw` (pairs of u8 x s8 products summed into i16, at most 2 * 255 * 64 in
+    magnitude: exact), widened and summed into i32 by `vpmaddwd` with ones; at the end
+    C = sum - (zp + 128) * colsum[j], since sum_k (a - zp) b = sum_k (a + 128) b - (zp + 128) sum_k b."""
+
+    def extra(self, args: list) -> list:
+        self.colsum = args[0]
+        return args[1:]
+
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int):
+        super().__init__(e, args, n, k, zp)
+        self.kc = k - k % CHUNK_U8  # the vpmaddubsw chunks; the buffer holds every k
+        self.ks = k
+        module = e.em.module
+        self.pmaddubsw = module.globals.get("llvm.x86.avx2.pmadd.ub.sw") or ir.Function(
+            module, ir.FunctionType(V16I16, [V32I8, V32I8]), name="llvm.x86.avx2.pmadd.ub.sw")
+        self.ones = ir.Constant(V16I16, [1] * 16)
+
+    def row_block(self, r0: ir.Value, mr: int) -> None:
+        e, b = self.e, self.b
+        a_rows = [self._row(self.a, b.add(r0, _c(i)), self.k, F32 if self.dynamic else I8) for i in range(mr)]
+        self.a16 = self.scratch(mr)  # bytes: A + 128 as uint8
+        ety = F32 if self.dynamic else I8
+
+        def convert(width):
+            def body(kk, _):
+                for i, row in enumerate(a_rows):
+                    at = b.add(b.mul(_c(i), _c(self.ks)), kk)
+                    ptr = b.gep(row, [kk], inbounds=True, source_etype=ety)
+                    if width > 1:
+                        x = b.load(ptr, typ=ir.VectorType(ety, width), align=4 if self.dynamic else 1)
+                    else:
+                        x = b.load(ptr, typ=ety)
+                    b.store(self.to_u8(x, width), b.gep(self.a16, [at], inbounds=True, source_etype=I8), align=1)
+                return []
+            return body
+
+        k16 = self.k - self.k % CHUNK
+        if k16:
+            e.loop(_c(0), _c(k16), _c(CHUNK), [], convert(CHUNK), known_nonempty=True)
+        if self.k % CHUNK:
+            e.loop(_c(k16), _c(self.k), _c(1), [], convert(1), known_nonempty=True)
+        groups = self.n // NR
+        if groups:
+            e.loop(_c(0), _c(groups), _c(1), [],
+                   lambda q, _: self.tile(r0, self.b.mul(q, _c(NR)), mr, NR) or [])
+        if self.n % NR:
+            e.loop(_c(groups * NR), _c(self.n), _c(1), [], lambda j, _: self.tile(r0, j, mr, 1) or [])
+
+    def to_u8(self, x: ir.Value, width: int) -> ir.Value:
+        """A's held int8 values (or its floats quantized) plus 128, as bytes."""
+        b = self.b
+        if not self.dynamic:
+            flip = ir.Constant(ir.VectorType(I8, width), [-128] * width) if width > 1 else ir.Constant(I8, -128)
+            return b.xor(x, flip)  # v + 128 mod 256: the uint8 bit pattern
+        ity = ir.VectorType(I32, width) if width > 1 else I32
+        q = self.quantize(x, x.type, ity, shift=False)
+        q = b.add(q, ir.Constant(ity, [128] * width) if width > 1 else ir.Constant(I32, 128))
+        return b.trunc(q, ir.VectorType(I8, width) if width > 1 else I8)
+
+    def scratch(self, mr: int) -> ir.Value:
+        buf = self.buffers.get(mr)
+        if buf is None:
+            buf = self.buffers[mr] = self.e.alloca_builder.alloca(ir.ArrayType(I8, mr * self.ks))
+            buf.align = 32
+            buf.type = ir.PointerType()
+        return buf
+
+    def tile(self, r0: ir.Value, j0: ir.Value, mr: int, nr: int) -> None:
+        b, e = self.b, self.e
+        b_rows = [self._row(self.bm, b.add(j0, _c(q)), self.k, I8) for q in range(nr)]
+        a_rows = [b.gep(self.a16, [_c(i * self.ks)], inbounds=True, source_etype=I8) for i in range(mr)]
+
+        def load(row, kk, ty, align):
+            return b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=ty, align=align)
+
+        def chunk(kk, accs):
+            av = [load(r, kk, V32I8, 1) for r in a_rows]
+            bv = [load(r, kk, V32I8, 1) for r in b_rows]
+            return [b.add(accs[i * nr + q], b.call(self.pmaddwd, [b.call(self.pmaddubsw, [av[i], bv[q]]), self.ones]))
+                    for i in range(mr) for q in range(nr)]
+
+        accs = [ir.Constant(V8I32, None)] * (mr * nr)
+        if self.kc:
+            accs = e.loop(_c(0), _c(self.kc), _c(CHUNK_U8), accs, chunk, known_nonempty=True)
+        sums = [b.call(self.reduce, [v]) for v in accs]
+        if self.k % CHUNK_U8:
+            def tail(kk, carried):
+                av = [b.zext(load(r, kk, I8, 1), I32) for r in a_rows]
+                bv = [b.sext(load(r, kk, I8, 1), I32) for r in b_rows]
+                return [b.add(carried[i * nr + q], b.mul(av[i], bv[q])) for i in range(mr) for q in range(nr)]
+            sums = e.loop(_c(self.kc), _c(self.k), _c(1), sums, tail, known_nonempty=True)
+        zu = b.add(b.fptosi(self.zpf, I32), _c(128, I32)) if self.dynamic else _c(self.zp + 128, I32)
+        for q in range(nr):
+            j = b.add(j0, _c(q))
+            cs = b.load(b.gep(self.colsum, [j], inbounds=True, source_etype=I32), typ=I32, align=4)
+            fix = b.mul(zu, cs)
+            for i in range(mr):
+                c_row = self._row(self.c, b.add(r0, _c(i)), self.n, I32)
+                b.store(b.sub(sums[i * nr + q], fix), b.gep(c_row, [j], inbounds=True, source_etype=I32), align=4)

@@ -13,6 +13,14 @@ lhs zero point when the rhs is read as (N, K); the kernel (compiler/codegen/llvm
 needs AVX2's `vpmaddwd`, so the pass runs only for CPUs that have it (`enabled`), and the
 generic loop nest remains the fallback everywhere else. Rows go to threads in blocks of
 `ROWS_PER_TASK` (the lhs rows, batch dims included, are contiguous).
+
+A dynamic_matmul_integer's generic (`aicc.qgemm_dynamic`: a float lhs and its run-time
+[scale, zero point]) becomes the same row blocks of `aicc_cpu.qgemm ... quantize %s, %z`,
+which quantize each float row as the kernel packs it: the int8 lhs is never stored.
+
+A constant B whose values all lie within [-64, 63] (7-bit weights: `quantize_dynamic(...,
+reduce_range=True)`, or an ONNX model quantized with reduce_range) gets a constant of its row
+sums, `colsum`: the kernel then multiplies uint8 A by B with `vpmaddubsw` (see the op).
 """
 
 from __future__ import annotations
@@ -20,32 +28,74 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
+import numpy as np
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    UnitAttr,
+)
 from xdsl.dialects.linalg import ops as linalg
 from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from compiler.dialects import aicc
 from compiler.dialects.aicc_cpu import QGemmOp
 from compiler.lowering.loop_builder import IndexBuilder
-
-from compiler.lowering.quant_to_linalg import QGEMM_ATTR
+from compiler.lowering.quant_to_linalg import QGEMM_ATTR, QGEMM_DYNAMIC_ATTR
 ROWS_PER_TASK = 8
 
 
-def _lower(op: linalg.GenericOp) -> None:
-    a, bm = op.inputs
+U8_WEIGHT_MIN, U8_WEIGHT_MAX = -64, 63  # B within these: vpmaddubsw's int16 pair sums cannot saturate
+
+
+def _colsum(module: ModuleOp, bm, n: int, b: Builder):
+    """A memref of B's row sums (i32) when B is a constant whose values all lie within
+    [-64, 63], read at `b`; else None."""
+    owner = bm.owner
+    if not isinstance(owner, memref.GetGlobalOp):
+        return None
+    name = owner.name_.root_reference.data
+    glob = next((g for g in module.body.block.ops if isinstance(g, memref.GlobalOp) and g.sym_name.data == name),
+                None)
+    if glob is None or not isinstance(glob.initial_value, DenseIntOrFPElementsAttr):
+        return None
+    w = aicc.numpy_from_dense(glob.initial_value)
+    if w.size == 0 or w.min() < U8_WEIGHT_MIN or w.max() > U8_WEIGHT_MAX:
+        return None
+    sums = w.astype(np.int32).reshape(n, -1).sum(1, dtype=np.int32)
+    taken = {g.sym_name.data for g in module.body.block.ops if isinstance(g, memref.GlobalOp)}
+    sym = next(f"{name}_colsum{i or ''}" for i in range(len(taken) + 1) if f"{name}_colsum{i or ''}" not in taken)
+    t = MemRefType(IntegerType(32), [n])
+    value = DenseIntOrFPElementsAttr.from_list(TensorType(IntegerType(32), [n]), sums.tolist())
+    module.body.block.insert_op_before(
+        memref.GlobalOp.get(StringAttr(sym), t, value, sym_visibility=StringAttr("private"), constant=UnitAttr()),
+        module.body.block.first_op)
+    return b.insert(memref.GetGlobalOp(sym, t)).memref
+
+
+def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
+    dynamic = QGEMM_DYNAMIC_ATTR in op.attributes
+    a, bm, *params = op.inputs
     (c,) = op.outputs
-    if not all(isinstance(v.type, MemRefType) for v in (a, bm, c)):
+    if not all(isinstance(v.type, MemRefType) for v in (a, bm, c, *params)):
         return
     a_shape, (n, k) = a.type.get_shape(), bm.type.get_shape()
+    if any(d < 0 for d in (*a_shape, n, k)):  # symbolic dims: the generic loop nest stays
+        return
     rows = prod(a_shape[:-1])
     zp = op.attributes[QGEMM_ATTR].value.data
     fill = op.prev_op
     b = Builder(InsertPoint.before(op))
+    colsum = _colsum(module, bm, n, b)
     outer = IndexBuilder(b)
     tasks = -(-rows // ROWS_PER_TASK)
     block = Block(arg_types=[IndexType()])
@@ -58,7 +108,10 @@ def _lower(op: linalg.GenericOp) -> None:
     m = inner.insert(arith.MinSIOp(left, ix.const(ROWS_PER_TASK))).result
     a_off = inner.insert(arith.MuliOp(r0, ix.const(k))).result
     c_off = inner.insert(arith.MuliOp(r0, ix.const(n))).result
-    inner.insert(QGemmOp(a, a_off, bm, c, c_off, m, n=n, k=k, zp=zp))
+    quantize = None
+    if dynamic:  # [scale, zero point] of the float A, computed earlier in this call
+        quantize = tuple(inner.insert(memref.LoadOp.get(params[0], [ix.const(i)])).res for i in (0, 1))
+    inner.insert(QGemmOp(a, a_off, bm, c, c_off, m, n=n, k=k, zp=zp, quantize=quantize, colsum=colsum))
     inner.insert(scf.ReduceOp())
     if isinstance(fill, linalg.FillOp) and tuple(fill.outputs) == (c,):  # the kernel stores every C
         Rewriter.erase_op(fill)
@@ -77,4 +130,4 @@ class LowerQGemm(ModulePass):
         if not self.enabled:
             return
         for g in [o for o in op.walk() if isinstance(o, linalg.GenericOp) and QGEMM_ATTR in o.attributes]:
-            _lower(g)
+            _lower(g, op)

@@ -19,3 +19,39 @@ func.func @qgemm(%a: tensor<20x40xi8>, %w: tensor<6x40xi8>) -> tensor<20x6xi32> 
   %y = aicc.matmul_integer %a, %w {lhs_zero_point = -3 : i64, transpose_rhs} : tensor<20x40xi8>, tensor<6x40xi8> -> tensor<20x6xi32>
   func.return %y : tensor<20x6xi32>
 }
+
+// Dynamic quantization: the float A and its run-time [scale, zero point]. The same row blocks,
+// each kernel call given the two scalars, which it uses to quantize A's rows as it converts
+// them (k = 37: two 16-wide chunks and a tail of 5, quantized too).
+// CHECK-LABEL: func.func @dqgemm
+// CHECK-SAME:    (%[[A:.*]]: memref<9x37xf32>, %[[W:.*]]: memref<6x37xi8>, %[[P:.*]]: memref<2xf32>, %[[C:.*]]: memref<9x6xi32>)
+// CHECK-NOT:     linalg
+// CHECK:         "scf.parallel"
+// CHECK:           %[[S:.*]] = memref.load %[[P]][%{{.*}}] : memref<2xf32>
+// CHECK:           %[[Z:.*]] = memref.load %[[P]][%{{.*}}] : memref<2xf32>
+// CHECK:           aicc_cpu.qgemm %[[A]][%{{.*}}], %[[W]], %[[C]][%{{.*}}] rows %{{.*}} quantize %[[S]], %[[Z]] {n = 6 : i64, k = 37 : i64, zp = 0 : i64} : memref<9x37xf32>, memref<6x37xi8>, memref<9x6xi32>
+// CHECK-NOT:     linalg
+// LLVM: define internal void @"aicc.dqgemm.6.37"(ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, i64 %{{.*}}, float %{{.*}}, float %{{.*}})
+// LLVM: fdiv <16 x float>
+// LLVM: call <16 x float> @"llvm.roundeven.v16f32"
+// LLVM: fptosi <16 x float> %{{.*}} to <16 x i16>
+// LLVM: call float @"llvm.roundeven.f32"
+// LLVM: call <8 x i32> @"llvm.x86.avx2.pmadd.wd"
+func.func @dqgemm(%a: tensor<9x37xf32>, %w: tensor<6x37xi8>, %p: tensor<2xf32>) -> tensor<9x6xi32> {
+  %y = aicc.dynamic_matmul_integer %a, %w, %p : tensor<9x37xf32>, tensor<6x37xi8>, tensor<2xf32> -> tensor<9x6xi32>
+  func.return %y : tensor<9x6xi32>
+}
+
+// A constant weight within [-64, 63] (7 bits) gets a constant of its row sums: the kernel
+// multiplies A + 128 (uint8) by it with vpmaddubsw, then subtracts (zp + 128) * colsum.
+// CHECK-LABEL: func.func @qgemm_7bit
+// CHECK:         %[[S:.*]] = memref.get_global @[[G:.*]]_colsum : memref<3xi32>
+// CHECK:         aicc_cpu.qgemm %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}}[%{{.*}}] rows %{{.*}} colsum %[[S]] : memref<3xi32> {n = 3 : i64, k = 33 : i64, zp = 5 : i64}
+// LLVM: define internal void @"aicc.qgemm.3.33.5.u8"(ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, i64 %{{.*}}, ptr %{{.*}})
+// LLVM: xor <16 x i8> %{{.*}}, <i8 -128,
+// LLVM: call <16 x i16> @"llvm.x86.avx2.pmadd.ub.sw"(<32 x i8>
+func.func @qgemm_7bit(%a: tensor<5x33xi8>) -> tensor<5x3xi32> {
+  %w = aicc.constant dense<[[-64, 63, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], [-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1]]> : tensor<3x33xi8>
+  %y = aicc.matmul_integer %a, %w {lhs_zero_point = 5 : i64, transpose_rhs} : tensor<5x33xi8>, tensor<3x33xi8> -> tensor<5x3xi32>
+  func.return %y : tensor<5x3xi32>
+}

@@ -11,3 +11,12 @@ func.func @quant(%x: tensor<4x8xf32>, %w: tensor<2x8xi8>) -> (tensor<2x8xf32>, t
   %a = aicc.matmul_integer %q, %w {lhs_zero_point = -3 : i64, transpose_rhs} : tensor<4x8xi8>, tensor<2x8xi8> -> tensor<4x2xi32>
   func.return %d, %a : tensor<2x8xf32>, tensor<4x2xi32>
 }
+
+// CHECK-LABEL: func.func @dynamic
+// CHECK:         %[[P:.*]] = aicc.dynamic_quant_params %{{.*}} : tensor<2x4x8xf32> -> tensor<2xf32>
+// CHECK:         aicc.dynamic_matmul_integer %{{.*}}, %{{.*}}, %[[P]] : tensor<2x4x8xf32>, tensor<3x8xi8>, tensor<2xf32> -> tensor<2x4x3xi32>
+func.func @dynamic(%x: tensor<2x4x8xf32>, %w: tensor<3x8xi8>) -> tensor<2x4x3xi32> {
+  %p = aicc.dynamic_quant_params %x : tensor<2x4x8xf32> -> tensor<2xf32>
+  %a = aicc.dynamic_matmul_integer %x, %w, %p : tensor<2x4x8xf32>, tensor<3x8xi8>, tensor<2xf32> -> tensor<2x4x3xi32>
+  func.return %a : tensor<2x4x3xi32>
+}

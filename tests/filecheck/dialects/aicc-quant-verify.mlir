@@ -41,3 +41,38 @@ func.func @mm_float(%a: tensor<4x8xf32>, %b: tensor<8x2xi8>) -> tensor<4x2xi32> 
   func.return %y : tensor<4x2xi32>
 }
 // CHECK: aicc.matmul_integer: expected i8 operands, got tensor<4x8xf32>
+
+// -----
+func.func @params_int(%x: tensor<4x8xi8>) -> tensor<2xf32> {
+  %p = aicc.dynamic_quant_params %x : tensor<4x8xi8> -> tensor<2xf32>
+  func.return %p : tensor<2xf32>
+}
+// CHECK: aicc.dynamic_quant_params: expected a tensor of f32, got tensor<4x8xi8>
+
+// -----
+func.func @params_result(%x: tensor<4x8xf32>) -> tensor<3xf32> {
+  %p = aicc.dynamic_quant_params %x : tensor<4x8xf32> -> tensor<3xf32>
+  func.return %p : tensor<3xf32>
+}
+// CHECK: aicc.dynamic_quant_params: result type tensor<3xf32> does not match the inferred tensor<2xf32>
+
+// -----
+func.func @dyn_lhs(%x: tensor<4x8xi8>, %w: tensor<3x8xi8>, %p: tensor<2xf32>) -> tensor<4x3xi32> {
+  %a = aicc.dynamic_matmul_integer %x, %w, %p : tensor<4x8xi8>, tensor<3x8xi8>, tensor<2xf32> -> tensor<4x3xi32>
+  func.return %a : tensor<4x3xi32>
+}
+// CHECK: aicc.dynamic_matmul_integer: expected an f32 lhs and an i8 rhs, got tensor<4x8xi8> and tensor<3x8xi8>
+
+// -----
+func.func @dyn_params(%x: tensor<4x8xf32>, %w: tensor<3x8xi8>, %p: tensor<3xf32>) -> tensor<4x3xi32> {
+  %a = aicc.dynamic_matmul_integer %x, %w, %p : tensor<4x8xf32>, tensor<3x8xi8>, tensor<3xf32> -> tensor<4x3xi32>
+  func.return %a : tensor<4x3xi32>
+}
+// CHECK: aicc.dynamic_matmul_integer: params must be a tensor<2xf32>, got tensor<3xf32>
+
+// -----
+func.func @dyn_k(%x: tensor<4x8xf32>, %w: tensor<3x7xi8>, %p: tensor<2xf32>) -> tensor<4x3xi32> {
+  %a = aicc.dynamic_matmul_integer %x, %w, %p : tensor<4x8xf32>, tensor<3x7xi8>, tensor<2xf32> -> tensor<4x3xi32>
+  func.return %a : tensor<4x3xi32>
+}
+// CHECK: aicc.dynamic_matmul_integer: contraction dimensions differ
