@@ -300,6 +300,35 @@ def test_cuda_mlp_any_batch_one_compile(cuda_mlp):
         m(np.zeros((5, 63), np.float32), w, b)
 
 
+EVERY_DIM = """
+func.func @f(%x: tensor<?x?xf32, "a,b">, %y: tensor<?x?xf32, "b,c">) -> (tensor<?x?xf32, "a,b">, tensor<?x?xf32, "a,c">, tensor<?xf32, "b">) {
+  %0 = aicc.softmax %x {axis = 1 : i64} : tensor<?x?xf32, "a,b">
+  %1 = aicc.matmul %0, %y : tensor<?x?xf32, "a,b">, tensor<?x?xf32, "b,c"> -> tensor<?x?xf32, "a,c">
+  %2 = aicc.reduce_sum %x {axes = array<i64: 0>, keepdims = false} : tensor<?x?xf32, "a,b"> -> tensor<?xf32, "b">
+  func.return %0, %1, %2 : tensor<?x?xf32, "a,b">, tensor<?x?xf32, "a,c">, tensor<?xf32, "b">
+}
+"""
+
+
+def test_cuda_every_dim_dynamic():
+    """Rows of dynamic length (softmax's strided row reduction), a matmul dynamic in M, N and K
+    and a column reduction over a dynamic count, each grid from the dims."""
+    m = compile_module(Parser(make_context(), EVERY_DIM).parse_module(), "f", output_is_tuple=True,
+                       options=CompileOptions("cuda-emu"), use_cache=False)
+    grids = {k.kind: k.grid for k in m.executable.program.kernels}
+    assert grids["matmul"] == ("ceildiv(d_c, 64)", "ceildiv(d_a, 64)", 1)
+    assert grids["col_reduce"] == ("ceildiv(d_b, 32)",) and grids["row_reduce"] == ("d_a",)
+    rng = np.random.default_rng(5)
+    for a, b, c in [(1, 1, 1), (3, 7, 5), (17, 300, 33), (2, 1029, 3)]:
+        x = rng.standard_normal((a, b)).astype(np.float32)
+        y = rng.standard_normal((b, c)).astype(np.float32)
+        s, mm, r = m(x, y)
+        ref = _softmax(x, axis=1)
+        np.testing.assert_allclose(s, ref, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(mm, ref @ y, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(r, x.sum(0), rtol=1e-5, atol=1e-5)
+
+
 def test_cuda_onnx_cnn_dynamic_batch():
     """Convs, pooling and a linear layer with a dynamic batch: elementwise, column-reduction
     and batched-matmul kernels whose grids scale with it."""
