@@ -129,6 +129,26 @@ def test_exported_sdpa_is_fused_unless_a_row_is_empty(kind):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("e", [2.0, 3.0, 2.5])
+def test_pow_by_constant_two_or_three_is_multiplies(e):
+    """GELU's tanh form cubes its input with Pow(x, 3): multiplies, not powf (2.5 stays pow)."""
+    ort = pytest.importorskip("onnxruntime")
+    exponent = onnx.numpy_helper.from_array(np.array(e, np.float32), "e")
+    graph = helper.make_graph([helper.make_node("Pow", ["x", "e"], ["y"])], "pow",
+                              [helper.make_tensor_value_info("x", TP.FLOAT, [5, 7])],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, None)], [exponent])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.random.default_rng(4).uniform(0.1, 3, (5, 7)).astype(np.float32)
+    x[0] = -x[0]
+    m = compiler.compile(model, [x])
+    assert ("aicc.pow" in m.ir("tensor")) == (e == 2.5)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    got = m(x)
+    if e == 2.5:
+        assert np.all(np.isnan(got[0])) and np.all(np.isnan(want[0]))
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)
+
+
 def test_non_max_suppression_refused_by_name():
     model = _model([helper.make_node("NonMaxSuppression", ["b", "s"], ["y"])],
                    [("b", TP.FLOAT, [1, 4, 4]), ("s", TP.FLOAT, [1, 1, 4])], [("y", TP.INT64, None)])
