@@ -140,15 +140,19 @@ def _op_mod(imp, node, ins, at):
 
 @handles("Pow")
 def _op_pow(imp, node, ins, at):
-    """Float x: y is cast to x's type. Integer x: computed in float64 and truncated back, exact
-    while |x^y| < 2^53."""
+    """Float x: y is cast to x's type; a constant exponent 2 or 3 is multiplies (x * x is
+    powf's correctly rounded result; x * x * x rounds twice, as ONNX Runtime's own fast path
+    for 3 does; GELU's tanh form cubes its input). Integer x: computed in float64 and
+    truncated back, exact while |x^y| < 2^53."""
     g = imp.g
     x, y = ins
     g.require_numeric("Pow", x, y)
     if g.dtype(x).kind == "f":
         y = g.cast_like(y, x)
-        if isinstance(y, np.ndarray) and y.shape == () and float(y) == 2.0:
-            return [g.mul(x, x)]
+        if isinstance(y, np.ndarray) and y.size == 1 and y.ndim <= len(g.shape(x)) \
+                and float(y.reshape(())) in (2.0, 3.0):
+            sq = g.mul(x, x)
+            return [sq if float(y.reshape(())) == 2.0 else g.mul(sq, x)]
         return [g.emit(aicc.PowOp, x, y)]
     p = g.emit(aicc.PowOp, g.cast(x, np.float64), g.cast(y, np.float64))
     return [g.cast(p, g.dtype(x))]

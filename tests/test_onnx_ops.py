@@ -75,6 +75,80 @@ def test_attention_node_is_fused():
     np.testing.assert_allclose(m(q, q, q), (p / p.sum(-1, keepdims=True)) @ q, rtol=1e-4, atol=1e-5)
 
 
+def _sdpa_export_model(mask: np.ndarray, l: int = 7, s: int = 9, h: int = 3, e: int = 8):
+    """What torch.onnx.export (TorchScript, opset 17) writes for scaled_dot_product_attention
+    with a float attn_mask: q and k^T each times sqrt(scale), MatMul, Add mask, Softmax,
+    Where(IsNaN(p), 0, p), MatMul v; heads split and merged by Reshape / Transpose."""
+    c = np.array(np.sqrt(1 / np.sqrt(e)), np.float32)
+    init = [onnx.numpy_helper.from_array(c, "c"), onnx.numpy_helper.from_array(mask, "mask"),
+            onnx.numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+            onnx.numpy_helper.from_array(np.array([1, l, h, e], np.int64), "qshape"),
+            onnx.numpy_helper.from_array(np.array([1, s, h, e], np.int64), "kshape"),
+            onnx.numpy_helper.from_array(np.array([1, l, h * e], np.int64), "oshape")]
+    n = helper.make_node
+    nodes = [n("Reshape", ["q", "qshape"], ["q4"]), n("Transpose", ["q4"], ["qt"], perm=[0, 2, 1, 3]),
+             n("Reshape", ["k", "kshape"], ["k4"]), n("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
+             n("Reshape", ["v", "kshape"], ["v4"]), n("Transpose", ["v4"], ["vt"], perm=[0, 2, 1, 3]),
+             n("Mul", ["qt", "c"], ["qs"]), n("Mul", ["kt", "c"], ["ks"]),
+             n("MatMul", ["qs", "ks"], ["sc"]), n("Add", ["sc", "mask"], ["sm"]),
+             n("Softmax", ["sm"], ["p"], axis=-1), n("IsNaN", ["p"], ["nan"]),
+             n("Where", ["nan", "zero", "p"], ["pg"]), n("MatMul", ["pg", "vt"], ["o4"]),
+             n("Transpose", ["o4"], ["ot"], perm=[0, 2, 1, 3]), n("Reshape", ["ot", "oshape"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "sdpa", [helper.make_tensor_value_info("q", TP.FLOAT, [1, l, h * e]),
+                        helper.make_tensor_value_info("k", TP.FLOAT, [1, s, h * e]),
+                        helper.make_tensor_value_info("v", TP.FLOAT, [1, s, h * e])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, None)], init)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("kind", ["causal", "padding", "empty_row"])
+def test_exported_sdpa_is_fused_unless_a_row_is_empty(kind):
+    """torch.onnx.export's attention pattern against onnxruntime (odd sizes: 7 queries, 9
+    keys, 3 heads of 8). A causal 0 / -inf mask becomes `causal`, a finite one an operand;
+    a constant mask that drops a whole row stays unfused (the guard's zeros)."""
+    ort = pytest.importorskip("onnxruntime")
+    l, s = 7, 9
+    if kind == "causal":
+        mask = np.where(np.tril(np.ones((l, s), bool)), 0.0, -np.inf)
+    elif kind == "padding":
+        mask = np.where(np.arange(s) < 6, 0.0, -1e9) + np.zeros((l, 1))
+    else:
+        mask = np.where(np.tril(np.ones((l, s), bool), -1), 0.0, -np.inf)  # row 0: all -inf
+    model = _sdpa_export_model(mask.reshape(1, 1, l, s).astype(np.float32), l, s)
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((1, n, 24)).astype(np.float32) for n in (l, s, s))
+    m = compiler.compile(model, [q, k, v], threads=1)
+    ir = m.ir("tensor")
+    assert ("aicc_fused.attention" in ir) == (kind != "empty_row")
+    assert ("causal" in ir) == (kind == "causal")
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"q": q, "k": k, "v": v})[0]
+    got = m(q, k, v)
+    if kind == "empty_row":
+        assert np.all(want[0, 0] == 0) and np.all(got[0, 0] == 0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("e", [2.0, 3.0, 2.5])
+def test_pow_by_constant_two_or_three_is_multiplies(e):
+    """GELU's tanh form cubes its input with Pow(x, 3): multiplies, not powf (2.5 stays pow)."""
+    ort = pytest.importorskip("onnxruntime")
+    exponent = onnx.numpy_helper.from_array(np.array(e, np.float32), "e")
+    graph = helper.make_graph([helper.make_node("Pow", ["x", "e"], ["y"])], "pow",
+                              [helper.make_tensor_value_info("x", TP.FLOAT, [5, 7])],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, None)], [exponent])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.random.default_rng(4).uniform(0.1, 3, (5, 7)).astype(np.float32)
+    x[0] = -x[0]
+    m = compiler.compile(model, [x])
+    assert ("aicc.pow" in m.ir("tensor")) == (e == 2.5)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    got = m(x)
+    if e == 2.5:
+        assert np.all(np.isnan(got[0])) and np.all(np.isnan(want[0]))
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)
+
+
 def test_non_max_suppression_refused_by_name():
     model = _model([helper.make_node("NonMaxSuppression", ["b", "s"], ["y"])],
                    [("b", TP.FLOAT, [1, 4, 4]), ("s", TP.FLOAT, [1, 1, 4])], [("y", TP.INT64, None)])

@@ -3,12 +3,17 @@
 A tensor-level pattern, run after the graph passes and CSE, rooted at the second matmul:
 
     s  = aicc.matmul q, k {transpose_rhs}     (or q @ kt, kt any value: k is kt with its last two
-                                               dims swapped; a q scaled by a constant folds in;
+                                               dims swapped; a q or k scaled by a constant folds in (the
+                                               exporter scales each by sqrt(scale));
                                                a bias is an additive mask when nothing scales s)
     sc = s * c | c * s | s / c                (c a scalar constant: scale = c or 1/c; optional)
     t  = sc + m | m + sc                      (additive mask, broadcast to the scores)
        | select(m, sc, f) | select(m, f, sc)  (boolean mask: keep / drop; f a scalar constant)
     p  = aicc.softmax t {axis = last}         (or written out: e = exp(t - max(t)); e / sum(e))
+       [p = select(p != p, 0, p)]             (optional NaN guard, as torch.onnx.export writes
+                                               it: fused only when no row can be all masked,
+                                               i.e. no mask or a constant one keeping a key in
+                                               every row; the fused op gives NaN there)
     o  = aicc.matmul p, v
 
 becomes
@@ -131,17 +136,55 @@ def _user(v: SSAValue) -> set[Operation]:
     return {u.operation for u in v.uses}
 
 
+def _nan_guard(p: SSAValue) -> tuple[SSAValue, list[Operation]] | None:
+    """(x, ops) when p = select(x != x, 0, x): NaN replaced by 0 (ONNX exports of torch's
+    scaled_dot_product_attention guard the softmax with Where(IsNaN(p), 0, p))."""
+    sel = _owner(p, aicc.SelectOp)
+    if sel is None or _scalar(sel.lhs) != 0.0:
+        return None
+    x = sel.rhs
+    cmp = _owner(sel.cond, aicc.CompareOp)
+    if cmp is None or cmp.predicate.data != "ne" or cmp.lhs != x or cmp.rhs != x:
+        return None
+    if x.type != p.type or not _only_use(sel.cond, sel) or _user(x) != {sel, cmp}:
+        return None
+    return x, [sel, cmp]
+
+
+def _no_empty_rows(m: Match) -> bool:
+    """Does every row of the scores keep a key whatever q and k hold? (no mask, or a constant
+    mask that leaves each row a finite entry): then softmax yields NaN only from NaN or
+    infinite scores."""
+    if m.mask is None:
+        return True
+    c = _constant(m.mask)
+    if c is None:
+        return False
+    if c.ndim == 0:
+        c = c.reshape(1)
+    if m.mask_kind == "add":
+        return not np.any(np.all(np.isneginf(c), axis=-1))
+    if m.fill != -math.inf:
+        return True
+    keep = c.astype(bool) if m.mask_kind == "keep" else ~c.astype(bool)
+    return bool(np.all(np.any(keep, axis=-1)))
+
+
 def match(root: aicc.MatmulOp) -> Match | None:
     if root.bias is not None or root.trans_lhs or root.trans_rhs:
         return None
     p = root.lhs
     if not _only_use(p, root):
         return None
+    guard = _nan_guard(p)
+    guard_ops: list[Operation] = []
+    if guard is not None:
+        p, guard_ops = guard
     sm = match_softmax(p)
     if sm is None:
         return None
     t, softmax_ops = sm
-    m = Match(p, t, dead=[*softmax_ops])
+    m = Match(p, t, dead=[*guard_ops, *softmax_ops])
     consumers = {o for o in softmax_ops if t in o.operands}  # the softmax's ops that read t
 
     # mask
@@ -200,14 +243,21 @@ def match(root: aicc.MatmulOp) -> Match | None:
         m.mask, m.mask_kind = mm.bias, "add"
     m.dead.append(mm)
     m.q, m.k, m.k_swapped = mm.lhs, mm.rhs, not mm.trans_rhs
-    qmul = _owner(m.q, aicc.MulOp)
-    if qmul is not None and _only_use(m.q, mm):
-        for a, b in ((qmul.lhs, qmul.rhs), (qmul.rhs, qmul.lhs)):
+    for side in ("q", "k"):  # q and k scaled by constants (each by sqrt(scale), say)
+        v = getattr(m, side)
+        mul = _owner(v, aicc.MulOp)
+        if mul is None or not _only_use(v, mm):
+            continue
+        for a, b in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):
             c = _scalar(b)
-            if c is not None and a.type == m.q.type:
-                m.q, m.scale = a, m.scale * c
-                m.dead.append(qmul)
+            if c is not None and a.type == v.type:
+                setattr(m, side, a)
+                m.scale *= c
+                if mul not in m.dead:  # q and k one value: one op, scaling both
+                    m.dead.append(mul)
                 break
+    if guard_ops and not _no_empty_rows(m):
+        return None  # an all-masked row: the guard's 0 where the fused op gives NaN
     return m
 
 

@@ -24,10 +24,14 @@
 // Row tiles start at the first one that reaches this key block.
 // CHECK:             arith.maxsi
 // CHECK:             scf.for
-// The scores: one multiply-add of a q element and a k^T row per e, four rows at a time.
-// CHECK:               memref.load %[[Q]]
-// CHECK:               arith.mulf {{.*}} fastmath<contract>
-// CHECK:               arith.addf {{.*}} fastmath<contract>
+// The scores: four rows x 16 keys of sums carried through the loop over e (registers), one
+// multiply-add of a q element and a k^T row each per e; stored once after it.
+// CHECK:               scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, {{.*}}) {
+// CHECK:                 memref.load %[[Q]]
+// CHECK:                 arith.mulf {{.*}} fastmath<contract>
+// CHECK:                 arith.addf {{.*}} fastmath<contract>
+// CHECK:                 scf.yield
+// CHECK:               memref.store
 // Only a block some row does not see whole pays for the mask.
 // CHECK:               scf.if %{{.*}} -> (f32, f32, f32, f32) {
 // CHECK:                 arith.mulf %{{.*}}, %[[HALF]] : f32
@@ -53,5 +57,24 @@
 // CHECK-NOT:     aicc_fused.attention
 func.func @causal(%q: memref<5x2x4xf32>, %k: memref<5x2x4xf32>, %v: memref<2x5x3xf32>, %out: memref<2x5x3xf32>) {
   aicc_fused.attention ins(%q, %k, %v : memref<5x2x4xf32>, memref<5x2x4xf32>, memref<2x5x3xf32>) outs(%out : memref<2x5x3xf32>) {scale = 5.000000e-01 : f64, causal, q_perm = array<i64: 1, 0, 2>, k_perm = array<i64: 1, 0, 2>}
+  func.return
+}
+
+// -----
+// p @ v with F = 16: the four rows' accumulators are loaded and rescaled once per key block,
+// carried through the loop over the block's keys (registers), and stored once after it.
+// CHECK-LABEL: func.func @pv_in_registers
+// CHECK-SAME:    (%{{.*}}: memref<2x8x4xf32>, %{{.*}}: memref<2x8x4xf32>, %[[V:.*]]: memref<2x8x16xf32>, %{{.*}}: memref<2x8x16xf32>)
+// CHECK:         math.exp
+// CHECK:         memref.load %[[ACC:.*]][%{{.*}}, %{{.*}}] : memref<8x16xf32>
+// CHECK:         arith.mulf
+// CHECK:         scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, {{.*}}) {
+// CHECK:           memref.load %[[V]]
+// CHECK:           arith.mulf {{.*}} fastmath<contract>
+// CHECK:           arith.addf {{.*}} fastmath<contract>
+// CHECK:           scf.yield
+// CHECK:         memref.store %{{.*}}, %[[ACC]]
+func.func @pv_in_registers(%q: memref<2x8x4xf32>, %k: memref<2x8x4xf32>, %v: memref<2x8x16xf32>, %out: memref<2x8x16xf32>) {
+  aicc_fused.attention ins(%q, %k, %v : memref<2x8x4xf32>, memref<2x8x4xf32>, memref<2x8x16xf32>) outs(%out : memref<2x8x16xf32>) {scale = 5.000000e-01 : f64}
   func.return
 }

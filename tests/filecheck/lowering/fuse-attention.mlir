@@ -107,3 +107,54 @@ func.func @softmax_axis0(%q: tensor<3x8xf32>, %k: tensor<3x8xf32>, %v: tensor<3x
   %o = aicc.matmul %p, %v : tensor<3x3xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
   func.return %o : tensor<3x4xf32>
 }
+
+// -----
+// torch.onnx.export's scaled_dot_product_attention: q and k^T each scaled by sqrt(scale)
+// (0.5^2 = 0.25), the additive mask taken into the scores matmul by fuse-linear-bias, and
+// the softmax guarded by Where(IsNaN(p), 0, p). Every row of the constant mask keeps a key,
+// so p is NaN only where the scores are: the guard goes with the rest, and the transposes
+// become permutations.
+// CHECK-LABEL: func.func @onnx_sdpa
+// CHECK-SAME:    (%[[Q:.*]]: tensor<1x4x2x8xf32>, %[[K:.*]]: tensor<1x4x2x8xf32>, %[[V:.*]]: tensor<1x2x4x8xf32>)
+// CHECK:         %[[M:.*]] = aicc.constant dense<{{.*}}> : tensor<1x1x4x4xf32>
+// CHECK:         aicc_fused.attention ins(%[[Q]], %[[K]], %[[V]], %[[M]] : tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x4xf32>) outs(%{{.*}} : tensor<1x2x4x8xf32>) {scale = 2.500000e-01 : f64, mask = "add", q_perm = array<i64: 0, 2, 1, 3>, k_perm = array<i64: 0, 2, 1, 3>} -> tensor<1x2x4x8xf32>
+// CHECK-NOT:     aicc.select
+// CHECK-NOT:     aicc.compare
+// CHECK-NOT:     aicc.mul
+func.func @onnx_sdpa(%q: tensor<1x4x2x8xf32>, %k: tensor<1x4x2x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %qt = aicc.transpose %q {permutation = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x8xf32> -> tensor<1x2x4x8xf32>
+  %kt = aicc.transpose %k {permutation = array<i64: 0, 2, 3, 1>} : tensor<1x4x2x8xf32> -> tensor<1x2x8x4xf32>
+  %c = aicc.constant dense<5.000000e-01> : tensor<f32>
+  %qs = aicc.mul %qt, %c : tensor<1x2x4x8xf32>, tensor<f32> -> tensor<1x2x4x8xf32>
+  %ks = aicc.mul %kt, %c : tensor<1x2x8x4xf32>, tensor<f32> -> tensor<1x2x8x4xf32>
+  %m = aicc.constant dense<[[[[0.0, -1.0e9, -1.0e9, -1.0e9], [0.0, 0.0, -1.0e9, -1.0e9], [0.0, 0.0, 0.0, -1.0e9], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %s = aicc.matmul %qs, %ks bias %m : tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>, tensor<1x1x4x4xf32> -> tensor<1x2x4x4xf32>
+  %p = aicc.softmax %s {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %nan = aicc.compare "ne", %p, %p : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32> -> tensor<1x2x4x4xi1>
+  %z = aicc.constant dense<0.000000e+00> : tensor<f32>
+  %g = aicc.select %nan, %z, %p : tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32> -> tensor<1x2x4x4xf32>
+  %o = aicc.matmul %g, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  func.return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+// The same guard with a mask known only at run time: a row the mask drops whole is NaN in
+// the fused op and 0 behind the guard, so nothing is fused.
+// CHECK-LABEL: func.func @nan_guard_runtime_mask
+// CHECK-NOT:     aicc_fused.attention
+// CHECK:         aicc.softmax
+// CHECK:         aicc.compare "ne"
+// CHECK:         aicc.select
+func.func @nan_guard_runtime_mask(%q: tensor<2x3x8xf32>, %k: tensor<2x8x5xf32>, %v: tensor<2x5x4xf32>, %m: tensor<3x5xf32>) -> tensor<2x3x4xf32> {
+  %c = aicc.constant dense<5.000000e-01> : tensor<f32>
+  %qs = aicc.mul %q, %c : tensor<2x3x8xf32>, tensor<f32> -> tensor<2x3x8xf32>
+  %ks = aicc.mul %k, %c : tensor<2x8x5xf32>, tensor<f32> -> tensor<2x8x5xf32>
+  %s = aicc.matmul %qs, %ks : tensor<2x3x8xf32>, tensor<2x8x5xf32> -> tensor<2x3x5xf32>
+  %t = aicc.add %s, %m : tensor<2x3x5xf32>, tensor<3x5xf32> -> tensor<2x3x5xf32>
+  %p = aicc.softmax %t {axis = 2 : i64} : tensor<2x3x5xf32>
+  %nan = aicc.compare "ne", %p, %p : tensor<2x3x5xf32>, tensor<2x3x5xf32> -> tensor<2x3x5xi1>
+  %z = aicc.constant dense<0.000000e+00> : tensor<f32>
+  %g = aicc.select %nan, %z, %p : tensor<2x3x5xi1>, tensor<f32>, tensor<2x3x5xf32> -> tensor<2x3x5xf32>
+  %o = aicc.matmul %g, %v : tensor<2x3x5xf32>, tensor<2x5x4xf32> -> tensor<2x3x4xf32>
+  func.return %o : tensor<2x3x4xf32>
+}
