@@ -6,7 +6,8 @@ configs, all with seeded random weights, in eval mode. Each goes through
 
 * the torch frontend: `compiler.compile(module, example_inputs)` (torch.export), checked
   against torch eager and timed next to it;
-* the ONNX frontend: `torch.onnx.export` (the TorchScript exporter, opset 17) then
+* the ONNX frontend: `torch.onnx.export` (the TorchScript exporter, opset 17; LLaMA with
+  transformers' vmap-free attention mask, `Spec.onnx_attn`) then
   `compiler.compile(model_proto)`, checked against torch eager and timed next to ONNX Runtime.
 
     python benchmarks/zoo.py                     # every model at its real size
