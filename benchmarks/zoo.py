@@ -6,7 +6,8 @@ configs, all with seeded random weights, in eval mode. Each goes through
 
 * the torch frontend: `compiler.compile(module, example_inputs)` (torch.export), checked
   against torch eager and timed next to it;
-* the ONNX frontend: `torch.onnx.export` (the TorchScript exporter, opset 17) then
+* the ONNX frontend: `torch.onnx.export` (the TorchScript exporter, opset 17; LLaMA with
+  transformers' vmap-free attention mask, `Spec.onnx_attn`) then
   `compiler.compile(model_proto)`, checked against torch eager and timed next to ONNX Runtime.
 
     python benchmarks/zoo.py                     # every model at its real size
@@ -25,6 +26,7 @@ the whole table to benchmarks/results/zoo.md (or zoo-quick.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -83,10 +85,14 @@ _TV_LIB = None
 
 
 class Spec:
-    """One zoo model: `build(quick)` returns (module, example inputs as torch tensors)."""
+    """One zoo model: `build(quick)` returns (module, example inputs as torch tensors).
 
-    def __init__(self, name, family, build, note=""):
+    `onnx_attn`: the transformers attention implementation to export to ONNX with, where the
+    model's own cannot be traced (None: the model as built)."""
+
+    def __init__(self, name, family, build, note="", onnx_attn=None):
         self.name, self.family, self.build, self.note = name, family, build, note
+        self.onnx_attn = onnx_attn
 
 
 def _seed(n=0):
@@ -297,7 +303,11 @@ def _specs():
             "LlamaConfig", "LlamaModel", {**S, "num_key_value_heads": 1, "head_dim": 32},
             # the default LlamaConfig is 7B: a 12-layer, 768-wide one instead (about 150M)
             hidden_size=768, num_hidden_layers=12, num_attention_heads=12, num_key_value_heads=4,
-            intermediate_size=2048)),
+            intermediate_size=2048),
+            # transformers builds LLaMA's causal + padding mask with torch.vmap, which the
+            # TorchScript exporter cannot trace (RuntimeError: unordered_map::at): exported with
+            # transformers' own vmap-free mask for export (integrations.executorch), same values
+            onnx_attn="sdpa_without_vmap"),
         Spec("albert", "transformers", _hf(
             "AlbertConfig", "AlbertModel", {**S, "embedding_size": 32},
             # albert-base (the default config is xxlarge)
@@ -416,14 +426,45 @@ def median_ms(fn, *args, reps=None, budget=2.0):
     return 1e3 * float(np.median(ts))
 
 
-def to_onnx(module, inputs):
-    """The module through torch.onnx.export (the TorchScript exporter, opset 17)."""
+@contextlib.contextmanager
+def attention_implementation(module, name):
+    """Every transformers config in `module` set to attention implementation `name` while in
+    the block, and restored after it. "sdpa_without_vmap" is transformers' SDPA attention with
+    the mask built without torch.vmap (registered here as transformers' ExecuTorch export
+    does): the TorchScript exporter cannot trace vmap."""
+    if name is None:
+        yield
+        return
+    if name == "sdpa_without_vmap":
+        from transformers.integrations.executorch import sdpa_mask_without_vmap
+        from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+        ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask_without_vmap)
+        ALL_ATTENTION_FUNCTIONS.register(name, ALL_ATTENTION_FUNCTIONS["sdpa"])
+    configs = {id(c): c for m in module.modules()
+               if hasattr(c := getattr(m, "config", None), "_attn_implementation")}
+    if not configs:
+        raise ValueError(f"attention implementation {name!r} asked for a model without a transformers config")
+    old = {k: c._attn_implementation for k, c in configs.items()}
+    try:
+        for c in configs.values():
+            c._attn_implementation = name
+        yield
+    finally:
+        for k, c in configs.items():
+            c._attn_implementation = old[k]
+
+
+def to_onnx(module, inputs, attn=None):
+    """The module through torch.onnx.export (the TorchScript exporter, opset 17), with the
+    transformers attention implementation `attn` (None: the module's own)."""
     import onnx
     import torch
 
     f = io.BytesIO()
     names = [f"input{i}" for i in range(len(inputs))]
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), attention_implementation(module, attn):
         warnings.simplefilter("ignore")
         torch.onnx.export(module, tuple(inputs), f, dynamo=False, input_names=names, opset_version=17)
     return onnx.load_from_string(f.getvalue())
@@ -468,7 +509,7 @@ def run_model(spec, quick, frontends=("torch", "onnx"), threads=1, time_it=True,
                 stage = "compile"
                 m = compiler.compile(module, inputs, threads=threads)
             else:
-                proto = to_onnx(module, inputs)
+                proto = to_onnx(module, inputs, spec.onnx_attn)
                 row["export_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 stage = "compile"

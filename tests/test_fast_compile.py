@@ -173,3 +173,62 @@ def test_progress_shows_one_line_per_stage_on_a_terminal_only(monkeypatch):
         p.stage("tensor", 1)
         p.step()
     assert fast.getvalue() == ""
+
+
+def many_nests(n: int, width: int = 8) -> str:
+    """n small top-level loop nests: out[k, i] = a[i] * (k + 1) + k."""
+    t, o = f"memref<{width}xf32>", f"memref<{n}x{width}xf32>"
+    nests = []
+    for k in range(n):
+        nests.append(f"""
+  %k{k} = arith.constant {k} : index
+  %m{k} = arith.constant {float(k + 1)} : f32
+  %b{k} = arith.constant {float(k)} : f32
+  "scf.parallel"(%c0, %cw, %c1) <{{operandSegmentSizes = array<i32: 1, 1, 1, 0>}}> ({{
+  ^bb0(%i: index):
+    %x = memref.load %a[%i] : {t}
+    %y = arith.mulf %x, %m{k} : f32
+    %z = arith.addf %y, %b{k} : f32
+    memref.store %z, %out[%k{k}, %i] : {o}
+    scf.reduce
+  }}) : (index, index, index) -> ()""")
+    return f"""
+func.func @many(%a: {t}, %out: {o}) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %cw = arith.constant {width} : index{"".join(nests)}
+  func.return
+}}"""
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_a_function_of_many_small_loop_nests_outlines_them(extra):
+    """Past OUTLINE_ALL_MIN_NESTS top-level loop nests, every one becomes a function of its
+    own called directly (no threads: they are small), so that LLVM never optimizes one huge
+    caller (DenseNet-121's 844 nests cost 113 s of O3 inline); at the limit they stay inline."""
+    from xdsl.parser import Parser
+
+    from compiler.codegen.llvm import LLVMEmitter
+    from compiler.codegen.llvm.emitter import OUTLINE_ALL_MIN_NESTS
+    from compiler.pipeline import make_context
+    from compiler.targets.cpu.runtime import CPUExecutable
+
+    n = OUTLINE_ALL_MIN_NESTS + extra
+    module = Parser(make_context(), many_nests(n)).parse_module()
+    em = LLVMEmitter()
+    text = str(em.emit(module))
+    chunks = [f for f in defined(text) if re.fullmatch(r"many\.par\d+", f)]
+    assert "aicc_parallel_for" not in text
+    if extra:
+        assert em.outlined == n and len(chunks) == n
+        assert len(re.findall(r'call void @"many\.par\d+"\(', text)) == n
+    else:
+        assert em.outlined == 0 and not chunks
+    a = np.linspace(-1, 1, 8, dtype=np.float32)
+    out = np.zeros((n, 8), np.float32)
+    CPUExecutable(text, threads=1).get("many", 2)(a, out)
+    k = np.arange(n, dtype=np.float32)[:, None]
+    np.testing.assert_allclose(out, a * (k + 1) + k, rtol=1e-6)
+    # outlining stays off where the emitter is told not to outline serial loops
+    text = str(LLVMEmitter(outline_serial=False).emit(Parser(make_context(), many_nests(n)).parse_module()))
+    assert not [f for f in defined(text) if re.fullmatch(r"many\.par\d+", f)]

@@ -77,3 +77,26 @@ def test_zoo_compare_is_relative_to_the_output_scale(zoo):
     assert not ok and "max err" in why
     ok, _, why = zoo.compare([want[0][:2]], want)
     assert not ok and "shape" in why
+
+
+def test_zoo_llama_exports_to_onnx_with_a_vmap_free_mask(zoo):
+    """transformers builds LLaMA's mask with torch.vmap, which the TorchScript exporter
+    cannot trace; the zoo exports it with transformers' vmap-free SDPA mask. The model so
+    exported computes what the module does (checked with ONNX Runtime, cheaply: aicc on it is
+    the zoo's llama onnx row), and the module keeps its own attention implementation."""
+    ort = pytest.importorskip("onnxruntime")
+    spec = zoo.SPECS["llama"]
+    _needs(zoo, spec.family)
+    assert spec.onnx_attn == "sdpa_without_vmap"
+    module, inputs = spec.build(True)
+    before = module.model.config._attn_implementation
+    proto = zoo.to_onnx(module, inputs, spec.onnx_attn)
+    assert module.model.config._attn_implementation == before
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {i.name: t.numpy() for i, t in zip(sess.get_inputs(), inputs)})
+    import torch
+
+    with torch.no_grad():
+        want = zoo.outputs_of(module(*inputs))
+    ok, _, why = zoo.compare(got, want)
+    assert ok, why
