@@ -329,9 +329,9 @@ def ceildiv_expr(num: int | Sym | str, den: int) -> int | str:
 
 def product_expr(a: int | Sym | str, b: int | Sym | str) -> int | Sym | str:
     """a * b for sizes that may be launch-size expressions."""
-    if isinstance(a, str) or isinstance(b, str):
-        return f"{a}*{b}" if b != 1 and a != 1 else (a if b == 1 else b)
-    return a * b
+    if a == 1 or b == 1:
+        return b if a == 1 else a
+    return f"{a}*{b}" if isinstance(a, str) or isinstance(b, str) else a * b
 
 
 def evaluate_size(text: str | int, env: Mapping[str, int]) -> int:

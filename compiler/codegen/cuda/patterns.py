@@ -163,13 +163,14 @@ def region(v: SSAValue) -> tuple[object, tuple, tuple] | None:
             g, lo, hi = slot.get_values()
             return (base[0], (g, lo), (g, hi))
         off = const_int(v.op.byte_shift)
-        if off is None or v.op.sizes or base[1] != (-2, 0):
+        if off is None or v.op.sizes or base[1][0] >= 0:  # within a dynamic part: unknown
             return None
+        start = off + (base[1][1] if base[1][0] == -1 else 0)
         t = v.type
         size = _elem_bytes(t.element_type)
         for d in t.get_shape():
             size *= d
-        return (base[0], (-1, off), (-1, off + size))
+        return (base[0], (-1, start), (-1, start + size))
     if isinstance(v, OpResult) and v.op.name in ("memref.alloc", "memref.get_global"):
         return (v, *whole)
     return None

@@ -145,7 +145,11 @@ class _Body:
                     return []
 
                 e.loop(_c(self.kc), _c(self.k), _c(1), [], convert_tail, known_nonempty=True)
-        groups = self.n // NR
+        self.column_tiles(r0, mr)
+
+    def column_tiles(self, r0: ir.Value, mr: int) -> None:
+        """The row block's tiles: NR columns at a time, then the columns left one by one."""
+        e, groups = self.e, self.n // NR
         if groups:
             e.loop(_c(0), _c(groups), _c(1), [],
                    lambda q, _: self.tile(r0, self.b.mul(q, _c(NR)), mr, NR) or [])
@@ -274,12 +278,7 @@ class _BodyU8(_Body):
             e.loop(_c(0), _c(k16), _c(CHUNK), [], convert(CHUNK), known_nonempty=True)
         if self.k % CHUNK:
             e.loop(_c(k16), _c(self.k), _c(1), [], convert(1), known_nonempty=True)
-        groups = self.n // NR
-        if groups:
-            e.loop(_c(0), _c(groups), _c(1), [],
-                   lambda q, _: self.tile(r0, self.b.mul(q, _c(NR)), mr, NR) or [])
-        if self.n % NR:
-            e.loop(_c(groups * NR), _c(self.n), _c(1), [], lambda j, _: self.tile(r0, j, mr, 1) or [])
+        self.column_tiles(r0, mr)
 
     def to_u8(self, x: ir.Value, width: int) -> ir.Value:
         """A's held int8 values (or its floats quantized) plus 128, as bytes."""

@@ -409,14 +409,10 @@ def map_function(f: func.FuncOp) -> None:
                 isinstance(op, scf.ForOp) and match_col_reduce(op) is not None):
             flush_single()
             run.append(op)
-        elif is_index_host_op(op):
-            flush_single()
-            if run:
-                between.append(op)
-        elif op.name in HOST_OPS:
+        elif op.name in HOST_OPS or is_index_host_op(op):
             if op.name == "arith.constant" and pending:
                 consts.append(op)
-            elif op.name in PURE_HOST_OPS:
+            elif op.name in PURE_HOST_OPS or is_index_host_op(op):
                 flush_single()
                 if run:
                     between.append(op)

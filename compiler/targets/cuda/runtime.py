@@ -27,6 +27,7 @@ import numpy as np
 from compiler.cache import CompileCache, cache_enabled
 from compiler.codegen.cuda.common import INT32_LIMIT
 from compiler.errors import CompileError
+from compiler.symbolic import Sym, evaluate_size
 
 DEFAULT_ARCH = "sm_90"  # without a GPU: Hopper
 NO_GPU_MESSAGE = "running the cuda target needs an NVIDIA GPU with a CUDA driver; none was found"
@@ -429,7 +430,7 @@ class PlanRunner:
         self.allocations = 0
         self._lock = threading.Lock()
         self._bound: dict[tuple, _Bound] = {}  # input shapes -> the plan's sizes for them
-        static = self._bind(()) if not plan.dynamic else None
+        static = self._bind([]) if not plan.dynamic else None
         for i, b in enumerate(plan.buffers):
             if b.kind == "global":
                 self.persistent[i] = self._alloc(b.nbytes)
@@ -454,16 +455,15 @@ class PlanRunner:
         table[i] = self._alloc(n)
         self.capacity[i] = max(n, 1)
 
-    def _bind(self, arrays) -> _Bound:
-        """The plan's sizes for the shapes of `arrays` (its inputs and outputs)."""
+    def _bind(self, shapes) -> _Bound:
+        """The plan's sizes for inputs and outputs of these `shapes`."""
         plan = self.plan
-        key = tuple(np.shape(a) for a in arrays[:self.n_in + self.n_out]) if plan.dynamic else ()
+        key = tuple(tuple(s) for s in shapes[:self.n_in + self.n_out]) if plan.dynamic else ()
         bound = self._bound.get(key)
         if bound is None:
             env = {}
             for i, names in enumerate(plan.arg_dims[:self.n_in + self.n_out]):
-                dyn = [n for d, n in zip(plan.arg_types[i].get_shape(), np.shape(arrays[i]))
-                       if d < 0]
+                dyn = [n for d, n in zip(plan.arg_types[i].get_shape(), key[i]) if d < 0]
                 for name, n in zip(names, dyn):
                     if name is not None:
                         env[name] = int(n)
@@ -489,7 +489,7 @@ class PlanRunner:
         plan, dev = self.plan, self.dev
         with self._lock:
             dev.current()
-            bound = self._bind(arrays)
+            bound = self._bind([np.shape(a) for a in arrays[:self.n_in + self.n_out]])
             self._prepare(bound)
             for i, b in enumerate(plan.buffers):
                 if b.kind == "arg" and b.index < self.n_in + self.n_out:
@@ -519,7 +519,7 @@ class PlanRunner:
                 if b.kind == "arg" and b.index < self.n_in + self.n_out}
         with self._lock:
             self.dev.current()
-            bound = self._bind([np.empty(s, np.uint8) for s in shapes] if shapes else ())
+            bound = self._bind(shapes or [])
             self._prepare(bound)
             self._steps(args, bound)
 
@@ -564,8 +564,6 @@ class _Bound:
     value): each buffer's bytes, each view's offset, each launch's grid and dim values."""
 
     def __init__(self, plan, env: dict[str, int]):
-        from compiler.symbolic import evaluate_size
-
         self.env = env
         self.nbytes = [max(1, self.size(b.nbytes)) for b in plan.buffers]
         self.offsets = [self.size(b.offset) for b in plan.buffers]
@@ -584,8 +582,6 @@ class _Bound:
                                   tuple(env[d] for d in k.dims)))
 
     def size(self, x) -> int:
-        from compiler.symbolic import Sym
-
         return x.evaluate(self.env) if isinstance(x, Sym) else x
 
 
