@@ -23,7 +23,7 @@ from xdsl.ir import Block, Region
 from xdsl.rewriter import InsertPoint
 
 from compiler.dialects import aicc, aicc_nn
-from compiler.pipeline import compile_module
+from compiler.pipeline import CompileOptions, compile_module
 from compiler.reference import run_reference
 
 ELEM = dict(rtol=1e-5, atol=1e-6)
@@ -263,6 +263,51 @@ def test_cumsum_integers(dtype):
     x = rint(4, 129, dtype=dtype)
     for exclusive, reverse in ((False, False), (True, True)):
         check(op(aicc_nn.CumSumOp, 1, exclusive, reverse), [x], _np_cumsum(x, 1, exclusive, reverse))
+
+
+# ------------------------------------------------------------------- gather
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+@pytest.mark.parametrize("dshape,ishape,axis,dtype", [
+    ((1000, 7), (2, 129), 0, np.int64),  # an embedding table: aicc_fused.gather's loads
+    ((3, 129, 5), (7,), 1, np.int32),
+    ((4, 17), (1,), 1, np.int64),  # the last axis, just above the select-reduction's limit
+    ((129,), (), 0, np.int32),  # a scalar index
+    ((16, 3), (2, 5), 0, np.int64),  # short axis: the select-reduction
+], ids=str)
+def test_gather(target, dshape, ishape, axis, dtype):
+    data = rand(*dshape)
+    size = dshape[axis]
+    idx = rint(*ishape, lo=-size, hi=size, dtype=dtype)  # negative indices count from the end
+    want = np.take(data, np.where(idx < 0, idx + size, idx), axis=axis)
+    module = build([data, idx], op(aicc_nn.GatherOp, axis))
+    got = compile_module(module, "main", options=CompileOptions(target=target))(data, idx)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_gather_integer_table_and_out_of_range():
+    """An int64 table; an index out of range reads no memory and gives 0 (ONNX leaves it
+    undefined, torch raises), never a neighbour's row."""
+    table = rint(300, 4, lo=-1000, hi=1000)
+    idx = np.array([[0, 299, -300, 300, -301, 1 << 40]], np.int64)
+    module = build([table, idx], op(aicc_nn.GatherOp, 0))
+    got = compile_module(module, "main")(table, idx)
+    want = np.take(table, np.clip(np.where(idx < 0, idx + 300, idx), 0, 299), axis=0)
+    want[:, 3:] = 0
+    np.testing.assert_array_equal(got, want)
+
+
+def test_embedding_lookup_is_a_load_not_a_scan():
+    """A 50,000-row table costs a load per element: the kernel's loop IR reads the table once
+    per output element (no loop over the rows)."""
+    table, idx = rand(50000, 8), rint(3, lo=0, hi=50000)
+    module = build([table, idx], op(aicc_nn.GatherOp, 0))
+    m = compile_module(module, "main")
+    np.testing.assert_array_equal(m(table, idx), table[idx])
+    loops = m.ir("loops")
+    assert "aicc_fused.gather" not in loops and "scf.for" not in loops
+    assert loops.count("memref.load") == 2  # the index and the table
 
 
 # ------------------------------------------------------------------- gather_elements

@@ -1,4 +1,5 @@
-"""The `aicc_fused` dialect: kernels that fusion passes form out of several aicc ops.
+"""The `aicc_fused` dialect: kernels that are no scalar body over an iteration space, so no
+linalg.generic: those fusion passes form out of several aicc ops, and gathers.
 
     %o = aicc_fused.attention ins(%q, %k, %v : tensor<8x1024x64xf32>, tensor<8x1024x64xf32>,
              tensor<8x1024x64xf32>) outs(%init : tensor<8x1024x64xf32>) {scale = 0.125 : f64, causal}
@@ -25,6 +26,17 @@ v (B..., S, F), result (B..., L, F); the batch dims B... broadcast as in np.matm
 
 A row whose scores are all masked has no softmax (0/0): its result is NaN, as the unfused
 softmax gives.
+
+    %r = aicc_fused.gather ins(%table, %ids : tensor<50257x768xf32>, tensor<1x7xi64>)
+             outs(%init : tensor<1x7x768xf32>) {axis = 0 : i64} -> tensor<1x7x768xf32>
+
+`aicc_fused.gather` is np.take(data, indices, axis) as a load at a run-time index: the result
+is data with its dim `axis` replaced by the indices' dims; a negative index counts from the end
+(as in ONNX); an index out of range reads 0 (the data is never read out of bounds). Its
+iteration space is the result's dims, all parallel; its indexing map for the data shows the
+gathered axis as 0 (that index is a value, not an affine expression). linalg-to-loops lowers
+it for every target. A linalg.generic could only gather by a select over the whole axis,
+O(vocabulary) per embedding lookup.
 """
 
 from __future__ import annotations
@@ -39,6 +51,8 @@ from xdsl.dialects.builtin import (
     DenseArrayBase,
     Float64Type,
     FloatAttr,
+    IntegerAttr,
+    IntegerType,
     ShapedType,
     StringAttr,
     TensorType,
@@ -51,7 +65,7 @@ from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.irdl import AttrSizedOperandSegments, irdl_op_definition, opt_attr_def, traits_def
+from xdsl.irdl import AttrSizedOperandSegments, attr_def, irdl_op_definition, opt_attr_def, traits_def
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
@@ -68,20 +82,10 @@ def logical_shape(shape: Sequence[int], perm: Sequence[int]) -> list[int]:
     return [shape[p] for p in perm]
 
 
-@irdl_op_definition
-class AttentionOp(LinalgStructuredOperation):
-    """softmax(scale * q @ k^T [masked]) @ v as one kernel (see the module docstring)."""
-
-    name = "aicc_fused.attention"
-
-    scale = opt_attr_def(FloatAttr)
-    causal = opt_attr_def(UnitAttr)
-    mask = opt_attr_def(StringAttr)
-    fill = opt_attr_def(FloatAttr)
-    q_perm = opt_attr_def(DenseArrayBase)
-    k_perm = opt_attr_def(DenseArrayBase)
-    v_perm = opt_attr_def(DenseArrayBase)
-    out_perm = opt_attr_def(DenseArrayBase)
+class _DestinationOp(LinalgStructuredOperation):
+    """A linalg-like op with an empty region: ins(...) outs(...) {attributes} [-> results], so
+    that bufferize treats it as it treats linalg (it rebuilds it as `type(op)(ins, outs, [])`
+    and copies the attributes)."""
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(NoTerminator())
@@ -102,24 +106,6 @@ class AttentionOp(LinalgStructuredOperation):
             regions=[Region(Block())],
         )
 
-    @staticmethod
-    def make_attributes(scale: float, causal: bool = False, mask: str | None = None,
-                        fill: float = -math.inf, perms: dict[str, Sequence[int]] | None = None
-                        ) -> dict[str, Attribute]:
-        attrs: dict[str, Attribute] = {"scale": FloatAttr(scale, Float64Type())}
-        if causal:
-            attrs["causal"] = UnitAttr()
-        if mask is not None:
-            attrs["mask"] = StringAttr(mask)
-            if mask != "add":
-                attrs["fill"] = FloatAttr(fill, Float64Type())
-        for name, p in (perms or {}).items():
-            if list(p) != list(range(len(p))):
-                attrs[f"{name}_perm"] = DenseArrayBase.from_list(i64, list(p))
-        return attrs
-
-    # -- assembly: ins(...) outs(...) {attributes} [-> result type]
-
     def print(self, printer: Printer) -> None:
         for keyword, values in (("ins", self.inputs), ("outs", self.outputs)):
             printer.print_string(f" {keyword}(")
@@ -133,7 +119,7 @@ class AttentionOp(LinalgStructuredOperation):
             printer.print_list(self.res.types, printer.print_attribute)
 
     @classmethod
-    def parse(cls, parser: Parser) -> AttentionOp:
+    def parse(cls, parser: Parser) -> _DestinationOp:
         groups = []
         for keyword in ("ins", "outs"):
             pos = parser.pos
@@ -149,6 +135,38 @@ class AttentionOp(LinalgStructuredOperation):
         if parser.parse_optional_punctuation("->"):
             res = parser.parse_comma_separated_list(Parser.Delimiter.NONE, parser.parse_type)
         return cls(groups[0], groups[1], res, attrs)
+
+
+@irdl_op_definition
+class AttentionOp(_DestinationOp):
+    """softmax(scale * q @ k^T [masked]) @ v as one kernel (see the module docstring)."""
+
+    name = "aicc_fused.attention"
+
+    scale = opt_attr_def(FloatAttr)
+    causal = opt_attr_def(UnitAttr)
+    mask = opt_attr_def(StringAttr)
+    fill = opt_attr_def(FloatAttr)
+    q_perm = opt_attr_def(DenseArrayBase)
+    k_perm = opt_attr_def(DenseArrayBase)
+    v_perm = opt_attr_def(DenseArrayBase)
+    out_perm = opt_attr_def(DenseArrayBase)
+
+    @staticmethod
+    def make_attributes(scale: float, causal: bool = False, mask: str | None = None,
+                        fill: float = -math.inf, perms: dict[str, Sequence[int]] | None = None
+                        ) -> dict[str, Attribute]:
+        attrs: dict[str, Attribute] = {"scale": FloatAttr(scale, Float64Type())}
+        if causal:
+            attrs["causal"] = UnitAttr()
+        if mask is not None:
+            attrs["mask"] = StringAttr(mask)
+            if mask != "add":
+                attrs["fill"] = FloatAttr(fill, Float64Type())
+        for name, p in (perms or {}).items():
+            if list(p) != list(range(len(p))):
+                attrs[f"{name}_perm"] = DenseArrayBase.from_list(i64, list(p))
+        return attrs
 
     # -- the operands, logically
 
@@ -284,6 +302,60 @@ class AttentionOp(LinalgStructuredOperation):
                 f"broadcast to the result {out}") from None
 
 
+@irdl_op_definition
+class GatherOp(_DestinationOp):
+    """np.take(data, indices, axis) by loads at run-time indices (see the module docstring)."""
+
+    name = "aicc_fused.gather"
+
+    axis = attr_def(IntegerAttr)
+
+    @staticmethod
+    def make_attributes(axis: int) -> dict[str, Attribute]:
+        return {"axis": IntegerAttr(axis, i64)}
+
+    @property
+    def data(self) -> SSAValue:
+        return self.inputs[0]
+
+    @property
+    def indices(self) -> SSAValue:
+        return self.inputs[1]
+
+    @property
+    def out(self) -> SSAValue:
+        return self.outputs[0]
+
+    @property
+    def axis_value(self) -> int:
+        return self.axis.value.data
+
+    def get_indexing_maps(self) -> ArrayAttr[AffineMapAttr]:
+        axis, rank_data = self.axis_value, len(self.data.type.get_shape())
+        rank_idx = len(self.indices.type.get_shape())
+        n = rank_data - 1 + rank_idx
+        d = AffineExpr.dimension
+        data = (*(d(i) for i in range(axis)), AffineExpr.constant(0),
+                *(d(axis + rank_idx + j) for j in range(rank_data - axis - 1)))
+        maps = [AffineMap(n, 0, data), AffineMap(n, 0, tuple(d(axis + j) for j in range(rank_idx))),
+                AffineMap.identity(n)]
+        return ArrayAttr(AffineMapAttr(m) for m in maps)
+
+    def get_iterator_types(self) -> ArrayAttr[IteratorTypeAttr]:
+        return ArrayAttr([IteratorTypeAttr.parallel()] * len(self.out.type.get_shape()))
+
+    def verify_(self) -> None:
+        if len(self.inputs) != 2 or len(self.outputs) != 1:
+            raise VerifyException("aicc_fused.gather: expects ins(data, indices) and one out")
+        if not isinstance(self.indices.type.get_element_type(), IntegerType):
+            raise VerifyException(f"aicc_fused.gather: indices must be integers, got {self.indices.type}")
+        data, idx, out = (v.type.get_shape() for v in (self.data, self.indices, self.out))
+        axis = self.axis_value
+        if not 0 <= axis < len(data) or list(out) != [*data[:axis], *idx, *data[axis + 1:]]:
+            raise VerifyException(f"aicc_fused.gather: data {list(data)} gathered on axis {axis} by "
+                                  f"indices {list(idx)} is not the result {list(out)}")
+
+
 def attention_reference(q, k, v, mask=None, *, scale: float = 1.0, causal: bool = False,
                         mask_kind: str | None = None, fill: float = -math.inf) -> np.ndarray:
     """The op's semantics in NumPy (float64, logical layouts)."""
@@ -302,6 +374,6 @@ def attention_reference(q, k, v, mask=None, *, scale: float = 1.0, causal: bool 
         return (e / e.sum(axis=-1, keepdims=True)) @ v
 
 
-AICC_FUSED = Dialect("aicc_fused", [AttentionOp], [])
+AICC_FUSED = Dialect("aicc_fused", [AttentionOp, GatherOp], [])
 
-__all__ = ["AICC_FUSED", "AttentionOp", "attention_reference", "logical_shape", "MASK_KINDS"]
+__all__ = ["AICC_FUSED", "AttentionOp", "GatherOp", "attention_reference", "logical_shape", "MASK_KINDS"]

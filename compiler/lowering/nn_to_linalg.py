@@ -28,8 +28,12 @@ Windows and offsets live in the indexing maps, as affine expressions of the loop
   * pool2d:  loops (n, c, oh, ow | kh, kw), a max or add reduction from -inf or 0;
   * concat:  one copy generic per operand into the same destination, offset along the axis;
   * slice:   a generic reading the input at (start + d * step);
-  * gather:  a reduction over the gathered axis k that selects data[.., k, ..] where
-             indices == k (or k - size, for negative indices), with k read from an iota constant;
+  * gather:  over an axis of more than GATHER_SELECT_MAX entries (an embedding table), an
+             aicc_fused.gather: one load at the run-time index per element, which
+             linalg-to-loops lowers; over a short axis, a reduction over the gathered axis k
+             that selects data[.., k, ..] where indices == k (or k - size, for negative
+             indices), with k read from an iota constant: a generic that fuses with its
+             neighbours;
   * gather_elements: the same select-reduction, with the indices read at the result's index;
   * argmax / argmin: reduce_max / reduce_min (keepdims), then a reduction over the axis that
              keeps the smallest (largest, for the last index) k where x == max (or x is NaN);
@@ -66,7 +70,7 @@ from xdsl.ir.affine import (
 )
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
-from compiler.dialects import aicc, aicc_nn
+from compiler.dialects import aicc, aicc_fused, aicc_nn
 from compiler.errors import CompileError
 from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, CONV_LOWERINGS, choose_conv_lowering
 from compiler.lowering.utils import (
@@ -325,12 +329,21 @@ class LowerSlice(RewritePattern):
         rewriter.replace(op, generic)
 
 
+# The longest axis gathered by a select-reduction (O(axis) work per element, but fusable).
+GATHER_SELECT_MAX = 16
+
+
 class LowerGather(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc_nn.GatherOp, rewriter: PatternRewriter) -> None:
         axis = op.axis.value.data
         dshape, ishape = aicc.shape_of(op.data), aicc.shape_of(op.indices)
         size = dshape[axis]
+        if size > GATHER_SELECT_MAX:
+            init = empty_tensor(rewriter, op.result.type)
+            rewriter.replace(op, aicc_fused.GatherOp([op.data, op.indices], [init], [op.result.type],
+                                                     aicc_fused.GatherOp.make_attributes(axis)))
+            return
         iota, iota_neg = _iotas(rewriter, size, aicc.element_type_of(op.indices))
         rank_out = len(dshape) - 1 + len(ishape)
         k = _d(rank_out)  # the reduction loop over the gathered axis

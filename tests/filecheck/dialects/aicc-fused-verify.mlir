@@ -31,3 +31,19 @@ func.func @perm(%q: tensor<7x4xf32>, %k: tensor<9x4xf32>, %v: tensor<9x3xf32>) -
   func.return %o : tensor<7x3xf32>
 }
 // CHECK: aicc_fused.attention: q_perm is not a permutation
+
+// -----
+func.func @gather_shape(%t: tensor<100x8xf32>, %ids: tensor<3xi64>) -> tensor<3x9xf32> {
+  %e = tensor.empty() : tensor<3x9xf32>
+  %g = aicc_fused.gather ins(%t, %ids : tensor<100x8xf32>, tensor<3xi64>) outs(%e : tensor<3x9xf32>) {axis = 0 : i64} -> tensor<3x9xf32>
+  func.return %g : tensor<3x9xf32>
+}
+// CHECK: aicc_fused.gather: data [100, 8] gathered on axis 0 by indices [3] is not the result [3, 9]
+
+// -----
+func.func @gather_float_indices(%t: tensor<100x8xf32>, %ids: tensor<3xf32>) -> tensor<3x8xf32> {
+  %e = tensor.empty() : tensor<3x8xf32>
+  %g = aicc_fused.gather ins(%t, %ids : tensor<100x8xf32>, tensor<3xf32>) outs(%e : tensor<3x8xf32>) {axis = 0 : i64} -> tensor<3x8xf32>
+  func.return %g : tensor<3x8xf32>
+}
+// CHECK: aicc_fused.gather: indices must be integers, got tensor<3xf32>

@@ -112,3 +112,31 @@ func.func @transpose(%x: memref<200x100xf32>, %o: memref<100x200xf32>) {
   }
   func.return
 }
+
+// -----
+// aicc_fused.gather on axis 1: one scf.parallel over the result (i, j, k); the index is loaded,
+// wrapped when negative (+ 40), checked against [0, 40), clamped, and the data read there;
+// an index out of range gives 0.
+// CHECK-LABEL: func.func @gather
+// CHECK-DAG:     %[[ZERO:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[SIZE:.*]] = arith.constant 40 : index
+// CHECK:         "scf.parallel"
+// CHECK-NEXT:    ^{{.*}}(%[[I:.*]]: index, %[[J:.*]]: index, %[[K:.*]]: index):
+// CHECK-NEXT:      %[[RAW:.*]] = memref.load %{{.*}}[%[[J]]] : memref<5xi64>
+// CHECK-NEXT:      %[[IDX:.*]] = arith.index_cast %[[RAW]] : i64 to index
+// CHECK-NEXT:      %[[NEG:.*]] = arith.cmpi slt, %[[IDX]], %[[ZERO]] : index
+// CHECK-NEXT:      %[[UP:.*]] = arith.addi %[[IDX]], %[[SIZE]] : index
+// CHECK-NEXT:      %[[W:.*]] = arith.select %[[NEG]], %[[UP]], %[[IDX]] : index
+// CHECK-NEXT:      %[[GE:.*]] = arith.cmpi sge, %[[W]], %[[ZERO]] : index
+// CHECK-NEXT:      %[[LT:.*]] = arith.cmpi slt, %[[W]], %[[SIZE]] : index
+// CHECK-NEXT:      %[[OK:.*]] = arith.andi %[[GE]], %[[LT]] : i1
+// CHECK-NEXT:      %[[SAFE:.*]] = arith.select %[[OK]], %[[W]], %[[ZERO]] : index
+// CHECK-NEXT:      %[[V:.*]] = memref.load %{{.*}}[%[[I]], %[[SAFE]], %[[K]]] : memref<3x40x7xf32>
+// CHECK-NEXT:      %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      %[[R:.*]] = arith.select %[[OK]], %[[V]], %[[Z]] : f32
+// CHECK-NEXT:      memref.store %[[R]], %{{.*}}[%[[I]], %[[J]], %[[K]]] : memref<3x5x7xf32>
+// CHECK-NOT:     aicc_fused.gather
+func.func @gather(%t: memref<3x40x7xf32>, %ids: memref<5xi64>, %out: memref<3x5x7xf32>) {
+  aicc_fused.gather ins(%t, %ids : memref<3x40x7xf32>, memref<5xi64>) outs(%out : memref<3x5x7xf32>) {axis = 1 : i64}
+  func.return
+}

@@ -66,6 +66,18 @@ func.func @gather(%t: tensor<10x4xf32>, %ids: tensor<3xi64>) -> tensor<3x4xf32> 
 }
 
 // -----
+// A table of more than 16 rows (an embedding) is gathered by loads at the run-time index, not
+// by a select over every row: one aicc_fused.gather into an empty destination.
+// CHECK-LABEL: func.func @gather_table
+// CHECK:         %[[INIT:.*]] = tensor.empty() : tensor<2x3x8xf32>
+// CHECK-NEXT:    %{{.*}} = aicc_fused.gather ins(%{{.*}}, %{{.*}} : tensor<1000x8xf32>, tensor<2x3xi32>) outs(%[[INIT]] : tensor<2x3x8xf32>) {axis = 0 : i64} -> tensor<2x3x8xf32>
+// CHECK-NOT:     linalg.generic
+func.func @gather_table(%t: tensor<1000x8xf32>, %ids: tensor<2x3xi32>) -> tensor<2x3x8xf32> {
+  %0 = aicc.gather %t, %ids {axis = 0 : i64} : tensor<1000x8xf32>, tensor<2x3xi32> -> tensor<2x3x8xf32>
+  func.return %0 : tensor<2x3x8xf32>
+}
+
+// -----
 // gather_elements: the same select-reduction as gather over the data's axis (d2); off the axis
 // the data is read at d0 + 0 so that the indices' (smaller) shape gives the loop ranges.
 // CHECK-LABEL: func.func @gather_elements
