@@ -206,6 +206,17 @@ def test_column_reduction_is_not_fused():
     assert "rows" not in fused.stats["kernel_ops"]
 
 
+@pytest.mark.parametrize("shape", [(1, 7, 1), (4, 33, 64), (2, 129, 17)], ids=str)
+def test_scaled_operand_stays_out_of_the_matmul(shape):
+    """q @ (k^T / c), as DeBERTa writes its scores: the division runs once per element of k
+    (not once per row of q), and the matmul stays a matmul that tile-matmul tiles."""
+    b, n, e = shape
+    q, k = randn(b, n, e), randn(b, n + 3, e)
+    fused, _ = check(lambda q, k: q @ (np.swapaxes(k, -1, -2) / 8.0), (q, k))
+    assert fused.stats["kernels"] == 2
+    assert "aicc.tiled" in fused.ir("loops")
+
+
 def test_onnx_softmax_logsoftmax_layernorm():
     onnx = pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")

@@ -313,16 +313,21 @@ def test_embedding_lookup_is_a_load_not_a_scan():
 # ------------------------------------------------------------------- gather_elements
 
 
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
 @pytest.mark.parametrize("dshape,ishape,axis", [
-    ((1,), (1,), 0), ((129,), (7,), 0), ((7, 5), (3, 5), 0), ((7, 5), (7, 9), 1), ((4, 6, 5), (3, 2, 5), 1),
+    ((1,), (1,), 0), ((7, 5), (3, 5), 0), ((7, 5), (7, 9), 1), ((4, 6, 5), (3, 2, 5), 1),  # select
+    ((129,), (7,), 0), ((3, 7, 129), (2, 7, 200), 2), ((40, 6), (41, 5), 0),  # loads (axis > 16)
 ], ids=str)
-def test_gather_elements(dshape, ishape, axis):
+def test_gather_elements(target, dshape, ishape, axis):
     data = rand(*dshape)
     size = dshape[axis]
     idx = rint(*ishape, lo=-size, hi=size)  # negative indices count from the end
     lead = data[tuple(slice(0, n) if i != axis else slice(None) for i, n in enumerate(ishape))]
     want = np.take_along_axis(lead, np.where(idx < 0, idx + size, idx), axis=axis)
-    check(op(aicc_nn.GatherElementsOp, axis), [data, idx], want)
+    module = build([data, idx], op(aicc_nn.GatherElementsOp, axis))
+    np.testing.assert_array_equal(run_reference(module, [data, idx])[0], want)
+    got = compile_module(module, "main", options=CompileOptions(target=target))(data, idx)
+    np.testing.assert_array_equal(got, want)
 
 
 # ------------------------------------------------------------------- resample (Resize, Pad modes)

@@ -36,16 +36,19 @@ is data with its dim `axis` replaced by the indices' dims; a negative index coun
 iteration space is the result's dims, all parallel; its indexing map for the data shows the
 gathered axis as 0 (that index is a value, not an affine expression). linalg-to-loops lowers
 it for every target. A linalg.generic could only gather by a select over the whole axis,
-O(vocabulary) per embedding lookup.
+O(vocabulary) per embedding lookup. `aicc_fused.gather_elements` is np.take_along_axis in the
+same way: the result has the indices' shape and reads the data at its own index off the axis.
 """
 
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from collections.abc import Sequence
 
 import numpy as np
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     AffineMapAttr,
     ArrayAttr,
     DenseArrayBase,
@@ -302,11 +305,9 @@ class AttentionOp(_DestinationOp):
                 f"broadcast to the result {out}") from None
 
 
-@irdl_op_definition
-class GatherOp(_DestinationOp):
-    """np.take(data, indices, axis) by loads at run-time indices (see the module docstring)."""
-
-    name = "aicc_fused.gather"
+class _GatherBase(_DestinationOp):
+    """ins(data, indices) outs(out) {axis}: loads of `data` at run-time indices along `axis`,
+    one per element of the result, all loops parallel."""
 
     axis = attr_def(IntegerAttr)
 
@@ -330,30 +331,81 @@ class GatherOp(_DestinationOp):
     def axis_value(self) -> int:
         return self.axis.value.data
 
+    @abstractmethod
+    def index_dims(self) -> list[int]:
+        """The result's dims that address the indices, in order."""
+
+    @abstractmethod
+    def data_dims(self) -> list[int | None]:
+        """For each dim of the data, the result's dim that addresses it (None: the axis, read
+        at the run-time index)."""
+
     def get_indexing_maps(self) -> ArrayAttr[AffineMapAttr]:
-        axis, rank_data = self.axis_value, len(self.data.type.get_shape())
-        rank_idx = len(self.indices.type.get_shape())
-        n = rank_data - 1 + rank_idx
-        d = AffineExpr.dimension
-        data = (*(d(i) for i in range(axis)), AffineExpr.constant(0),
-                *(d(axis + rank_idx + j) for j in range(rank_data - axis - 1)))
-        maps = [AffineMap(n, 0, data), AffineMap(n, 0, tuple(d(axis + j) for j in range(rank_idx))),
+        n, d = len(self.out.type.get_shape()), AffineExpr.dimension
+        data = tuple(AffineExpr.constant(0) if i is None else d(i) for i in self.data_dims())
+        maps = [AffineMap(n, 0, data), AffineMap(n, 0, tuple(d(i) for i in self.index_dims())),
                 AffineMap.identity(n)]
         return ArrayAttr(AffineMapAttr(m) for m in maps)
 
     def get_iterator_types(self) -> ArrayAttr[IteratorTypeAttr]:
         return ArrayAttr([IteratorTypeAttr.parallel()] * len(self.out.type.get_shape()))
 
+    @abstractmethod
+    def result_shape(self) -> list[int] | None:
+        """The result shape the data and indices give; None when they do not fit."""
+
     def verify_(self) -> None:
         if len(self.inputs) != 2 or len(self.outputs) != 1:
-            raise VerifyException("aicc_fused.gather: expects ins(data, indices) and one out")
+            raise VerifyException(f"{self.name}: expects ins(data, indices) and one out")
         if not isinstance(self.indices.type.get_element_type(), IntegerType):
-            raise VerifyException(f"aicc_fused.gather: indices must be integers, got {self.indices.type}")
-        data, idx, out = (v.type.get_shape() for v in (self.data, self.indices, self.out))
+            raise VerifyException(f"{self.name}: indices must be integers, got {self.indices.type}")
+        data, idx, out = (list(v.type.get_shape()) for v in (self.data, self.indices, self.out))
         axis = self.axis_value
-        if not 0 <= axis < len(data) or list(out) != [*data[:axis], *idx, *data[axis + 1:]]:
-            raise VerifyException(f"aicc_fused.gather: data {list(data)} gathered on axis {axis} by "
-                                  f"indices {list(idx)} is not the result {list(out)}")
+        if not 0 <= axis < len(data) or self.result_shape() != out:
+            raise VerifyException(f"{self.name}: data {data} gathered on axis {axis} by "
+                                  f"indices {idx} is not the result {out}")
+
+
+@irdl_op_definition
+class GatherOp(_GatherBase):
+    """np.take(data, indices, axis) by loads at run-time indices (see the module docstring)."""
+
+    name = "aicc_fused.gather"
+
+    def index_dims(self) -> list[int]:
+        return [self.axis_value + j for j in range(len(self.indices.type.get_shape()))]
+
+    def data_dims(self) -> list[int | None]:
+        axis, rank_idx = self.axis_value, len(self.indices.type.get_shape())
+        rank = len(self.data.type.get_shape())
+        return [*range(axis), None, *(axis + rank_idx + j for j in range(rank - axis - 1))]
+
+    def result_shape(self) -> list[int] | None:
+        data, idx, axis = self.data.type.get_shape(), self.indices.type.get_shape(), self.axis_value
+        return [*data[:axis], *idx, *data[axis + 1:]]
+
+
+@irdl_op_definition
+class GatherElementsOp(_GatherBase):
+    """np.take_along_axis(data, indices, axis) by loads at run-time indices: the result has
+    the indices' shape, and off the axis reads the data at its own index (the data may be
+    larger there, as ONNX GatherElements allows)."""
+
+    name = "aicc_fused.gather_elements"
+
+    def index_dims(self) -> list[int]:
+        return list(range(len(self.indices.type.get_shape())))
+
+    def data_dims(self) -> list[int | None]:
+        return [None if i == self.axis_value else i for i in range(len(self.data.type.get_shape()))]
+
+    def result_shape(self) -> list[int] | None:
+        data, idx = self.data.type.get_shape(), self.indices.type.get_shape()
+        if len(data) != len(idx) or any(
+                i != self.axis_value and n != DYNAMIC_INDEX and (m == DYNAMIC_INDEX or n > m)
+                for i, (m, n) in enumerate(zip(data, idx))):
+            return None
+        return list(idx)
 
 
 def attention_reference(q, k, v, mask=None, *, scale: float = 1.0, causal: bool = False,
@@ -374,6 +426,6 @@ def attention_reference(q, k, v, mask=None, *, scale: float = 1.0, causal: bool 
         return (e / e.sum(axis=-1, keepdims=True)) @ v
 
 
-AICC_FUSED = Dialect("aicc_fused", [AttentionOp, GatherOp], [])
+AICC_FUSED = Dialect("aicc_fused", [AttentionOp, GatherOp, GatherElementsOp], [])
 
-__all__ = ["AICC_FUSED", "AttentionOp", "GatherOp", "attention_reference", "logical_shape", "MASK_KINDS"]
+__all__ = ["AICC_FUSED", "AttentionOp", "GatherElementsOp", "GatherOp", "attention_reference", "logical_shape", "MASK_KINDS"]

@@ -6,7 +6,10 @@ A producer is fused into a consumer generic (elementwise or reducing) when
   * its result has exactly one use: this consumer's input,
   * and, when the consumer reads it broadcast (a map that is not a permutation), the
     producer body is cheap, so recomputing it per broadcast element costs less than a
-    round trip through memory.
+    round trip through memory; into a reduction read that way (a matmul's operand, which
+    each output row or column reads again), only a copy (a transpose): computing q @ (k /
+    c)^T with the division inline would divide N times per element of k, and leave a
+    generic that tile-matmul no longer takes for a matmul.
 The consumer then reads the producer's inputs directly, through the composed map
     producer_input_map ∘ inverse(producer_output_map) ∘ consumer_operand_map,
 and computes the producer's body inline. Repeated to a fixed point, a chain of elementwise
@@ -85,6 +88,15 @@ def _loop_ranges(op: linalg.GenericOp) -> list[int | None] | None:
             elif ranges[e.position] != shape[pos]:
                 return None
     return ranges
+
+
+def _reduces(op: linalg.GenericOp) -> bool:
+    return any(it.data != attrs.IteratorType.PARALLEL for it in op.iterator_types)
+
+
+def _is_copy(producer: linalg.GenericOp) -> bool:
+    """A body that only yields an input (a transpose, a broadcast, a slice)."""
+    return len(producer.body.block.ops) == 1
 
 
 def _cheap(producer: linalg.GenericOp) -> bool:
@@ -195,7 +207,8 @@ class FuseProducerIntoConsumer(RewritePattern):
                 continue
             if not operand.has_one_use():
                 continue
-            if not _is_permutation(maps[index]) and not _cheap(producer):
+            if not _is_permutation(maps[index]) and not (
+                    _is_copy(producer) if _reduces(op) else _cheap(producer)):
                 continue
             fused = fuse(op, index, producer)
             # A slice read plainly at d + 0 would set the loop range to the sliced tensor's size.

@@ -44,7 +44,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 from xdsl.transforms.linalg_generalize_named_ops import GeneralizeNamedOpPattern
 
-from compiler.dialects.aicc_fused import GatherOp
+from compiler.dialects.aicc_fused import GatherElementsOp, GatherOp
 from compiler.errors import CompileError
 from compiler.lowering.dims import dim_value
 from compiler.lowering.utils import scalar_constant
@@ -317,12 +317,13 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter, transpose_til
     rewriter.erase(op)
 
 
-def lower_gather(op: GatherOp, rewriter: PatternRewriter) -> None:
-    """out[i..., j..., k...] = data[i..., idx, k...] with idx = indices[j...] (plus the axis
-    size when negative), in one scf.parallel over the result; an index out of range reads no
-    data and gives 0."""
+def lower_gather(op: GatherOp | GatherElementsOp, rewriter: PatternRewriter) -> None:
+    """One scf.parallel over the result: the index loaded where the op's index dims say, plus
+    the axis size when negative, and the data read there on the axis (the result's own index
+    elsewhere, as the data dims say); an index out of range reads no data and gives 0.
+    gather: out[i..., j..., k...] = data[i..., indices[j...], k...];
+    gather_elements: out[i] = data[i with i[axis] = indices[i]]."""
     data, indices, out = op.data, op.indices, op.out
-    axis, rank_idx = op.axis_value, len(indices.type.get_shape())
     rank = len(out.type.get_shape())
     outer = Builder(InsertPoint.before(op))
 
@@ -330,7 +331,7 @@ def lower_gather(op: GatherOp, rewriter: PatternRewriter) -> None:
         return v if isinstance(v, SSAValue) else b.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result
 
     zero, one = index(outer, 0), index(outer, 1)
-    size = index(outer, dim_value(outer, data, axis))
+    size = index(outer, dim_value(outer, data, op.axis_value))
     # A 0-d result loops once: its loads stay a loop nest (one kernel on a GPU).
     bounds = [index(outer, dim_value(outer, out, i)) for i in range(rank)] or [one]
     block = Block(arg_types=[IndexType()] * len(bounds))
@@ -338,14 +339,15 @@ def lower_gather(op: GatherOp, rewriter: PatternRewriter) -> None:
     Builder(InsertPoint.at_end(block)).insert(scf.ReduceOp())
     b = Builder(InsertPoint.before(block.last_op))
     ivs = list(block.args)[:rank]
-    raw = b.insert(memref.LoadOp.get(indices, ivs[axis:axis + rank_idx])).res
+    raw = b.insert(memref.LoadOp.get(indices, [ivs[d] for d in op.index_dims()])).res
     i = b.insert(arith.IndexCastOp(raw, IndexType())).result
     wrapped = b.insert(arith.SelectOp(b.insert(arith.CmpiOp(i, zero, "slt")).result,
                                       b.insert(arith.AddiOp(i, size)).result, i)).result
     ok = b.insert(arith.AndIOp(b.insert(arith.CmpiOp(wrapped, zero, "sge")).result,
                                b.insert(arith.CmpiOp(wrapped, size, "slt")).result)).result
     safe = b.insert(arith.SelectOp(ok, wrapped, zero)).result
-    value = b.insert(memref.LoadOp.get(data, [*ivs[:axis], safe, *ivs[axis + rank_idx:]])).res
+    at = [safe if d is None else ivs[d] for d in op.data_dims()]
+    value = b.insert(memref.LoadOp.get(data, at)).res
     value = b.insert(arith.SelectOp(ok, value, scalar_constant(b, 0, value.type))).result
     b.insert(memref.StoreOp.get(value, out, ivs))
     rewriter.erase(op)
@@ -353,9 +355,9 @@ def lower_gather(op: GatherOp, rewriter: PatternRewriter) -> None:
 
 class GatherToLoops(RewritePattern):
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: GatherOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(self, op: GatherOp | GatherElementsOp, rewriter: PatternRewriter) -> None:
         if any(isinstance(v.type, TensorType) for v in op.operands):
-            raise CompileError("linalg-to-loops: run bufferize first (aicc_fused.gather on tensors)")
+            raise CompileError(f"linalg-to-loops: run bufferize first ({op.name} on tensors)")
         lower_gather(op, rewriter)
 
 

@@ -34,7 +34,8 @@ Windows and offsets live in the indexing maps, as affine expressions of the loop
              that selects data[.., k, ..] where indices == k (or k - size, for negative
              indices), with k read from an iota constant: a generic that fuses with its
              neighbours;
-  * gather_elements: the same select-reduction, with the indices read at the result's index;
+  * gather_elements: the same two ways (aicc_fused.gather_elements; or the select-reduction,
+             with the indices read at the result's index);
   * argmax / argmin: reduce_max / reduce_min (keepdims), then a reduction over the axis that
              keeps the smallest (largest, for the last index) k where x == max (or x is NaN);
   * resample: the constant (index, weight) tables split into pieces, each a run of output
@@ -340,9 +341,7 @@ class LowerGather(RewritePattern):
         dshape, ishape = aicc.shape_of(op.data), aicc.shape_of(op.indices)
         size = dshape[axis]
         if size > GATHER_SELECT_MAX:
-            init = empty_tensor(rewriter, op.result.type)
-            rewriter.replace(op, aicc_fused.GatherOp([op.data, op.indices], [init], [op.result.type],
-                                                     aicc_fused.GatherOp.make_attributes(axis)))
+            _replace_by_loads(rewriter, op, aicc_fused.GatherOp)
             return
         iota, iota_neg = _iotas(rewriter, size, aicc.element_type_of(op.indices))
         rank_out = len(dshape) - 1 + len(ishape)
@@ -369,6 +368,9 @@ class LowerGatherElements(RewritePattern):
     def match_and_rewrite(self, op: aicc_nn.GatherElementsOp, rewriter: PatternRewriter) -> None:
         axis = op.axis.value.data
         size = aicc.shape_of(op.data)[axis]
+        if size > GATHER_SELECT_MAX:
+            _replace_by_loads(rewriter, op, aicc_fused.GatherElementsOp)
+            return
         rank = len(aicc.shape_of(op.result))
         iota, iota_neg = _iotas(rewriter, size, aicc.element_type_of(op.indices))
         k = _d(rank)  # the reduction loop over the data's axis
@@ -383,6 +385,13 @@ class LowerGatherElements(RewritePattern):
             [PARALLEL] * rank + [REDUCTION], _select_matching, [op.result.type],
         )
         rewriter.replace(op, generic)
+
+
+def _replace_by_loads(rewriter: PatternRewriter, op: aicc_nn.GatherOp | aicc_nn.GatherElementsOp,
+                      cls: type[aicc_fused.GatherOp | aicc_fused.GatherElementsOp]) -> None:
+    init = empty_tensor(rewriter, op.result.type)
+    rewriter.replace(op, cls([op.data, op.indices], [init], [op.result.type],
+                             cls.make_attributes(op.axis.value.data)))
 
 
 def _iotas(rewriter: PatternRewriter, size: int, elem) -> tuple[SSAValue, SSAValue]:

@@ -47,3 +47,11 @@ func.func @gather_float_indices(%t: tensor<100x8xf32>, %ids: tensor<3xf32>) -> t
   func.return %g : tensor<3x8xf32>
 }
 // CHECK: aicc_fused.gather: indices must be integers, got tensor<3xf32>
+
+// -----
+func.func @gather_elements_shape(%t: tensor<100x8xf32>, %ids: tensor<3x9xi64>) -> tensor<3x9xf32> {
+  %e = tensor.empty() : tensor<3x9xf32>
+  %g = aicc_fused.gather_elements ins(%t, %ids : tensor<100x8xf32>, tensor<3x9xi64>) outs(%e : tensor<3x9xf32>) {axis = 0 : i64} -> tensor<3x9xf32>
+  func.return %g : tensor<3x9xf32>
+}
+// CHECK: aicc_fused.gather_elements: data [100, 8] gathered on axis 0 by indices [3, 9] is not the result [3, 9]

@@ -97,3 +97,40 @@ func.func @slice_into_offset_write(%x: tensor<4x16xf32>, %dst: tensor<4x12xf32>)
   } -> tensor<4x12xf32>
   func.return %c : tensor<4x12xf32>
 }
+
+// -----
+// A matmul reads (k / c)^T through a map without its row dim d0, so each element of the
+// quotient is read by every row: the division (with the transpose fused into it) stays its
+// own loop, once per element rather than once per row, and the matmul keeps its multiply-add
+// body, which tile-matmul takes.
+// CHECK-LABEL: func.func @no_recompute_into_matmul
+// CHECK:         %[[Q:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+// CHECK:           arith.divf
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%a, %[[Q]] : tensor<3x4xf32>, tensor<4x5xf32>)
+// CHECK-NEXT:    ^{{.*}}(%{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32):
+// CHECK-NEXT:      arith.mulf
+// CHECK-NEXT:      arith.addf
+func.func @no_recompute_into_matmul(%a: tensor<3x4xf32>, %k: tensor<5x4xf32>) -> tensor<3x5xf32> {
+  %c = arith.constant 8.0 : f32
+  %e0 = tensor.empty() : tensor<5x4xf32>
+  %0 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%k : tensor<5x4xf32>) outs(%e0 : tensor<5x4xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %d = arith.divf %x, %c : f32
+    linalg.yield %d : f32
+  } -> tensor<5x4xf32>
+  %e1 = tensor.empty() : tensor<4x5xf32>
+  %1 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%0 : tensor<5x4xf32>) outs(%e1 : tensor<4x5xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  } -> tensor<4x5xf32>
+  %z = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<3x5xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e2 : tensor<3x5xf32>) -> tensor<3x5xf32>
+  %2 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%a, %1 : tensor<3x4xf32>, tensor<4x5xf32>) outs(%f : tensor<3x5xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<3x5xf32>
+  func.return %2 : tensor<3x5xf32>
+}

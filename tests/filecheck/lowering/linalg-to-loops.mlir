@@ -140,3 +140,19 @@ func.func @gather(%t: memref<3x40x7xf32>, %ids: memref<5xi64>, %out: memref<3x5x
   aicc_fused.gather ins(%t, %ids : memref<3x40x7xf32>, memref<5xi64>) outs(%out : memref<3x5x7xf32>) {axis = 1 : i64}
   func.return
 }
+
+// -----
+// aicc_fused.gather_elements on axis 0: the index read at the result's own (i, j), the data at
+// (index, j); the same wrap and range check as gather.
+// CHECK-LABEL: func.func @gather_elements
+// CHECK:         "scf.parallel"
+// CHECK-NEXT:    ^{{.*}}(%[[I:.*]]: index, %[[J:.*]]: index):
+// CHECK-NEXT:      %{{.*}} = memref.load %{{.*}}[%[[I]], %[[J]]] : memref<3x4xi32>
+// CHECK:           arith.andi
+// CHECK-NEXT:      %[[SAFE:.*]] = arith.select %{{.*}}, %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:      %{{.*}} = memref.load %{{.*}}[%[[SAFE]], %[[J]]] : memref<50x6xf32>
+// CHECK:           memref.store %{{.*}}, %{{.*}}[%[[I]], %[[J]]] : memref<3x4xf32>
+func.func @gather_elements(%t: memref<50x6xf32>, %ids: memref<3x4xi32>, %out: memref<3x4xf32>) {
+  aicc_fused.gather_elements ins(%t, %ids : memref<50x6xf32>, memref<3x4xi32>) outs(%out : memref<3x4xf32>) {axis = 0 : i64}
+  func.return
+}

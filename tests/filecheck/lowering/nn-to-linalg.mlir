@@ -78,6 +78,17 @@ func.func @gather_table(%t: tensor<1000x8xf32>, %ids: tensor<2x3xi32>) -> tensor
 }
 
 // -----
+// gather_elements over an axis of more than 16 entries: aicc_fused.gather_elements.
+// CHECK-LABEL: func.func @gather_elements_long
+// CHECK:         %[[INIT:.*]] = tensor.empty() : tensor<3x5xf32>
+// CHECK-NEXT:    %{{.*}} = aicc_fused.gather_elements ins(%{{.*}}, %{{.*}} : tensor<4x100xf32>, tensor<3x5xi64>) outs(%[[INIT]] : tensor<3x5xf32>) {axis = 1 : i64} -> tensor<3x5xf32>
+// CHECK-NOT:     linalg.generic
+func.func @gather_elements_long(%x: tensor<4x100xf32>, %ids: tensor<3x5xi64>) -> tensor<3x5xf32> {
+  %0 = aicc.gather_elements %x, %ids {axis = 1 : i64} : tensor<4x100xf32>, tensor<3x5xi64> -> tensor<3x5xf32>
+  func.return %0 : tensor<3x5xf32>
+}
+
+// -----
 // gather_elements: the same select-reduction as gather over the data's axis (d2); off the axis
 // the data is read at d0 + 0 so that the indices' (smaller) shape gives the loop ranges.
 // CHECK-LABEL: func.func @gather_elements
