@@ -276,3 +276,30 @@ def test_im2col_per_batch_after_an_elementwise_pad_source():
     want = want_of(np.maximum(x, 0), w, b, (1, 1), (1, 1), 1, (1, 1, 1, 1), False)
     np.testing.assert_allclose(m(x, w, b), want, rtol=1e-4, atol=1e-5 * math.sqrt(27))
     assert "linalg.fill" not in m.ir("memref") and "arith.maximumf" in m.ir("loops")
+
+
+WIDE = [
+    # x shape, w shape, strides, pads: from CONV_PACK_B_ROWS output channels up, B is packed
+    ((1, 5, 7, 9), (257, 5, 3, 3), (1, 1), (1, 1, 1, 1)),  # 7 x 9 image, a 1-row sliver left
+    ((1, 7, 1, 129), (256, 7, 1, 1), (1, 1), (0, 0, 0, 0)),  # 1x1: B is the input, N = 129
+    ((1, 3, 13, 9), (300, 3, 3, 3), (2, 2), (0, 1, 2, 0)),  # strided, uneven pads, N = 35
+    ((3, 2, 7, 7), (256, 2, 3, 3), (1, 1), (1, 1, 1, 1)),  # a batch split per image: in place
+]
+
+
+@pytest.mark.parametrize("xs,ws,strides,pads", WIDE, ids=str)
+def test_wide_convs_pack_b(xs, ws, strides, pads):
+    """A conv with many output channels (M >= CONV_PACK_B_ROWS) packs B, its im2col matrix
+    or its input, into panels (zero past N) rather than reading it in place, unless its
+    batch runs an image per thread; the outputs match either way."""
+    from compiler.targets.cpu.schedule import CONV_PACK_B_ROWS
+
+    x, w, b = inputs(xs, ws)
+    assert ws[0] >= CONV_PACK_B_ROWS
+    mode = "matmul" if ws[2:] == (1, 1) and strides == (1, 1) else "im2col"
+    m = compile_module(conv_module(x, w, b, strides, (1, 1), 1, pads, True, mode), "main",
+                       options=CompileOptions(threads=1))
+    k = ws[1] * ws[2] * ws[3]
+    np.testing.assert_allclose(m(x, w, b), want_of(x, w, b, strides, (1, 1), 1, pads, True),
+                               rtol=1e-4, atol=1e-5 * math.sqrt(k))
+    assert ("pack_b = true" in m.ir("linalg")) == (xs[0] == 1)

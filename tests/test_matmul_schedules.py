@@ -365,6 +365,20 @@ def test_rows_of_a_that_alias_in_l1_are_packed():
     check(out, ref_matmul(a, b), 1024)
 
 
+def test_conv_packs_b_from_many_output_channels():
+    # a conv's B (im2col matrix or input) is packed from CONV_PACK_B_ROWS rows of reuse up,
+    # at any vector width, but not when each image's tiles run on one thread
+    from compiler.targets.cpu.schedule import CONV_PACK_B_ROWS
+
+    for vw in (8, 16):
+        for m, packed in ((64, False), (CONV_PACK_B_ROWS - 1, False), (CONV_PACK_B_ROWS, True),
+                          (2048, True)):
+            for n in (49, 196, 3136):
+                s = choose_matmul_schedule((1,), m, n, 576, vw=vw, threads=1, conv=True)
+                assert s.pack_b is packed, (vw, m, n)
+        assert not choose_matmul_schedule((4,), 512, 49, 576, vw=vw, threads=2, conv=True).pack_b
+
+
 def test_schedule_round_trips_through_its_attribute():
     s = choose_matmul_schedule((2,), 300, 200, 100, vw=16, threads=2)
     assert MatmulSchedule.from_attr(s.to_attr()) == s

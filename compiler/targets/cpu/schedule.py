@@ -448,6 +448,9 @@ def _balanced(total: int, block_max: int, multiple: int) -> int:
     return _round_up(max(1, -(-total // blocks)), multiple)
 
 
+# The output channels (M) from which a conv's matmul packs B (see choose_matmul_schedule).
+CONV_PACK_B_ROWS = 256
+
 L1_SET_SPAN = 4096  # bytes after which the L1 set index repeats (64 sets x 64-byte lines)
 
 
@@ -480,10 +483,15 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     A is read in place (its sliver sits in L1) unless transposed or its rows alias in L1
     (`rows_alias_in_l1`: a K that is a multiple of 512 f32); B is
     packed when its panels are reused (m > mr), transposed or constant (packed at compile
-    time, so for free), except for a conv's matmul (`conv`: B is the im2col copy or the
-    input itself, A the weight): there packing B is a second copy of the conv's input for
-    only M = OC/G rows of reuse, and reading B in place measured faster on every resnet50
-    and small-CNN layer (up to 1.7x at M = 64).
+    time, so for free). A conv's matmul (`conv`: B is the im2col copy or the input itself,
+    A the weight) packs B only from CONV_PACK_B_ROWS output channels up: packing is then a
+    second copy of the conv's input, for M = OC/G rows of reuse. Below, reading B in place
+    measured faster (up to 1.7x at M = 64 on an AVX-512 core; 1.06x at M = 128 on Zen 3,
+    AVX2); from M = 256 the packed panels win (Zen 3, one thread, batch 1: 1.15x for
+    resnet's 256-channel 3x3 conv at 14x14, 1.3x for 512 channels at 7x7 and for the
+    2048-channel 1x1 at 7x7), where B read in place has a masked tail panel (N = 49 or
+    196) and rows N floats apart, on many pages and few L1 sets. A batch of images split
+    over the threads (parallel = "b") keeps B in place, its im2col written per image.
     """
     fixed = fixed or {}
     _check_fields(fixed)
@@ -553,7 +561,8 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
         mr=mr, nr=nr, vw=vw, kc=kc, mc=mc, nc=nc, ku=4,
         pack_a=(order == "nm" or a_trans or rows_alias_in_l1(k * elem_bytes, mr))
         and m > mr and n > nr,
-        pack_b=b_constant or b_trans or (m > mr and not conv),
+        pack_b=b_constant or b_trans or (m > mr and (not conv or (
+            m >= CONV_PACK_B_ROWS and not per_image))),
         parallel="b" if per_image else "bmn", order=order,
         pf=32 if k > 64 and not streaming_b else 0)
     s = replace(s, **{k_: v for k_, v in fixed.items() if k_ not in ("mr", "nr", "vw", "kc",
