@@ -303,3 +303,27 @@ def test_wide_convs_pack_b(xs, ws, strides, pads):
     np.testing.assert_allclose(m(x, w, b), want_of(x, w, b, strides, (1, 1), 1, pads, True),
                                rtol=1e-4, atol=1e-5 * math.sqrt(k))
     assert ("pack_b = true" in m.ir("linalg")) == (xs[0] == 1)
+
+
+@pytest.mark.parametrize("cin,cout,kernel,stride,hw", [
+    (5, 257, (3, 3), 1, (7, 9)),  # packed B, a narrow last panel (N = 63)
+    (3, 33, (5, 3), 2, (13, 9)),  # B in place
+    (7, 64, (1, 1), 1, (1, 129)),  # 1x1: B is the input
+])
+def test_constant_weights_prepacked(cin, cout, kernel, stride, hw):
+    """A conv's constant weight, reshaped into its matmul's A, is packed into slivers at
+    compile time, and the unpacked global goes."""
+    import torch
+
+    import compiler
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(cin, cout, kernel, stride, padding=(kernel[0] // 2, kernel[1] // 2))
+    x = torch.randn(1, cin, *hw)
+    m = compiler.compile(conv.eval(), (x,), threads=1)
+    with torch.no_grad():
+        want = conv(x).numpy()
+    k = cin * kernel[0] * kernel[1]
+    np.testing.assert_allclose(m(x.numpy()), want, rtol=1e-4, atol=1e-5 * math.sqrt(k))
+    memref_ir = m.ir("memref")
+    assert "_slivers" in memref_ir and f"memref<{cout}x{cin}x" not in memref_ir

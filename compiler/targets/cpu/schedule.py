@@ -426,8 +426,16 @@ def is_memref(v: SSAValue) -> bool:
     return isinstance(v.type, MemRefType)
 
 
+# ops whose result holds their operand's elements in the same (row-major) order
+RESHAPES = ("tensor.collapse_shape", "tensor.expand_shape", "memref.collapse_shape",
+            "memref.expand_shape")
+
+
 def is_constant(v: SSAValue) -> bool:
-    """A dense constant: `arith.constant` on tensors, `memref.get_global` on memrefs."""
+    """A dense constant: `arith.constant` on tensors, `memref.get_global` on memrefs, or a
+    reshape of one (a conv's weight viewed as the matrix its matmul reads)."""
+    while isinstance(v, OpResult) and v.op.name in RESHAPES:
+        v = v.op.operands[0]
     return isinstance(v, OpResult) and v.op.name in ("arith.constant", "memref.get_global")
 
 
@@ -467,7 +475,7 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
                            elem_bytes: int = 4, threads: int | None = None,
                            registers: int | None = None, l1_bytes: int = L1_BYTES,
                            l2_bytes: int = L2_BYTES, b_constant: bool = False,
-                           a_trans: bool = False, b_trans: bool = False, conv: bool = False,
+                           a_constant: bool = False, a_trans: bool = False, b_trans: bool = False, conv: bool = False,
                            fixed: Mapping[str, object] | None = None) -> MatmulSchedule:
     """The default schedule for a (batch x) m x n x k matmul; fields in `fixed` are kept and
     the others chosen around them.
@@ -481,7 +489,8 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     kc x nc block of B a quarter of L2, the mc x nc tile of C an eighth; blocks are
     balanced so the last is not a sliver. Then tiles are split until each thread has a few.
     A is read in place (its sliver sits in L1) unless transposed or its rows alias in L1
-    (`rows_alias_in_l1`: a K that is a multiple of 512 f32); B is
+    (`rows_alias_in_l1`: a K that is a multiple of 512 f32), or constant (a conv's weight:
+    packed at compile time, so each sliver is one contiguous stream); B is
     packed when its panels are reused (m > mr), transposed or constant (packed at compile
     time, so for free). A conv's matmul (`conv`: B is the im2col copy or the input itself,
     A the weight) packs B only from CONV_PACK_B_ROWS output channels up: packing is then a
@@ -559,8 +568,8 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     per_image = conv and nbatch >= 2 and (nbatch % threads == 0 or nbatch >= 4 * threads)
     s = MatmulSchedule(
         mr=mr, nr=nr, vw=vw, kc=kc, mc=mc, nc=nc, ku=4,
-        pack_a=(order == "nm" or a_trans or rows_alias_in_l1(k * elem_bytes, mr))
-        and m > mr and n > nr,
+        pack_a=a_constant or ((order == "nm" or a_trans or rows_alias_in_l1(k * elem_bytes, mr))
+                              and m > mr and n > nr),
         pack_b=b_constant or b_trans or (m > mr and (not conv or (
             m >= CONV_PACK_B_ROWS and not per_image))),
         parallel="b" if per_image else "bmn", order=order,
