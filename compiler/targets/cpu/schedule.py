@@ -14,8 +14,8 @@ shape and the target's vector width and thread count); `tile-matmul` consumes it
 Convolutions are scheduled one step earlier, in tensor-to-linalg: `choose_conv_lowering`
 (compiler/lowering/conv_lowering.py, shared by the targets) picks, per conv2d, "direct" (one 8-loop generic), "im2col" (a copy of the input windows,
 then a batched matmul that gets a schedule here) or "matmul" (1x1 stride 1: the input is
-already the matrix). Depthwise-like convs, < 16 output channels per group with a copy, and
-tiny convs go direct. The choice can be forced per op (`aicc.conv_lowering = "im2col"` on
+already the matrix). Depthwise-like convs, < 16 output channels per group with a copy
+along long unstrided output rows, and tiny convs go direct. The choice can be forced per op (`aicc.conv_lowering = "im2col"` on
 the aicc.conv2d), per pass (`tensor-to-linalg{conv-lowering=direct}`) or per process
 ($AICC_CONV_LOWERING); the conv's matmul carries `aicc.conv_lowering` too, and its schedule
 reads B (the conv's input matrix) in place.
