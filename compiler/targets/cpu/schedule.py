@@ -14,11 +14,12 @@ shape and the target's vector width and thread count); `tile-matmul` consumes it
 Convolutions are scheduled one step earlier, in tensor-to-linalg: `choose_conv_lowering`
 (compiler/lowering/conv_lowering.py, shared by the targets) picks, per conv2d, "direct" (one 8-loop generic), "im2col" (a copy of the input windows,
 then a batched matmul that gets a schedule here) or "matmul" (1x1 stride 1: the input is
-already the matrix). Depthwise-like convs, < 16 output channels per group with a copy
-along long unstrided output rows, and tiny convs go direct. The choice can be forced per op (`aicc.conv_lowering = "im2col"` on
-the aicc.conv2d), per pass (`tensor-to-linalg{conv-lowering=direct}`) or per process
-($AICC_CONV_LOWERING); the conv's matmul carries `aicc.conv_lowering` too, and its schedule
-reads B (the conv's input matrix) in place.
+already the matrix). Depthwise-like convs, < 16 output channels per group along long
+unstrided output rows, and tiny convs go direct. The choice can be forced per op
+(`aicc.conv_lowering = "im2col"` on the aicc.conv2d), per pass
+(`tensor-to-linalg{conv-lowering=direct}`) or per process ($AICC_CONV_LOWERING); the conv's
+matmul carries `aicc.conv_lowering` too, and its schedule reads B (the conv's input matrix)
+in place below CONV_PACK_B_ROWS output channels.
 
 Fields (GotoBLAS/BLIS names; rows of C are M, columns N, the reduction K):
 
@@ -475,7 +476,8 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
                            elem_bytes: int = 4, threads: int | None = None,
                            registers: int | None = None, l1_bytes: int = L1_BYTES,
                            l2_bytes: int = L2_BYTES, b_constant: bool = False,
-                           a_constant: bool = False, a_trans: bool = False, b_trans: bool = False, conv: bool = False,
+                           a_constant: bool = False, a_trans: bool = False,
+                           b_trans: bool = False, conv: bool = False,
                            fixed: Mapping[str, object] | None = None) -> MatmulSchedule:
     """The default schedule for a (batch x) m x n x k matmul; fields in `fixed` are kept and
     the others chosen around them.

@@ -238,7 +238,8 @@ class Space:
             s = choose_matmul_schedule(
                 k.batch, k.m, k.n, k.k, vw=k.vw, elem_bytes=k.elem_bytes, threads=self.threads,
                 l1_bytes=self.l1, l2_bytes=self.l2, b_constant=k.b_constant,
-                a_constant=k.a_constant, a_trans=k.a_trans, b_trans=k.b_trans, conv=k.conv, fixed=fixed)
+                a_constant=k.a_constant, a_trans=k.a_trans, b_trans=k.b_trans, conv=k.conv,
+                fixed=fixed)
         except CompileError:
             return None
         return asdict(s)
