@@ -116,7 +116,17 @@ def test_heuristic_choices():
     assert choose_conv_lowering(1, 128, 128, 4, (28, 28), (3, 3)) == "im2col"
     assert choose_conv_lowering(1, 64, 4, 1, (56, 56), (1, 1)) == "matmul"
     assert choose_conv_lowering(1, 2, 64, 1, (112, 112), (1, 1)) == "matmul"
+    # few channels per group, on short or strided output rows (where the direct loop
+    # vectorizes poorly): the copy pays after all; depthwise-like groups stay direct
+    assert choose_conv_lowering(1, 440, 440, 55, (7, 7), (3, 3)) == "im2col"
+    assert choose_conv_lowering(1, 208, 208, 26, (14, 14), (3, 3)) == "im2col"
+    assert choose_conv_lowering(1, 104, 104, 13, (28, 28), (3, 3)) == "direct"
+    assert choose_conv_lowering(1, 104, 104, 13, (28, 28), (3, 3), (2, 2)) == "im2col"
+    assert choose_conv_lowering(1, 64, 8, 1, (7, 9), (3, 3)) == "im2col"
+    assert choose_conv_lowering(1, 128, 128, 32, (7, 7), (3, 3)) == "im2col"
+    assert choose_conv_lowering(1, 48, 48, 16, (7, 7), (3, 3)) == "direct"
     # depthwise and tiny convs: direct
+    assert choose_conv_lowering(1, 32, 32, 32, (7, 7), (3, 3), (2, 2)) == "direct"
     assert choose_conv_lowering(1, 32, 32, 32, (56, 56), (3, 3)) == "direct"
     assert choose_conv_lowering(1, 32, 64, 32, (56, 56), (1, 1)) == "direct"
     assert choose_conv_lowering(1, 3, 5, 1, (1, 1), (3, 3)) == "direct"
@@ -276,3 +286,56 @@ def test_im2col_per_batch_after_an_elementwise_pad_source():
     want = want_of(np.maximum(x, 0), w, b, (1, 1), (1, 1), 1, (1, 1, 1, 1), False)
     np.testing.assert_allclose(m(x, w, b), want, rtol=1e-4, atol=1e-5 * math.sqrt(27))
     assert "linalg.fill" not in m.ir("memref") and "arith.maximumf" in m.ir("loops")
+
+
+WIDE = [
+    # x shape, w shape, strides, pads: from CONV_PACK_B_ROWS output channels up, B is packed
+    ((1, 5, 7, 9), (257, 5, 3, 3), (1, 1), (1, 1, 1, 1)),  # 7 x 9 image, a 1-row sliver left
+    ((1, 7, 1, 129), (256, 7, 1, 1), (1, 1), (0, 0, 0, 0)),  # 1x1: B is the input, N = 129
+    ((1, 3, 13, 9), (300, 3, 3, 3), (2, 2), (0, 1, 2, 0)),  # strided, uneven pads, N = 35
+    ((3, 2, 7, 7), (256, 2, 3, 3), (1, 1), (1, 1, 1, 1)),  # a batch split per image: in place
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("xs,ws,strides,pads", WIDE, ids=str)
+def test_wide_convs_pack_b(xs, ws, strides, pads, threads):
+    """A conv with many output channels (M >= CONV_PACK_B_ROWS) packs B, its im2col matrix
+    or its input, into panels (zero past N) rather than reading it in place, unless its
+    batch runs an image per thread; the outputs match either way."""
+    from compiler.targets.cpu.schedule import CONV_PACK_B_ROWS
+
+    x, w, b = inputs(xs, ws)
+    assert ws[0] >= CONV_PACK_B_ROWS
+    mode = "matmul" if ws[2:] == (1, 1) and strides == (1, 1) else "im2col"
+    m = compile_module(conv_module(x, w, b, strides, (1, 1), 1, pads, True, mode), "main",
+                       options=CompileOptions(threads=threads))
+    k = ws[1] * ws[2] * ws[3]
+    np.testing.assert_allclose(m(x, w, b), want_of(x, w, b, strides, (1, 1), 1, pads, True),
+                               rtol=1e-4, atol=1e-5 * math.sqrt(k))
+    per_image = xs[0] >= 2 and (xs[0] % threads == 0 or xs[0] >= 4 * threads)
+    assert ("pack_b = true" in m.ir("linalg")) == (not per_image)
+
+
+@pytest.mark.parametrize("cin,cout,kernel,stride,hw", [
+    (5, 257, (3, 3), 1, (7, 9)),  # packed B, a narrow last panel (N = 63)
+    (3, 33, (5, 3), 2, (13, 9)),  # B in place
+    (7, 64, (1, 1), 1, (1, 129)),  # 1x1: B is the input
+])
+def test_constant_weights_prepacked(cin, cout, kernel, stride, hw):
+    """A conv's constant weight, reshaped into its matmul's A, is packed into slivers at
+    compile time, and the unpacked global goes."""
+    import torch
+
+    import compiler
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(cin, cout, kernel, stride, padding=(kernel[0] // 2, kernel[1] // 2))
+    x = torch.randn(1, cin, *hw)
+    m = compiler.compile(conv.eval(), (x,), threads=1)
+    with torch.no_grad():
+        want = conv(x).numpy()
+    k = cin * kernel[0] * kernel[1]
+    np.testing.assert_allclose(m(x.numpy()), want, rtol=1e-4, atol=1e-5 * math.sqrt(k))
+    memref_ir = m.ir("memref")
+    assert "_slivers" in memref_ir and f"memref<{cout}x{cin}x" not in memref_ir

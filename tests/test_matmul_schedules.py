@@ -12,6 +12,7 @@ the error grows with K, so atol scales with it.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -326,6 +327,37 @@ def test_constant_transposed_weights_are_prepacked():
     assert "_panels" in m.ir("memref")
 
 
+@pytest.mark.parametrize("shape", [(1, 7, 1), (7, 33, 129), (129, 45, 7), (70, 1, 33)], ids=str)
+@pytest.mark.parametrize("schedule", [None, {"vw": 8, "mr": 5}, {"order": "nm"}, {"kc": 7}])
+def test_constant_a_is_prepacked(shape, schedule):
+    # a constant A (a conv's weight) is packed into slivers at compile time; the original
+    # global goes when nothing else reads it
+    m_, k, n = shape
+    w = rand(m_, k, seed=30)
+    x = rand(k, n, seed=31)
+    m, out = run(lambda x: w @ x, (x,), schedule=schedule)
+    check(out, ref_matmul(w, x), k)
+    assert "_slivers" in m.ir("memref") and "pack_a = true" in m.ir("linalg")
+
+
+@pytest.mark.parametrize("n", [1, 9, 17, 33, 49, 129])
+@pytest.mark.parametrize("schedule", [{"vw": 8, "nr": 16}, {"vw": 8, "nr": 24, "mr": 4},
+                                      {"vw": 16, "nr": 32}, {"vw": 8, "nr": 16, "pack_b": False}])
+def test_narrow_last_panel(n, schedule):
+    # a last panel of fewer vectors than nr runs a kernel only as wide as they are (B packed
+    # or in place); the columns still all come out
+    a, b = rand(37, 29, seed=32), rand(29, n, seed=33)
+    m, out = run(matmul, (a, b), schedule=schedule)
+    check(out, ref_matmul(a, b), 29)
+    nr, vw = schedule["nr"], schedule["vw"]
+    widths = {int(w) for w in re.findall(r"microkernel.*?\{mr = \d+ : i64, nr = (\d+)",
+                                           m.ir("loops"))}
+    rem = n % nr
+    narrow = -(-rem // vw) * vw
+    assert widths == ({nr, narrow} - {0} if n > nr and 0 < narrow < nr else
+                      {narrow} if n < nr and narrow < nr else {nr}), widths
+
+
 # ------------------------------------------------------------------------------ schedules as data
 
 
@@ -363,6 +395,20 @@ def test_rows_of_a_that_alias_in_l1_are_packed():
     m, out = run(matmul, (a, b))
     assert "pack_a = true" in m.ir("linalg")
     check(out, ref_matmul(a, b), 1024)
+
+
+def test_conv_packs_b_from_many_output_channels():
+    # a conv's B (im2col matrix or input) is packed from CONV_PACK_B_ROWS rows of reuse up,
+    # at any vector width, but not when each image's tiles run on one thread
+    from compiler.targets.cpu.schedule import CONV_PACK_B_ROWS
+
+    for vw in (8, 16):
+        for m, packed in ((64, False), (CONV_PACK_B_ROWS - 1, False), (CONV_PACK_B_ROWS, True),
+                          (2048, True)):
+            for n in (49, 196, 3136):
+                s = choose_matmul_schedule((1,), m, n, 576, vw=vw, threads=1, conv=True)
+                assert s.pack_b is packed, (vw, m, n)
+        assert not choose_matmul_schedule((4,), 512, 49, 576, vw=vw, threads=2, conv=True).pack_b
 
 
 def test_schedule_round_trips_through_its_attribute():

@@ -153,6 +153,7 @@ class ChooseSchedule(ModulePass):
                     match.batch, match.m, match.n, match.k,
                     vw=max(1, self.vector_bits // (8 * ebytes)), elem_bytes=ebytes,
                     threads=self.threads or None, b_constant=is_constant(match.b),
+                    a_constant=is_constant(match.a),
                     a_trans=match.a_trans, b_trans=match.b_trans,
                     conv=CONV_LOWERING_ATTR in o.attributes, fixed=fixed, **caches)
             o.attributes[SCHEDULE_ATTR] = sched.to_attr()

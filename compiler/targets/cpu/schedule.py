@@ -14,11 +14,12 @@ shape and the target's vector width and thread count); `tile-matmul` consumes it
 Convolutions are scheduled one step earlier, in tensor-to-linalg: `choose_conv_lowering`
 (compiler/lowering/conv_lowering.py, shared by the targets) picks, per conv2d, "direct" (one 8-loop generic), "im2col" (a copy of the input windows,
 then a batched matmul that gets a schedule here) or "matmul" (1x1 stride 1: the input is
-already the matrix). Depthwise-like convs, < 16 output channels per group with a copy, and
-tiny convs go direct. The choice can be forced per op (`aicc.conv_lowering = "im2col"` on
-the aicc.conv2d), per pass (`tensor-to-linalg{conv-lowering=direct}`) or per process
-($AICC_CONV_LOWERING); the conv's matmul carries `aicc.conv_lowering` too, and its schedule
-reads B (the conv's input matrix) in place.
+already the matrix). Depthwise-like convs, < 16 output channels per group along long
+unstrided output rows, and tiny convs go direct. The choice can be forced per op
+(`aicc.conv_lowering = "im2col"` on the aicc.conv2d), per pass
+(`tensor-to-linalg{conv-lowering=direct}`) or per process ($AICC_CONV_LOWERING); the conv's
+matmul carries `aicc.conv_lowering` too, and its schedule reads B (the conv's input matrix)
+in place below CONV_PACK_B_ROWS output channels.
 
 Fields (GotoBLAS/BLIS names; rows of C are M, columns N, the reduction K):
 
@@ -426,8 +427,16 @@ def is_memref(v: SSAValue) -> bool:
     return isinstance(v.type, MemRefType)
 
 
+# ops whose result holds their operand's elements in the same (row-major) order
+RESHAPES = ("tensor.collapse_shape", "tensor.expand_shape", "memref.collapse_shape",
+            "memref.expand_shape")
+
+
 def is_constant(v: SSAValue) -> bool:
-    """A dense constant: `arith.constant` on tensors, `memref.get_global` on memrefs."""
+    """A dense constant: `arith.constant` on tensors, `memref.get_global` on memrefs, or a
+    reshape of one (a conv's weight viewed as the matrix its matmul reads)."""
+    while isinstance(v, OpResult) and v.op.name in RESHAPES:
+        v = v.op.operands[0]
     return isinstance(v, OpResult) and v.op.name in ("arith.constant", "memref.get_global")
 
 
@@ -448,6 +457,9 @@ def _balanced(total: int, block_max: int, multiple: int) -> int:
     return _round_up(max(1, -(-total // blocks)), multiple)
 
 
+# The output channels (M) from which a conv's matmul packs B (see choose_matmul_schedule).
+CONV_PACK_B_ROWS = 256
+
 L1_SET_SPAN = 4096  # bytes after which the L1 set index repeats (64 sets x 64-byte lines)
 
 
@@ -464,7 +476,8 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
                            elem_bytes: int = 4, threads: int | None = None,
                            registers: int | None = None, l1_bytes: int = L1_BYTES,
                            l2_bytes: int = L2_BYTES, b_constant: bool = False,
-                           a_trans: bool = False, b_trans: bool = False, conv: bool = False,
+                           a_constant: bool = False, a_trans: bool = False,
+                           b_trans: bool = False, conv: bool = False,
                            fixed: Mapping[str, object] | None = None) -> MatmulSchedule:
     """The default schedule for a (batch x) m x n x k matmul; fields in `fixed` are kept and
     the others chosen around them.
@@ -478,12 +491,18 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     kc x nc block of B a quarter of L2, the mc x nc tile of C an eighth; blocks are
     balanced so the last is not a sliver. Then tiles are split until each thread has a few.
     A is read in place (its sliver sits in L1) unless transposed or its rows alias in L1
-    (`rows_alias_in_l1`: a K that is a multiple of 512 f32); B is
+    (`rows_alias_in_l1`: a K that is a multiple of 512 f32), or constant (a conv's weight:
+    packed at compile time, so each sliver is one contiguous stream); B is
     packed when its panels are reused (m > mr), transposed or constant (packed at compile
-    time, so for free), except for a conv's matmul (`conv`: B is the im2col copy or the
-    input itself, A the weight): there packing B is a second copy of the conv's input for
-    only M = OC/G rows of reuse, and reading B in place measured faster on every resnet50
-    and small-CNN layer (up to 1.7x at M = 64).
+    time, so for free). A conv's matmul (`conv`: B is the im2col copy or the input itself,
+    A the weight) packs B only from CONV_PACK_B_ROWS output channels up: packing is then a
+    second copy of the conv's input, for M = OC/G rows of reuse. Below, reading B in place
+    measured faster (up to 1.7x at M = 64 on an AVX-512 core; 1.06x at M = 128 on Zen 3,
+    AVX2); from M = 256 the packed panels win (Zen 3, one thread, batch 1: 1.15x for
+    resnet's 256-channel 3x3 conv at 14x14, 1.3x for 512 channels at 7x7 and for the
+    2048-channel 1x1 at 7x7), where B read in place has a masked tail panel (N = 49 or
+    196) and rows N floats apart, on many pages and few L1 sets. A batch of images split
+    over the threads (parallel = "b") keeps B in place, its im2col written per image.
     """
     fixed = fixed or {}
     _check_fields(fixed)
@@ -551,9 +570,10 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     per_image = conv and nbatch >= 2 and (nbatch % threads == 0 or nbatch >= 4 * threads)
     s = MatmulSchedule(
         mr=mr, nr=nr, vw=vw, kc=kc, mc=mc, nc=nc, ku=4,
-        pack_a=(order == "nm" or a_trans or rows_alias_in_l1(k * elem_bytes, mr))
-        and m > mr and n > nr,
-        pack_b=b_constant or b_trans or (m > mr and not conv),
+        pack_a=a_constant or ((order == "nm" or a_trans or rows_alias_in_l1(k * elem_bytes, mr))
+                              and m > mr and n > nr),
+        pack_b=b_constant or b_trans or (m > mr and (not conv or (
+            m >= CONV_PACK_B_ROWS and not per_image))),
         parallel="b" if per_image else "bmn", order=order,
         pf=32 if k > 64 and not streaming_b else 0)
     s = replace(s, **{k_: v for k_, v in fixed.items() if k_ not in ("mr", "nr", "vw", "kc",

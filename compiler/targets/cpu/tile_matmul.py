@@ -12,12 +12,14 @@ here with the defaults when it has none):
             aicc_cpu.microkernel Ap[...], Bp[...], C[...] k kc rows m cols n accumulate (pc > 0)
 
 Packed buffers are temporaries (`memref.alloc`, placed in the arena by plan-memory, which
-runs after this pass); both packing loops are `scf.parallel` over slivers / panels. A B
-that is a constant (`memref.get_global` of a dense global) is packed here, at compile time,
-into a new global in the panel layout, and nothing packs it at run time. A zero
+runs after this pass); both packing loops are `scf.parallel` over slivers / panels. A
+packed A or B that is a constant (`memref.get_global` of a dense global, or a reshape of
+one: a conv's weight) is packed here, at compile time, into a new global in the sliver or
+panel layout, and nothing packs it at run time. A zero
 `linalg.fill` of C right before the matmul is dropped: the first K block overwrites C.
 Sizes that are not multiples of the tile are handled by the micro-kernel (`rows`/`cols`
-below mr/nr), reading the zero padding of the packed operands.
+below mr/nr), reading the zero padding of the packed operands; a last panel of fewer
+vectors than nr runs a kernel only as wide as they are.
 
 Epilogues: a copy of a bias or residual into C before the matmul becomes the first K
 block's starting value (`init`), and an elementwise op right after it that is C's only
@@ -252,6 +254,10 @@ def _split_flat(b: Builder, ix: _Ix, flat: Index, extents: list[int]) -> list[In
 
 
 def _global_of(v: SSAValue, module: ModuleOp) -> memref.GlobalOp | None:
+    """The dense global that `v` reads, through reshapes (the same elements in order)."""
+    while isinstance(v, OpResult) and isinstance(v.op, memref.CollapseShapeOp
+                                                   | memref.ExpandShapeOp):
+        v = v.op.operands[0]
     if not (isinstance(v, OpResult) and isinstance(v.op, memref.GetGlobalOp)):
         return None
     name = v.op.name_.root_reference.data
@@ -337,17 +343,24 @@ class _Tiler:
         self.a_rs, self.a_ks = (1, M) if mm.a_trans else (K, 1)
         a_in_rs, a_in_ks = self.a_rs, self.a_ks
         if s.pack_a:
-            size = nba * MP * K * s.mr
-            ap = top.insert(memref.AllocOp.get(elem, 64, [size])).memref
-            allocs.append(ap)
-            self._pack_a(top, ix, a_flat, ap, nba, MP, a_in_rs, a_in_ks)
-            a_src, a_packed = ap, True
+            g = _global_of(mm.a, self.module)
+            if g is not None:  # packed now: A^T in panels mr wide are A's slivers
+                a_src = self._prepacked(top, g, f"slivers{s.mr}", s.mr, lambda data: (
+                    data.reshape(nba, K, M) if mm.a_trans
+                    else data.reshape(nba, M, K).transpose(0, 2, 1)))
+            else:
+                a_src = top.insert(memref.AllocOp.get(elem, 64, [nba * MP * K * s.mr])).memref
+                allocs.append(a_src)
+                self._pack_a(top, ix, a_flat, a_src, nba, MP, a_in_rs, a_in_ks)
+            a_packed = True
             self.a_rs, self.a_ks = 1, s.mr
 
         pack_b = s.pack_b or mm.b_trans  # the kernel reads B along n: a [n, k] B is packed
         g = _global_of(mm.b, self.module) if pack_b else None
         if g is not None:
-            b_src = self._prepacked_b(top, g, nbb, NP)
+            b_src = self._prepacked(top, g, f"panels{s.nr}", s.nr, lambda data: (
+                data.reshape(nbb, N, K).transpose(0, 2, 1) if mm.b_trans
+                else data.reshape(nbb, K, N)))
         elif pack_b:
             size = nbb * NP * K * s.nr
             bp = top.insert(memref.AllocOp.get(elem, 64, [size])).memref
@@ -867,27 +880,29 @@ class _Tiler:
 
         _parallel(b, ix, nbb * nkb, body)
 
-    def _prepacked_b(self, b: Builder, g: memref.GlobalOp, nbb: int, NP: int) -> SSAValue:
-        """A constant B packed now into a global in the panel layout."""
-        K, N, nr = self.match.k, self.match.n, self.s.nr
-        name = f"{g.sym_name.data}_panels{nr}"
-        elem = self.match.element_type
-        size = nbb * NP * K * nr
+    def _prepacked(self, b: Builder, g: memref.GlobalOp, suffix: str, width: int,
+                   as_kw) -> SSAValue:
+        """A constant operand packed now into a global of panels `width` wide: `as_kw`
+        views the global's data as (batch, K, W), B itself or A transposed, and panel p of
+        a batch entry holds [k][j] = data[k][p*width + j], 0 past W (the layout of
+        `_pack_b`, and with width = mr that of `_pack_a`)."""
+        name = f"{g.sym_name.data}_{suffix}"
         existing = next((o for o in self.module.ops if isinstance(o, memref.GlobalOp)
                          and o.sym_name.data == name), None)
         if existing is None:
-            data = numpy_from_dense(g.initial_value)
-            data = (data.reshape(nbb, N, K).transpose(0, 2, 1) if self.match.b_trans
-                    else data.reshape(nbb, K, N))
-            padded = np.zeros((nbb, K, NP * nr), data.dtype)
-            padded[:, :, :N] = data
-            panels = padded.reshape(nbb, K, NP, nr).transpose(0, 2, 1, 3)
-            packed = np.ascontiguousarray(panels).reshape(size)
-            new = memref.GlobalOp.get(StringAttr(name), MemRefType(elem, [size]),
-                                      dense_from_numpy(packed), sym_visibility=StringAttr("private"),
-                                      constant=UnitAttr())
-            self.module.body.block.insert_op_after(new, g)
-        return b.insert(memref.GetGlobalOp(name, MemRefType(elem, [size]))).memref
+            data = as_kw(numpy_from_dense(g.initial_value))
+            nbat, K, W = data.shape
+            P = -(-W // width)
+            padded = np.zeros((nbat, K, P * width), data.dtype)
+            padded[:, :, :W] = data
+            panels = padded.reshape(nbat, K, P, width).transpose(0, 2, 1, 3)
+            packed = np.ascontiguousarray(panels).reshape(-1)
+            existing = memref.GlobalOp.get(
+                StringAttr(name), MemRefType(self.match.element_type, [packed.size]),
+                dense_from_numpy(packed), sym_visibility=StringAttr("private"),
+                constant=UnitAttr())
+            self.module.body.block.insert_op_after(existing, g)
+        return b.insert(memref.GetGlobalOp(name, existing.type)).memref
 
     # -- the tile loops
 
@@ -1008,9 +1023,22 @@ class _Tiler:
         else:
             acc = b.insert(arith.CmpiOp(pc, ix.v(0), "ne")).result
 
-        def panel(b: Builder, jr: Index) -> tuple[Index, Index]:
-            """Columns of panel jr and its offset in B."""
-            n = ix.min(b, s.nr, ix.sub(b, tile.ncv, jr))
+        def panels(b: Builder, body) -> None:
+            """body(b, jr, nr) for each panel of the tile, nr the kernel's width: s.nr, but
+            a last panel of fewer vectors (the tile's width known) runs a kernel only as
+            wide as they are, so fewer lanes idle (N = 49, nr = 16: 56 columns, not 64)."""
+            ncv = tile.ncv
+            rem = ncv % s.nr if isinstance(ncv, int) else 0
+            narrow = -(-rem // s.vw) * s.vw
+            if not 0 < narrow < s.nr:
+                _for(b, ix, 0, ncv, s.nr, lambda b, jr: body(b, jr, s.nr))
+                return
+            _for(b, ix, 0, ncv - rem, s.nr, lambda b, jr: body(b, jr, s.nr))
+            body(b, ncv - rem, narrow)
+
+        def panel(b: Builder, jr: Index, nr: int) -> tuple[Index, Index]:
+            """Columns of panel jr (of a kernel nr wide) and its offset in B."""
+            n = ix.min(b, nr, ix.sub(b, tile.ncv, jr))
             j = ix.add(b, tile.jc, jr)
             if o.b_packed:  # panel (bb*NP + j/nr), row pc
                 pnl = ix.add(b, ix.mul(b, tile.bb, o.NP), ix.div(b, j, s.nr))
@@ -1027,24 +1055,24 @@ class _Tiler:
             return m, ix.add(b, ix.mul(b, tile.ba, ix.mul(b, M, K)),
                              ix.add(b, ix.mul(b, i, self.a_rs), ix.mul(b, pc, self.a_ks)))
 
-        def kernel(b: Builder, ir: Index, jr: Index, m_a, n_b) -> None:
-            self._emit_microkernel(b, ix, tile, kc, acc, ir, jr, m_a, n_b)
+        def kernel(b: Builder, ir: Index, jr: Index, m_a, n_b, nr: int) -> None:
+            self._emit_microkernel(b, ix, tile, kc, acc, ir, jr, m_a, n_b, nr)
 
-        mcv, ncv = tile.mcv, tile.ncv
+        mcv = tile.mcv
         if s.order == "nm":  # a B panel stays in L1 while the slivers of A pass
-            _for(b, ix, 0, ncv, s.nr, lambda b, jr: (lambda nb_: _for(
-                b, ix, 0, mcv, s.mr, lambda b, ir: kernel(b, ir, jr, sliver(b, ir), nb_)))(
-                    panel(b, jr)))
+            panels(b, lambda b, jr, nr: (lambda nb_: _for(
+                b, ix, 0, mcv, s.mr, lambda b, ir: kernel(b, ir, jr, sliver(b, ir), nb_, nr)))(
+                    panel(b, jr, nr)))
         else:  # an A sliver stays in L1 while the panels of B pass
-            _for(b, ix, 0, mcv, s.mr, lambda b, ir: (lambda ma_: _for(
-                b, ix, 0, ncv, s.nr, lambda b, jr: kernel(b, ir, jr, ma_, panel(b, jr))))(
+            _for(b, ix, 0, mcv, s.mr, lambda b, ir: (lambda ma_: panels(
+                b, lambda b, jr, nr: kernel(b, ir, jr, ma_, panel(b, jr, nr), nr)))(
                     sliver(b, ir)))
 
     def _emit_microkernel(self, b: Builder, ix: _Ix, tile: _Tile, kc: Index, acc: SSAValue,
-                          ir: Index, jr: Index, m_a, n_b) -> None:
-        """The micro-kernel on sliver ir of A (m rows at a_off) and panel jr of B (n columns
-        at b_off), into C's tile at (ir, jr), starting from the init operand when there is
-        one."""
+                          ir: Index, jr: Index, m_a, n_b, nr: int) -> None:
+        """The micro-kernel, nr columns wide, on sliver ir of A (m rows at a_off) and panel
+        jr of B (n columns at b_off), into C's tile at (ir, jr), starting from the init
+        operand when there is one."""
         mm, s, o = self.match, self.s, self.operands
         M, N = self.M, mm.n
         (m, a_off), (n, b_off) = m_a, n_b
@@ -1058,8 +1086,8 @@ class _Tiler:
             o.a_src, ix.v(a_off), o.b_src, ix.v(b_off), o.c, ix.v(c_off), ix.v(kc),
             ix.v(m), ix.v(n), acc,
             a_clamp=not o.a_packed and (mm.m_dynamic or M % s.mr != 0),
-            b_masked=not o.b_packed and N % s.nr != 0,
-            mr=s.mr, nr=s.nr, vw=s.vw,
+            b_masked=not o.b_packed and N % nr != 0,
+            mr=s.mr, nr=nr, vw=s.vw,
             a_rs=self.a_rs, a_ks=self.a_ks,
             b_ks=s.nr if o.b_packed else o.ldb, ldc=N, ku=s.ku,
             b_pf=s.pf, init=init))
@@ -1196,9 +1224,11 @@ def _aliases(v: SSAValue) -> set[SSAValue]:
 
 
 def _erase_unused_globals(module: ModuleOp, names: set[str]) -> None:
-    """Drop the globals in `names` (constant Bs now read prepacked) that nothing reads."""
-    for o in list(module.walk()):
-        if isinstance(o, memref.GetGlobalOp) and not o.memref.uses:
+    """Drop the globals in `names` (constant operands now read prepacked) that nothing
+    reads but unused reshapes."""
+    for o in reversed(list(module.walk())):  # a reshape before the reshape it reads
+        if isinstance(o, memref.GetGlobalOp | memref.CollapseShapeOp | memref.ExpandShapeOp) \
+                and not o.results[0].uses:
             Rewriter.erase_op(o)
     used = {o.name_.root_reference.data for o in module.walk() if isinstance(o, memref.GetGlobalOp)}
     for o in list(module.ops):
@@ -1231,14 +1261,16 @@ class TileMatmul(ModulePass):
                 s = choose_matmul_schedule(mm.batch, mm.m, mm.n, mm.k,
                                            vw=max(1, self.vector_bits // (8 * ebytes)),
                                            elem_bytes=ebytes, b_constant=is_constant(mm.b),
+                                           a_constant=is_constant(mm.a),
                                            a_trans=mm.a_trans, b_trans=mm.b_trans,
                                            fixed=mm.fixed_choices() or None)
             if any(getattr(s, k) != v for k, v in mm.fixed_choices().items()):
                 raise CompileError("tile-matmul: a matmul with dynamic sizes cannot pack an "
                                    f"operand whose size depends on them (schedule {s})")
-            g = _global_of(mm.b, op) if s.pack_b else None
-            if g is not None:
-                prepacked.add(g.sym_name.data)
+            for v, packed in ((mm.a, s.pack_a), (mm.b, s.pack_b)):
+                g = _global_of(v, op) if packed else None
+                if g is not None:
+                    prepacked.add(g.sym_name.data)
             _Tiler(mm, s, op, self.threads or default_threads()).run()
         if prepacked:
             _erase_unused_globals(op, prepacked)

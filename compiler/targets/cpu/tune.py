@@ -85,6 +85,7 @@ class Kernel:
     elem_bytes: int
     vw: int
     origin: str = ""  # the op it was found on
+    a_constant: bool = False
 
 
 @dataclass
@@ -178,7 +179,7 @@ def find_kernels(module: ModuleOp, func_name: str, options: CompileOptions,
                             mm.k, mm.a_trans, mm.b_trans, is_constant(mm.b),
                             "aicc.conv_lowering" in o.attributes,
                             element_bytes(mm.element_type), sched.vw,
-                            op.name)
+                            op.name, is_constant(mm.a))
     return list(found.values())
 
 
@@ -237,7 +238,8 @@ class Space:
             s = choose_matmul_schedule(
                 k.batch, k.m, k.n, k.k, vw=k.vw, elem_bytes=k.elem_bytes, threads=self.threads,
                 l1_bytes=self.l1, l2_bytes=self.l2, b_constant=k.b_constant,
-                a_trans=k.a_trans, b_trans=k.b_trans, conv=k.conv, fixed=fixed)
+                a_constant=k.a_constant, a_trans=k.a_trans, b_trans=k.b_trans, conv=k.conv,
+                fixed=fixed)
         except CompileError:
             return None
         return asdict(s)

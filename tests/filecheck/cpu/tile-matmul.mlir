@@ -58,6 +58,33 @@ func.func @weights(%x: memref<10x3xf32>, %c: memref<10x20xf32>) {
 }
 
 // -----
+// A constant A read through reshapes (a conv's weight viewed as its matmul's matrix) is packed
+// at compile time into mr-row slivers, k-major (sliver 0: rows 0-3; sliver 1: row 4, then
+// zeros); the original global and its views go. B, read in place, is 20 columns: a 16-wide
+// panel, then the last 4 columns by a kernel one vector (8 columns) wide, not 16.
+// CHECK-NOT:   sym_name = "wa",
+// CHECK:       "memref.global"() <{sym_name = "wa_slivers4", type = memref<24xf32>, initial_value = dense<[1.000000e+00, 4.000000e+00, 7.000000e+00, 1.000000e+01, 2.000000e+00, {{.*}}, 1.200000e+01, 1.300000e+01, 0.000000e+00, 0.000000e+00, 0.000000e+00, 1.400000e+01, {{.*}}]> : tensor<24xf32>, sym_visibility = "private", constant}>
+// CHECK-LABEL: func.func @constant_a
+// CHECK-NOT:     memref.expand_shape
+// CHECK:         %[[W:.*]] = memref.get_global @wa_slivers4 : memref<24xf32>
+// CHECK-NOT:     memref.store
+// CHECK:         scf.for
+// CHECK:           aicc_cpu.microkernel %[[W]][%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}] k %{{.*}} rows %{{.*}} cols %{{.*}} accumulate %{{.*}} {mr = 4 : i64, nr = 16 : i64, vw = 8 : i64, a_rs = 1 : i64, a_ks = 4 : i64, b_ks = 20 : i64, ldc = 20 : i64, ku = 1 : i64, b_masked = true}
+// CHECK-NEXT:      arith.addi
+// CHECK-NEXT:      aicc_cpu.microkernel %[[W]][%{{.*}}], {{.*}} {mr = 4 : i64, nr = 8 : i64, vw = 8 : i64, a_rs = 1 : i64, a_ks = 4 : i64, b_ks = 20 : i64, ldc = 20 : i64, ku = 1 : i64, b_masked = true}
+// CHECK-NOT:     aicc_cpu.microkernel
+"memref.global"() <{sym_name = "wa", type = memref<5x1x3xf32>, initial_value = dense<[[[1.0, 2.0, 3.0]], [[4.0, 5.0, 6.0]], [[7.0, 8.0, 9.0]], [[10.0, 11.0, 12.0]], [[13.0, 14.0, 15.0]]]> : tensor<5x1x3xf32>, sym_visibility = "private", constant}> : () -> ()
+func.func @constant_a(%x: memref<3x20xf32>, %c: memref<5x20xf32>) {
+  %w = memref.get_global @wa : memref<5x1x3xf32>
+  %wf = memref.collapse_shape %w [[0, 1, 2]] : memref<5x1x3xf32> into memref<15xf32>
+  %wm = memref.expand_shape %wf [[0, 1]] output_shape [5, 3] : memref<15xf32> into memref<5x3xf32>
+  %z = arith.constant 0.0 : f32
+  linalg.fill ins(%z : f32) outs(%c : memref<5x20xf32>)
+  linalg.matmul {aicc.schedule = {mr = 4 : i64, nr = 16 : i64, vw = 8 : i64, kc = 3 : i64, mc = 8 : i64, nc = 32 : i64, ku = 1 : i64, pack_a = true, pack_b = false, parallel = "", order = "mn", pf = 0 : i64}} ins(%wm, %x : memref<5x3xf32>, memref<3x20xf32>) outs(%c : memref<5x20xf32>)
+  func.return
+}
+
+// -----
 // A batched matmul with a broadcast B, order "nm" (a B panel outside the A slivers) and A
 // packed into k-major 4-row slivers (the last, 1-row sliver zero-padded). B is read in
 // place: its edge tiles mask their loads (b_masked). The fill with 1.0 stays, so every K
