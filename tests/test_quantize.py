@@ -260,6 +260,54 @@ def test_quantized_cnn_matches_float():
     assert all(layer.sqnr_db > 20 for layer in q.quantization.layers)
 
 
+@pytest.mark.parametrize("batch", [1, 3])
+def test_quantized_convs_keep_nhwc_and_match_fake_quantization(batch):
+    """Consecutive int8 convs pass NHWC activations on: the bias add, relu, pads and pools
+    between them run in NHWC and only the model's input and the flatten at the end transpose.
+    The result is the float model with each conv's input and weight fake-quantized by the
+    report's parameters (odd shapes: 7 input channels, 129 channels, a non-square image, a
+    padded max pool and an average pool)."""
+    from compiler.lowering.dynamic_quantize import symmetric_weights
+
+    w1 = (RNG.standard_normal((129, 7, 3, 3)) / 8).astype(np.float32)
+    b1 = (RNG.standard_normal(129) * 0.1).astype(np.float32)
+    w2 = (RNG.standard_normal((5, 129, 3, 2)) / 30).astype(np.float32)
+    w3 = (RNG.standard_normal((5 * 2 * 1, 4)) / 5).astype(np.float32)
+
+    def cnn(x, conv=compiler.ops.conv2d, mm=np.matmul):
+        h = compiler.ops.relu(conv(x, w1, b1, padding=1))
+        h = compiler.ops.max_pool2d(h, 3, stride=2, padding=1)
+        h = compiler.ops.avg_pool2d(compiler.ops.relu(conv(h, w2, stride=(1, 2))), 2)
+        return mm(h.reshape(x.shape[0], -1), w3)
+
+    shape = (batch, 7, 11, 14)
+    calib = [(RNG.standard_normal(shape).astype(np.float32),) for _ in range(3)]
+    x = RNG.standard_normal(shape).astype(np.float32)
+    q = compiler.quantize(cnn, calib, (x,))
+    assert q.stats["tensor_ops"]["aicc.transpose"] == 2
+    layers = iter(q.quantization.layers)
+
+    def fake(x, w, axis):
+        layer = next(layers)
+        s, zp = np.float32(layer.act_scale), layer.act_zero_point
+        xq = (np_quantize(x, s, zp).astype(np.float64) - zp) * s
+        qw, ws = symmetric_weights(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1), True, 0)
+        return xq, np.moveaxis((qw * ws[:, None]).reshape(np.moveaxis(w, axis, 0).shape), 0, axis)
+
+    def conv(x, w, b=None, **kw):
+        xq, wq = fake(x, w, 0)
+        return compiler.ops.conv2d(xq, wq, b, **kw)
+
+    def mm(x, w):
+        xq, wq = fake(x, w, 1)
+        return xq @ wq
+
+    want = cnn(x, conv, mm)
+    got = q(x)
+    assert _cos(got, want) >= 0.99999
+    np.testing.assert_allclose(got, want, atol=1e-3 * np.abs(want).max())
+
+
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_onnx_qdq_model_from_quantize_static(tmp_path, per_channel):
     """A QDQ model written by onnxruntime.quantization.quantize_static (uint8 activations,
