@@ -144,7 +144,11 @@ class QGemmOp(IRDLOperation):
     With `colsum %s : memref<Nxi32>` (the sums of B's rows) every B value is within [-64, 63]
     (7-bit weights): the kernel multiplies A + 128 (uint8) by B with `vpmaddubsw`, 32
     products per instruction, whose pair sums then stay within int16 (2 * 255 * 64 < 2^15),
-    and subtracts (zp + 128) * colsum[j] at the end."""
+    and subtracts (zp + 128) * colsum[j] at the end.
+
+    B's rows may be longer than k (memref<N x KB>, KB > k a multiple of the kernel's chunk):
+    a constant B padded with zeros, so that the kernel reads whole chunks and never a scalar
+    tail (A's row buffer is zero beyond k)."""
 
     name = "aicc_cpu.qgemm"
 
@@ -190,6 +194,10 @@ class QGemmOp(IRDLOperation):
                                         self.colsum.type.element_type.width.data != 32):
             raise VerifyException(f"aicc_cpu.qgemm: colsum must be a memref<{self.n.value.data}xi32>, got "
                                   f"{self.colsum.type}")
+        b_shape = self.b.type.get_shape()
+        if len(b_shape) != 2 or b_shape[0] != self.n.value.data or b_shape[1] < self.k.value.data:
+            raise VerifyException(f"aicc_cpu.qgemm: B must be a memref<{self.n.value.data}xKB> with KB >= k = "
+                                  f"{self.k.value.data}, got {self.b.type}")
         for v, width in ((self.a, 8), (self.b, 8), (self.c, 32)):
             e = v.type.element_type
             ok = isinstance(e, Float32Type) if v is self.a and self.dynamic else \

@@ -22,6 +22,10 @@ With a `colsum` (a B within [-64, 63], 7-bit weights) the buffer holds A + 128 a
 each 32-element chunk is one `vpmaddubsw` (u8 x s8, pair sums exact in i16) and one `vpmaddwd`
 by ones into the i32 accumulators; (zp + 128) * colsum[j] is subtracted at the end
 (`_BodyU8`).
+
+A B whose rows are longer than k (memref<N x KB>: a constant padded with zeros to a multiple
+of the chunk by lower-qgemm) is read in whole chunks up to KB: the buffer then holds A's whole
+row, zeros beyond k, and no dot product has a scalar tail.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ def _c(v: int, ty=I64) -> ir.Constant:
 def emit_qgemm(e: FunctionEmitter, op) -> None:
     n, k, zp = (getattr(op, p).value.data for p in ("n", "k", "zp"))
     dynamic, u8 = op.scale is not None, op.colsum is not None
-    fn = _kernel(e, n, k, zp, dynamic, u8)
+    fn = _kernel(e, n, k, zp, dynamic, u8, op.b.type.get_shape()[1])
     b = e.b
     a = b.gep(e.get(op.a), [e.get(op.a_off)], inbounds=True, source_etype=F32 if dynamic else I8)
     c = b.gep(e.get(op.c), [e.get(op.c_off)], inbounds=True, source_etype=I32)
@@ -54,12 +58,16 @@ def emit_qgemm(e: FunctionEmitter, op) -> None:
     b.call(fn, [a, e.get(op.b), c, e.get(op.m), *([e.get(op.colsum)] if u8 else []), *extra])
 
 
-def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, u8: bool = False) -> ir.Function:
+def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, u8: bool = False,
+            kb: int | None = None) -> ir.Function:
     """`void @aicc.qgemm.<n>.<k>.<zp>(ptr a, ptr b, ptr c, i64 rows)`, once per module;
     dynamic: `@aicc.dqgemm.<n>.<k>(ptr a, ptr b, ptr c, i64 rows, float scale, float zp)`;
-    with a colsum (7-bit B, vpmaddubsw) `.u8` in the name and `ptr colsum` after `rows`."""
+    with a colsum (7-bit B, vpmaddubsw) `.u8` in the name and `ptr colsum` after `rows`; with
+    B's rows padded to kb > k, `.b<kb>`."""
     module = e.em.module
-    name = (f"aicc.dqgemm.{n}.{k}" if dynamic else f"aicc.qgemm.{n}.{k}.{zp}") + (".u8" if u8 else "")
+    kb = kb or k
+    name = (f"aicc.dqgemm.{n}.{k}" if dynamic else f"aicc.qgemm.{n}.{k}.{zp}") + (".u8" if u8 else "") \
+        + (f".b{kb}" if kb > k else "")
     fn = module.globals.get(name)
     if fn is not None:
         return fn
@@ -72,22 +80,25 @@ def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, 
     for arg in fn.args[:3]:
         arg.add_attribute("noalias")
         arg.add_attribute("captures(none)")
-    kb = FunctionEmitter(e.em, fn)
-    (_BodyU8 if u8 else _Body)(kb, fn.args, n, k, zp).emit()
-    kb.b.ret_void()
-    kb.finish()
+    body = FunctionEmitter(e.em, fn)
+    (_BodyU8 if u8 else _Body)(body, fn.args, n, k, zp, kb).emit()
+    body.b.ret_void()
+    body.finish()
     return fn
 
 
 class _Body:
-    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int):
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int):
         self.e, self.b = e, e.b
         self.a, self.bm, self.c, self.rows = args[:4]
         args = self.extra(list(args[4:]))
         self.dynamic = len(args) > 0
-        self.n, self.k, self.zp = n, k, zp
-        self.kc = k - k % CHUNK
-        self.ks = k if self.dynamic else self.kc  # the i16 buffer's row: all of it when dynamic
+        self.n, self.k, self.zp, self.kb = n, k, zp, kb  # kb: B's row length, k or padded
+        self.padded = kb > k
+        self.kv = k - k % CHUNK  # A's 16-wide conversion chunks
+        self.kc = kb if self.padded else self.kv  # the tiles' vector chunks; any rest is the scalar tail
+        # the i16 buffer's row: all of A's (zeros beyond k) when dynamic or padded
+        self.ks = kb if self.padded else k if self.dynamic else self.kv
         module = e.em.module
         if self.dynamic:
             self.scale, self.zpf = args[:2]
@@ -133,19 +144,39 @@ class _Body:
                     b.store(v, b.gep(self.a16, [at], inbounds=True, source_etype=I16), align=2)
                 return []
 
-            if self.kc:
-                e.loop(_c(0), _c(self.kc), _c(CHUNK), [], convert, known_nonempty=True)
-            if self.dynamic and self.k % CHUNK:
+            if self.kv:
+                e.loop(_c(0), _c(self.kv), _c(CHUNK), [], convert, known_nonempty=True)
+            if self.ks > self.kv:
                 def convert_tail(kk, _):
                     for i, row in enumerate(a_rows):
-                        v = self.quantize(b.load(b.gep(row, [kk], inbounds=True, source_etype=F32), typ=F32),
-                                          F32, I16)
+                        if self.dynamic:
+                            v = self.quantize(b.load(b.gep(row, [kk], inbounds=True, source_etype=F32), typ=F32),
+                                              F32, I16)
+                        else:
+                            v = b.sub(b.sext(b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=I8), I16),
+                                      _c(self.zp, I16))
                         at = b.add(b.mul(_c(i), _c(self.ks)), kk)
                         b.store(v, b.gep(self.a16, [at], inbounds=True, source_etype=I16), align=2)
                     return []
 
-                e.loop(_c(self.kc), _c(self.k), _c(1), [], convert_tail, known_nonempty=True)
+                if self.k > self.kv:
+                    e.loop(_c(self.kv), _c(self.k), _c(1), [], convert_tail, known_nonempty=True)
+                self.zero_pad(mr, I16)
         self.column_tiles(r0, mr)
+
+    def zero_pad(self, mr: int, ety) -> None:
+        """Zeros in the row buffer beyond k, up to B's padded row length."""
+        if not self.padded:
+            return
+        b = self.b
+
+        def body(kk, _):
+            for i in range(mr):
+                at = b.add(_c(i * self.ks), kk)
+                b.store(ir.Constant(ety, 0), b.gep(self.a16, [at], inbounds=True, source_etype=ety))
+            return []
+
+        self.e.loop(_c(self.k), _c(self.kb), _c(1), [], body, known_nonempty=True)
 
     def column_tiles(self, r0: ir.Value, mr: int) -> None:
         """The row block's tiles: NR columns at a time, then the columns left one by one."""
@@ -194,7 +225,7 @@ class _Body:
     def tile(self, r0: ir.Value, j0: ir.Value, mr: int, nr: int) -> None:
         b, e = self.b, self.e
         a_rows = [self._row(self.a, b.add(r0, _c(i)), self.k, I8) for i in range(mr)]
-        b_rows = [self._row(self.bm, b.add(j0, _c(q)), self.k, I8) for q in range(nr)]
+        b_rows = [self._row(self.bm, b.add(j0, _c(q)), self.kb, I8) for q in range(nr)]
         zero = ir.Constant(V8I32, None)
 
         def chunk(kk, accs):
@@ -211,7 +242,7 @@ class _Body:
         if self.kc:
             accs = e.loop(_c(0), _c(self.kc), _c(CHUNK), accs, chunk, known_nonempty=True)
         sums = [b.call(self.reduce, [v]) for v in accs]
-        if self.k % CHUNK:
+        if self.kc < self.k:
             def tail(kk, carried):
                 def elem(row):
                     return b.sext(b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=I8), I32)
@@ -245,10 +276,10 @@ class _BodyU8(_Body):
         self.colsum = args[0]
         return args[1:]
 
-    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int):
-        super().__init__(e, args, n, k, zp)
-        self.kc = k - k % CHUNK_U8  # the vpmaddubsw chunks; the buffer holds every k
-        self.ks = k
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int):
+        super().__init__(e, args, n, k, zp, kb)
+        self.kc = kb if self.padded else k - k % CHUNK_U8  # the vpmaddubsw chunks
+        self.ks = kb  # the buffer holds every k (and the padding's zeros)
         module = e.em.module
         self.pmaddubsw = module.globals.get("llvm.x86.avx2.pmadd.ub.sw") or ir.Function(
             module, ir.FunctionType(V16I16, [V32I8, V32I8]), name="llvm.x86.avx2.pmadd.ub.sw")
@@ -278,6 +309,7 @@ class _BodyU8(_Body):
             e.loop(_c(0), _c(k16), _c(CHUNK), [], convert(CHUNK), known_nonempty=True)
         if self.k % CHUNK:
             e.loop(_c(k16), _c(self.k), _c(1), [], convert(1), known_nonempty=True)
+        self.zero_pad(mr, I8)
         self.column_tiles(r0, mr)
 
     def to_u8(self, x: ir.Value, width: int) -> ir.Value:
@@ -301,7 +333,7 @@ class _BodyU8(_Body):
 
     def tile(self, r0: ir.Value, j0: ir.Value, mr: int, nr: int) -> None:
         b, e = self.b, self.e
-        b_rows = [self._row(self.bm, b.add(j0, _c(q)), self.k, I8) for q in range(nr)]
+        b_rows = [self._row(self.bm, b.add(j0, _c(q)), self.kb, I8) for q in range(nr)]
         a_rows = [b.gep(self.a16, [_c(i * self.ks)], inbounds=True, source_etype=I8) for i in range(mr)]
 
         def load(row, kk, ty, align):
@@ -317,7 +349,7 @@ class _BodyU8(_Body):
         if self.kc:
             accs = e.loop(_c(0), _c(self.kc), _c(CHUNK_U8), accs, chunk, known_nonempty=True)
         sums = [b.call(self.reduce, [v]) for v in accs]
-        if self.k % CHUNK_U8:
+        if self.kc < self.k:
             def tail(kk, carried):
                 av = [b.zext(load(r, kk, I8, 1), I32) for r in a_rows]
                 bv = [b.sext(load(r, kk, I8, 1), I32) for r in b_rows]

@@ -21,6 +21,10 @@ which quantize each float row as the kernel packs it: the int8 lhs is never stor
 A constant B whose values all lie within [-64, 63] (7-bit weights: `quantize_dynamic(...,
 reduce_range=True)`, or an ONNX model quantized with reduce_range) gets a constant of its row
 sums, `colsum`: the kernel then multiplies uint8 A by B with `vpmaddubsw` (see the op).
+A constant B whose k is not a multiple of the kernel's chunk (16, or 32 for vpmaddubsw) is
+replaced by a copy whose rows are padded with zeros to one (`<name>_padded`), which the kernel
+reads in whole chunks: a 3x3 conv over 3 channels (k = 27) would otherwise spend most of its
+time in the scalar tail of every dot product.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from compiler.codegen.llvm.qgemm import CHUNK, CHUNK_U8
 from compiler.dialects import aicc
 from compiler.dialects.aicc_cpu import QGemmOp
 from compiler.lowering.loop_builder import IndexBuilder
@@ -57,9 +62,8 @@ ROWS_PER_TASK = 8
 U8_WEIGHT_MIN, U8_WEIGHT_MAX = -64, 63  # B within these: vpmaddubsw's int16 pair sums cannot saturate
 
 
-def _colsum(module: ModuleOp, bm, n: int, b: Builder):
-    """A memref of B's row sums (i32) when B is a constant whose values all lie within
-    [-64, 63], read at `b`; else None."""
+def _constant(module: ModuleOp, bm) -> tuple[str, np.ndarray] | None:
+    """(global name, values) of B when it is a constant global, else None."""
     owner = bm.owner
     if not isinstance(owner, memref.GetGlobalOp):
         return None
@@ -68,18 +72,27 @@ def _colsum(module: ModuleOp, bm, n: int, b: Builder):
                 None)
     if glob is None or not isinstance(glob.initial_value, DenseIntOrFPElementsAttr):
         return None
-    w = aicc.numpy_from_dense(glob.initial_value)
-    if w.size == 0 or w.min() < U8_WEIGHT_MIN or w.max() > U8_WEIGHT_MAX:
-        return None
-    sums = w.astype(np.int32).reshape(n, -1).sum(1, dtype=np.int32)
+    return name, aicc.numpy_from_dense(glob.initial_value)
+
+
+def _global(module: ModuleOp, name: str, values: np.ndarray, b: Builder):
+    """A new private constant global of `values` (i8 or i32), named after `name`, read at `b`."""
     taken = {g.sym_name.data for g in module.body.block.ops if isinstance(g, memref.GlobalOp)}
-    sym = next(f"{name}_colsum{i or ''}" for i in range(len(taken) + 1) if f"{name}_colsum{i or ''}" not in taken)
-    t = MemRefType(IntegerType(32), [n])
-    value = DenseIntOrFPElementsAttr.from_list(TensorType(IntegerType(32), [n]), sums.tolist())
+    sym = next(f"{name}{i or ''}" for i in range(len(taken) + 1) if f"{name}{i or ''}" not in taken)
+    elem = IntegerType(8 * values.dtype.itemsize)
+    t = MemRefType(elem, list(values.shape))
+    value = DenseIntOrFPElementsAttr.from_list(TensorType(elem, list(values.shape)), values.ravel().tolist())
     module.body.block.insert_op_before(
         memref.GlobalOp.get(StringAttr(sym), t, value, sym_visibility=StringAttr("private"), constant=UnitAttr()),
         module.body.block.first_op)
     return b.insert(memref.GetGlobalOp(sym, t)).memref
+
+
+def _colsum(name: str, w: np.ndarray, n: int, module: ModuleOp, b: Builder):
+    """A memref of B's row sums (i32) when all of B lies within [-64, 63], read at `b`; else None."""
+    if w.size == 0 or w.min() < U8_WEIGHT_MIN or w.max() > U8_WEIGHT_MAX:
+        return None
+    return _global(module, f"{name}_colsum", w.astype(np.int32).reshape(n, -1).sum(1, dtype=np.int32), b)
 
 
 def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
@@ -95,7 +108,14 @@ def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
     zp = op.attributes[QGEMM_ATTR].value.data
     fill = op.prev_op
     b = Builder(InsertPoint.before(op))
-    colsum = _colsum(module, bm, n, b)
+    colsum = None
+    const = _constant(module, bm)
+    if const is not None:
+        name, w = const
+        colsum = _colsum(name, w, n, module, b)
+        chunk = CHUNK_U8 if colsum is not None else CHUNK
+        if k % chunk:  # whole chunks of zeros-padded rows: no scalar tail in the kernel
+            bm = _global(module, f"{name}_padded", np.pad(w.reshape(n, k), ((0, 0), (0, -k % chunk))), b)
     outer = IndexBuilder(b)
     tasks = -(-rows // ROWS_PER_TASK)
     block = Block(arg_types=[IndexType()])
