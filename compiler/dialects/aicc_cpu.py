@@ -148,7 +148,11 @@ class QGemmOp(IRDLOperation):
 
     B's rows may be longer than k (memref<N x KB>, KB > k a multiple of the kernel's chunk):
     a constant B padded with zeros, so that the kernel reads whole chunks and never a scalar
-    tail (A's row buffer is zero beyond k)."""
+    tail (A's row buffer is zero beyond k).
+
+    A packed B, memref<G x K2 x 16 x i16> (G = ceil(N / 8), K2 = ceil(k / 2)): a constant B
+    laid out by lower-qgemm for the broadcast kernel, Bp[g, p, 2c + t] = B[8g + c, 2p + t]
+    (zeros beyond N and k); see compiler/codegen/llvm/qgemm.py's _BodyPacked."""
 
     name = "aicc_cpu.qgemm"
 
@@ -184,6 +188,10 @@ class QGemmOp(IRDLOperation):
     def dynamic(self) -> bool:
         return self.scale is not None
 
+    @property
+    def packed(self) -> bool:
+        return len(self.b.type.get_shape()) == 3
+
     def verify_(self) -> None:
         if min(self.n.value.data, self.k.value.data) < 1:
             raise VerifyException("aicc_cpu.qgemm: n and k must be positive")
@@ -194,11 +202,14 @@ class QGemmOp(IRDLOperation):
                                         self.colsum.type.element_type.width.data != 32):
             raise VerifyException(f"aicc_cpu.qgemm: colsum must be a memref<{self.n.value.data}xi32>, got "
                                   f"{self.colsum.type}")
-        b_shape = self.b.type.get_shape()
-        if len(b_shape) != 2 or b_shape[0] != self.n.value.data or b_shape[1] < self.k.value.data:
-            raise VerifyException(f"aicc_cpu.qgemm: B must be a memref<{self.n.value.data}xKB> with KB >= k = "
-                                  f"{self.k.value.data}, got {self.b.type}")
-        for v, width in ((self.a, 8), (self.b, 8), (self.c, 32)):
+        n, k, b_shape = self.n.value.data, self.k.value.data, self.b.type.get_shape()
+        if self.packed:
+            if b_shape != (-(-n // 8), -(-k // 2), 16) or self.colsum is not None:
+                raise VerifyException(f"aicc_cpu.qgemm: a packed B must be a memref<{-(-n // 8)}x{-(-k // 2)}x16xi16> "
+                                      f"(and takes no colsum), got {self.b.type}")
+        elif len(b_shape) != 2 or b_shape[0] != n or b_shape[1] < k:
+            raise VerifyException(f"aicc_cpu.qgemm: B must be a memref<{n}xKB> with KB >= k = {k}, got {self.b.type}")
+        for v, width in ((self.a, 8), (self.b, 16 if self.packed else 8), (self.c, 32)):
             e = v.type.element_type
             ok = isinstance(e, Float32Type) if v is self.a and self.dynamic else \
                 (hasattr(e, "width") and e.width.data == width)

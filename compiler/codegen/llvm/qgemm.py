@@ -50,7 +50,8 @@ def _c(v: int, ty=I64) -> ir.Constant:
 def emit_qgemm(e: FunctionEmitter, op) -> None:
     n, k, zp = (getattr(op, p).value.data for p in ("n", "k", "zp"))
     dynamic, u8 = op.scale is not None, op.colsum is not None
-    fn = _kernel(e, n, k, zp, dynamic, u8, op.b.type.get_shape()[1])
+    b_shape = op.b.type.get_shape()
+    fn = _kernel(e, n, k, zp, dynamic, u8, None if op.packed else b_shape[1])
     b = e.b
     a = b.gep(e.get(op.a), [e.get(op.a_off)], inbounds=True, source_etype=F32 if dynamic else I8)
     c = b.gep(e.get(op.c), [e.get(op.c_off)], inbounds=True, source_etype=I32)
@@ -63,11 +64,12 @@ def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, 
     """`void @aicc.qgemm.<n>.<k>.<zp>(ptr a, ptr b, ptr c, i64 rows)`, once per module;
     dynamic: `@aicc.dqgemm.<n>.<k>(ptr a, ptr b, ptr c, i64 rows, float scale, float zp)`;
     with a colsum (7-bit B, vpmaddubsw) `.u8` in the name and `ptr colsum` after `rows`; with
-    B's rows padded to kb > k, `.b<kb>`."""
+    B's rows padded to kb > k, `.b<kb>`; kb None: B packed (`_BodyPacked`), `.p`."""
     module = e.em.module
-    kb = kb or k
+    packed = kb is None
+    kb = 2 * -(-k // 2) if packed else kb
     name = (f"aicc.dqgemm.{n}.{k}" if dynamic else f"aicc.qgemm.{n}.{k}.{zp}") + (".u8" if u8 else "") \
-        + (f".b{kb}" if kb > k else "")
+        + (".p" if packed else f".b{kb}" if kb > k else "")
     fn = module.globals.get(name)
     if fn is not None:
         return fn
@@ -81,7 +83,7 @@ def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, 
         arg.add_attribute("noalias")
         arg.add_attribute("captures(none)")
     body = FunctionEmitter(e.em, fn)
-    (_BodyU8 if u8 else _Body)(body, fn.args, n, k, zp, kb).emit()
+    (_BodyPacked if packed else _BodyU8 if u8 else _Body)(body, fn.args, n, k, zp, kb).emit()
     body.b.ret_void()
     body.finish()
     return fn
@@ -126,54 +128,54 @@ class _Body:
             self.row_block(b.sub(self.rows, _c(1)), 1)
 
     def row_block(self, r0: ir.Value, mr: int) -> None:
-        e, b = self.e, self.b
-        a_rows = [self._row(self.a, b.add(r0, _c(i)), self.k, F32 if self.dynamic else I8) for i in range(mr)]
         self.a16 = None
         if self.ks:  # the rows as i16 minus the zero point, once for all columns
             self.a16 = self.scratch(mr)
-
-            def convert(kk, _):
-                for i, row in enumerate(a_rows):
-                    if self.dynamic:
-                        v = self.quantize(b.load(b.gep(row, [kk], inbounds=True, source_etype=F32), typ=V16F32,
-                                                 align=4), V16F32, V16I16)
-                    else:
-                        v = b.sub(b.sext(b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=V16I8,
-                                                align=1), V16I16), self.zp_v)
-                    at = b.add(b.mul(_c(i), _c(self.ks)), kk)
-                    b.store(v, b.gep(self.a16, [at], inbounds=True, source_etype=I16), align=2)
-                return []
-
-            if self.kv:
-                e.loop(_c(0), _c(self.kv), _c(CHUNK), [], convert, known_nonempty=True)
-            if self.ks > self.kv:
-                def convert_tail(kk, _):
-                    for i, row in enumerate(a_rows):
-                        if self.dynamic:
-                            v = self.quantize(b.load(b.gep(row, [kk], inbounds=True, source_etype=F32), typ=F32),
-                                              F32, I16)
-                        else:
-                            v = b.sub(b.sext(b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=I8), I16),
-                                      _c(self.zp, I16))
-                        at = b.add(b.mul(_c(i), _c(self.ks)), kk)
-                        b.store(v, b.gep(self.a16, [at], inbounds=True, source_etype=I16), align=2)
-                    return []
-
-                if self.k > self.kv:
-                    e.loop(_c(self.kv), _c(self.k), _c(1), [], convert_tail, known_nonempty=True)
-                self.zero_pad(mr, I16)
+            for i in range(mr):
+                self.convert_row(self.b.add(r0, _c(i)), _c(i * self.ks))
         self.column_tiles(r0, mr)
 
-    def zero_pad(self, mr: int, ety) -> None:
-        """Zeros in the row buffer beyond k, up to B's padded row length."""
+    def convert_row(self, r: ir.Value, at0: ir.Value) -> None:
+        """A's row r as i16 minus the zero point (quantized first when dynamic) into the buffer
+        from element at0: 16-wide chunks, then, where the buffer holds them, the tail one by one
+        and zeros up to B's padded row length."""
+        e, b = self.e, self.b
+        row = self._row(self.a, r, self.k, F32 if self.dynamic else I8)
+
+        def convert(kk, _):
+            if self.dynamic:
+                v = self.quantize(b.load(b.gep(row, [kk], inbounds=True, source_etype=F32), typ=V16F32, align=4),
+                                  V16F32, V16I16)
+            else:
+                v = b.sub(b.sext(b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=V16I8, align=1),
+                                 V16I16), self.zp_v)
+            b.store(v, b.gep(self.a16, [b.add(at0, kk)], inbounds=True, source_etype=I16), align=2)
+            return []
+
+        def convert_tail(kk, _):
+            if self.dynamic:
+                v = self.quantize(b.load(b.gep(row, [kk], inbounds=True, source_etype=F32), typ=F32), F32, I16)
+            else:
+                v = b.sub(b.sext(b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=I8), I16),
+                          _c(self.zp, I16))
+            b.store(v, b.gep(self.a16, [b.add(at0, kk)], inbounds=True, source_etype=I16), align=2)
+            return []
+
+        if self.kv:
+            e.loop(_c(0), _c(self.kv), _c(CHUNK), [], convert, known_nonempty=True)
+        if self.ks > self.kv:
+            if self.k > self.kv:
+                e.loop(_c(self.kv), _c(self.k), _c(1), [], convert_tail, known_nonempty=True)
+            self.zero_pad(at0, I16)
+
+    def zero_pad(self, at0: ir.Value, ety) -> None:
+        """Zeros in a row of the buffer (from element at0) beyond k, up to B's padded row length."""
         if not self.padded:
             return
         b = self.b
 
         def body(kk, _):
-            for i in range(mr):
-                at = b.add(_c(i * self.ks), kk)
-                b.store(ir.Constant(ety, 0), b.gep(self.a16, [at], inbounds=True, source_etype=ety))
+            b.store(ir.Constant(ety, 0), b.gep(self.a16, [b.add(at0, kk)], inbounds=True, source_etype=ety))
             return []
 
         self.e.loop(_c(self.k), _c(self.kb), _c(1), [], body, known_nonempty=True)
@@ -309,7 +311,8 @@ class _BodyU8(_Body):
             e.loop(_c(0), _c(k16), _c(CHUNK), [], convert(CHUNK), known_nonempty=True)
         if self.k % CHUNK:
             e.loop(_c(k16), _c(self.k), _c(1), [], convert(1), known_nonempty=True)
-        self.zero_pad(mr, I8)
+        for i in range(mr):
+            self.zero_pad(_c(i * self.ks), I8)
         self.column_tiles(r0, mr)
 
     def to_u8(self, x: ir.Value, width: int) -> ir.Value:
@@ -363,3 +366,101 @@ class _BodyU8(_Body):
             for i in range(mr):
                 c_row = self._row(self.c, b.add(r0, _c(i)), self.n, I32)
                 b.store(b.sub(sums[i * nr + q], fix), b.gep(c_row, [j], inbounds=True, source_etype=I32), align=4)
+
+
+PACK_COLS, PACK_ROWS = 8, 8  # a packed B's column groups; the rows converted at a time
+TILE_ROWS = 4
+
+
+class _BodyPacked(_Body):
+    """B packed by lower-qgemm as i16, memref<G x K2 x 16> (G = ceil(n / 8) groups of 8
+    columns, K2 = ceil(k / 2) pairs of k, zeros beyond n and k): Bp[g, p] holds columns
+    8g..8g+7, each its pair (B[j, 2p], B[j, 2p + 1]). Then for a tile of up to 4 rows by 16
+    columns (two groups), per pair p:
+
+        a_i = broadcast of A's i16 pair (a[i, 2p], a[i, 2p + 1]) to 8 lanes
+        acc[i][h] += pmaddwd(a_i, Bp[g + h, p])       8 columns of row i, two products each
+
+    so the accumulators hold C's row segments as they are stored: no horizontal sums, and B is
+    never sign-extended in the loop. The A rows of a block of 8 are converted (as `_Body`,
+    zeros beyond k) before the column loop, and each 16-column panel of B (16 * k * 2 bytes)
+    stays in L1 across the block's tiles."""
+
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int):
+        super().__init__(e, args, n, k, zp, kb)
+        self.ks = kb  # the whole (even) row
+        self.k2, self.groups = kb // 2, -(-n // PACK_COLS)
+        module = e.em.module
+        self.masked_store = module.globals.get("llvm.masked.store.v8i32.p0") or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), [V8I32, ir.PointerType(), I32, ir.VectorType(ir.IntType(1), 8)]),
+            name="llvm.masked.store.v8i32.p0")
+
+    def emit(self) -> None:
+        b, e = self.b, self.e
+        self.a16 = self.scratch(PACK_ROWS)
+        blocks = b.sdiv(b.add(self.rows, _c(PACK_ROWS - 1)), _c(PACK_ROWS))
+
+        def block(blk, _):
+            r0 = b.mul(blk, _c(PACK_ROWS))
+            left = b.sub(self.rows, r0)
+            mr = b.select(b.icmp_signed("<", left, _c(PACK_ROWS)), left, _c(PACK_ROWS))
+            e.loop(_c(0), mr, _c(1), [], lambda i, _: self.convert_row(b.add(r0, i), b.mul(i, _c(self.ks))) or [],
+                   known_nonempty=True)
+            pairs = self.groups // 2
+            if pairs:
+                e.loop(_c(0), _c(pairs), _c(1), [], lambda q, _: self.panel(r0, mr, b.mul(q, _c(2)), 2) or [])
+            if self.groups % 2:
+                self.panel(r0, mr, _c(self.groups - 1), 1)
+            return []
+
+        e.loop(_c(0), blocks, _c(1), [], block)
+
+    def panel(self, r0: ir.Value, mr: ir.Value, g: ir.Value, ng: int) -> None:
+        """The block's rows by groups g .. g + ng - 1: tiles of 4 rows, then the 1 to 3 left."""
+        b, e = self.b, self.e
+        full = b.sdiv(mr, _c(TILE_ROWS))
+        e.loop(_c(0), full, _c(1), [], lambda t, _: self.tile4(r0, b.mul(t, _c(TILE_ROWS)), g, ng, TILE_ROWS) or [])
+        rest = b.srem(mr, _c(TILE_ROWS))
+        start = b.mul(full, _c(TILE_ROWS))
+        for tr in range(1, TILE_ROWS):
+            with b.if_then(b.icmp_signed("==", rest, _c(tr))):
+                self.tile4(r0, start, g, ng, tr)
+
+    def tile4(self, r0: ir.Value, i0: ir.Value, g: ir.Value, ng: int, tr: int) -> None:
+        """Rows r0 + i0 .. + tr - 1 (buffer rows i0 ..) by column groups g .. g + ng - 1."""
+        b, e = self.b, self.e
+        v8i32 = ir.VectorType(I32, 8)
+        b_base = [b.mul(b.add(g, _c(h)), _c(self.k2 * 16)) for h in range(ng)]
+        a_base = [b.mul(b.add(i0, _c(i)), _c(self.ks)) for i in range(tr)]
+
+        def pair(p, accs):
+            bv = [b.load(b.gep(self.bm, [b.add(base, b.mul(p, _c(16)))], inbounds=True, source_etype=I16),
+                         typ=V16I16, align=2) for base in b_base]
+            out = []
+            for i in range(tr):
+                at = b.add(a_base[i], b.mul(p, _c(2)))
+                word = b.load(b.gep(self.a16, [at], inbounds=True, source_etype=I16), typ=I32, align=4)
+                av = b.bitcast(b.shuffle_vector(b.insert_element(ir.Constant(v8i32, ir.Undefined), word, _c(0, I32)),
+                                                ir.Constant(v8i32, ir.Undefined), ir.Constant(v8i32, [0] * 8)),
+                               V16I16)
+                out += [b.add(accs[i * ng + h], b.call(self.pmaddwd, [av, bv[h]])) for h in range(ng)]
+            return out
+
+        accs = e.loop(_c(0), _c(self.k2), _c(1), [ir.Constant(V8I32, None)] * (tr * ng), pair, known_nonempty=True,
+                      unroll=False)
+        for i in range(tr):
+            c_row = self._row(self.c, b.add(r0, b.add(i0, _c(i))), self.n, I32)
+            for h in range(ng):
+                col = b.mul(b.add(g, _c(h)), _c(PACK_COLS))
+                ptr = b.gep(c_row, [col], inbounds=True, source_etype=I32)
+                if self.n % PACK_COLS == 0:
+                    b.store(accs[i * ng + h], ptr, align=4)
+                    continue
+                # the last group holds n % 8 real columns
+                lanes = b.sub(_c(self.n), col)
+                mask = b.icmp_signed("<", ir.Constant(ir.VectorType(I64, 8), list(range(8))),
+                                     b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I64, 8), ir.Undefined),
+                                                                       lanes, _c(0, I32)),
+                                                      ir.Constant(ir.VectorType(I64, 8), ir.Undefined),
+                                                      ir.Constant(v8i32, [0] * 8)))
+                b.call(self.masked_store, [accs[i * ng + h], ptr, _c(4, I32), mask])

@@ -21,10 +21,12 @@ which quantize each float row as the kernel packs it: the int8 lhs is never stor
 A constant B whose values all lie within [-64, 63] (7-bit weights: `quantize_dynamic(...,
 reduce_range=True)`, or an ONNX model quantized with reduce_range) gets a constant of its row
 sums, `colsum`: the kernel then multiplies uint8 A by B with `vpmaddubsw` (see the op).
-A constant B whose k is not a multiple of the kernel's chunk (16, or 32 for vpmaddubsw) is
-replaced by a copy whose rows are padded with zeros to one (`<name>_padded`), which the kernel
-reads in whole chunks: a 3x3 conv over 3 channels (k = 27) would otherwise spend most of its
-time in the scalar tail of every dot product.
+Any other constant B is replaced by a copy packed for the broadcast kernel (`<name>_packed`,
+`pack`): i16 pairs of k for groups of 8 columns, so that each vpmaddwd multiplies one row's
+broadcast pair of A by 8 columns at once (accumulators hold C's rows: no horizontal sums), and
+no dot product has a scalar tail. A 7-bit B whose k is not a multiple of 32 gets a copy whose
+rows are padded with zeros to one (`<name>_padded`), which the vpmaddubsw kernel reads in whole
+chunks. The original global goes if nothing else reads it.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from compiler.codegen.llvm.qgemm import CHUNK, CHUNK_U8
+from compiler.codegen.llvm.qgemm import CHUNK_U8, PACK_COLS
 from compiler.dialects import aicc
 from compiler.dialects.aicc_cpu import QGemmOp
 from compiler.lowering.loop_builder import IndexBuilder
@@ -88,6 +90,16 @@ def _global(module: ModuleOp, name: str, values: np.ndarray, b: Builder):
     return b.insert(memref.GetGlobalOp(sym, t)).memref
 
 
+def pack(w: np.ndarray) -> np.ndarray:
+    """An (N, K) int8 B laid out for the broadcast kernel: (ceil(N / 8), ceil(K / 2), 16) int16,
+    [g, p, 2c + t] = B[8g + c, 2p + t], zeros beyond N and K (see aicc_cpu.qgemm)."""
+    n, k = w.shape
+    g, k2 = -(-n // PACK_COLS), -(-k // 2)
+    wp = np.zeros((g * PACK_COLS, k2 * 2), np.int16)
+    wp[:n, :k] = w
+    return np.ascontiguousarray(wp.reshape(g, PACK_COLS, k2, 2).transpose(0, 2, 1, 3)).reshape(g, k2, 2 * PACK_COLS)
+
+
 def _colsum(name: str, w: np.ndarray, n: int, module: ModuleOp, b: Builder):
     """A memref of B's row sums (i32) when all of B lies within [-64, 63], read at `b`; else None."""
     if w.size == 0 or w.min() < U8_WEIGHT_MIN or w.max() > U8_WEIGHT_MAX:
@@ -95,9 +107,23 @@ def _colsum(name: str, w: np.ndarray, n: int, module: ModuleOp, b: Builder):
     return _global(module, f"{name}_colsum", w.astype(np.int32).reshape(n, -1).sum(1, dtype=np.int32), b)
 
 
+def _drop_unused(module: ModuleOp, value) -> None:
+    """Erase the memref.get_global of `value` if nothing reads it, and its global if no other
+    get_global names it (a B replaced by its packed or padded copy)."""
+    owner = value.owner
+    if value.uses:
+        return
+    name = owner.name_.root_reference.data
+    Rewriter.erase_op(owner)
+    if not any(isinstance(o, memref.GetGlobalOp) and o.name_.root_reference.data == name for o in module.walk()):
+        glob = next(g for g in module.body.block.ops if isinstance(g, memref.GlobalOp) and g.sym_name.data == name)
+        Rewriter.erase_op(glob)
+
+
 def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
     dynamic = QGEMM_DYNAMIC_ATTR in op.attributes
     a, bm, *params = op.inputs
+    op_b = bm
     (c,) = op.outputs
     if not all(isinstance(v.type, MemRefType) for v in (a, bm, c, *params)):
         return
@@ -113,9 +139,10 @@ def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
     if const is not None:
         name, w = const
         colsum = _colsum(name, w, n, module, b)
-        chunk = CHUNK_U8 if colsum is not None else CHUNK
-        if k % chunk:  # whole chunks of zeros-padded rows: no scalar tail in the kernel
-            bm = _global(module, f"{name}_padded", np.pad(w.reshape(n, k), ((0, 0), (0, -k % chunk))), b)
+        if colsum is None:
+            bm = _global(module, f"{name}_packed", pack(w.reshape(n, k)), b)
+        elif k % CHUNK_U8:  # whole chunks of zeros-padded rows: no scalar tail in the kernel
+            bm = _global(module, f"{name}_padded", np.pad(w.reshape(n, k), ((0, 0), (0, -k % CHUNK_U8))), b)
     outer = IndexBuilder(b)
     tasks = -(-rows // ROWS_PER_TASK)
     block = Block(arg_types=[IndexType()])
@@ -136,6 +163,8 @@ def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
     if isinstance(fill, linalg.FillOp) and tuple(fill.outputs) == (c,):  # the kernel stores every C
         Rewriter.erase_op(fill)
     Rewriter.erase_op(op)
+    if const is not None and bm is not op_b:  # the original B, now read by nothing
+        _drop_unused(module, op_b)
 
 
 @dataclass(frozen=True)

@@ -58,19 +58,24 @@ func.func @qgemm_7bit(%a: tensor<5x33xi8>) -> tensor<5x3xi32> {
   func.return %y : tensor<5x3xi32>
 }
 
-// A constant 8-bit weight with k = 27 (a 3x3 conv over 3 channels): its rows are padded with
-// zeros to 32, and the kernel runs two 16-wide chunks per dot product, no scalar tail
-// (the row buffer holds zeros beyond k).
-// CHECK-LABEL: func.func @qgemm_padded
-// CHECK:         %[[P:.*]] = memref.get_global @{{.*}}_padded : memref<2x32xi8>
-// CHECK:         aicc_cpu.qgemm %{{.*}}[%{{.*}}], %[[P]], %{{.*}}[%{{.*}}] rows %{{.*}} {n = 2 : i64, k = 27 : i64, zp = 9 : i64} : memref<3x27xi8>, memref<2x32xi8>, memref<3x2xi32>
-// LLVM: define internal void @"aicc.qgemm.2.27.9.b32"(
+// A constant 8-bit weight (k = 27, as a 3x3 conv over 3 channels) is packed for the broadcast
+// kernel: i16 pairs of k (14, the last one padded with a zero) for a group of 8 columns (2
+// real ones, the rest zeros). The i8 original goes. Each pair of an A row is broadcast
+// (an i32 splat) and multiplied by the group's 8 columns; the 2 real columns are stored
+// with a mask.
+// CHECK-LABEL: func.func @qgemm_packed
+// CHECK-NOT:     memref<2x27xi8>
+// CHECK:         %[[P:.*]] = memref.get_global @{{.*}}_packed : memref<1x14x16xi16>
+// CHECK:         aicc_cpu.qgemm %{{.*}}[%{{.*}}], %[[P]], %{{.*}}[%{{.*}}] rows %{{.*}} {n = 2 : i64, k = 27 : i64, zp = 9 : i64} : memref<3x27xi8>, memref<1x14x16xi16>, memref<3x2xi32>
+// LLVM: define internal void @"aicc.qgemm.2.27.9.p"(
 // LLVM: store i16 0, ptr
-// LLVM-NOT: mul i32
+// LLVM: shufflevector <8 x i32> %{{.*}}, <8 x i32> <i32 undef, {{.*}}>, <8 x i32> <i32 0, i32 0, i32 0, i32 0, i32 0, i32 0, i32 0, i32 0>
 // LLVM: call <8 x i32> @"llvm.x86.avx2.pmadd.wd"
-// LLVM-NOT: mul i32
-// LLVM: ret void
-func.func @qgemm_padded(%a: tensor<3x27xi8>) -> tensor<3x2xi32> {
+// LLVM: br i1 %{{.*}}, label %{{.*}}, label %{{.*}}, !llvm.loop ![[LOOP:[0-9]+]]
+// LLVM: call void @"llvm.masked.store.v8i32.p0"
+// LLVM: ![[OFF:[0-9]+]] = !{ !"llvm.loop.unroll.disable" }
+// LLVM: ![[LOOP]] = !{ ![[LOOP]], ![[OFF]] }
+func.func @qgemm_packed(%a: tensor<3x27xi8>) -> tensor<3x2xi32> {
   %w = aicc.constant dense<[[-128, 127, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]]> : tensor<2x27xi8>
   %y = aicc.matmul_integer %a, %w {lhs_zero_point = 9 : i64, transpose_rhs} : tensor<3x27xi8>, tensor<2x27xi8> -> tensor<3x2xi32>
   func.return %y : tensor<3x2xi32>
