@@ -99,13 +99,14 @@ def _input(op) -> SSAValue:
 
 
 def _int8_conv(op: aicc_nn.Conv2dOp, scale: float, zp: int, qw: np.ndarray, w_scale: np.ndarray) -> list:
-    """conv2d as an int8 im2col: the (already padded) NCHW input is quantized once, into NHWC
-    (one pass over it, where quantizing the gathered windows would quantize each value KH*KW
-    times), then one aicc.tensor_op gathers its int8 windows,
+    """conv2d as an int8 im2col: the NCHW input is quantized once, into NHWC (one pass over it,
+    where quantizing the gathered windows would quantize each value KH*KW times; the
+    frontend's zero padding comes after, as the zero point, so the quantize fuses with the ops
+    before it), then one aicc.tensor_op gathers its int8 windows,
     cols[n, p, q, i, j, c] = xq[n, s p + d i, s q + d j, c], whose rows copy runs of KW*C
     contiguous bytes; the (N*OH*OW, KH*KW*C) rows times the (O, KH*KW*C) weight run in
-    matmul_integer, scaled per output channel, then back to NCHW. The frontend's zero padding
-    quantizes to the zero point exactly, so it still contributes nothing."""
+    matmul_integer, scaled per output channel, then back to NCHW. Zero padding is the zero
+    point exactly (0.0 quantizes to it), so it still contributes nothing."""
     from compiler.dialects.aicc_index import TensorOp
 
     n, c, _, _ = aicc.shape_of(op.input)
@@ -116,11 +117,20 @@ def _int8_conv(op: aicc_nn.Conv2dOp, scale: float, zp: int, qw: np.ndarray, w_sc
     def term(stride, v, dil, k):
         return " + ".join(f"{a} * {x}" if a != 1 else x for a, x in ((stride, v), (dil, k)))
 
-    nhwc = aicc.TransposeOp(op.input, list(TO_NHWC))
-    xq = QuantizeOp(nhwc.result, [scale], [zp])
+    x, pad = op.input, op.input.owner
+    zero_pad = isinstance(pad, aicc_nn.PadOp) and pad.value.value.data == 0.0 \
+        and aicc_nn.int_values(pad.low)[:2] == aicc_nn.int_values(pad.high)[:2] == (0, 0)
+    if zero_pad:  # quantize the unpadded input, pad the int8 one with the zero point (what 0.0 gives)
+        x = pad.input
+    nhwc = aicc.TransposeOp(x, list(TO_NHWC))
+    new: list = [nhwc, QuantizeOp(nhwc.result, [scale], [zp])]
+    if zero_pad:
+        new.append(aicc_nn.PadOp(new[-1].results[0], [aicc_nn.int_values(pad.low)[i] for i in TO_NHWC],
+                                 [aicc_nn.int_values(pad.high)[i] for i in TO_NHWC], zp))
+    xq = new[-1].results[0]
     text = f"out[n, p, q, i, j, c] = in0[n, {term(sh, 'p', dh, 'i')}, {term(sw, 'q', dw, 'j')}, c]"
-    cols = TensorOp(text, [xq.result], {"n": n, "p": oh, "q": ow, "i": kh, "j": kw, "c": c},
-                    aicc.TensorType(aicc.element_type_of(xq.result), (n, oh, ow, kh, kw, c)))
+    cols = TensorOp(text, [xq], {"n": n, "p": oh, "q": ow, "i": kh, "j": kw, "c": c},
+                    aicc.TensorType(aicc.element_type_of(xq), (n, oh, ow, kh, kw, c)))
     rows = aicc.ReshapeOp(cols.result, (n * oh * ow, kh * kw * c))
     cw = aicc.ConstantOp.from_array(np.ascontiguousarray(qw.transpose(0, 2, 3, 1)).reshape(o, kh * kw * c))
     mm = MatmulIntegerOp(rows.result, cw.result, zp, transpose_rhs=True)
@@ -130,7 +140,7 @@ def _int8_conv(op: aicc_nn.Conv2dOp, scale: float, zp: int, qw: np.ndarray, w_sc
     y = aicc.MulOp(f.result, sc.result)
     back = aicc.ReshapeOp(y.result, (n, oh, ow, o))
     nchw = aicc.TransposeOp(back.result, list(TO_NCHW))
-    return [nhwc, xq, cols, rows, cw, mm, f, sc, y, back, nchw]
+    return [*new, cols, rows, cw, mm, f, sc, y, back, nchw]
 
 
 TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
@@ -343,6 +353,8 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
             fop.body.block.insert_ops_before(new, op)
             op.result.replace_all_uses_with(new[-1].result)
             fop.body.block.erase_op(op)
+            if isinstance(op.input.owner, aicc_nn.PadOp) and not op.input.uses:
+                fop.body.block.erase_op(op.input.owner)
             to_nchw.append(new[-1])
             conv = {"stride": aicc_nn.int_values(op.strides), "dilation": aicc_nn.int_values(op.dilations)}
             wq = qw.astype(np.float64) * (w_scale if per_channel else w_scale[0]).reshape(-1, 1, 1, 1)

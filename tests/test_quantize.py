@@ -285,7 +285,8 @@ def test_quantized_cnn_matches_float():
 @pytest.mark.parametrize("batch", [1, 3])
 def test_quantized_convs_keep_nhwc_and_match_fake_quantization(batch):
     """Consecutive int8 convs pass NHWC activations on: the bias add, relu, pads and pools
-    between them run in NHWC and only the model's input and the flatten at the end transpose.
+    between them run in NHWC and only the model's input and the flatten at the end transpose;
+    a conv's zero padding comes after its quantize, as the zero point in int8.
     The result is the float model with each conv's input and weight fake-quantized by the
     report's parameters (odd shapes: 7 input channels, 129 channels, a non-square image, a
     padded max pool and an average pool)."""
@@ -307,6 +308,8 @@ def test_quantized_convs_keep_nhwc_and_match_fake_quantization(batch):
     x = RNG.standard_normal(shape).astype(np.float32)
     q = compiler.quantize(cnn, calib, (x,))
     assert q.stats["tensor_ops"]["aicc.transpose"] == 2
+    pads = [line for line in q.ir("tensor").splitlines() if "aicc.pad" in line]
+    assert len(pads) == 2 and "xi8>" in pads[0] and "xf32>" in pads[1]  # the conv's zero padding, the pool's -inf
     layers = iter(q.quantization.layers)
 
     def fake(x, w, axis):
