@@ -119,6 +119,29 @@ func.func @mm(%a: tensor<{m_}x{k}xi8>) -> tensor<{m_}x{n}xi32> {{
         np.testing.assert_array_equal(m(a)[0], (a.astype(np.int64) - zp) @ w.T.astype(np.int64))
 
 
+@pytest.mark.parametrize("batch,m_,k,n", [((), 9, 27, 3), ((2,), 5, 40, 17), ((), 33, 288, 64)], ids=str)
+def test_matmul_integer_scaled_in_the_kernel(batch, m_, k, n):
+    """float(matmul_integer(a, w)) * s[j], an int8 conv's epilogue, runs in the packed kernel
+    as it stores (`col_scale`): the same float32 products as NumPy's, masked for n % 8."""
+    w = RNG.integers(-128, 128, (n, k)).astype(np.int8)
+    sc = (RNG.random(n) + 0.5).astype(np.float32) / 1000
+    dense = "[" + ", ".join("[" + ", ".join(map(str, r)) + "]" for r in w) + "]"
+    a_t, o_t = "x".join(map(str, (*batch, m_, k))), "x".join(map(str, (*batch, m_, n)))
+    m, _ = _compile(f"""
+func.func @mm(%a: tensor<{a_t}xi8>) -> tensor<{o_t}xf32> {{
+  %w = aicc.constant dense<{dense}> : tensor<{n}x{k}xi8>
+  %s = aicc.constant dense<[{", ".join(repr(float(v)) for v in sc)}]> : tensor<{n}xf32>
+  %y = aicc.matmul_integer %a, %w {{lhs_zero_point = -5 : i64, transpose_rhs}} : tensor<{a_t}xi8>, tensor<{n}x{k}xi8> -> tensor<{o_t}xi32>
+  %f = aicc.cast %y : tensor<{o_t}xi32> -> tensor<{o_t}xf32>
+  %z = aicc.mul %f, %s : tensor<{o_t}xf32>, tensor<{n}xf32> -> tensor<{o_t}xf32>
+  func.return %z : tensor<{o_t}xf32>
+}}""", "mm")
+    assert "col_scale" in m.ir("loops")
+    a = RNG.integers(-128, 128, (*batch, m_, k)).astype(np.int8)
+    acc = (a.astype(np.int64) + 5) @ w.T.astype(np.int64)
+    np.testing.assert_array_equal(m(a)[0], acc.astype(np.float32) * sc)
+
+
 def test_quantize_matmul_rewrite_is_exact():
     """quantize-matmul changes the order of the float operations only: the integer model
     matches the float dequantize-matmul graph it replaced to float rounding."""

@@ -26,6 +26,12 @@ by ones into the i32 accumulators; (zp + 128) * colsum[j] is subtracted at the e
 A B whose rows are longer than k (memref<N x KB>: a constant padded with zeros to a multiple
 of the chunk by lower-qgemm) is read in whole chunks up to KB: the buffer then holds A's whole
 row, zeros beyond k, and no dot product has a scalar tail.
+
+A packed B (any other constant, memref<G x K2 x 16 x i16>) gets the broadcast kernel
+(`_BodyPacked`): each vpmaddwd multiplies one row's broadcast i16 pair of A by 8 columns, the
+accumulators hold C's row segments (no horizontal sums) and, with a `col_scale`, the tile is
+stored as float(sum) * scale[j]. On AVX2 without VNNI (Zen 3: one vpmaddwd per cycle) this is
+the int8 peak, 16 multiply-adds per cycle, which the dot-product kernel above only approaches.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from compiler.codegen.llvm.emitter import FunctionEmitter, handles
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32 = ir.FloatType()
 V16I8, V16I16, V8I32 = ir.VectorType(I8, 16), ir.VectorType(I16, 16), ir.VectorType(I32, 8)
-V16F32 = ir.VectorType(F32, 16)
+V16F32, V8F32 = ir.VectorType(F32, 16), ir.VectorType(F32, 8)
 CHUNK = 16
 MR, NR = 2, 4
 
@@ -50,31 +56,33 @@ def _c(v: int, ty=I64) -> ir.Constant:
 def emit_qgemm(e: FunctionEmitter, op) -> None:
     n, k, zp = (getattr(op, p).value.data for p in ("n", "k", "zp"))
     dynamic, u8 = op.scale is not None, op.colsum is not None
-    b_shape = op.b.type.get_shape()
-    fn = _kernel(e, n, k, zp, dynamic, u8, None if op.packed else b_shape[1])
+    scaled = op.col_scale is not None
+    fn = _kernel(e, n, k, zp, dynamic, u8, None if op.packed else op.b.type.get_shape()[1], scaled)
     b = e.b
     a = b.gep(e.get(op.a), [e.get(op.a_off)], inbounds=True, source_etype=F32 if dynamic else I8)
-    c = b.gep(e.get(op.c), [e.get(op.c_off)], inbounds=True, source_etype=I32)
+    c = b.gep(e.get(op.c), [e.get(op.c_off)], inbounds=True, source_etype=F32 if scaled else I32)
     extra = [e.get(op.scale), e.get(op.zero_point)] if dynamic else []
-    b.call(fn, [a, e.get(op.b), c, e.get(op.m), *([e.get(op.colsum)] if u8 else []), *extra])
+    b.call(fn, [a, e.get(op.b), c, e.get(op.m), *([e.get(op.colsum)] if u8 else []),
+                *([e.get(op.col_scale)] if scaled else []), *extra])
 
 
 def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, u8: bool = False,
-            kb: int | None = None) -> ir.Function:
+            kb: int | None = None, scaled: bool = False) -> ir.Function:
     """`void @aicc.qgemm.<n>.<k>.<zp>(ptr a, ptr b, ptr c, i64 rows)`, once per module;
     dynamic: `@aicc.dqgemm.<n>.<k>(ptr a, ptr b, ptr c, i64 rows, float scale, float zp)`;
     with a colsum (7-bit B, vpmaddubsw) `.u8` in the name and `ptr colsum` after `rows`; with
-    B's rows padded to kb > k, `.b<kb>`; kb None: B packed (`_BodyPacked`), `.p`."""
+    B's rows padded to kb > k, `.b<kb>`; kb None: B packed (`_BodyPacked`), `.p`, and with a
+    column scale (an f32 C) `.s` and `ptr col_scale` after `rows`."""
     module = e.em.module
     packed = kb is None
     kb = 2 * -(-k // 2) if packed else kb
     name = (f"aicc.dqgemm.{n}.{k}" if dynamic else f"aicc.qgemm.{n}.{k}.{zp}") + (".u8" if u8 else "") \
-        + (".p" if packed else f".b{kb}" if kb > k else "")
+        + (".p" if packed else f".b{kb}" if kb > k else "") + (".s" if scaled else "")
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     ptr = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, I64, *([ptr] if u8 else []),
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, I64, *([ptr] if u8 or scaled else []),
                                                              *([F32, F32] if dynamic else [])]), name=name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
@@ -83,14 +91,14 @@ def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, 
         arg.add_attribute("noalias")
         arg.add_attribute("captures(none)")
     body = FunctionEmitter(e.em, fn)
-    (_BodyPacked if packed else _BodyU8 if u8 else _Body)(body, fn.args, n, k, zp, kb).emit()
+    (_BodyPacked if packed else _BodyU8 if u8 else _Body)(body, fn.args, n, k, zp, kb, scaled).emit()
     body.b.ret_void()
     body.finish()
     return fn
 
 
 class _Body:
-    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int):
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, scaled: bool = False):
         self.e, self.b = e, e.b
         self.a, self.bm, self.c, self.rows = args[:4]
         args = self.extra(list(args[4:]))
@@ -278,7 +286,7 @@ class _BodyU8(_Body):
         self.colsum = args[0]
         return args[1:]
 
-    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int):
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, scaled: bool = False):
         super().__init__(e, args, n, k, zp, kb)
         self.kc = kb if self.padded else k - k % CHUNK_U8  # the vpmaddubsw chunks
         self.ks = kb  # the buffer holds every k (and the padding's zeros)
@@ -386,14 +394,23 @@ class _BodyPacked(_Body):
     zeros beyond k) before the column loop, and each 16-column panel of B (16 * k * 2 bytes)
     stays in L1 across the block's tiles."""
 
-    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int):
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, scaled: bool = False):
+        self.scaled = scaled
         super().__init__(e, args, n, k, zp, kb)
         self.ks = kb  # the whole (even) row
         self.k2, self.groups = kb // 2, -(-n // PACK_COLS)
         module = e.em.module
-        self.masked_store = module.globals.get("llvm.masked.store.v8i32.p0") or ir.Function(
-            module, ir.FunctionType(ir.VoidType(), [V8I32, ir.PointerType(), I32, ir.VectorType(ir.IntType(1), 8)]),
-            name="llvm.masked.store.v8i32.p0")
+        ety = V8F32 if scaled else V8I32
+        name = f"llvm.masked.store.{'v8f32' if scaled else 'v8i32'}.p0"
+        self.masked_store = module.globals.get(name) or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), [ety, ir.PointerType(), I32, ir.VectorType(ir.IntType(1), 8)]),
+            name=name)
+
+    def extra(self, args: list) -> list:
+        if self.scaled:
+            self.col_scale = args[0]
+            return args[1:]
+        return args
 
     def emit(self) -> None:
         b, e = self.b, self.e
@@ -448,19 +465,33 @@ class _BodyPacked(_Body):
 
         accs = e.loop(_c(0), _c(self.k2), _c(1), [ir.Constant(V8I32, None)] * (tr * ng), pair, known_nonempty=True,
                       unroll=False)
+        cols = [b.mul(b.add(g, _c(h)), _c(PACK_COLS)) for h in range(ng)]
+        if self.scaled:  # C = sum * col_scale[j], in float
+            scales = [b.load(b.gep(self.col_scale, [col], inbounds=True, source_etype=F32), typ=V8F32, align=4)
+                      if self.n % PACK_COLS == 0 else self.masked_scale(col) for col in cols]
+            accs = [b.fmul(b.sitofp(accs[i * ng + h], V8F32), scales[h]) for i in range(tr) for h in range(ng)]
         for i in range(tr):
-            c_row = self._row(self.c, b.add(r0, b.add(i0, _c(i))), self.n, I32)
-            for h in range(ng):
-                col = b.mul(b.add(g, _c(h)), _c(PACK_COLS))
-                ptr = b.gep(c_row, [col], inbounds=True, source_etype=I32)
+            c_row = self._row(self.c, b.add(r0, b.add(i0, _c(i))), self.n, F32 if self.scaled else I32)
+            for h, col in enumerate(cols):
+                ptr = b.gep(c_row, [col], inbounds=True, source_etype=F32 if self.scaled else I32)
                 if self.n % PACK_COLS == 0:
                     b.store(accs[i * ng + h], ptr, align=4)
                     continue
-                # the last group holds n % 8 real columns
-                lanes = b.sub(_c(self.n), col)
-                mask = b.icmp_signed("<", ir.Constant(ir.VectorType(I64, 8), list(range(8))),
-                                     b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I64, 8), ir.Undefined),
-                                                                       lanes, _c(0, I32)),
-                                                      ir.Constant(ir.VectorType(I64, 8), ir.Undefined),
-                                                      ir.Constant(v8i32, [0] * 8)))
-                b.call(self.masked_store, [accs[i * ng + h], ptr, _c(4, I32), mask])
+                b.call(self.masked_store, [accs[i * ng + h], ptr, _c(4, I32), self.mask(col)])
+
+    def mask(self, col: ir.Value) -> ir.Value:
+        """The lanes of the 8 columns from `col` that lie within n (the last group: n % 8)."""
+        b, v8i64 = self.b, ir.VectorType(I64, 8)
+        lanes = b.shuffle_vector(b.insert_element(ir.Constant(v8i64, ir.Undefined), b.sub(_c(self.n), col), _c(0, I32)),
+                                 ir.Constant(v8i64, ir.Undefined), ir.Constant(ir.VectorType(I32, 8), [0] * 8))
+        return b.icmp_signed("<", ir.Constant(v8i64, list(range(8))), lanes)
+
+    def masked_scale(self, col: ir.Value) -> ir.Value:
+        """col_scale[col .. col + 7], zeros beyond n."""
+        b = self.b
+        if "llvm.masked.load.v8f32.p0" not in self.e.em.module.globals:
+            ir.Function(self.e.em.module, ir.FunctionType(V8F32, [ir.PointerType(), I32, ir.VectorType(ir.IntType(1), 8),
+                                                                  V8F32]), name="llvm.masked.load.v8f32.p0")
+        load = self.e.em.module.globals["llvm.masked.load.v8f32.p0"]
+        return b.call(load, [b.gep(self.col_scale, [col], inbounds=True, source_etype=F32), _c(4, I32), self.mask(col),
+                             ir.Constant(V8F32, None)])

@@ -47,9 +47,11 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
     UnitAttr,
+    f32,
 )
 from xdsl.dialects.linalg import ops as linalg
 from xdsl.ir import Block, Region
+from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -120,6 +122,53 @@ def _drop_unused(module: ModuleOp, value) -> None:
         Rewriter.erase_op(glob)
 
 
+# ops that may lie between the matmul and its epilogue (the epilogue's operands move before the matmul)
+_BETWEEN = (arith.ConstantOp, memref.GetGlobalOp, memref.AllocOp, memref.DeallocOp)
+
+
+def _scale_epilogue(op: linalg.GenericOp, fill, c, n: int) -> linalg.GenericOp | None:
+    """The generic that reads C only to write float(C[..., j]) * s[j] (a conv's per-channel
+    scale, after the matmul with nothing in between but constants, allocations and
+    deallocations), which the packed kernel then does as it stores (`col_scale`); else None.
+    The allocation of its output and the get_global of s move before the matmul."""
+    users = {u.operation for u in c.uses if not isinstance(u.operation, memref.DeallocOp)} - {op, fill}
+    if len(users) != 1:
+        return None
+    g = users.pop()
+    if not isinstance(g, linalg.GenericOp) or len(g.inputs) != 2 or len(g.outputs) != 1 or g.inputs[0] is not c:
+        return None
+    s, out = g.inputs[1], g.outputs[0]
+    if not (isinstance(s.type, MemRefType) and s.type.get_shape() == (n,) and s.type.element_type == f32
+            and isinstance(out.type, MemRefType) and out.type.get_shape() == c.type.get_shape()
+            and out.type.element_type == f32):
+        return None
+    rank = len(c.type.get_shape())
+    if [m.data for m in g.indexing_maps.data] != [AffineMap.identity(rank),
+                                                  AffineMap(rank, 0, (AffineDimExpr(rank - 1),)),
+                                                  AffineMap.identity(rank)]:
+        return None
+    x, w, _ = g.body.block.args
+    body = list(g.body.block.ops)
+    if not (len(body) == 3 and isinstance(body[0], arith.SIToFPOp) and body[0].input is x
+            and isinstance(body[1], arith.MulfOp) and {body[1].lhs, body[1].rhs} == {body[0].result, w}
+            and isinstance(body[2], linalg.YieldOp) and tuple(body[2].operands) == (body[1].result,)):
+        return None
+    between, moved = op.next_op, []
+    while between is not g:
+        if between is None or not isinstance(between, _BETWEEN) \
+                or isinstance(between, memref.DeallocOp) and between.memref in (s, out):
+            return None
+        if between.results and between.results[0] in (s, out):
+            if between.operands:
+                return None
+            moved.append(between)
+        between = between.next_op
+    for o in moved:
+        o.detach()
+        op.parent_block().insert_op_before(o, op)
+    return g
+
+
 def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
     dynamic = QGEMM_DYNAMIC_ATTR in op.attributes
     a, bm, *params = op.inputs
@@ -134,12 +183,13 @@ def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
     zp = op.attributes[QGEMM_ATTR].value.data
     fill = op.prev_op
     b = Builder(InsertPoint.before(op))
-    colsum = None
+    colsum = epilogue = None
     const = _constant(module, bm)
     if const is not None:
         name, w = const
         colsum = _colsum(name, w, n, module, b)
         if colsum is None:
+            epilogue = _scale_epilogue(op, fill, c, n)
             bm = _global(module, f"{name}_packed", pack(w.reshape(n, k)), b)
         elif k % CHUNK_U8:  # whole chunks of zeros-padded rows: no scalar tail in the kernel
             bm = _global(module, f"{name}_padded", np.pad(w.reshape(n, k), ((0, 0), (0, -k % CHUNK_U8))), b)
@@ -158,11 +208,19 @@ def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
     quantize = None
     if dynamic:  # [scale, zero point] of the float A, computed earlier in this call
         quantize = tuple(inner.insert(memref.LoadOp.get(params[0], [ix.const(i)])).res for i in (0, 1))
-    inner.insert(QGemmOp(a, a_off, bm, c, c_off, m, n=n, k=k, zp=zp, quantize=quantize, colsum=colsum))
+    out, col_scale = (epilogue.outputs[0], epilogue.inputs[1]) if epilogue else (c, None)
+    inner.insert(QGemmOp(a, a_off, bm, out, c_off, m, n=n, k=k, zp=zp, quantize=quantize, colsum=colsum,
+                         col_scale=col_scale))
     inner.insert(scf.ReduceOp())
     if isinstance(fill, linalg.FillOp) and tuple(fill.outputs) == (c,):  # the kernel stores every C
         Rewriter.erase_op(fill)
     Rewriter.erase_op(op)
+    if epilogue is not None:
+        Rewriter.erase_op(epilogue)
+        if isinstance(c.owner, memref.AllocOp) and all(isinstance(u.operation, memref.DeallocOp) for u in c.uses):
+            for u in list(c.uses):  # the int32 C, never written now
+                Rewriter.erase_op(u.operation)
+            Rewriter.erase_op(c.owner)
     if const is not None and bm is not op_b:  # the original B, now read by nothing
         _drop_unused(module, op_b)
 
