@@ -101,7 +101,7 @@ func.func @mm(%a: tensor<{a_t}xi8>, %b: tensor<{b_t}xi8>) -> tensor<{o_t}xi32> {
                                     (11, 2, 24), (6, 1, 9)], ids=str)
 @pytest.mark.parametrize("zp", [-128, 9, 127])
 def test_matmul_integer_constant_weight(m_, k, n, zp):
-    """A constant 8-bit weight is packed for the broadcast kernel (i16 pairs of k, groups of 8
+    """A constant 8-bit weight is packed for the broadcast kernel (pairs of k, groups of 8
     columns, zeros beyond n and k): tiles of 1 to 4 rows, 8 or 16 columns, a masked store of
     the last n % 8 columns, blocks of 8 rows and their rest. Exact all the same."""
     w = RNG.integers(-128, 128, (n, k)).astype(np.int8)

@@ -150,7 +150,7 @@ class QGemmOp(IRDLOperation):
     a constant B padded with zeros, so that the kernel reads whole chunks and never a scalar
     tail (A's row buffer is zero beyond k).
 
-    A packed B, memref<G x K2 x 16 x i16> (G = ceil(N / 8), K2 = ceil(k / 2)): a constant B
+    A packed B, memref<G x K2 x 16 x i8> (G = ceil(N / 8), K2 = ceil(k / 2)): a constant B
     laid out by lower-qgemm for the broadcast kernel, Bp[g, p, 2c + t] = B[8g + c, 2p + t]
     (zeros beyond N and k); see compiler/codegen/llvm/qgemm.py's _BodyPacked.
 
@@ -212,7 +212,7 @@ class QGemmOp(IRDLOperation):
         n, k, b_shape = self.n.value.data, self.k.value.data, self.b.type.get_shape()
         if self.packed:
             if b_shape != (-(-n // 8), -(-k // 2), 16) or self.colsum is not None:
-                raise VerifyException(f"aicc_cpu.qgemm: a packed B must be a memref<{-(-n // 8)}x{-(-k // 2)}x16xi16> "
+                raise VerifyException(f"aicc_cpu.qgemm: a packed B must be a memref<{-(-n // 8)}x{-(-k // 2)}x16xi8> "
                                       f"(and takes no colsum), got {self.b.type}")
         elif len(b_shape) != 2 or b_shape[0] != n or b_shape[1] < k:
             raise VerifyException(f"aicc_cpu.qgemm: B must be a memref<{n}xKB> with KB >= k = {k}, got {self.b.type}")
@@ -220,13 +220,13 @@ class QGemmOp(IRDLOperation):
                                            or not isinstance(self.col_scale.type.element_type, Float32Type)):
             raise VerifyException(f"aicc_cpu.qgemm: col_scale takes a packed B and a memref<{n}xf32>, got "
                                   f"{self.col_scale.type}")
-        for v, width in ((self.a, 8), (self.b, 16 if self.packed else 8), (self.c, 32)):
+        for v, width in ((self.a, 8), (self.b, 8), (self.c, 32)):
             e = v.type.element_type
             f32 = (v is self.a and self.dynamic) or (v is self.c and self.col_scale is not None)
             ok = isinstance(e, Float32Type) if f32 else (hasattr(e, "width") and e.width.data == width)
             if not ok:
                 raise VerifyException(f"aicc_cpu.qgemm: expected {'an f32' if self.dynamic else 'an i8'} A, "
-                                      f"{'a packed i16' if self.packed else 'an i8'} B and "
+                                      f"an i8 B and "
                                       f"{'an f32' if self.col_scale is not None else 'an i32'} C, got {v.type}")
 
 

@@ -27,7 +27,7 @@ A B whose rows are longer than k (memref<N x KB>: a constant padded with zeros t
 of the chunk by lower-qgemm) is read in whole chunks up to KB: the buffer then holds A's whole
 row, zeros beyond k, and no dot product has a scalar tail.
 
-A packed B (any other constant, memref<G x K2 x 16 x i16>) gets the broadcast kernel
+A packed B (any other constant, memref<G x K2 x 16 x i8>) gets the broadcast kernel
 (`_BodyPacked`): each vpmaddwd multiplies one row's broadcast i16 pair of A by 8 columns, the
 accumulators hold C's row segments (no horizontal sums) and, with a `col_scale`, the tile is
 stored as float(sum) * scale[j]. On AVX2 without VNNI (Zen 3: one vpmaddwd per cycle) this is
@@ -381,7 +381,7 @@ TILE_ROWS = 4
 
 
 class _BodyPacked(_Body):
-    """B packed by lower-qgemm as i16, memref<G x K2 x 16> (G = ceil(n / 8) groups of 8
+    """B packed by lower-qgemm, memref<G x K2 x 16 x i8> (G = ceil(n / 8) groups of 8
     columns, K2 = ceil(k / 2) pairs of k, zeros beyond n and k): Bp[g, p] holds columns
     8g..8g+7, each its pair (B[j, 2p], B[j, 2p + 1]). Then for a tile of up to 4 rows by 16
     columns (two groups), per pair p:
@@ -389,10 +389,11 @@ class _BodyPacked(_Body):
         a_i = broadcast of A's i16 pair (a[i, 2p], a[i, 2p + 1]) to 8 lanes
         acc[i][h] += pmaddwd(a_i, Bp[g + h, p])       8 columns of row i, two products each
 
-    so the accumulators hold C's row segments as they are stored: no horizontal sums, and B is
-    never sign-extended in the loop. The A rows of a block of 8 are converted (as `_Body`,
-    zeros beyond k) before the column loop, and each 16-column panel of B (16 * k * 2 bytes)
-    stays in L1 across the block's tiles."""
+    (Bp[g + h, p] sign-extended to i16 as it is loaded, one vpmovsxbw), so the accumulators
+    hold C's row segments as they are stored: no horizontal sums. The A rows of a block of 8
+    are converted (as `_Body`, zeros beyond k) before the column loop, and each 16-column
+    panel of B (16 * k bytes) stays in L1 across the block's tiles; B stays int8 so that a wide
+    layer's, streamed from L2 or L3 once per block, costs half the bytes of an i16 copy."""
 
     def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, scaled: bool = False):
         self.scaled = scaled
@@ -451,8 +452,8 @@ class _BodyPacked(_Body):
         a_base = [b.mul(b.add(i0, _c(i)), _c(self.ks)) for i in range(tr)]
 
         def pair(p, accs):
-            bv = [b.load(b.gep(self.bm, [b.add(base, b.mul(p, _c(16)))], inbounds=True, source_etype=I16),
-                         typ=V16I16, align=2) for base in b_base]
+            bv = [b.sext(b.load(b.gep(self.bm, [b.add(base, b.mul(p, _c(16)))], inbounds=True, source_etype=I8),
+                                typ=V16I8, align=1), V16I16) for base in b_base]
             out = []
             for i in range(tr):
                 at = b.add(a_base[i], b.mul(p, _c(2)))

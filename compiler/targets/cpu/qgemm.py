@@ -22,7 +22,7 @@ A constant B whose values all lie within [-64, 63] (7-bit weights: `quantize_dyn
 reduce_range=True)`, or an ONNX model quantized with reduce_range) gets a constant of its row
 sums, `colsum`: the kernel then multiplies uint8 A by B with `vpmaddubsw` (see the op).
 Any other constant B is replaced by a copy packed for the broadcast kernel (`<name>_packed`,
-`pack`): i16 pairs of k for groups of 8 columns, so that each vpmaddwd multiplies one row's
+`pack`): pairs of k for groups of 8 columns, so that each vpmaddwd multiplies one row's
 broadcast pair of A by 8 columns at once (accumulators hold C's rows: no horizontal sums), and
 no dot product has a scalar tail. A 7-bit B whose k is not a multiple of 32 gets a copy whose
 rows are padded with zeros to one (`<name>_padded`), which the vpmaddubsw kernel reads in whole
@@ -93,11 +93,11 @@ def _global(module: ModuleOp, name: str, values: np.ndarray, b: Builder):
 
 
 def pack(w: np.ndarray) -> np.ndarray:
-    """An (N, K) int8 B laid out for the broadcast kernel: (ceil(N / 8), ceil(K / 2), 16) int16,
+    """An (N, K) int8 B laid out for the broadcast kernel: (ceil(N / 8), ceil(K / 2), 16) int8,
     [g, p, 2c + t] = B[8g + c, 2p + t], zeros beyond N and K (see aicc_cpu.qgemm)."""
     n, k = w.shape
     g, k2 = -(-n // PACK_COLS), -(-k // 2)
-    wp = np.zeros((g * PACK_COLS, k2 * 2), np.int16)
+    wp = np.zeros((g * PACK_COLS, k2 * 2), np.int8)
     wp[:n, :k] = w
     return np.ascontiguousarray(wp.reshape(g, PACK_COLS, k2, 2).transpose(0, 2, 1, 3)).reshape(g, k2, 2 * PACK_COLS)
 

@@ -9,7 +9,7 @@
 // CHECK-SAME:    (%[[A:.*]]: memref<9x27xi8>, %[[OUT:.*]]: memref<9x3xf32>)
 // CHECK:         %[[S:.*]] = memref.get_global @{{.*}} : memref<3xf32>
 // CHECK-NOT:     xi32>
-// CHECK:         aicc_cpu.qgemm %[[A]][%{{.*}}], %{{.*}}, %[[OUT]][%{{.*}}] rows %{{.*}} col_scale %[[S]] : memref<3xf32> {n = 3 : i64, k = 27 : i64, zp = 9 : i64} : memref<9x27xi8>, memref<1x14x16xi16>, memref<9x3xf32>
+// CHECK:         aicc_cpu.qgemm %[[A]][%{{.*}}], %{{.*}}, %[[OUT]][%{{.*}}] rows %{{.*}} col_scale %[[S]] : memref<3xf32> {n = 3 : i64, k = 27 : i64, zp = 9 : i64} : memref<9x27xi8>, memref<1x14x16xi8>, memref<9x3xf32>
 // CHECK-NOT:     linalg
 // CHECK:         func.return
 // The 3 real columns of the group of 8: a masked load of the scales, a masked store of C.
@@ -29,7 +29,7 @@ func.func @scaled(%a: tensor<9x27xi8>) -> tensor<9x3xf32> {
 
 // Anything more after the scale (here a bias) keeps the int32 C and the fused epilogue.
 // CHECK-LABEL: func.func @biased
-// CHECK:         aicc_cpu.qgemm %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}}[%{{.*}}] rows %{{.*}} {n = 3 : i64, k = 27 : i64, zp = 9 : i64} : memref<9x27xi8>, memref<1x14x16xi16>, memref<9x3xi32>
+// CHECK:         aicc_cpu.qgemm %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}}[%{{.*}}] rows %{{.*}} {n = 3 : i64, k = 27 : i64, zp = 9 : i64} : memref<9x27xi8>, memref<1x14x16xi8>, memref<9x3xi32>
 // CHECK:         linalg.generic
 func.func @biased(%a: tensor<9x27xi8>) -> tensor<9x3xf32> {
   %w = aicc.constant dense<[[-128, 127, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], [-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1]]> : tensor<3x27xi8>

@@ -59,14 +59,14 @@ func.func @qgemm_7bit(%a: tensor<5x33xi8>) -> tensor<5x3xi32> {
 }
 
 // A constant 8-bit weight (k = 27, as a 3x3 conv over 3 channels) is packed for the broadcast
-// kernel: i16 pairs of k (14, the last one padded with a zero) for a group of 8 columns (2
+// kernel: pairs of k (14, the last one padded with a zero) for a group of 8 columns (2
 // real ones, the rest zeros). The i8 original goes. Each pair of an A row is broadcast
 // (an i32 splat) and multiplied by the group's 8 columns; the 2 real columns are stored
 // with a mask.
 // CHECK-LABEL: func.func @qgemm_packed
 // CHECK-NOT:     memref<2x27xi8>
-// CHECK:         %[[P:.*]] = memref.get_global @{{.*}}_packed : memref<1x14x16xi16>
-// CHECK:         aicc_cpu.qgemm %{{.*}}[%{{.*}}], %[[P]], %{{.*}}[%{{.*}}] rows %{{.*}} {n = 2 : i64, k = 27 : i64, zp = 9 : i64} : memref<3x27xi8>, memref<1x14x16xi16>, memref<3x2xi32>
+// CHECK:         %[[P:.*]] = memref.get_global @{{.*}}_packed : memref<1x14x16xi8>
+// CHECK:         aicc_cpu.qgemm %{{.*}}[%{{.*}}], %[[P]], %{{.*}}[%{{.*}}] rows %{{.*}} {n = 2 : i64, k = 27 : i64, zp = 9 : i64} : memref<3x27xi8>, memref<1x14x16xi8>, memref<3x2xi32>
 // LLVM: define internal void @"aicc.qgemm.2.27.9.p"(
 // LLVM: store i16 0, ptr
 // LLVM: shufflevector <8 x i32> %{{.*}}, <8 x i32> <i32 undef, {{.*}}>, <8 x i32> <i32 0, i32 0, i32 0, i32 0, i32 0, i32 0, i32 0, i32 0>
