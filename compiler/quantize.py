@@ -98,6 +98,25 @@ def _input(op) -> SSAValue:
     return op.input if isinstance(op, aicc_nn.Conv2dOp) else op.lhs
 
 
+TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
+
+
+def _hw_pad(pad: aicc_nn.PadOp) -> bool:
+    """Whether an NCHW pad pads only H and W."""
+    return aicc_nn.int_values(pad.low)[:2] == aicc_nn.int_values(pad.high)[:2] == (0, 0)
+
+
+def _nhwc_pad(x: SSAValue, pad: aicc_nn.PadOp, value: float) -> aicc_nn.PadOp:
+    """The NCHW pad `pad`, of `value`, on the NHWC `x`."""
+    return aicc_nn.PadOp(x, [aicc_nn.int_values(pad.low)[i] for i in TO_NHWC],
+                         [aicc_nn.int_values(pad.high)[i] for i in TO_NHWC], value)
+
+
+def _window(stride: int, v: str, dil: int, k: str) -> str:
+    """The input subscript of output index v and window index k: `stride * v + dil * k`."""
+    return " + ".join(f"{a} * {x}" if a != 1 else x for a, x in ((stride, v), (dil, k)))
+
+
 def _int8_conv(op: aicc_nn.Conv2dOp, scale: float, zp: int, qw: np.ndarray, w_scale: np.ndarray) -> list:
     """conv2d as an int8 im2col: the NCHW input is quantized once, into NHWC (one pass over it,
     where quantizing the gathered windows would quantize each value KH*KW times; the
@@ -113,22 +132,16 @@ def _int8_conv(op: aicc_nn.Conv2dOp, scale: float, zp: int, qw: np.ndarray, w_sc
     o, _, kh, kw = qw.shape
     _, _, oh, ow = aicc.shape_of(op.result)
     (sh, sw), (dh, dw) = aicc_nn.int_values(op.strides), aicc_nn.int_values(op.dilations)
-
-    def term(stride, v, dil, k):
-        return " + ".join(f"{a} * {x}" if a != 1 else x for a, x in ((stride, v), (dil, k)))
-
     x, pad = op.input, op.input.owner
-    zero_pad = isinstance(pad, aicc_nn.PadOp) and pad.value.value.data == 0.0 \
-        and aicc_nn.int_values(pad.low)[:2] == aicc_nn.int_values(pad.high)[:2] == (0, 0)
+    zero_pad = isinstance(pad, aicc_nn.PadOp) and pad.value.value.data == 0.0 and _hw_pad(pad)
     if zero_pad:  # quantize the unpadded input, pad the int8 one with the zero point (what 0.0 gives)
         x = pad.input
     nhwc = aicc.TransposeOp(x, list(TO_NHWC))
     new: list = [nhwc, QuantizeOp(nhwc.result, [scale], [zp])]
     if zero_pad:
-        new.append(aicc_nn.PadOp(new[-1].results[0], [aicc_nn.int_values(pad.low)[i] for i in TO_NHWC],
-                                 [aicc_nn.int_values(pad.high)[i] for i in TO_NHWC], zp))
+        new.append(_nhwc_pad(new[-1].results[0], pad, zp))
     xq = new[-1].results[0]
-    text = f"out[n, p, q, i, j, c] = in0[n, {term(sh, 'p', dh, 'i')}, {term(sw, 'q', dw, 'j')}, c]"
+    text = f"out[n, p, q, i, j, c] = in0[n, {_window(sh, 'p', dh, 'i')}, {_window(sw, 'q', dw, 'j')}, c]"
     cols = TensorOp(text, [xq], {"n": n, "p": oh, "q": ow, "i": kh, "j": kw, "c": c},
                     aicc.TensorType(aicc.element_type_of(xq), (n, oh, ow, kh, kw, c)))
     rows = aicc.ReshapeOp(cols.result, (n * oh * ow, kh * kw * c))
@@ -143,15 +156,13 @@ def _int8_conv(op: aicc_nn.Conv2dOp, scale: float, zp: int, qw: np.ndarray, w_sc
     return [*new, cols, rows, cw, mm, f, sc, y, back, nchw]
 
 
-TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
-
-
 def _sink_to_nchw(block, t: aicc.TransposeOp) -> None:
     """Move an int8 conv's NHWC -> NCHW transpose `t` past the layout-free ops after it, so
     that consecutive int8 convs pass their activations on in NHWC: an elementwise unary op
-    (relu), an elementwise op with a constant (a bias), a pad of H and W, and a pool (as an NHWC
-    aicc.tensor_op reduction) run on the NHWC value, and the next int8 conv's NCHW -> NHWC transpose cancels against it. The transpose
-    stays in front of anything else, after the pools: on the smaller tensor."""
+    (relu), an elementwise op with a constant (a bias), a pad of H and W, and a pool (as an
+    NHWC aicc.tensor_op reduction) run on the NHWC value, and the next int8 conv's
+    NCHW -> NHWC transpose cancels against it. The transpose stays in front of anything else,
+    after the pools: on the smaller tensor."""
     from compiler.dialects.aicc_index import TensorOp
 
     v = t.input
@@ -176,14 +187,12 @@ def _sink_to_nchw(block, t: aicc.TransposeOp) -> None:
             (lhs, ka), (rhs, kb) = nhwc(u.lhs), nhwc(u.rhs)
             block.insert_ops_before([*ka, *kb], u)
             new = type(u)(lhs, rhs)
-        elif isinstance(u, aicc_nn.PadOp) and aicc_nn.int_values(u.low)[:2] == aicc_nn.int_values(u.high)[:2] == (0, 0):
-            new = aicc_nn.PadOp(v, [aicc_nn.int_values(u.low)[i] for i in TO_NHWC],
-                                [aicc_nn.int_values(u.high)[i] for i in TO_NHWC], u.value.value.data)
+        elif isinstance(u, aicc_nn.PadOp) and _hw_pad(u):
+            new = _nhwc_pad(v, u, u.value.value.data)
         elif isinstance(u, aicc_nn.Pool2dOp):
             (kh, kw), (sh, sw) = aicc_nn.int_values(u.kernel), aicc_nn.int_values(u.strides)
             (dh, dw), (n, c, oh, ow) = aicc_nn.int_values(u.dilations), aicc.shape_of(u.result)
-            h = " + ".join(f"{a} * {x}" if a != 1 else x for a, x in ((sh, "p"), (dh, "i")))
-            w = " + ".join(f"{a} * {x}" if a != 1 else x for a, x in ((sw, "q"), (dw, "j")))
+            h, w = _window(sh, "p", dh, "i"), _window(sw, "q", dw, "j")
             new = TensorOp(f"out[n, p, q, c] = {u.kind.data}[i, j](in0[n, {h}, {w}, c])", [v],
                            {"n": n, "p": oh, "q": ow, "c": c, "i": kh, "j": kw},
                            aicc.TensorType(aicc.element_type_of(v), (n, oh, ow, c)))

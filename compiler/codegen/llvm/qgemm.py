@@ -489,10 +489,9 @@ class _BodyPacked(_Body):
 
     def masked_scale(self, col: ir.Value) -> ir.Value:
         """col_scale[col .. col + 7], zeros beyond n."""
-        b = self.b
-        if "llvm.masked.load.v8f32.p0" not in self.e.em.module.globals:
-            ir.Function(self.e.em.module, ir.FunctionType(V8F32, [ir.PointerType(), I32, ir.VectorType(ir.IntType(1), 8),
-                                                                  V8F32]), name="llvm.masked.load.v8f32.p0")
-        load = self.e.em.module.globals["llvm.masked.load.v8f32.p0"]
+        b, module = self.b, self.e.em.module
+        load = module.globals.get("llvm.masked.load.v8f32.p0") or ir.Function(
+            module, ir.FunctionType(V8F32, [ir.PointerType(), I32, ir.VectorType(ir.IntType(1), 8), V8F32]),
+            name="llvm.masked.load.v8f32.p0")
         return b.call(load, [b.gep(self.col_scale, [col], inbounds=True, source_etype=F32), _c(4, I32), self.mask(col),
                              ir.Constant(V8F32, None)])
