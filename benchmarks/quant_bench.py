@@ -12,6 +12,9 @@ calling thread (which other processes on a shared machine disturb less), the spe
 CPU times, and the cosine similarity of the int8 output with float32. No assertion is made on
 any time. Writes benchmarks/results/quant.md.
 
+The CNN also runs against ONNX Runtime: the same network exported from torch and quantized by
+onnxruntime.quantization.quantize_static (QDQ), next to ONNX Runtime's float32 (ort_cnn_row).
+
 Dynamic quantization: a stack of two post-norm encoder layers (benchmarks/models.py's
 EncoderLayer, d 256, 4 heads, FFN 1024) at batch 1 x 128 tokens and batch 32 x 64 tokens, as a
 torch module: aicc float32 (`compiler.compile`), aicc int8 (`compiler.quantize_dynamic`, weights
@@ -28,6 +31,7 @@ import argparse
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -65,6 +69,8 @@ def models(batch: int, rng: np.random.Generator):
         h = ops.max_pool2d(ops.relu(ops.conv2d(h, c3, padding=1)), 2)
         return h.reshape(x.shape[0], -1) @ head
 
+    cnn.weights = (c1, c2, c3, head)  # for the same network in torch (ort_cnn_row)
+
     def ffn(x):
         return x + ops.gelu(x @ f1) @ f2
 
@@ -92,6 +98,57 @@ def timed(fns, reps: int) -> list[tuple[float, float]]:
 def _cos(a, b) -> float:
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def torch_cnn(c1, c2, c3, head):
+    """models()'s CNN as a torch module with the same weights."""
+    import torch
+
+    class CNN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.ParameterList(torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)))
+                                            for a in (c1, c2, c3, head))
+
+        def forward(self, x):
+            f = torch.nn.functional
+            h = torch.relu(f.conv2d(x, self.w[0], padding=1))
+            h = f.max_pool2d(torch.relu(f.conv2d(h, self.w[1], padding=1)), 2)
+            h = f.max_pool2d(torch.relu(f.conv2d(h, self.w[2], padding=1)), 2)
+            return h.reshape(x.shape[0], -1) @ self.w[3]
+
+    return CNN().eval()
+
+
+def ort_cnn_row(fn, calib, x, q, f, threads: int, reps: int, out_dir: Path) -> tuple:
+    """(wall, cpu) and cosine with float32 of aicc int8 `q`, aicc float32 `f`, ONNX Runtime on
+    the QDQ model onnxruntime.quantization.quantize_static writes (uint8 activations, int8
+    weights per channel, the same calibration batches) and ONNX Runtime float32."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    from models import to_onnx
+
+    f32, q8 = out_dir / "cnn.onnx", out_dir / "cnn_q.onnx"
+    f32.write_bytes(to_onnx(torch_cnn(*fn.weights), (x,)).SerializeToString())
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(calib)
+
+        def get_next(self):
+            b = next(self.it, None)
+            return None if b is None else {"x": b[0]}
+
+    quantize_static(str(f32), str(q8), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+    ort_q, ort_f = (ort.InferenceSession(str(p), so, providers=["CPUExecutionProvider"]) for p in (q8, f32))
+    ref = fn(x)
+    peers = [lambda: q(x), lambda: f(x), lambda: ort_q.run(None, {"x": x})[0], lambda: ort_f.run(None, {"x": x})[0]]
+    cos = [_cos(p(), ref) for p in peers]
+    return timed(peers, reps), cos
 
 
 def dynamic_rows(threads: int, reps: int, out_dir: Path) -> list[tuple]:
@@ -140,7 +197,8 @@ def main() -> None:
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "quant.md"))
     args = p.parse_args()
     rng = np.random.default_rng(0)
-    rows = []
+    rows, ort_cnn = [], None
+    tmp = tempfile.TemporaryDirectory()
     for name, (fn, shape) in ({} if args.skip_static else models(args.batch, rng)).items():
         calib = [(rng.standard_normal(shape).astype(np.float32),) for _ in range(8)]
         x = rng.standard_normal(shape).astype(np.float32)
@@ -152,10 +210,12 @@ def main() -> None:
         rows.append((name, q.stats["quantized_ops"], w_q, c_q, w_f, c_f, cos))
         print(f"{name}: int8 {c_q:.3f} ms, float32 {c_f:.3f} ms (CPU) -> {c_f / c_q:.2f}x; cosine {cos:.5f}",
               flush=True)
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        dyn = dynamic_rows(args.threads, max(5, args.reps // 2), Path(tmp))
+        if name.startswith("CNN"):
+            ort_cnn = (name, *ort_cnn_row(fn, calib, x, q, f, args.threads, args.reps, Path(tmp.name)))
+            print(name, "aicc int8 / float32, ORT int8 QDQ / float32:",
+                  " | ".join(f"{c:.3f} ms (cos {k:.4f})" for (_, c), k in zip(*ort_cnn[1:])), flush=True)
+    dyn = dynamic_rows(args.threads, max(5, args.reps // 2), Path(tmp.name))
+    tmp.cleanup()
     lines = [
         "# int8 (compiler.quantize) against float32 (compiler.compile)",
         "",
@@ -169,6 +229,18 @@ def main() -> None:
         "|---|---|---|---|---|---|",
         *(f"| {n} | {k} | {wq:.3f} / {cq:.3f} | {wf:.3f} / {cf:.3f} | {cf / cq:.2f}x | {c:.5f} |"
           for n, k, wq, cq, wf, cf, c in rows),
+        *([] if ort_cnn is None else [
+            "",
+            "The CNN against ONNX Runtime: the same network exported from torch, quantized by",
+            "`onnxruntime.quantization.quantize_static` (QDQ, uint8 activations, int8 weights per channel, the",
+            "same calibration batches) and run by ONNX Runtime with one intra-op thread (its AVX2 u8 x s8",
+            "kernel may saturate int16 pair sums); each cell: median wall ms / least CPU ms (cosine with",
+            "float32); speed-ups from CPU ms.",
+            "",
+            "| model | aicc int8 | aicc float32 | ORT int8 (QDQ) | ORT float32 | aicc int8 vs ORT int8 |",
+            "|---|---|---|---|---|---|",
+            f"| {ort_cnn[0]} | " + " | ".join(f"{w:.2f} / {c:.2f} ({k:.4f})" for (w, c), k in zip(*ort_cnn[1:]))
+            + f" | {ort_cnn[1][2][1] / ort_cnn[1][0][1]:.2f}x |"]),
         "",
         "## Dynamic quantization (compiler.quantize_dynamic) of transformer encoder layers",
         "",

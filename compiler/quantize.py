@@ -98,37 +98,113 @@ def _input(op) -> SSAValue:
     return op.input if isinstance(op, aicc_nn.Conv2dOp) else op.lhs
 
 
+TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
+
+
+def _hw_pad(pad: aicc_nn.PadOp) -> bool:
+    """Whether an NCHW pad pads only H and W."""
+    return aicc_nn.int_values(pad.low)[:2] == aicc_nn.int_values(pad.high)[:2] == (0, 0)
+
+
+def _nhwc_pad(x: SSAValue, pad: aicc_nn.PadOp, value: float) -> aicc_nn.PadOp:
+    """The NCHW pad `pad`, of `value`, on the NHWC `x`."""
+    return aicc_nn.PadOp(x, [aicc_nn.int_values(pad.low)[i] for i in TO_NHWC],
+                         [aicc_nn.int_values(pad.high)[i] for i in TO_NHWC], value)
+
+
+def _window(stride: int, v: str, dil: int, k: str) -> str:
+    """The input subscript of output index v and window index k: `stride * v + dil * k`."""
+    return " + ".join(f"{a} * {x}" if a != 1 else x for a, x in ((stride, v), (dil, k)))
+
+
 def _int8_conv(op: aicc_nn.Conv2dOp, scale: float, zp: int, qw: np.ndarray, w_scale: np.ndarray) -> list:
-    """conv2d as an int8 im2col: one aicc.tensor_op gathers the (already padded) input's
-    windows, cols[n, p, q, i, j, c] = x[n, c, s p + d i, s q + d j], the quantize that follows
-    fuses into that loop, and the (N*OH*OW, K*K*C) int8 rows times the (O, K*K*C) weight run in
-    matmul_integer, scaled per output channel, then back to NCHW. The frontend's zero padding
-    quantizes to the zero point exactly, so it still contributes nothing."""
+    """conv2d as an int8 im2col: the NCHW input is quantized once, into NHWC (one pass over it,
+    where quantizing the gathered windows would quantize each value KH*KW times; the
+    frontend's zero padding comes after, as the zero point, so the quantize fuses with the ops
+    before it), then one aicc.tensor_op gathers its int8 windows,
+    cols[n, p, q, i, j, c] = xq[n, s p + d i, s q + d j, c], whose rows copy runs of KW*C
+    contiguous bytes; the (N*OH*OW, KH*KW*C) rows times the (O, KH*KW*C) weight run in
+    matmul_integer, scaled per output channel, then back to NCHW. Zero padding is the zero
+    point exactly (0.0 quantizes to it), so it still contributes nothing."""
     from compiler.dialects.aicc_index import TensorOp
 
     n, c, _, _ = aicc.shape_of(op.input)
     o, _, kh, kw = qw.shape
     _, _, oh, ow = aicc.shape_of(op.result)
     (sh, sw), (dh, dw) = aicc_nn.int_values(op.strides), aicc_nn.int_values(op.dilations)
-
-    def term(stride, v, dil, k):
-        return " + ".join(f"{a} * {x}" if a != 1 else x for a, x in ((stride, v), (dil, k)))
-
-    text = f"out[n, p, q, i, j, c] = in0[n, c, {term(sh, 'p', dh, 'i')}, {term(sw, 'q', dw, 'j')}]"
-    cols = TensorOp(text, [op.input], {"n": n, "p": oh, "q": ow, "i": kh, "j": kw, "c": c},
-                    aicc.TensorType(f32, (n, oh, ow, kh, kw, c)))
-    new: list = [cols, QuantizeOp(cols.result, [scale], [zp])]
-    new.append(aicc.ReshapeOp(new[-1].result, (n * oh * ow, kh * kw * c)))
-    rows = new[-1].result
+    x, pad = op.input, op.input.owner
+    zero_pad = isinstance(pad, aicc_nn.PadOp) and pad.value.value.data == 0.0 and _hw_pad(pad)
+    if zero_pad:  # quantize the unpadded input, pad the int8 one with the zero point (what 0.0 gives)
+        x = pad.input
+    nhwc = aicc.TransposeOp(x, list(TO_NHWC))
+    new: list = [nhwc, QuantizeOp(nhwc.result, [scale], [zp])]
+    if zero_pad:
+        new.append(_nhwc_pad(new[-1].results[0], pad, zp))
+    xq = new[-1].results[0]
+    text = f"out[n, p, q, i, j, c] = in0[n, {_window(sh, 'p', dh, 'i')}, {_window(sw, 'q', dw, 'j')}, c]"
+    cols = TensorOp(text, [xq], {"n": n, "p": oh, "q": ow, "i": kh, "j": kw, "c": c},
+                    aicc.TensorType(aicc.element_type_of(xq), (n, oh, ow, kh, kw, c)))
+    rows = aicc.ReshapeOp(cols.result, (n * oh * ow, kh * kw * c))
     cw = aicc.ConstantOp.from_array(np.ascontiguousarray(qw.transpose(0, 2, 3, 1)).reshape(o, kh * kw * c))
-    mm = MatmulIntegerOp(rows, cw.result, zp, transpose_rhs=True)
+    mm = MatmulIntegerOp(rows.result, cw.result, zp, transpose_rhs=True)
     mm.attributes[QUANTIZED_ATTR] = aicc.StringAttr("conv2d")
     f = aicc.CastOp(mm.result, f32)
     sc = aicc.ConstantOp.from_array((scale * np.broadcast_to(w_scale, (o,))).astype(np.float32))
     y = aicc.MulOp(f.result, sc.result)
     back = aicc.ReshapeOp(y.result, (n, oh, ow, o))
-    nchw = aicc.TransposeOp(back.result, [0, 3, 1, 2])
-    return [*new, cw, mm, f, sc, y, back, nchw]
+    nchw = aicc.TransposeOp(back.result, list(TO_NCHW))
+    return [*new, cols, rows, cw, mm, f, sc, y, back, nchw]
+
+
+def _sink_to_nchw(block, t: aicc.TransposeOp) -> None:
+    """Move an int8 conv's NHWC -> NCHW transpose `t` past the layout-free ops after it, so
+    that consecutive int8 convs pass their activations on in NHWC: an elementwise unary op
+    (relu), an elementwise op with a constant (a bias), a pad of H and W, and a pool (as an
+    NHWC aicc.tensor_op reduction) run on the NHWC value, and the next int8 conv's
+    NCHW -> NHWC transpose cancels against it. The transpose stays in front of anything else,
+    after the pools: on the smaller tensor."""
+    from compiler.dialects.aicc_index import TensorOp
+
+    v = t.input
+    for use in list(t.result.uses):
+        u = use.operation
+        if isinstance(u, aicc.TransposeOp) and tuple(TO_NCHW[i] for i in u.perm) == (0, 1, 2, 3):
+            u.result.replace_all_uses_with(v)
+            block.erase_op(u)
+            continue
+        if isinstance(u, aicc.UnaryOp):
+            new = type(u).create(operands=[v], result_types=[v.type], attributes=dict(u.attributes),
+                                 properties=dict(u.properties))
+        elif isinstance(u, aicc.BinaryOp) and aicc.shape_of(u.result) == aicc.shape_of(t.result) \
+                and all(isinstance(x.owner, aicc.ConstantOp) for x in u.operands if x is not t.result):
+            def nhwc(x):  # the constant operand (a conv bias), broadcast to rank 4 and permuted
+                if x is t.result:
+                    return v, []
+                a = aicc.numpy_from_dense(x.owner.value)
+                k = aicc.ConstantOp.from_array(np.ascontiguousarray(a.reshape((1,) * (4 - a.ndim) + a.shape)
+                                                                   .transpose(TO_NHWC)))
+                return k.result, [k]
+            (lhs, ka), (rhs, kb) = nhwc(u.lhs), nhwc(u.rhs)
+            block.insert_ops_before([*ka, *kb], u)
+            new = type(u)(lhs, rhs)
+        elif isinstance(u, aicc_nn.PadOp) and _hw_pad(u):
+            new = _nhwc_pad(v, u, u.value.value.data)
+        elif isinstance(u, aicc_nn.Pool2dOp):
+            (kh, kw), (sh, sw) = aicc_nn.int_values(u.kernel), aicc_nn.int_values(u.strides)
+            (dh, dw), (n, c, oh, ow) = aicc_nn.int_values(u.dilations), aicc.shape_of(u.result)
+            h, w = _window(sh, "p", dh, "i"), _window(sw, "q", dw, "j")
+            new = TensorOp(f"out[n, p, q, c] = {u.kind.data}[i, j](in0[n, {h}, {w}, c])", [v],
+                           {"n": n, "p": oh, "q": ow, "c": c, "i": kh, "j": kw},
+                           aicc.TensorType(aicc.element_type_of(v), (n, oh, ow, c)))
+        else:
+            continue
+        back = aicc.TransposeOp(new.results[0], list(TO_NCHW))
+        block.insert_ops_before([new, back], u)
+        u.results[0].replace_all_uses_with(back.result)
+        block.erase_op(u)
+        _sink_to_nchw(block, back)
+    if not t.result.uses:
+        block.erase_op(t)
 
 
 class _RangeObserver:
@@ -272,6 +348,7 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
                 first_inputs.append(np.array(outs[n_out + i]))
 
     report = QuantizationReport(method, per_channel, len(batches))
+    to_nchw: list[aicc.TransposeOp] = []  # each int8 conv's output transpose
     for i, (op, obs) in enumerate(zip(candidates, observers)):
         scale, zp = obs.params()
         x = first_inputs[i]
@@ -285,6 +362,9 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
             fop.body.block.insert_ops_before(new, op)
             op.result.replace_all_uses_with(new[-1].result)
             fop.body.block.erase_op(op)
+            if isinstance(op.input.owner, aicc_nn.PadOp) and not op.input.uses:
+                fop.body.block.erase_op(op.input.owner)
+            to_nchw.append(new[-1])
             conv = {"stride": aicc_nn.int_values(op.strides), "dilation": aicc_nn.int_values(op.dilations)}
             wq = qw.astype(np.float64) * (w_scale if per_channel else w_scale[0]).reshape(-1, 1, 1, 1)
             sqnr = _sqnr(ops.conv2d(x, w, **conv).astype(np.float64), ops.conv2d(xq, wq, **conv))
@@ -307,6 +387,8 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
         report.layers.append(LayerQuant(i, locations.get(op, ""), tuple(wt.shape), scale, zp, w_scale,
                                         _sqnr(x.astype(np.float64) @ wt, xq @ wq)))
 
+    for t in to_nchw:
+        _sink_to_nchw(fop.body.block, t)
     m = compile_module(module, program.func_name, output_is_tuple=program.output_is_tuple,
                        options=options, locations=locations)
     m.input_names = getattr(program, "input_names", None)

@@ -97,6 +97,51 @@ func.func @mm(%a: tensor<{a_t}xi8>, %b: tensor<{b_t}xi8>) -> tensor<{o_t}xi32> {
     np.testing.assert_array_equal(m(a, b)[0], expect.astype(np.int32))
 
 
+@pytest.mark.parametrize("m_,k,n", [(1, 7, 3), (7, 27, 32), (9, 129, 5), (33, 300, 17), (2, 32, 4),
+                                    (11, 2, 24), (6, 1, 9)], ids=str)
+@pytest.mark.parametrize("zp", [-128, 9, 127])
+def test_matmul_integer_constant_weight(m_, k, n, zp):
+    """A constant 8-bit weight is packed for the broadcast kernel (pairs of k, groups of 8
+    columns, zeros beyond n and k): tiles of 1 to 4 rows, 8 or 16 columns, a masked store of
+    the last n % 8 columns, blocks of 8 rows and their rest. Exact all the same."""
+    w = RNG.integers(-128, 128, (n, k)).astype(np.int8)
+    w[0, :] = -128
+    dense = "[" + ", ".join("[" + ", ".join(map(str, r)) + "]" for r in w) + "]"
+    m, _ = _compile(f"""
+func.func @mm(%a: tensor<{m_}x{k}xi8>) -> tensor<{m_}x{n}xi32> {{
+  %w = aicc.constant dense<{dense}> : tensor<{n}x{k}xi8>
+  %y = aicc.matmul_integer %a, %w {{lhs_zero_point = {zp} : i64, transpose_rhs}} : tensor<{m_}x{k}xi8>, tensor<{n}x{k}xi8> -> tensor<{m_}x{n}xi32>
+  func.return %y : tensor<{m_}x{n}xi32>
+}}""", "mm")
+    assert "_packed" in m.ir("loops")
+    for a in (RNG.integers(-128, 128, (m_, k)), np.full((m_, k), 127), np.full((m_, k), -128)):
+        a = a.astype(np.int8)
+        np.testing.assert_array_equal(m(a)[0], (a.astype(np.int64) - zp) @ w.T.astype(np.int64))
+
+
+@pytest.mark.parametrize("batch,m_,k,n", [((), 9, 27, 3), ((2,), 5, 40, 17), ((), 33, 288, 64)], ids=str)
+def test_matmul_integer_scaled_in_the_kernel(batch, m_, k, n):
+    """float(matmul_integer(a, w)) * s[j], an int8 conv's epilogue, runs in the packed kernel
+    as it stores (`col_scale`): the same float32 products as NumPy's, masked for n % 8."""
+    w = RNG.integers(-128, 128, (n, k)).astype(np.int8)
+    sc = (RNG.random(n) + 0.5).astype(np.float32) / 1000
+    dense = "[" + ", ".join("[" + ", ".join(map(str, r)) + "]" for r in w) + "]"
+    a_t, o_t = "x".join(map(str, (*batch, m_, k))), "x".join(map(str, (*batch, m_, n)))
+    m, _ = _compile(f"""
+func.func @mm(%a: tensor<{a_t}xi8>) -> tensor<{o_t}xf32> {{
+  %w = aicc.constant dense<{dense}> : tensor<{n}x{k}xi8>
+  %s = aicc.constant dense<[{", ".join(repr(float(v)) for v in sc)}]> : tensor<{n}xf32>
+  %y = aicc.matmul_integer %a, %w {{lhs_zero_point = -5 : i64, transpose_rhs}} : tensor<{a_t}xi8>, tensor<{n}x{k}xi8> -> tensor<{o_t}xi32>
+  %f = aicc.cast %y : tensor<{o_t}xi32> -> tensor<{o_t}xf32>
+  %z = aicc.mul %f, %s : tensor<{o_t}xf32>, tensor<{n}xf32> -> tensor<{o_t}xf32>
+  func.return %z : tensor<{o_t}xf32>
+}}""", "mm")
+    assert "col_scale" in m.ir("loops")
+    a = RNG.integers(-128, 128, (*batch, m_, k)).astype(np.int8)
+    acc = (a.astype(np.int64) + 5) @ w.T.astype(np.int64)
+    np.testing.assert_array_equal(m(a)[0], acc.astype(np.float32) * sc)
+
+
 def test_quantize_matmul_rewrite_is_exact():
     """quantize-matmul changes the order of the float operations only: the integer model
     matches the float dequantize-matmul graph it replaced to float rounding."""
@@ -258,6 +303,57 @@ def test_quantized_cnn_matches_float():
     assert [layer.kind for layer in q.quantization.layers] == ["conv2d"] * 3 + ["matmul"]
     assert _cos(q(x), cnn(x)) >= 0.99
     assert all(layer.sqnr_db > 20 for layer in q.quantization.layers)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_quantized_convs_keep_nhwc_and_match_fake_quantization(batch):
+    """Consecutive int8 convs pass NHWC activations on: the bias add, relu, pads and pools
+    between them run in NHWC and only the model's input and the flatten at the end transpose;
+    a conv's zero padding comes after its quantize, as the zero point in int8.
+    The result is the float model with each conv's input and weight fake-quantized by the
+    report's parameters (odd shapes: 7 input channels, 129 channels, a non-square image, a
+    padded max pool and an average pool)."""
+    from compiler.lowering.dynamic_quantize import symmetric_weights
+
+    w1 = (RNG.standard_normal((129, 7, 3, 3)) / 8).astype(np.float32)
+    b1 = (RNG.standard_normal(129) * 0.1).astype(np.float32)
+    w2 = (RNG.standard_normal((5, 129, 3, 2)) / 30).astype(np.float32)
+    w3 = (RNG.standard_normal((5 * 2 * 1, 4)) / 5).astype(np.float32)
+
+    def cnn(x, conv=compiler.ops.conv2d, mm=np.matmul):
+        h = compiler.ops.relu(conv(x, w1, b1, padding=1))
+        h = compiler.ops.max_pool2d(h, 3, stride=2, padding=1)
+        h = compiler.ops.avg_pool2d(compiler.ops.relu(conv(h, w2, stride=(1, 2))), 2)
+        return mm(h.reshape(x.shape[0], -1), w3)
+
+    shape = (batch, 7, 11, 14)
+    calib = [(RNG.standard_normal(shape).astype(np.float32),) for _ in range(3)]
+    x = RNG.standard_normal(shape).astype(np.float32)
+    q = compiler.quantize(cnn, calib, (x,))
+    assert q.stats["tensor_ops"]["aicc.transpose"] == 2
+    pads = [line for line in q.ir("tensor").splitlines() if "aicc.pad" in line]
+    assert len(pads) == 2 and "xi8>" in pads[0] and "xf32>" in pads[1]  # the conv's zero padding, the pool's -inf
+    layers = iter(q.quantization.layers)
+
+    def fake(x, w, axis):
+        layer = next(layers)
+        s, zp = np.float32(layer.act_scale), layer.act_zero_point
+        xq = (np_quantize(x, s, zp).astype(np.float64) - zp) * s
+        qw, ws = symmetric_weights(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1), True, 0)
+        return xq, np.moveaxis((qw * ws[:, None]).reshape(np.moveaxis(w, axis, 0).shape), 0, axis)
+
+    def conv(x, w, b=None, **kw):
+        xq, wq = fake(x, w, 0)
+        return compiler.ops.conv2d(xq, wq, b, **kw)
+
+    def mm(x, w):
+        xq, wq = fake(x, w, 1)
+        return xq @ wq
+
+    want = cnn(x, conv, mm)
+    got = q(x)
+    assert _cos(got, want) >= 0.99999
+    np.testing.assert_allclose(got, want, atol=1e-3 * np.abs(want).max())
 
 
 @pytest.mark.parametrize("per_channel", [False, True])

@@ -144,7 +144,19 @@ class QGemmOp(IRDLOperation):
     With `colsum %s : memref<Nxi32>` (the sums of B's rows) every B value is within [-64, 63]
     (7-bit weights): the kernel multiplies A + 128 (uint8) by B with `vpmaddubsw`, 32
     products per instruction, whose pair sums then stay within int16 (2 * 255 * 64 < 2^15),
-    and subtracts (zp + 128) * colsum[j] at the end."""
+    and subtracts (zp + 128) * colsum[j] at the end.
+
+    B's rows may be longer than k (memref<N x KB>, KB > k a multiple of the kernel's chunk):
+    a constant B padded with zeros, so that the kernel reads whole chunks and never a scalar
+    tail (A's row buffer is zero beyond k).
+
+    A packed B, memref<G x K2 x 16 x i8> (G = ceil(N / 8), K2 = ceil(k / 2)): a constant B
+    laid out by lower-qgemm for the broadcast kernel, Bp[g, p, 2c + t] = B[8g + c, 2p + t]
+    (zeros beyond N and k); see compiler/codegen/llvm/qgemm.py's _BodyPacked.
+
+    With a packed B, `col_scale %s : memref<Nxf32>` makes C f32: C[r, j] = sum * s[j], the
+    matmul's int32 -> float32 epilogue (an int8 conv's per-channel scale) done as the tile is
+    stored, so the int32 result is never written."""
 
     name = "aicc_cpu.qgemm"
 
@@ -157,6 +169,7 @@ class QGemmOp(IRDLOperation):
     scale = opt_operand_def(Float32Type)
     zero_point = opt_operand_def(Float32Type)
     colsum = opt_operand_def(MemRefType)
+    col_scale = opt_operand_def(MemRefType)
 
     n = prop_def(IntegerAttr)
     k = prop_def(IntegerAttr)
@@ -165,20 +178,26 @@ class QGemmOp(IRDLOperation):
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
     assembly_format = ("$a `[` $a_off `]` `,` $b `,` $c `[` $c_off `]` `rows` $m "
-                       "(`quantize` $scale^ `,` $zero_point)? (`colsum` $colsum^ `:` type($colsum))? attr-dict "
+                       "(`quantize` $scale^ `,` $zero_point)? (`colsum` $colsum^ `:` type($colsum))? "
+                       "(`col_scale` $col_scale^ `:` type($col_scale))? attr-dict "
                        "`:` type($a) `,` type($b) `,` type($c)")
 
     def __init__(self, a: SSAValue, a_off: SSAValue, b: SSAValue, c: SSAValue, c_off: SSAValue,
                  m: SSAValue, *, n: int, k: int, zp: int, quantize: tuple[SSAValue, SSAValue] | None = None,
-                 colsum: SSAValue | None = None):
+                 colsum: SSAValue | None = None, col_scale: SSAValue | None = None):
         scale, zero_point = ([quantize[0]], [quantize[1]]) if quantize else ([], [])
-        super().__init__(operands=[a, a_off, b, c, c_off, m, scale, zero_point, [colsum] if colsum else []],
+        super().__init__(operands=[a, a_off, b, c, c_off, m, scale, zero_point, [colsum] if colsum else [],
+                                   [col_scale] if col_scale else []],
                          properties={"n": IntegerAttr(n, i64), "k": IntegerAttr(k, i64),
                                      "zp": IntegerAttr(zp, i64)})
 
     @property
     def dynamic(self) -> bool:
         return self.scale is not None
+
+    @property
+    def packed(self) -> bool:
+        return len(self.b.type.get_shape()) == 3
 
     def verify_(self) -> None:
         if min(self.n.value.data, self.k.value.data) < 1:
@@ -190,13 +209,25 @@ class QGemmOp(IRDLOperation):
                                         self.colsum.type.element_type.width.data != 32):
             raise VerifyException(f"aicc_cpu.qgemm: colsum must be a memref<{self.n.value.data}xi32>, got "
                                   f"{self.colsum.type}")
+        n, k, b_shape = self.n.value.data, self.k.value.data, self.b.type.get_shape()
+        if self.packed:
+            if b_shape != (-(-n // 8), -(-k // 2), 16) or self.colsum is not None:
+                raise VerifyException(f"aicc_cpu.qgemm: a packed B must be a memref<{-(-n // 8)}x{-(-k // 2)}x16xi8> "
+                                      f"(and takes no colsum), got {self.b.type}")
+        elif len(b_shape) != 2 or b_shape[0] != n or b_shape[1] < k:
+            raise VerifyException(f"aicc_cpu.qgemm: B must be a memref<{n}xKB> with KB >= k = {k}, got {self.b.type}")
+        if self.col_scale is not None and (not self.packed or self.col_scale.type.get_shape() != (n,)
+                                           or not isinstance(self.col_scale.type.element_type, Float32Type)):
+            raise VerifyException(f"aicc_cpu.qgemm: col_scale takes a packed B and a memref<{n}xf32>, got "
+                                  f"{self.col_scale.type}")
         for v, width in ((self.a, 8), (self.b, 8), (self.c, 32)):
             e = v.type.element_type
-            ok = isinstance(e, Float32Type) if v is self.a and self.dynamic else \
-                (hasattr(e, "width") and e.width.data == width)
+            f32 = (v is self.a and self.dynamic) or (v is self.c and self.col_scale is not None)
+            ok = isinstance(e, Float32Type) if f32 else (hasattr(e, "width") and e.width.data == width)
             if not ok:
                 raise VerifyException(f"aicc_cpu.qgemm: expected {'an f32' if self.dynamic else 'an i8'} A, "
-                                      f"an i8 B and an i32 C, got {v.type}")
+                                      f"an i8 B and "
+                                      f"{'an f32' if self.col_scale is not None else 'an i32'} C, got {v.type}")
 
 
 AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp], [])

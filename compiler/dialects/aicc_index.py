@@ -110,8 +110,10 @@ class TensorOp(IRDLOperation):
             raise VerifyException(f"aicc.tensor_op: the expression reads {', '.join(names) or 'nothing'}; "
                                   f"it must read in0 .. in{len(self.inputs) - 1} in order of first appearance")
         elem = element_type_of(self.result)
-        if not isinstance(elem, AnyFloat):
-            raise VerifyException(f"aicc.tensor_op: the result must be a float tensor, got {self.result.type}")
+        copy = isinstance(stmt.body, ixn.Access) and not stmt.accumulate  # a gather: any element type
+        if not isinstance(elem, AnyFloat) and not copy:
+            raise VerifyException(f"aicc.tensor_op: the result must be a float tensor (or the expression a "
+                                  f"plain read, out[...] = in0[...]), got {self.result.type}")
         for i, v in enumerate(self.inputs):
             if element_type_of(v) != elem:
                 raise VerifyException(f"aicc.tensor_op: operand in{i} is {v.type}, the result's element type is {elem}")

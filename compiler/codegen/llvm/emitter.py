@@ -481,9 +481,11 @@ class FunctionEmitter:
 
     def loop(self, lb: ir.Value, ub: ir.Value, step: ir.Value, inits: list[ir.Value],
              body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
-             known_nonempty: bool = False) -> list[ir.Value]:
+             known_nonempty: bool = False, unroll: bool = True) -> list[ir.Value]:
         """Rotated counted loop ``for (iv = lb; iv < ub; iv += step)`` with loop-carried
-        values; ``body(iv, carried)`` emits the body and returns the next carried values."""
+        values; ``body(iv, carried)`` emits the body and returns the next carried values.
+        Without `unroll`, LLVM leaves the loop as emitted (`llvm.loop.unroll.disable`): a
+        kernel body whose registers unrolling would spill."""
         b = self.b
         pre = b.block
         body_bb = self.fn.append_basic_block("loop")
@@ -503,7 +505,13 @@ class FunctionEmitter:
         nexts = body(iv, list(carried))
         latch = b.block
         nxt = b.add(iv, step, flags=["nsw"])
-        b.cbranch(b.icmp_signed("<", nxt, ub), body_bb, exit_bb)
+        br = b.cbranch(b.icmp_signed("<", nxt, ub), body_bb, exit_bb)
+        if not unroll:
+            module = self.fn.module
+            loop_id = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+            loop_id = module.add_metadata([loop_id, loop_id])
+            loop_id.operands = (loop_id, loop_id.operands[1])  # the loop ID refers to itself
+            br.set_metadata("llvm.loop", loop_id)
         iv.add_incoming(nxt, latch)
         for p, v in zip(carried, nexts):
             p.add_incoming(v, latch)

@@ -22,6 +22,16 @@ With a `colsum` (a B within [-64, 63], 7-bit weights) the buffer holds A + 128 a
 each 32-element chunk is one `vpmaddubsw` (u8 x s8, pair sums exact in i16) and one `vpmaddwd`
 by ones into the i32 accumulators; (zp + 128) * colsum[j] is subtracted at the end
 (`_BodyU8`).
+
+A B whose rows are longer than k (memref<N x KB>: a constant padded with zeros to a multiple
+of the chunk by lower-qgemm) is read in whole chunks up to KB: the buffer then holds A's whole
+row, zeros beyond k, and no dot product has a scalar tail.
+
+A packed B (any other constant, memref<G x K2 x 16 x i8>) gets the broadcast kernel
+(`_BodyPacked`): each vpmaddwd multiplies one row's broadcast i16 pair of A by 8 columns, the
+accumulators hold C's row segments (no horizontal sums) and, with a `col_scale`, the tile is
+stored as float(sum) * scale[j]. On AVX2 without VNNI (Zen 3: one vpmaddwd per cycle) this is
+the int8 peak, 16 multiply-adds per cycle, which the dot-product kernel above only approaches.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ from compiler.codegen.llvm.emitter import FunctionEmitter, handles
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32 = ir.FloatType()
 V16I8, V16I16, V8I32 = ir.VectorType(I8, 16), ir.VectorType(I16, 16), ir.VectorType(I32, 8)
-V16F32 = ir.VectorType(F32, 16)
+V16F32, V8F32 = ir.VectorType(F32, 16), ir.VectorType(F32, 8)
 CHUNK = 16
 MR, NR = 2, 4
 
@@ -46,25 +56,33 @@ def _c(v: int, ty=I64) -> ir.Constant:
 def emit_qgemm(e: FunctionEmitter, op) -> None:
     n, k, zp = (getattr(op, p).value.data for p in ("n", "k", "zp"))
     dynamic, u8 = op.scale is not None, op.colsum is not None
-    fn = _kernel(e, n, k, zp, dynamic, u8)
+    scaled = op.col_scale is not None
+    fn = _kernel(e, n, k, zp, dynamic, u8, None if op.packed else op.b.type.get_shape()[1], scaled)
     b = e.b
     a = b.gep(e.get(op.a), [e.get(op.a_off)], inbounds=True, source_etype=F32 if dynamic else I8)
-    c = b.gep(e.get(op.c), [e.get(op.c_off)], inbounds=True, source_etype=I32)
+    c = b.gep(e.get(op.c), [e.get(op.c_off)], inbounds=True, source_etype=F32 if scaled else I32)
     extra = [e.get(op.scale), e.get(op.zero_point)] if dynamic else []
-    b.call(fn, [a, e.get(op.b), c, e.get(op.m), *([e.get(op.colsum)] if u8 else []), *extra])
+    b.call(fn, [a, e.get(op.b), c, e.get(op.m), *([e.get(op.colsum)] if u8 else []),
+                *([e.get(op.col_scale)] if scaled else []), *extra])
 
 
-def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, u8: bool = False) -> ir.Function:
+def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, u8: bool = False,
+            kb: int | None = None, scaled: bool = False) -> ir.Function:
     """`void @aicc.qgemm.<n>.<k>.<zp>(ptr a, ptr b, ptr c, i64 rows)`, once per module;
     dynamic: `@aicc.dqgemm.<n>.<k>(ptr a, ptr b, ptr c, i64 rows, float scale, float zp)`;
-    with a colsum (7-bit B, vpmaddubsw) `.u8` in the name and `ptr colsum` after `rows`."""
+    with a colsum (7-bit B, vpmaddubsw) `.u8` in the name and `ptr colsum` after `rows`; with
+    B's rows padded to kb > k, `.b<kb>`; kb None: B packed (`_BodyPacked`), `.p`, and with a
+    column scale (an f32 C) `.s` and `ptr col_scale` after `rows`."""
     module = e.em.module
-    name = (f"aicc.dqgemm.{n}.{k}" if dynamic else f"aicc.qgemm.{n}.{k}.{zp}") + (".u8" if u8 else "")
+    packed = kb is None
+    kb = 2 * -(-k // 2) if packed else kb
+    name = (f"aicc.dqgemm.{n}.{k}" if dynamic else f"aicc.qgemm.{n}.{k}.{zp}") + (".u8" if u8 else "") \
+        + (".p" if packed else f".b{kb}" if kb > k else "") + (".s" if scaled else "")
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     ptr = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, I64, *([ptr] if u8 else []),
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, I64, *([ptr] if u8 or scaled else []),
                                                              *([F32, F32] if dynamic else [])]), name=name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
@@ -72,22 +90,25 @@ def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, 
     for arg in fn.args[:3]:
         arg.add_attribute("noalias")
         arg.add_attribute("captures(none)")
-    kb = FunctionEmitter(e.em, fn)
-    (_BodyU8 if u8 else _Body)(kb, fn.args, n, k, zp).emit()
-    kb.b.ret_void()
-    kb.finish()
+    body = FunctionEmitter(e.em, fn)
+    (_BodyPacked if packed else _BodyU8 if u8 else _Body)(body, fn.args, n, k, zp, kb, scaled).emit()
+    body.b.ret_void()
+    body.finish()
     return fn
 
 
 class _Body:
-    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int):
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, scaled: bool = False):
         self.e, self.b = e, e.b
         self.a, self.bm, self.c, self.rows = args[:4]
         args = self.extra(list(args[4:]))
         self.dynamic = len(args) > 0
-        self.n, self.k, self.zp = n, k, zp
-        self.kc = k - k % CHUNK
-        self.ks = k if self.dynamic else self.kc  # the i16 buffer's row: all of it when dynamic
+        self.n, self.k, self.zp, self.kb = n, k, zp, kb  # kb: B's row length, k or padded
+        self.padded = kb > k
+        self.kv = k - k % CHUNK  # A's 16-wide conversion chunks
+        self.kc = kb if self.padded else self.kv  # the tiles' vector chunks; any rest is the scalar tail
+        # the i16 buffer's row: all of A's (zeros beyond k) when dynamic or padded
+        self.ks = kb if self.padded else k if self.dynamic else self.kv
         module = e.em.module
         if self.dynamic:
             self.scale, self.zpf = args[:2]
@@ -115,37 +136,57 @@ class _Body:
             self.row_block(b.sub(self.rows, _c(1)), 1)
 
     def row_block(self, r0: ir.Value, mr: int) -> None:
-        e, b = self.e, self.b
-        a_rows = [self._row(self.a, b.add(r0, _c(i)), self.k, F32 if self.dynamic else I8) for i in range(mr)]
         self.a16 = None
         if self.ks:  # the rows as i16 minus the zero point, once for all columns
             self.a16 = self.scratch(mr)
-
-            def convert(kk, _):
-                for i, row in enumerate(a_rows):
-                    if self.dynamic:
-                        v = self.quantize(b.load(b.gep(row, [kk], inbounds=True, source_etype=F32), typ=V16F32,
-                                                 align=4), V16F32, V16I16)
-                    else:
-                        v = b.sub(b.sext(b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=V16I8,
-                                                align=1), V16I16), self.zp_v)
-                    at = b.add(b.mul(_c(i), _c(self.ks)), kk)
-                    b.store(v, b.gep(self.a16, [at], inbounds=True, source_etype=I16), align=2)
-                return []
-
-            if self.kc:
-                e.loop(_c(0), _c(self.kc), _c(CHUNK), [], convert, known_nonempty=True)
-            if self.dynamic and self.k % CHUNK:
-                def convert_tail(kk, _):
-                    for i, row in enumerate(a_rows):
-                        v = self.quantize(b.load(b.gep(row, [kk], inbounds=True, source_etype=F32), typ=F32),
-                                          F32, I16)
-                        at = b.add(b.mul(_c(i), _c(self.ks)), kk)
-                        b.store(v, b.gep(self.a16, [at], inbounds=True, source_etype=I16), align=2)
-                    return []
-
-                e.loop(_c(self.kc), _c(self.k), _c(1), [], convert_tail, known_nonempty=True)
+            for i in range(mr):
+                self.convert_row(self.b.add(r0, _c(i)), _c(i * self.ks))
         self.column_tiles(r0, mr)
+
+    def convert_row(self, r: ir.Value, at0: ir.Value) -> None:
+        """A's row r as i16 minus the zero point (quantized first when dynamic) into the buffer
+        from element at0: 16-wide chunks, then, where the buffer holds them, the tail one by one
+        and zeros up to B's padded row length."""
+        e, b = self.e, self.b
+        row = self._row(self.a, r, self.k, F32 if self.dynamic else I8)
+
+        def convert(kk, _):
+            if self.dynamic:
+                v = self.quantize(b.load(b.gep(row, [kk], inbounds=True, source_etype=F32), typ=V16F32, align=4),
+                                  V16F32, V16I16)
+            else:
+                v = b.sub(b.sext(b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=V16I8, align=1),
+                                 V16I16), self.zp_v)
+            b.store(v, b.gep(self.a16, [b.add(at0, kk)], inbounds=True, source_etype=I16), align=2)
+            return []
+
+        def convert_tail(kk, _):
+            if self.dynamic:
+                v = self.quantize(b.load(b.gep(row, [kk], inbounds=True, source_etype=F32), typ=F32), F32, I16)
+            else:
+                v = b.sub(b.sext(b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=I8), I16),
+                          _c(self.zp, I16))
+            b.store(v, b.gep(self.a16, [b.add(at0, kk)], inbounds=True, source_etype=I16), align=2)
+            return []
+
+        if self.kv:
+            e.loop(_c(0), _c(self.kv), _c(CHUNK), [], convert, known_nonempty=True)
+        if self.ks > self.kv:
+            if self.k > self.kv:
+                e.loop(_c(self.kv), _c(self.k), _c(1), [], convert_tail, known_nonempty=True)
+            self.zero_pad(at0, I16)
+
+    def zero_pad(self, at0: ir.Value, ety) -> None:
+        """Zeros in a row of the buffer (from element at0) beyond k, up to B's padded row length."""
+        if not self.padded:
+            return
+        b = self.b
+
+        def body(kk, _):
+            b.store(ir.Constant(ety, 0), b.gep(self.a16, [b.add(at0, kk)], inbounds=True, source_etype=ety))
+            return []
+
+        self.e.loop(_c(self.k), _c(self.kb), _c(1), [], body, known_nonempty=True)
 
     def column_tiles(self, r0: ir.Value, mr: int) -> None:
         """The row block's tiles: NR columns at a time, then the columns left one by one."""
@@ -194,7 +235,7 @@ class _Body:
     def tile(self, r0: ir.Value, j0: ir.Value, mr: int, nr: int) -> None:
         b, e = self.b, self.e
         a_rows = [self._row(self.a, b.add(r0, _c(i)), self.k, I8) for i in range(mr)]
-        b_rows = [self._row(self.bm, b.add(j0, _c(q)), self.k, I8) for q in range(nr)]
+        b_rows = [self._row(self.bm, b.add(j0, _c(q)), self.kb, I8) for q in range(nr)]
         zero = ir.Constant(V8I32, None)
 
         def chunk(kk, accs):
@@ -211,7 +252,7 @@ class _Body:
         if self.kc:
             accs = e.loop(_c(0), _c(self.kc), _c(CHUNK), accs, chunk, known_nonempty=True)
         sums = [b.call(self.reduce, [v]) for v in accs]
-        if self.k % CHUNK:
+        if self.kc < self.k:
             def tail(kk, carried):
                 def elem(row):
                     return b.sext(b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=I8), I32)
@@ -245,10 +286,10 @@ class _BodyU8(_Body):
         self.colsum = args[0]
         return args[1:]
 
-    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int):
-        super().__init__(e, args, n, k, zp)
-        self.kc = k - k % CHUNK_U8  # the vpmaddubsw chunks; the buffer holds every k
-        self.ks = k
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, scaled: bool = False):
+        super().__init__(e, args, n, k, zp, kb)
+        self.kc = kb if self.padded else k - k % CHUNK_U8  # the vpmaddubsw chunks
+        self.ks = kb  # the buffer holds every k (and the padding's zeros)
         module = e.em.module
         self.pmaddubsw = module.globals.get("llvm.x86.avx2.pmadd.ub.sw") or ir.Function(
             module, ir.FunctionType(V16I16, [V32I8, V32I8]), name="llvm.x86.avx2.pmadd.ub.sw")
@@ -278,6 +319,8 @@ class _BodyU8(_Body):
             e.loop(_c(0), _c(k16), _c(CHUNK), [], convert(CHUNK), known_nonempty=True)
         if self.k % CHUNK:
             e.loop(_c(k16), _c(self.k), _c(1), [], convert(1), known_nonempty=True)
+        for i in range(mr):
+            self.zero_pad(_c(i * self.ks), I8)
         self.column_tiles(r0, mr)
 
     def to_u8(self, x: ir.Value, width: int) -> ir.Value:
@@ -301,7 +344,7 @@ class _BodyU8(_Body):
 
     def tile(self, r0: ir.Value, j0: ir.Value, mr: int, nr: int) -> None:
         b, e = self.b, self.e
-        b_rows = [self._row(self.bm, b.add(j0, _c(q)), self.k, I8) for q in range(nr)]
+        b_rows = [self._row(self.bm, b.add(j0, _c(q)), self.kb, I8) for q in range(nr)]
         a_rows = [b.gep(self.a16, [_c(i * self.ks)], inbounds=True, source_etype=I8) for i in range(mr)]
 
         def load(row, kk, ty, align):
@@ -317,7 +360,7 @@ class _BodyU8(_Body):
         if self.kc:
             accs = e.loop(_c(0), _c(self.kc), _c(CHUNK_U8), accs, chunk, known_nonempty=True)
         sums = [b.call(self.reduce, [v]) for v in accs]
-        if self.k % CHUNK_U8:
+        if self.kc < self.k:
             def tail(kk, carried):
                 av = [b.zext(load(r, kk, I8, 1), I32) for r in a_rows]
                 bv = [b.sext(load(r, kk, I8, 1), I32) for r in b_rows]
@@ -331,3 +374,124 @@ class _BodyU8(_Body):
             for i in range(mr):
                 c_row = self._row(self.c, b.add(r0, _c(i)), self.n, I32)
                 b.store(b.sub(sums[i * nr + q], fix), b.gep(c_row, [j], inbounds=True, source_etype=I32), align=4)
+
+
+PACK_COLS, PACK_ROWS = 8, 8  # a packed B's column groups; the rows converted at a time
+TILE_ROWS = 4
+
+
+class _BodyPacked(_Body):
+    """B packed by lower-qgemm, memref<G x K2 x 16 x i8> (G = ceil(n / 8) groups of 8
+    columns, K2 = ceil(k / 2) pairs of k, zeros beyond n and k): Bp[g, p] holds columns
+    8g..8g+7, each its pair (B[j, 2p], B[j, 2p + 1]). Then for a tile of up to 4 rows by 16
+    columns (two groups), per pair p:
+
+        a_i = broadcast of A's i16 pair (a[i, 2p], a[i, 2p + 1]) to 8 lanes
+        acc[i][h] += pmaddwd(a_i, Bp[g + h, p])       8 columns of row i, two products each
+
+    (Bp[g + h, p] sign-extended to i16 as it is loaded, one vpmovsxbw), so the accumulators
+    hold C's row segments as they are stored: no horizontal sums. The A rows of a block of 8
+    are converted (as `_Body`, zeros beyond k) before the column loop, and each 16-column
+    panel of B (16 * k bytes) stays in L1 across the block's tiles; B stays int8 so that a wide
+    layer's, streamed from L2 or L3 once per block, costs half the bytes of an i16 copy."""
+
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, scaled: bool = False):
+        self.scaled = scaled
+        super().__init__(e, args, n, k, zp, kb)
+        self.ks = kb  # the whole (even) row
+        self.k2, self.groups = kb // 2, -(-n // PACK_COLS)
+        module = e.em.module
+        ety = V8F32 if scaled else V8I32
+        name = f"llvm.masked.store.{'v8f32' if scaled else 'v8i32'}.p0"
+        self.masked_store = module.globals.get(name) or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), [ety, ir.PointerType(), I32, ir.VectorType(ir.IntType(1), 8)]),
+            name=name)
+
+    def extra(self, args: list) -> list:
+        if self.scaled:
+            self.col_scale = args[0]
+            return args[1:]
+        return args
+
+    def emit(self) -> None:
+        b, e = self.b, self.e
+        self.a16 = self.scratch(PACK_ROWS)
+        blocks = b.sdiv(b.add(self.rows, _c(PACK_ROWS - 1)), _c(PACK_ROWS))
+
+        def block(blk, _):
+            r0 = b.mul(blk, _c(PACK_ROWS))
+            left = b.sub(self.rows, r0)
+            mr = b.select(b.icmp_signed("<", left, _c(PACK_ROWS)), left, _c(PACK_ROWS))
+            e.loop(_c(0), mr, _c(1), [], lambda i, _: self.convert_row(b.add(r0, i), b.mul(i, _c(self.ks))) or [],
+                   known_nonempty=True)
+            pairs = self.groups // 2
+            if pairs:
+                e.loop(_c(0), _c(pairs), _c(1), [], lambda q, _: self.panel(r0, mr, b.mul(q, _c(2)), 2) or [])
+            if self.groups % 2:
+                self.panel(r0, mr, _c(self.groups - 1), 1)
+            return []
+
+        e.loop(_c(0), blocks, _c(1), [], block)
+
+    def panel(self, r0: ir.Value, mr: ir.Value, g: ir.Value, ng: int) -> None:
+        """The block's rows by groups g .. g + ng - 1: tiles of 4 rows, then the 1 to 3 left."""
+        b, e = self.b, self.e
+        full = b.sdiv(mr, _c(TILE_ROWS))
+        e.loop(_c(0), full, _c(1), [], lambda t, _: self.tile4(r0, b.mul(t, _c(TILE_ROWS)), g, ng, TILE_ROWS) or [])
+        rest = b.srem(mr, _c(TILE_ROWS))
+        start = b.mul(full, _c(TILE_ROWS))
+        for tr in range(1, TILE_ROWS):
+            with b.if_then(b.icmp_signed("==", rest, _c(tr))):
+                self.tile4(r0, start, g, ng, tr)
+
+    def tile4(self, r0: ir.Value, i0: ir.Value, g: ir.Value, ng: int, tr: int) -> None:
+        """Rows r0 + i0 .. + tr - 1 (buffer rows i0 ..) by column groups g .. g + ng - 1."""
+        b, e = self.b, self.e
+        v8i32 = ir.VectorType(I32, 8)
+        b_base = [b.mul(b.add(g, _c(h)), _c(self.k2 * 16)) for h in range(ng)]
+        a_base = [b.mul(b.add(i0, _c(i)), _c(self.ks)) for i in range(tr)]
+
+        def pair(p, accs):
+            bv = [b.sext(b.load(b.gep(self.bm, [b.add(base, b.mul(p, _c(16)))], inbounds=True, source_etype=I8),
+                                typ=V16I8, align=1), V16I16) for base in b_base]
+            out = []
+            for i in range(tr):
+                at = b.add(a_base[i], b.mul(p, _c(2)))
+                word = b.load(b.gep(self.a16, [at], inbounds=True, source_etype=I16), typ=I32, align=4)
+                av = b.bitcast(b.shuffle_vector(b.insert_element(ir.Constant(v8i32, ir.Undefined), word, _c(0, I32)),
+                                                ir.Constant(v8i32, ir.Undefined), ir.Constant(v8i32, [0] * 8)),
+                               V16I16)
+                out += [b.add(accs[i * ng + h], b.call(self.pmaddwd, [av, bv[h]])) for h in range(ng)]
+            return out
+
+        accs = e.loop(_c(0), _c(self.k2), _c(1), [ir.Constant(V8I32, None)] * (tr * ng), pair, known_nonempty=True,
+                      unroll=False)
+        cols = [b.mul(b.add(g, _c(h)), _c(PACK_COLS)) for h in range(ng)]
+        if self.scaled:  # C = sum * col_scale[j], in float
+            scales = [b.load(b.gep(self.col_scale, [col], inbounds=True, source_etype=F32), typ=V8F32, align=4)
+                      if self.n % PACK_COLS == 0 else self.masked_scale(col) for col in cols]
+            accs = [b.fmul(b.sitofp(accs[i * ng + h], V8F32), scales[h]) for i in range(tr) for h in range(ng)]
+        for i in range(tr):
+            c_row = self._row(self.c, b.add(r0, b.add(i0, _c(i))), self.n, F32 if self.scaled else I32)
+            for h, col in enumerate(cols):
+                ptr = b.gep(c_row, [col], inbounds=True, source_etype=F32 if self.scaled else I32)
+                if self.n % PACK_COLS == 0:
+                    b.store(accs[i * ng + h], ptr, align=4)
+                    continue
+                b.call(self.masked_store, [accs[i * ng + h], ptr, _c(4, I32), self.mask(col)])
+
+    def mask(self, col: ir.Value) -> ir.Value:
+        """The lanes of the 8 columns from `col` that lie within n (the last group: n % 8)."""
+        b, v8i64 = self.b, ir.VectorType(I64, 8)
+        lanes = b.shuffle_vector(b.insert_element(ir.Constant(v8i64, ir.Undefined), b.sub(_c(self.n), col), _c(0, I32)),
+                                 ir.Constant(v8i64, ir.Undefined), ir.Constant(ir.VectorType(I32, 8), [0] * 8))
+        return b.icmp_signed("<", ir.Constant(v8i64, list(range(8))), lanes)
+
+    def masked_scale(self, col: ir.Value) -> ir.Value:
+        """col_scale[col .. col + 7], zeros beyond n."""
+        b, module = self.b, self.e.em.module
+        load = module.globals.get("llvm.masked.load.v8f32.p0") or ir.Function(
+            module, ir.FunctionType(V8F32, [ir.PointerType(), I32, ir.VectorType(ir.IntType(1), 8), V8F32]),
+            name="llvm.masked.load.v8f32.p0")
+        return b.call(load, [b.gep(self.col_scale, [col], inbounds=True, source_etype=F32), _c(4, I32), self.mask(col),
+                             ir.Constant(V8F32, None)])

@@ -21,6 +21,12 @@ which quantize each float row as the kernel packs it: the int8 lhs is never stor
 A constant B whose values all lie within [-64, 63] (7-bit weights: `quantize_dynamic(...,
 reduce_range=True)`, or an ONNX model quantized with reduce_range) gets a constant of its row
 sums, `colsum`: the kernel then multiplies uint8 A by B with `vpmaddubsw` (see the op).
+Any other constant B is replaced by a copy packed for the broadcast kernel (`<name>_packed`,
+`pack`): pairs of k for groups of 8 columns, so that each vpmaddwd multiplies one row's
+broadcast pair of A by 8 columns at once (accumulators hold C's rows: no horizontal sums), and
+no dot product has a scalar tail. A 7-bit B whose k is not a multiple of 32 gets a copy whose
+rows are padded with zeros to one (`<name>_padded`), which the vpmaddubsw kernel reads in whole
+chunks. The original global goes if nothing else reads it.
 """
 
 from __future__ import annotations
@@ -41,12 +47,15 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
     UnitAttr,
+    f32,
 )
 from xdsl.dialects.linalg import ops as linalg
 from xdsl.ir import Block, Region
+from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from compiler.codegen.llvm.qgemm import CHUNK_U8, PACK_COLS
 from compiler.dialects import aicc
 from compiler.dialects.aicc_cpu import QGemmOp
 from compiler.lowering.loop_builder import IndexBuilder
@@ -57,9 +66,8 @@ ROWS_PER_TASK = 8
 U8_WEIGHT_MIN, U8_WEIGHT_MAX = -64, 63  # B within these: vpmaddubsw's int16 pair sums cannot saturate
 
 
-def _colsum(module: ModuleOp, bm, n: int, b: Builder):
-    """A memref of B's row sums (i32) when B is a constant whose values all lie within
-    [-64, 63], read at `b`; else None."""
+def _constant(module: ModuleOp, bm) -> tuple[str, np.ndarray] | None:
+    """(global name, values) of B when it is a constant global, else None."""
     owner = bm.owner
     if not isinstance(owner, memref.GetGlobalOp):
         return None
@@ -68,23 +76,103 @@ def _colsum(module: ModuleOp, bm, n: int, b: Builder):
                 None)
     if glob is None or not isinstance(glob.initial_value, DenseIntOrFPElementsAttr):
         return None
-    w = aicc.numpy_from_dense(glob.initial_value)
-    if w.size == 0 or w.min() < U8_WEIGHT_MIN or w.max() > U8_WEIGHT_MAX:
-        return None
-    sums = w.astype(np.int32).reshape(n, -1).sum(1, dtype=np.int32)
+    return name, aicc.numpy_from_dense(glob.initial_value)
+
+
+def _global(module: ModuleOp, name: str, values: np.ndarray, b: Builder):
+    """A new private constant global of `values` (i8 or i32), named after `name`, read at `b`."""
     taken = {g.sym_name.data for g in module.body.block.ops if isinstance(g, memref.GlobalOp)}
-    sym = next(f"{name}_colsum{i or ''}" for i in range(len(taken) + 1) if f"{name}_colsum{i or ''}" not in taken)
-    t = MemRefType(IntegerType(32), [n])
-    value = DenseIntOrFPElementsAttr.from_list(TensorType(IntegerType(32), [n]), sums.tolist())
+    sym = next(f"{name}{i or ''}" for i in range(len(taken) + 1) if f"{name}{i or ''}" not in taken)
+    elem = IntegerType(8 * values.dtype.itemsize)
+    t = MemRefType(elem, list(values.shape))
+    value = DenseIntOrFPElementsAttr.from_list(TensorType(elem, list(values.shape)), values.ravel().tolist())
     module.body.block.insert_op_before(
         memref.GlobalOp.get(StringAttr(sym), t, value, sym_visibility=StringAttr("private"), constant=UnitAttr()),
         module.body.block.first_op)
     return b.insert(memref.GetGlobalOp(sym, t)).memref
 
 
+def pack(w: np.ndarray) -> np.ndarray:
+    """An (N, K) int8 B laid out for the broadcast kernel: (ceil(N / 8), ceil(K / 2), 16) int8,
+    [g, p, 2c + t] = B[8g + c, 2p + t], zeros beyond N and K (see aicc_cpu.qgemm)."""
+    n, k = w.shape
+    g, k2 = -(-n // PACK_COLS), -(-k // 2)
+    wp = np.zeros((g * PACK_COLS, k2 * 2), np.int8)
+    wp[:n, :k] = w
+    return np.ascontiguousarray(wp.reshape(g, PACK_COLS, k2, 2).transpose(0, 2, 1, 3)).reshape(g, k2, 2 * PACK_COLS)
+
+
+def _colsum(name: str, w: np.ndarray, n: int, module: ModuleOp, b: Builder):
+    """A memref of B's row sums (i32) when all of B lies within [-64, 63], read at `b`; else None."""
+    if w.size == 0 or w.min() < U8_WEIGHT_MIN or w.max() > U8_WEIGHT_MAX:
+        return None
+    return _global(module, f"{name}_colsum", w.astype(np.int32).reshape(n, -1).sum(1, dtype=np.int32), b)
+
+
+def _drop_unused(module: ModuleOp, value) -> None:
+    """Erase the memref.get_global of `value` if nothing reads it, and its global if no other
+    get_global names it (a B replaced by its packed or padded copy)."""
+    owner = value.owner
+    if value.uses:
+        return
+    name = owner.name_.root_reference.data
+    Rewriter.erase_op(owner)
+    if not any(isinstance(o, memref.GetGlobalOp) and o.name_.root_reference.data == name for o in module.walk()):
+        glob = next(g for g in module.body.block.ops if isinstance(g, memref.GlobalOp) and g.sym_name.data == name)
+        Rewriter.erase_op(glob)
+
+
+# ops that may lie between the matmul and its epilogue (the epilogue's operands move before the matmul)
+_BETWEEN = (arith.ConstantOp, memref.GetGlobalOp, memref.AllocOp, memref.DeallocOp)
+
+
+def _scale_epilogue(op: linalg.GenericOp, fill, c, n: int) -> linalg.GenericOp | None:
+    """The generic that reads C only to write float(C[..., j]) * s[j] (a conv's per-channel
+    scale, after the matmul with nothing in between but constants, allocations and
+    deallocations), which the packed kernel then does as it stores (`col_scale`); else None.
+    The allocation of its output and the get_global of s move before the matmul."""
+    users = {u.operation for u in c.uses if not isinstance(u.operation, memref.DeallocOp)} - {op, fill}
+    if len(users) != 1:
+        return None
+    g = users.pop()
+    if not isinstance(g, linalg.GenericOp) or len(g.inputs) != 2 or len(g.outputs) != 1 or g.inputs[0] is not c:
+        return None
+    s, out = g.inputs[1], g.outputs[0]
+    if not (isinstance(s.type, MemRefType) and s.type.get_shape() == (n,) and s.type.element_type == f32
+            and isinstance(out.type, MemRefType) and out.type.get_shape() == c.type.get_shape()
+            and out.type.element_type == f32):
+        return None
+    rank = len(c.type.get_shape())
+    if [m.data for m in g.indexing_maps.data] != [AffineMap.identity(rank),
+                                                  AffineMap(rank, 0, (AffineDimExpr(rank - 1),)),
+                                                  AffineMap.identity(rank)]:
+        return None
+    x, w, _ = g.body.block.args
+    body = list(g.body.block.ops)
+    if not (len(body) == 3 and isinstance(body[0], arith.SIToFPOp) and body[0].input is x
+            and isinstance(body[1], arith.MulfOp) and {body[1].lhs, body[1].rhs} == {body[0].result, w}
+            and isinstance(body[2], linalg.YieldOp) and tuple(body[2].operands) == (body[1].result,)):
+        return None
+    between, moved = op.next_op, []
+    while between is not g:
+        if between is None or not isinstance(between, _BETWEEN) \
+                or isinstance(between, memref.DeallocOp) and between.memref in (s, out):
+            return None
+        if between.results and between.results[0] in (s, out):
+            if between.operands:
+                return None
+            moved.append(between)
+        between = between.next_op
+    for o in moved:
+        o.detach()
+        op.parent_block().insert_op_before(o, op)
+    return g
+
+
 def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
     dynamic = QGEMM_DYNAMIC_ATTR in op.attributes
     a, bm, *params = op.inputs
+    op_b = bm
     (c,) = op.outputs
     if not all(isinstance(v.type, MemRefType) for v in (a, bm, c, *params)):
         return
@@ -95,7 +183,16 @@ def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
     zp = op.attributes[QGEMM_ATTR].value.data
     fill = op.prev_op
     b = Builder(InsertPoint.before(op))
-    colsum = _colsum(module, bm, n, b)
+    colsum = epilogue = None
+    const = _constant(module, bm)
+    if const is not None:
+        name, w = const
+        colsum = _colsum(name, w, n, module, b)
+        if colsum is None:
+            epilogue = _scale_epilogue(op, fill, c, n)
+            bm = _global(module, f"{name}_packed", pack(w.reshape(n, k)), b)
+        elif k % CHUNK_U8:  # whole chunks of zeros-padded rows: no scalar tail in the kernel
+            bm = _global(module, f"{name}_padded", np.pad(w.reshape(n, k), ((0, 0), (0, -k % CHUNK_U8))), b)
     outer = IndexBuilder(b)
     tasks = -(-rows // ROWS_PER_TASK)
     block = Block(arg_types=[IndexType()])
@@ -111,11 +208,21 @@ def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
     quantize = None
     if dynamic:  # [scale, zero point] of the float A, computed earlier in this call
         quantize = tuple(inner.insert(memref.LoadOp.get(params[0], [ix.const(i)])).res for i in (0, 1))
-    inner.insert(QGemmOp(a, a_off, bm, c, c_off, m, n=n, k=k, zp=zp, quantize=quantize, colsum=colsum))
+    out, col_scale = (epilogue.outputs[0], epilogue.inputs[1]) if epilogue else (c, None)
+    inner.insert(QGemmOp(a, a_off, bm, out, c_off, m, n=n, k=k, zp=zp, quantize=quantize, colsum=colsum,
+                         col_scale=col_scale))
     inner.insert(scf.ReduceOp())
     if isinstance(fill, linalg.FillOp) and tuple(fill.outputs) == (c,):  # the kernel stores every C
         Rewriter.erase_op(fill)
     Rewriter.erase_op(op)
+    if epilogue is not None:
+        Rewriter.erase_op(epilogue)
+        if isinstance(c.owner, memref.AllocOp) and all(isinstance(u.operation, memref.DeallocOp) for u in c.uses):
+            for u in list(c.uses):  # the int32 C, never written now
+                Rewriter.erase_op(u.operation)
+            Rewriter.erase_op(c.owner)
+    if const is not None and bm is not op_b:  # the original B, now read by nothing
+        _drop_unused(module, op_b)
 
 
 @dataclass(frozen=True)

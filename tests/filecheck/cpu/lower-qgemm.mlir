@@ -43,15 +43,40 @@ func.func @dqgemm(%a: tensor<9x37xf32>, %w: tensor<6x37xi8>, %p: tensor<2xf32>) 
 }
 
 // A constant weight within [-64, 63] (7 bits) gets a constant of its row sums: the kernel
-// multiplies A + 128 (uint8) by it with vpmaddubsw, then subtracts (zp + 128) * colsum.
+// multiplies A + 128 (uint8) by it with vpmaddubsw, then subtracts (zp + 128) * colsum. Its
+// rows (k = 33) are padded with zeros to 64, two whole 32-wide chunks.
 // CHECK-LABEL: func.func @qgemm_7bit
 // CHECK:         %[[S:.*]] = memref.get_global @[[G:.*]]_colsum : memref<3xi32>
-// CHECK:         aicc_cpu.qgemm %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}}[%{{.*}}] rows %{{.*}} colsum %[[S]] : memref<3xi32> {n = 3 : i64, k = 33 : i64, zp = 5 : i64}
-// LLVM: define internal void @"aicc.qgemm.3.33.5.u8"(ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, i64 %{{.*}}, ptr %{{.*}})
+// CHECK:         %[[P:.*]] = memref.get_global @[[G]]_padded : memref<3x64xi8>
+// CHECK:         aicc_cpu.qgemm %{{.*}}[%{{.*}}], %[[P]], %{{.*}}[%{{.*}}] rows %{{.*}} colsum %[[S]] : memref<3xi32> {n = 3 : i64, k = 33 : i64, zp = 5 : i64} : memref<5x33xi8>, memref<3x64xi8>, memref<5x3xi32>
+// LLVM: define internal void @"aicc.qgemm.3.33.5.u8.b64"(ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, i64 %{{.*}}, ptr %{{.*}})
 // LLVM: xor <16 x i8> %{{.*}}, <i8 -128,
 // LLVM: call <16 x i16> @"llvm.x86.avx2.pmadd.ub.sw"(<32 x i8>
 func.func @qgemm_7bit(%a: tensor<5x33xi8>) -> tensor<5x3xi32> {
   %w = aicc.constant dense<[[-64, 63, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], [-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1]]> : tensor<3x33xi8>
   %y = aicc.matmul_integer %a, %w {lhs_zero_point = 5 : i64, transpose_rhs} : tensor<5x33xi8>, tensor<3x33xi8> -> tensor<5x3xi32>
   func.return %y : tensor<5x3xi32>
+}
+
+// A constant 8-bit weight (k = 27, as a 3x3 conv over 3 channels) is packed for the broadcast
+// kernel: pairs of k (14, the last one padded with a zero) for a group of 8 columns (2
+// real ones, the rest zeros). The i8 original goes. Each pair of an A row is broadcast
+// (an i32 splat) and multiplied by the group's 8 columns; the 2 real columns are stored
+// with a mask.
+// CHECK-LABEL: func.func @qgemm_packed
+// CHECK-NOT:     memref<2x27xi8>
+// CHECK:         %[[P:.*]] = memref.get_global @{{.*}}_packed : memref<1x14x16xi8>
+// CHECK:         aicc_cpu.qgemm %{{.*}}[%{{.*}}], %[[P]], %{{.*}}[%{{.*}}] rows %{{.*}} {n = 2 : i64, k = 27 : i64, zp = 9 : i64} : memref<3x27xi8>, memref<1x14x16xi8>, memref<3x2xi32>
+// LLVM: define internal void @"aicc.qgemm.2.27.9.p"(
+// LLVM: store i16 0, ptr
+// LLVM: shufflevector <8 x i32> %{{.*}}, <8 x i32> <i32 undef, {{.*}}>, <8 x i32> <i32 0, i32 0, i32 0, i32 0, i32 0, i32 0, i32 0, i32 0>
+// LLVM: call <8 x i32> @"llvm.x86.avx2.pmadd.wd"
+// LLVM: br i1 %{{.*}}, label %{{.*}}, label %{{.*}}, !llvm.loop ![[LOOP:[0-9]+]]
+// LLVM: call void @"llvm.masked.store.v8i32.p0"
+// LLVM: ![[OFF:[0-9]+]] = !{ !"llvm.loop.unroll.disable" }
+// LLVM: ![[LOOP]] = !{ ![[LOOP]], ![[OFF]] }
+func.func @qgemm_packed(%a: tensor<3x27xi8>) -> tensor<3x2xi32> {
+  %w = aicc.constant dense<[[-128, 127, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]]> : tensor<2x27xi8>
+  %y = aicc.matmul_integer %a, %w {lhs_zero_point = 9 : i64, transpose_rhs} : tensor<3x27xi8>, tensor<2x27xi8> -> tensor<3x2xi32>
+  func.return %y : tensor<3x2xi32>
 }

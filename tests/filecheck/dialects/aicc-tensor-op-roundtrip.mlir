@@ -16,5 +16,9 @@ func.func @tensor_ops(%a: tensor<4x3xf32>, %b: tensor<3x5xf32>, %s: tensor<f32>,
   %3 = aicc.tensor_op "out[i + k] += in0[i] * in1[k]"(%g, %w) {ranges = {i = 7 : i64, k = 3 : i64}} : (tensor<7xf32>, tensor<3xf32>) -> tensor<9xf32>
   // CHECK: aicc.tensor_op "out[] = sum[i](in0[i])"(%{{.*}}) {ranges = {i = 9 : i64}} : (tensor<9xf32>) -> tensor<f32>
   %4 = aicc.tensor_op "out[] = sum[i](in0[i])"(%v) {ranges = {i = 9 : i64}} : (tensor<9xf32>) -> tensor<f32>
+  // A plain read (a gather, as the int8 im2col) takes any element type.
+  // CHECK: aicc.tensor_op "out[p, i, c] = in0[p + i, c]"(%{{.*}}) {ranges = {p = 3 : i64, i = 2 : i64, c = 5 : i64}} : (tensor<4x5xi8>) -> tensor<3x2x5xi8>
+  %q = "test.op"() : () -> tensor<4x5xi8>
+  %5 = aicc.tensor_op "out[p, i, c] = in0[p + i, c]"(%q) {ranges = {p = 3 : i64, i = 2 : i64, c = 5 : i64}} : (tensor<4x5xi8>) -> tensor<3x2x5xi8>
   func.return %1 : tensor<4x5xf32>
 }

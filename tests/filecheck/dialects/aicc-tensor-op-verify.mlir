@@ -34,3 +34,10 @@ func.func @result(%x: tensor<7xf32>) -> tensor<6xf32> {
   func.return %0 : tensor<6xf32>
 }
 // CHECK: aicc.tensor_op: the result has shape (6,), the output indices range over (7,)
+
+// -----
+func.func @integer_arithmetic(%x: tensor<7xi8>) -> tensor<7xi8> {
+  %0 = aicc.tensor_op "out[i] = in0[i] + in0[i]"(%x) {ranges = {i = 7 : i64}} : (tensor<7xi8>) -> tensor<7xi8>
+  func.return %0 : tensor<7xi8>
+}
+// CHECK: aicc.tensor_op: the result must be a float tensor (or the expression a plain read, out[...] = in0[...]), got tensor<7xi8>
