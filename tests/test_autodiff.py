@@ -294,6 +294,12 @@ def _pool_case(draw):
     size = k + draw(st.integers(0, 4))
     pool = draw(st.sampled_from([ops.max_pool2d, ops.avg_pool2d]))
     x = _arr(draw, (draw(st.integers(1, 2)), 2, size, size + 2))
+    if pool is ops.max_pool2d:
+        # A central difference across a tie of a window's two largest values is no derivative,
+        # and a few dozen normal draws hold pairs closer than eps (1e-3): keep the draw's
+        # order, with values 0.05 apart.
+        ranks = np.argsort(np.argsort(x, axis=None)).reshape(x.shape)
+        x = ((ranks - x.size / 2) * 0.05).astype(np.float32)
 
     def fn(x):
         y = pool(x, k, stride, padding=pad)

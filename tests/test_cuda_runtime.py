@@ -131,11 +131,11 @@ def test_plan_runner_allocates_once_and_takes_device_pointers():
     def attention(q, k, v):
         return ops.softmax(q @ k.transpose(0, 2, 1), axis=-1) @ v
 
-    # head dim 136: over what the fused attention kernel takes, so three kernels and a buffer
+    # head dim 136: over what the fused attention kernel takes, so three kernels and the
+    # scores and probabilities in device memory that the runner allocates (the workspace)
     q, k, v = (rng.standard_normal((2, 9, 136)).astype(np.float32) for _ in range(3))
     m = compiler.compile(attention, (q, k, v), target="cuda")
     plan = m.executable.program.plans[m.func_name]
-    assert any(s[0] == "alloc" for s in plan.steps)  # the row sums' own allocation
     dev = EmuDevice(build(m.executable.program))
     runner = PlanRunner(plan, dev, 3, 1)
     e = np.exp(q @ k.transpose(0, 2, 1) - (q @ k.transpose(0, 2, 1)).max(-1, keepdims=True))
@@ -143,6 +143,7 @@ def test_plan_runner_allocates_once_and_takes_device_pointers():
     out = np.empty_like(want)
     runner(q, k, v, out)
     after_first = runner.allocations
+    assert after_first > 0
     for _ in range(2):
         out[:] = 0
         runner(q, k, v, out)
