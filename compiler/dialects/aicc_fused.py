@@ -109,6 +109,11 @@ class _DestinationOp(LinalgStructuredOperation):
             regions=[Region(Block())],
         )
 
+    @property
+    def out(self) -> SSAValue:
+        """The one destination (its buffer on memrefs)."""
+        return self.outputs[0]
+
     def print(self, printer: Printer) -> None:
         for keyword, values in (("ins", self.inputs), ("outs", self.outputs)):
             printer.print_string(f" {keyword}(")
@@ -188,10 +193,6 @@ class AttentionOp(_DestinationOp):
     @property
     def mask_value(self) -> SSAValue | None:
         return self.inputs[3] if len(self.inputs) > 3 else None
-
-    @property
-    def out(self) -> SSAValue:
-        return self.outputs[0]
 
     @property
     def scale_value(self) -> float:
@@ -322,10 +323,6 @@ class _GatherBase(_DestinationOp):
     @property
     def indices(self) -> SSAValue:
         return self.inputs[1]
-
-    @property
-    def out(self) -> SSAValue:
-        return self.outputs[0]
 
     @property
     def axis_value(self) -> int:
