@@ -47,6 +47,7 @@ from xdsl.transforms.linalg_generalize_named_ops import GeneralizeNamedOpPattern
 from compiler.dialects.aicc_fused import GatherElementsOp, GatherOp
 from compiler.errors import CompileError
 from compiler.lowering.dims import dim_value
+from compiler.lowering.loop_builder import IndexBuilder
 from compiler.lowering.utils import scalar_constant
 
 REASSOCIABLE = (arith.AddfOp, arith.MulfOp, arith.MaximumfOp, arith.MinimumfOp)
@@ -326,14 +327,16 @@ def lower_gather(op: GatherOp | GatherElementsOp, rewriter: PatternRewriter) -> 
     data, indices, out = op.data, op.indices, op.out
     rank = len(out.type.get_shape())
     outer = Builder(InsertPoint.before(op))
+    ix = IndexBuilder(outer)
 
-    def index(b: Builder, v: int | SSAValue) -> SSAValue:
-        return v if isinstance(v, SSAValue) else b.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result
+    def size(v: SSAValue, i: int) -> SSAValue:
+        d = dim_value(outer, v, i)
+        return d if isinstance(d, SSAValue) else ix.const(d)
 
-    zero, one = index(outer, 0), index(outer, 1)
-    size = index(outer, dim_value(outer, data, op.axis_value))
+    zero, one = ix.const(0), ix.const(1)
+    axis_size = size(data, op.axis_value)
     # A 0-d result loops once: its loads stay a loop nest (one kernel on a GPU).
-    bounds = [index(outer, dim_value(outer, out, i)) for i in range(rank)] or [one]
+    bounds = [size(out, i) for i in range(rank)] or [one]
     block = Block(arg_types=[IndexType()] * len(bounds))
     outer.insert(scf.ParallelOp([zero] * len(bounds), bounds, [one] * len(bounds), Region(block)))
     Builder(InsertPoint.at_end(block)).insert(scf.ReduceOp())
@@ -342,9 +345,9 @@ def lower_gather(op: GatherOp | GatherElementsOp, rewriter: PatternRewriter) -> 
     raw = b.insert(memref.LoadOp.get(indices, [ivs[d] for d in op.index_dims()])).res
     i = b.insert(arith.IndexCastOp(raw, IndexType())).result
     wrapped = b.insert(arith.SelectOp(b.insert(arith.CmpiOp(i, zero, "slt")).result,
-                                      b.insert(arith.AddiOp(i, size)).result, i)).result
+                                      b.insert(arith.AddiOp(i, axis_size)).result, i)).result
     ok = b.insert(arith.AndIOp(b.insert(arith.CmpiOp(wrapped, zero, "sge")).result,
-                               b.insert(arith.CmpiOp(wrapped, size, "slt")).result)).result
+                               b.insert(arith.CmpiOp(wrapped, axis_size, "slt")).result)).result
     safe = b.insert(arith.SelectOp(ok, wrapped, zero)).result
     at = [safe if d is None else ivs[d] for d in op.data_dims()]
     value = b.insert(memref.LoadOp.get(data, at)).res
