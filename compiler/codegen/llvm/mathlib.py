@@ -29,6 +29,8 @@ _EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
 # Outside [lo, hi] the result is 0 resp. inf anyway; clamping keeps n inside int range.
 _EXP_CLAMP_HI = 89.0
 _EXP_CLAMP_LO = -104.0
+_ROUND_MAGIC = 12582912.0  # 1.5 * 2**23: x + it rounds x to an integer, held in its low bits
+_ROUND_MAGIC_BITS = 0x4B400000
 
 # log: Cephes logf. Polynomial for log(1+x) - x + x^2/2 divided by x^3, on [sqrt(1/2)-1, sqrt(2)-1].
 _LOG_POLY = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
@@ -170,17 +172,20 @@ def emit_exp(b: ir.IRBuilder, x, vector_ldexp: bool = False):
     if not _is_f32(ty):
         return call_intrinsic(b, "exp", x)
     ity = _like(ty, I32)
-    # Clamp with compare+select (one vminps/vmaxps each; minnum would add NaN fixups).
-    # NaN clamps to hi here and is put back at the end.
+    # Clamp with compare+select written so that a NaN x passes through (one vminps/vmaxps
+    # each): it then runs through the arithmetic below and comes out NaN, with no check.
     hi, lo = _const(ty, _EXP_CLAMP_HI), _const(ty, _EXP_CLAMP_LO)
-    xc = b.select(b.fcmp_ordered("<", x, hi), x, hi)
-    xc = b.select(b.fcmp_ordered(">", xc, lo), xc, lo)
-    nf = call_intrinsic(b, "rint", b.fmul(xc, _const(ty, _LOG2E)))
+    xc = b.select(b.fcmp_ordered(">", x, hi), hi, x)
+    xc = b.select(b.fcmp_ordered("<", xc, lo), lo, xc)
+    # n = round(x * log2(e)), to nearest even, by adding 1.5 * 2**23: the sum's low mantissa
+    # bits are n (|n| <= 151), so n is read from its bits (never fptosi, whose NaN is poison).
+    t = _fma(b, xc, _const(ty, _LOG2E), _const(ty, _ROUND_MAGIC))
+    nf = b.fsub(t, _const(ty, _ROUND_MAGIC))
     r = _fma(b, nf, _const(ty, -_LN2_HI), xc)
     r = _fma(b, nf, _const(ty, -_LN2_LO), r)
     # exp(r) = 1 + r + r^2 * P(r), all as one Horner chain.
     y = _horner(b, _EXP_POLY + (1.0, 1.0), r)
-    n = b.fptosi(nf, ity)
+    n = b.sub(b.bitcast(t, ity), _const(ity, _ROUND_MAGIC_BITS))
     if vector_ldexp:
         y = _ldexp(b, y, n)
     else:
@@ -189,8 +194,7 @@ def emit_exp(b: ir.IRBuilder, x, vector_ldexp: bool = False):
         n1 = b.ashr(n, _const(ity, 1))
         n2 = b.sub(n, n1)
         y = b.fmul(b.fmul(y, _pow2i(b, n1, ty)), _pow2i(b, n2, ty))
-    isnan = b.fcmp_unordered("uno", x, x)
-    return b.select(isnan, x, y)
+    return y
 
 
 def emit_log(b: ir.IRBuilder, x, vector_ldexp: bool = False):

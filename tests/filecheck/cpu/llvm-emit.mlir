@@ -3,20 +3,26 @@
 // Loop IR to LLVM IR: bare noalias pointers, inbounds GEPs on linearized static indices, and
 // math.exp as inline polynomial code (no libm call), so LLVM can vectorize the loop. exp scales
 // by 2**n with llvm.ldexp where the target CPU has it as a vector instruction (AVX-512's
-// vscalefps), elsewhere with two multiplies by 2**(n/2) built in the exponent field.
+// vscalefps), elsewhere with two multiplies by 2**(n/2) built in the exponent field. n is
+// rounded by adding 1.5 * 2**23 and read from the sum's bits: no fptosi, and no NaN select (a
+// NaN runs through the arithmetic and comes out NaN).
 
 // CHECK-LABEL: define void @"scale"(ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}})
 // CHECK:         %[[ROW:.*]] = mul nsw i64 %{{.*}}, 129
 // CHECK:         %[[LIN:.*]] = add nsw i64 %[[ROW]], %{{.*}}
 // CHECK:         getelementptr inbounds float, ptr %{{.*}}, i64 %[[LIN]]
-// CHECK:         call float @"llvm.rint.f32"
-// CHECK:         call float @"llvm.fmuladd.f32"
+// CHECK-NOT:     fptosi
+// CHECK:         %[[T:.*]] = call float @"llvm.fmuladd.f32"(float %{{.*}}, float 0x3ff7154760000000, float 0x4168000000000000)
+// CHECK:         fsub float %[[T]], 0x4168000000000000
+// CHECK:         %[[TB:.*]] = bitcast float %[[T]] to i32
+// CHECK:         sub i32 %[[TB]], 1262485504
 // AVX512:        call float @"llvm.ldexp.f32.i32"
 // AVX2-NOT:      @"llvm.ldexp
 // AVX2:          shl i32 %{{.*}}, 23
 // AVX2:          fmul float
 // AVX2:          shl i32 %{{.*}}, 23
 // AVX2:          fmul float
+// CHECK-NOT:     fcmp uno
 // CHECK:         store float
 // CHECK:         icmp slt i64 %{{.*}}, 129
 // CHECK:         icmp slt i64 %{{.*}}, 4
