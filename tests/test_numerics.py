@@ -427,6 +427,46 @@ def test_special_values_exp_log():
     np.testing.assert_allclose(got[finite], want[finite], **TRANS)
 
 
+def test_exp_within_two_ulp_over_its_whole_range():
+    """exp over [-104, 89], denormal results and the overflow edge included, and NaN in every
+    lane position (the NaN runs through the arithmetic: no select puts it back)."""
+    x = np.concatenate([np.linspace(-104.0, 89.0, 40_001, dtype=np.float32),
+                        np.float32([88.72, 88.73, -87.33, -103.9, -1e-8, 1e-8])])
+    got, _ = run(np.exp, x)
+    want = np.exp(x.astype(np.float64))
+    with np.errstate(over="ignore"):
+        want32 = want.astype(np.float32)
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want32))
+    finite = np.isfinite(want32)
+    ulp = np.spacing(np.abs(want32[finite])).astype(np.float64)
+    assert np.max(np.abs(got[finite] - want[finite]) / ulp) <= 2.0
+    y = np.full(19, 1.0, np.float32)
+    y[[0, 7, 8, 18]] = np.nan
+    got, _ = run(np.exp, y)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(y))
+
+
+def test_softmax_rows_with_nan_and_minus_inf():
+    """A row holding a NaN is NaN, a row of -inf is NaN (as NumPy's -inf - -inf), and -inf
+    entries of other rows give exact zeros; rows of 1, 7 and 129 entries."""
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    for n in (1, 7, 129):
+        x = rand(4, n) * 3.0
+        x[1, n // 2] = np.nan
+        x[2, :] = -np.inf
+        if n > 1:
+            x[3, 0] = -np.inf
+        with np.errstate(invalid="ignore"):
+            got, want = run(softmax, x)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        ok = ~np.isnan(want)
+        np.testing.assert_allclose(got[ok], want[ok], **TRANS)
+        assert (got[ok][want[ok] == 0] == 0).all()
+
+
 def test_special_values_tanh_sigmoid_saturate():
     x = np.array([np.inf, -np.inf, 50.0, -50.0, 0.0], np.float32)
     _exact(np.tanh, x)

@@ -25,7 +25,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.linalg import abstract_ops, attrs, ops as linalg
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, IntegerAttr, MemRefType, ModuleOp, TensorType
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -51,6 +51,17 @@ from compiler.lowering.loop_builder import IndexBuilder
 from compiler.lowering.utils import scalar_constant
 
 REASSOCIABLE = (arith.AddfOp, arith.MulfOp, arith.MaximumfOp, arith.MinimumfOp)
+
+
+def combiner_flags(op: Operation) -> arith.FastMathFlagsAttr:
+    """The fast-math flags of a reduction's combiner: reassoc, so that LLVM vectorizes it; and
+    for max/min also nsz: which zero a max of -0.0 and +0.0 gives is unspecified (NumPy and
+    PyTorch answer differently, by position), and LLVM then lowers llvm.maximum to vmaxps and a
+    NaN check, without the blends that order the zeros. NaN still propagates."""
+    flags = [arith.FastMathFlag.REASSOC]
+    if isinstance(op, (arith.MaximumfOp, arith.MinimumfOp)):
+        flags.append(arith.FastMathFlag.NO_SIGNED_ZEROS)
+    return arith.FastMathFlagsAttr(flags)
 
 
 # What the heuristics (loop order, transpose tiling) assume for a dynamic range: large.
@@ -198,7 +209,7 @@ def emit_body(op: linalg.GenericOp, b: Builder, ivs: dict[int, SSAValue],
         if accs is not None and isinstance(clone, REASSOCIABLE) and any(
             v in accs for v in clone.operands
         ):
-            clone.fastmath = arith.FastMathFlagsAttr([arith.FastMathFlag.REASSOC])
+            clone.fastmath = combiner_flags(clone)
         b.insert(clone)
     results = [mapping.get(v, v) for v in yield_op.operands]
     if accs is not None:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, IntegerAttr, MemRefType, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, FloatAttr, IndexType, IntegerAttr, MemRefType, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.linalg import abstract_ops, ops as linalg
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -55,6 +55,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from compiler.lowering.dims import dim_symbol, dim_value
+from compiler.lowering.linalg_to_loops import REASSOCIABLE, combiner_flags
 from compiler.lowering.loop_builder import IndexBuilder, for_loop, index_product
 from compiler.lowering.plan_memory import byte_size
 
@@ -62,8 +63,6 @@ ROW_BUFFER_BYTES = 64 * 1024
 KERNEL_ATTR = "aicc.kernel"
 VIEWS = (memref.CollapseShapeOp, memref.ExpandShapeOp)
 MOVABLE = (arith.ConstantOp, memref.AllocOp, memref.GetGlobalOp, *VIEWS)
-REASSOCIABLE = (arith.AddfOp, arith.MulfOp, arith.MaximumfOp, arith.MinimumfOp)
-
 
 def root(v: SSAValue) -> SSAValue:
     """The buffer a value views (through reshapes)."""
@@ -268,6 +267,7 @@ class _NestBuilder:
         self.local_values = local  # of those, the ones that shrink to a row
         self.alias = alias  # of those, the ones that live in another buffer
         self.local: dict[SSAValue, SSAValue] = {}
+        self.recips: dict[SSAValue, SSAValue] = {}  # a row-invariant divisor -> 1 / it
         self.idx: IndexBuilder | None = None
 
     # -- accesses
@@ -333,9 +333,15 @@ class _NestBuilder:
             if isinstance(o, linalg.IndexOp):
                 mapping[o.result] = dims[o.dim.value.data]
                 continue
+            if isinstance(o, arith.DivfOp) and mapping.get(o.rhs) in self.recips:
+                clone = arith.MulfOp(mapping.get(o.lhs, o.lhs), self.recips[mapping[o.rhs]],
+                                     flags=o.fastmath)
+                mapping[o.result] = clone.result
+                b.insert(clone)
+                continue
             clone = o.clone(value_mapper=mapping)
             if accs and isinstance(clone, REASSOCIABLE) and any(v in accs for v in clone.operands):
-                clone.fastmath = arith.FastMathFlagsAttr([arith.FastMathFlag.REASSOC])
+                clone.fastmath = combiner_flags(clone)
             b.insert(clone)
         results: dict[int, SSAValue] = {}
         for j, (v, m) in enumerate(x.writes()):
@@ -402,9 +408,10 @@ class _NestBuilder:
                     inits.append(self.load(b, v, m, self.dims_of(x, row_ivs)))
         skip = self.dead_stores(stage, later)
         n = stage.ops[0].ranges[stage.ops[0].inner(self.k)[0]]
+        hoisted = self.hoist_invariant_reads(b, stage, row_ivs)
 
         def body(bb: Builder, iv: SSAValue, carried) -> list[SSAValue]:
-            fwd: dict = {}
+            fwd: dict = dict(hoisted)
             nexts: list[SSAValue] = []
             for x in stage.ops:
                 dims = self.dims_of(x, row_ivs) | {x.inner(self.k)[0]: iv}
@@ -417,6 +424,33 @@ class _NestBuilder:
         for (x, jj), value in zip(slots, results):
             v, m = x.writes()[jj]
             self.store(b, value, v, m, self.dims_of(x, row_ivs))
+
+    def hoist_invariant_reads(self, b: Builder, stage: _Stage, row_ivs) -> dict:
+        """Reads that do not depend on the loop's j (a row's max, sum or variance), loaded once
+        before the loop; keyed as `emit_body`'s forwarded values. A division by one of them
+        becomes a multiplication by its reciprocal, computed here once per row (as ONNX Runtime's
+        and PyTorch's softmax kernels do: one divide per row instead of one per element, within
+        1.5 ulp of the quotient)."""
+        writes = set().union(*(w.write_roots() for w in stage.ops))
+        hoisted: dict = {}
+        for x in stage.ops:
+            block = x.op.body.block
+            for i, (v, m) in enumerate(zip(x.op.inputs, x.maps)):
+                arg = block.args[i]
+                if not isinstance(v.type, MemRefType) or not arg.uses or root(v) in writes:
+                    continue
+                key = (v, self.canon(x, m))
+                if self.k in key[1].used_dims():
+                    continue
+                if key not in hoisted:
+                    hoisted[key] = self.load(b, v, m, self.dims_of(x, row_ivs))
+                value = hoisted[key]
+                if value not in self.recips and any(
+                    isinstance(u.operation, arith.DivfOp) and u.index == 1 for u in arg.uses
+                ):
+                    one = b.insert(arith.ConstantOp(FloatAttr(1.0, value.type))).result
+                    self.recips[value] = b.insert(arith.DivfOp(one, value)).result
+        return hoisted
 
     def dead_stores(self, stage: _Stage, later: list[RowOp]) -> set[SSAValue]:
         """Temporaries written in this loop whose every read is a later op of the same loop."""

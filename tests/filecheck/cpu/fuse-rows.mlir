@@ -5,6 +5,9 @@
 // reads last and at the element it writes, lives in the output row, divided in place. The
 // fills move to the top; exp and sum share one loop (the sum takes the exp's value, no reload)
 // with the accumulator in iter_args; the divide is the last pass. Nothing is allocated any more.
+// The row's max and sum are loaded once, before the loops that read them; the divide by the
+// sum is a multiply by its reciprocal, computed once per row. A max takes nsz: which zero a
+// max of -0.0 and +0.0 gives is left open, as by NumPy and PyTorch.
 // CHECK-LABEL: func.func @softmax
 // CHECK-SAME:    (%[[X:.*]]: memref<4x8xf32>, %[[OUT:.*]]: memref<4x8xf32>)
 // CHECK-NOT:     memref.alloc()
@@ -18,21 +21,26 @@
 // CHECK-NEXT:      %[[M0:.*]] = memref.load %[[M]]
 // CHECK-NEXT:      %[[MAX:.*]] = scf.for %[[J:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[A:.*]] = %[[M0]]) -> (f32) {
 // CHECK-NEXT:        %[[XV:.*]] = memref.load %[[X]][%[[R]], %[[J]]] : memref<4x8xf32>
-// CHECK-NEXT:        %[[MX:.*]] = arith.maximumf %[[A]], %[[XV]] fastmath<reassoc> : f32
+// CHECK-NEXT:        %[[MX:.*]] = arith.maximumf %[[A]], %[[XV]] fastmath<reassoc,nsz> : f32
 // CHECK-NEXT:        scf.yield %[[MX]] : f32
 // CHECK-NEXT:      }
 // CHECK-NEXT:      memref.store %[[MAX]], %[[M]]
-// CHECK:           %[[SUM:.*]] = scf.for %[[J2:.*]] = {{.*}} iter_args(%[[B:.*]] = %{{.*}}) -> (f32) {
-// CHECK:             %[[EX:.*]] = math.exp
+// CHECK:           %[[MV:.*]] = memref.load %[[M]]
+// CHECK-NEXT:      %[[SUM:.*]] = scf.for %[[J2:.*]] = {{.*}} iter_args(%[[B:.*]] = %{{.*}}) -> (f32) {
+// CHECK-NEXT:        %[[XV2:.*]] = memref.load %[[X]][%[[R]], %[[J2]]]
+// CHECK-NEXT:        %[[D:.*]] = arith.subf %[[XV2]], %[[MV]] : f32
+// CHECK-NEXT:        %[[EX:.*]] = math.exp %[[D]]
 // CHECK-NEXT:        memref.store %[[EX]], %[[OUT]][%[[R]], %[[J2]]] : memref<4x8xf32>
 // CHECK-NEXT:        %[[AD:.*]] = arith.addf %[[B]], %[[EX]] fastmath<reassoc> : f32
 // CHECK-NEXT:        scf.yield %[[AD]] : f32
 // CHECK-NEXT:      }
 // CHECK-NEXT:      memref.store %[[SUM]], %[[S]]
-// CHECK:           scf.for %[[J3:.*]] =
+// CHECK-NEXT:      %[[SV:.*]] = memref.load %[[S]]
+// CHECK-NEXT:      %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT:      %[[INV:.*]] = arith.divf %[[ONE]], %[[SV]] : f32
+// CHECK-NEXT:      scf.for %[[J3:.*]] =
 // CHECK-NEXT:        %[[EV:.*]] = memref.load %[[OUT]][%[[R]], %[[J3]]] : memref<4x8xf32>
-// CHECK-NEXT:        %[[SV:.*]] = memref.load %[[S]]
-// CHECK-NEXT:        %[[Y:.*]] = arith.divf %[[EV]], %[[SV]] : f32
+// CHECK-NEXT:        %[[Y:.*]] = arith.mulf %[[EV]], %[[INV]] : f32
 // CHECK-NEXT:        memref.store %[[Y]], %[[OUT]][%[[R]], %[[J3]]] : memref<4x8xf32>
 // CHECK:           scf.reduce
 // CHECK-NEXT:    }) {aicc.kernel = "rows"}
@@ -78,7 +86,8 @@ func.func @softmax(%0: memref<4x8xf32>, %1: memref<4x8xf32>) {
 // RMS norm over (1, 3, 8) rows: the unit batch dim is no loop; the 3 rows are the parallel
 // iterations. x*x is only summed, so it needs no row buffer at all; the sum of squares shares
 // one loop with the square; the weight w is read broadcast. Row-local reads of the reduced
-// value go through the (1x3x1) buffer shrunk to one element.
+// value go through the (1x3x1) buffer shrunk to one element; the division by the row's RMS is
+// a multiplication by its reciprocal, computed before the loop.
 // CHECK-LABEL: func.func @rmsnorm
 // CHECK:         %[[THREE:.*]] = arith.constant 3 : index
 // CHECK:         "scf.parallel"(%{{.*}}, %[[THREE]], %{{.*}})
@@ -88,9 +97,11 @@ func.func @softmax(%0: memref<4x8xf32>, %1: memref<4x8xf32>) {
 // CHECK-NOT:         memref.store
 // CHECK:             arith.addf {{.*}} fastmath<reassoc>
 // CHECK:           math.sqrt
-// CHECK:           scf.for
+// CHECK:           %[[INV:.*]] = arith.divf %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT:      scf.for
 // CHECK:             memref.load %{{.*}}[%{{.*}}] : memref<8xf32>
-// CHECK:             arith.divf
+// CHECK-NOT:         arith.divf
+// CHECK:             arith.mulf %{{.*}}, %[[INV]]
 // CHECK:             memref.store {{.*}} : memref<1x3x8xf32>
 // CHECK:         }) {aicc.kernel = "rows"}
 // CHECK-NOT:     linalg.
