@@ -7,6 +7,8 @@ at one thread and at all threads.
     python benchmarks/run.py --peers numpy,torch    # leave out torch.compile and ONNX Runtime
     python benchmarks/run.py --clock thread --threads 1   # CPU time of the calling thread
     python benchmarks/run.py --chart-only    # redraw cpu.png from cpu.json
+    python benchmarks/run.py --models        # the model-level benchmark (zoo CNNs, transformers)
+    python benchmarks/run.py --models resnet18,vit --batches 1,8 --threads 1 --clock thread
 
 Each thread count runs in its own process (BLAS reads its thread count at start-up), with
 OPENBLAS/OMP/MKL_NUM_THREADS and AICC_NUM_THREADS set alike, torch.set_num_threads and ONNX
@@ -30,6 +32,12 @@ workloads (an MLP 784-512-512-10, a CNN on 3x32x32 images, a transformer encoder
 d_model 256, 4 heads, ffn 1024, sequence 128; each at batch 1 and 32) are torch.nn.Modules
 (models.py) that aicc compiles through its torch frontend; ONNX Runtime runs them exported with
 torch.onnx.export, NumPy (MLP, encoder) with the same weights.
+
+`--models` runs the model-level benchmark instead: zoo models (benchmarks/zoo.py; by default
+five torchvision CNNs and six transformers, full size, random weights) at each `--batches` size,
+aicc through its torch frontend against torch eager, torch.compile and ONNX Runtime (the model
+through torch.onnx.export), written to models.json, models.md and models.png. Its bar: at one
+thread and batch 1, every model at least as fast as ONNX Runtime, geomean ratio >= 1.2.
 
 Peak fp32 FLOP/s is measured once (benchmarks/peak.py): FMA units x f32 lanes x 2 x the measured
 clock, times the thread count.
@@ -63,7 +71,7 @@ class Case:
     # the NumPy-style function aicc compiles, or (module=True) a factory of the torch.nn.Module
     # it compiles through its torch frontend (torch is imported only when the case runs)
     aicc: Callable
-    inputs: tuple
+    inputs: tuple | Callable[[], tuple]  # NumPy arrays, or a function building them (a zoo model's)
     # peer name -> factory returning the peer's function of the NumPy inputs (lazily: torch and
     # onnxruntime are imported only when a case needs them)
     peers: dict[str, Callable[[], Callable]] = field(default_factory=dict)
@@ -90,7 +98,9 @@ def torch_peer(make: Callable[[], Callable], compiled: bool = False) -> Callable
     return factory
 
 
-def ort_peer(make_model: Callable, names: tuple[str, ...], threads: int) -> Callable[[], Callable]:
+def ort_peer(make_model: Callable, names: tuple[str, ...] | None, threads: int) -> Callable[[], Callable]:
+    """ONNX Runtime on the model `make_model` returns, fed by input `names` (None: the model's
+    inputs in order)."""
     def factory():
         import onnxruntime as ort
 
@@ -98,7 +108,8 @@ def ort_peer(make_model: Callable, names: tuple[str, ...], threads: int) -> Call
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         sess = ort.InferenceSession(make_model().SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        return lambda *arrays: sess.run(None, dict(zip(names, arrays)))[0]
+        feed = names or tuple(i.name for i in sess.get_inputs())
+        return lambda *arrays: sess.run(None, dict(zip(feed, arrays)))[0]
 
     return factory
 
@@ -214,6 +225,52 @@ def cases(quick: bool, threads: int) -> list[Case]:
     return out
 
 
+# The model-level benchmark (--models): models of benchmarks/zoo.py (torchvision and transformers
+# architectures with random weights, full size), each at every --batches size, compiled by aicc
+# through its torch frontend; peers: torch eager, torch.compile, and ONNX Runtime on the model
+# through torch.onnx.export (zoo.to_onnx, as the zoo exports it).
+ZOO_CNNS = ("resnet18", "resnet50", "mobilenet_v3_small", "efficientnet_b0", "regnet_y_400mf")
+ZOO_TRANSFORMERS = ("bert", "gpt2", "t5-encoder", "vit", "whisper-encoder", "clip-text")
+ZOO_DEFAULT = ZOO_CNNS + ZOO_TRANSFORMERS
+
+
+def zoo_cases(names: list[str], batches: list[int], quick: bool, threads: int) -> list[Case]:
+    import zoo
+
+    unknown = [n for n in names if n not in zoo.SPECS]
+    if unknown:
+        raise SystemExit(f"unknown zoo models {unknown} (known: {', '.join(zoo.SPECS)})")
+    return [zoo_case(zoo.SPECS[n], b, quick, threads) for n in names for b in batches]
+
+
+def zoo_case(spec, batch: int, quick: bool, threads: int) -> Case:
+    built: dict = {}
+
+    def build():
+        """The module and its inputs (the zoo's batch-1 example repeated `batch` times), once."""
+        if not built:
+            import torch
+
+            module, inputs = spec.build(quick)  # quick: the zoo's small configurations
+            inputs = tuple(torch.cat([t] * batch) if batch > 1 else t for t in inputs)
+            built.update(module=module, torch_inputs=inputs, inputs=tuple(t.numpy() for t in inputs))
+        return built
+
+    def onnx_model():
+        import zoo
+
+        b = build()
+        return zoo.to_onnx(b["module"], b["torch_inputs"], spec.onnx_attn)
+
+    def make():
+        return build()["module"]
+
+    peers = {"torch": torch_peer(make), "torch.compile": torch_peer(make, compiled=True),
+             "onnxruntime": ort_peer(onnx_model, None, threads)}
+    return Case(f"{spec.name} b{batch}", make, lambda: build()["inputs"], peers, module=True,
+                bar=f"model:{spec.family}" if batch == 1 else None)
+
+
 def median_time(fn, args, budget_s: float, clock, min_runs: int = 5) -> float:
     fn(*args)  # warm up
     times: list[float] = []
@@ -234,9 +291,11 @@ def scaled_err(out, ref) -> float:
 
 
 def run_here(quick: bool, only: list[str] | None, budget_s: float, threads: int, peers: list[str],
-             clock_name: str, peak: float | None = None) -> list[dict]:
-    """Time every selected case and its peers in this process; `peak` is the GFLOP/s of
-    `threads` cores (None: no % of peak)."""
+             clock_name: str, peak: float | None = None, models: list[str] | None = None,
+             batches: list[int] | None = None) -> list[dict]:
+    """Time every selected case (the zoo `models` at `batches` where given, else the suite)
+    and its peers in this process; `peak` is the GFLOP/s of `threads` cores (None: no % of
+    peak)."""
     import compiler
 
     clock = time.thread_time if clock_name == "thread" and threads == 1 else time.perf_counter
@@ -247,10 +306,12 @@ def run_here(quick: bool, only: list[str] | None, budget_s: float, threads: int,
     except ImportError:
         pass
     rows = []
-    for case in cases(quick, threads):
+    for case in zoo_cases(models, batches or [1], quick, threads) if models else cases(quick, threads):
         if only and not any(o in case.name for o in only):
             continue
         try:
+            if callable(case.inputs):
+                case.inputs = case.inputs()
             model, example = case.aicc, case.inputs
             if case.module:
                 import torch
@@ -383,6 +444,29 @@ def evaluate_bars(rows: list[dict]) -> list[tuple[str, bool | None, str]]:
     return out
 
 
+def evaluate_model_bars(rows: list[dict]) -> list[tuple[str, bool | None, str]]:
+    """The model-level bar at one thread and batch 1: every CNN and every transformer at least
+    as fast as ONNX Runtime, and their geometric mean ratio at least 1.2. Reporting only."""
+    import math
+
+    ratios = {}
+    for r in rows:
+        if r.get("bar", "").startswith("model:"):
+            v = r["peers"].get("onnxruntime", {})
+            ratios[r["name"]] = v.get("ratio")
+    statement = ("every model at batch 1 at least as fast as ONNX Runtime (ORT time / aicc time "
+                 ">= 1.0), geomean >= 1.2")
+    if not ratios:
+        return [(statement, None, "not run")]
+    if any(v is None for v in ratios.values()):
+        missing = ", ".join(k for k, v in ratios.items() if v is None)
+        return [(statement, None, f"no ONNX Runtime time for {missing}")]
+    geo = math.exp(sum(math.log(v) for v in ratios.values()) / len(ratios))
+    worst = min(ratios, key=ratios.get)
+    return [(statement, min(ratios.values()) >= 1.0 and geo >= 1.2,
+             f"geomean {geo:.2f} over {len(ratios)} models; lowest {worst} {ratios[worst]:.2f}")]
+
+
 def verdict(met: bool | None) -> str:
     return "no data" if met is None else "met" if met else "not met"
 
@@ -405,7 +489,8 @@ def machine_line(machine: dict) -> str:
 
 
 def markdown(results: dict, command: str) -> str:
-    md = [f"# aicc CPU benchmarks\n\n{machine_line(results['machine'])}\n",
+    title = "aicc CPU benchmarks: models" if results.get("models") else "aicc CPU benchmarks"
+    md = [f"# {title}\n\n{machine_line(results['machine'])}\n",
           f"Command: `{command}`\n",
           f"Clock: {results['clock']} (medians); a peer cell is `ms (peer/aicc)`, > 1 means aicc is faster. "
           "`max err` is the largest max|peer - aicc| / max(1, max|peer|) over the peers.\n"]
@@ -442,7 +527,8 @@ def markdown(results: dict, command: str) -> str:
         md.append("The issue's one-thread bars, evaluated on the 1-thread numbers above (reporting, not a test).\n")
         md.append("| bar | verdict | numbers |")
         md.append("|---|---|---|")
-        for statement, met, numbers in evaluate_bars(results["runs"]["1"]):
+        bars = evaluate_model_bars if results.get("models") else evaluate_bars
+        for statement, met, numbers in bars(results["runs"]["1"]):
             md.append(f"| {statement} | {verdict(met)} | {numbers} |")
     return "\n".join(md) + "\n"
 
@@ -495,7 +581,11 @@ def main() -> int:
                    help="wall time, or (one thread only) the calling thread's CPU time")
     p.add_argument("--note", help="a remark recorded with the results (say, the machine was shared)")
     p.add_argument("--out", type=Path, default=RESULTS, help=f"results folder (default: {RESULTS})")
-    p.add_argument("--chart-only", action="store_true", help="redraw cpu.png from the results folder's cpu.json")
+    p.add_argument("--chart-only", action="store_true", help="redraw cpu.png from the results folder's cpu.json (with --models: models.png)")
+    p.add_argument("--models", nargs="?", const=",".join(ZOO_DEFAULT),
+                   help="the model-level benchmark instead of the suite: comma-separated zoo models "
+                        f"(alone: {','.join(ZOO_DEFAULT)}); writes models.json/.md/.png")
+    p.add_argument("--batches", default="1,8", help="batch sizes of --models (default: 1,8)")
     p.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     p.add_argument("--peak", type=float, help=argparse.SUPPRESS)
@@ -504,9 +594,12 @@ def main() -> int:
         from cuda_bench import main as cuda_main  # not "cuda": that would shadow cuda-bindings
 
         return cuda_main(args)
+    models = [m for m in args.models.split(",") if m] if args.models else None
+    batches = [int(b) for b in args.batches.split(",")]
+    stem = "models" if models else "cpu"
     if args.chart_only:
-        if write_chart(json.loads((args.out / "cpu.json").read_text()), args.out / "cpu.png"):
-            print(f"wrote {args.out / 'cpu.png'}")
+        if write_chart(json.loads((args.out / f"{stem}.json").read_text()), args.out / f"{stem}.png"):
+            print(f"wrote {args.out / f'{stem}.png'}")
         return 0
     only = args.only.split(",") if args.only else None
     peers = [x for x in args.peers.split(",") if x]
@@ -515,7 +608,8 @@ def main() -> int:
         p.error(f"unknown peers {sorted(unknown)} (known: {', '.join(PEERS)})")
 
     if args.child is not None:
-        rows = run_here(args.quick, only, args.budget, args.child, peers, args.clock, args.peak)
+        rows = run_here(args.quick, only, args.budget, args.child, peers, args.clock, args.peak,
+                        models, batches)
         print("JSON:" + json.dumps(rows))
         return 0
 
@@ -527,6 +621,9 @@ def main() -> int:
     machine = {"cpu": cpu_model(), "cores": ncpu, "python": platform.python_version(), "peak": peak}
     print(f"aicc CPU benchmarks on {machine_line(machine)}")
     results = {"machine": machine, "clock": args.clock, "note": args.note, "runs": {}}
+    if models:
+        results["models"] = models
+        results["batches"] = batches
     for t in threads:
         print(f"\n== {t} thread(s) ==", flush=True)
         env = dict(os.environ, **{v: str(t) for v in THREAD_VARS})
@@ -536,6 +633,7 @@ def main() -> int:
         cmd += ["--peak", str(peak["GFLOPs_1_thread"] * t)] if peak else []
         cmd += ["--quick"] if args.quick else []
         cmd += ["--only", args.only] if args.only else []
+        cmd += ["--models", ",".join(models), "--batches", args.batches] if models else []
         proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
         lines = proc.stdout.splitlines()
         for line in lines:
@@ -548,15 +646,16 @@ def main() -> int:
 
     if "1" in results["runs"]:
         print("\nbars (1 thread):")
-        for statement, met, numbers in evaluate_bars(results["runs"]["1"]):
+        bars = evaluate_model_bars if models else evaluate_bars
+        for statement, met, numbers in bars(results["runs"]["1"]):
             print(f"  {verdict(met):8s} {statement}: {numbers}")
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "cpu.json").write_text(json.dumps(results, indent=2))
+    (args.out / f"{stem}.json").write_text(json.dumps(results, indent=2))
     command = "python benchmarks/run.py " + shlex.join(sys.argv[1:])
-    (args.out / "cpu.md").write_text(markdown(results, command.strip()))
-    print(f"\nwrote {args.out / 'cpu.json'} and {args.out / 'cpu.md'}")
-    if write_chart(results, args.out / "cpu.png"):
-        print(f"wrote {args.out / 'cpu.png'}")
+    (args.out / f"{stem}.md").write_text(markdown(results, command.strip()))
+    print(f"\nwrote {args.out / f'{stem}.json'} and {args.out / f'{stem}.md'}")
+    if write_chart(results, args.out / f"{stem}.png"):
+        print(f"wrote {args.out / f'{stem}.png'}")
     return 0
 
 

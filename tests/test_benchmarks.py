@@ -114,3 +114,43 @@ def test_peak_is_measured_on_x86(run, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     pk = run.peak_info()
     assert pk is not None and pk["lanes_f32"] in (4, 8, 16) and pk["GFLOPs_1_thread"] > 0
+
+
+def test_model_bars(run):
+    """The model-level bar: every model at batch 1 >= 1.0 against ONNX Runtime, geomean >= 1.2."""
+    fast = [_row("resnet18 b1", 1.0, "model:torchvision", onnxruntime=1.5),
+            _row("vit b1", 1.0, "model:transformers", onnxruntime=1.3),
+            _row("vit b8", 1.0, None, onnxruntime=0.5)]  # batch 8: not part of the bar
+    [(_, met, numbers)] = run.evaluate_model_bars(fast)
+    assert met is True and "geomean 1.40 over 2 models" in numbers
+    slow = fast[:1] + [_row("gpt2 b1", 1.0, "model:transformers", onnxruntime=0.9)]
+    [(_, met, numbers)] = run.evaluate_model_bars(slow)
+    assert met is False and "lowest gpt2 b1 0.90" in numbers
+    low_mean = [_row("a b1", 1.0, "model:torchvision", onnxruntime=1.1)]
+    assert run.evaluate_model_bars(low_mean)[0][1] is False  # every model >= 1, geomean < 1.2
+    failed = [_row("a b1", 1.0, "model:torchvision", onnxruntime="RuntimeError: export")]
+    assert run.evaluate_model_bars(failed)[0][1] is None
+    assert run.evaluate_model_bars([])[0][1:] == (None, "not run")
+
+
+def test_quick_model_run(tmp_path):
+    """--models: a zoo model (quick size) at two batch sizes, aicc against ONNX Runtime on the
+    model's torch.onnx.export, written to models.json and models.md with the model bar."""
+    for package in ("torchvision", "onnxruntime"):  # find_spec: importing torchvision may fail
+        if importlib.util.find_spec(package) is None:  # without zoo.import_torchvision's fix-up
+            pytest.skip(f"{package} is not installed")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, str(RUN), "--quick", "--models", "squeezenet1_1", "--batches", "1,3",
+           "--threads", "1", "--budget", "0.01", "--peers", "onnxruntime", "--clock", "thread",
+           "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads((tmp_path / "models.json").read_text())
+    rows = results["runs"]["1"]
+    assert [r["name"] for r in rows] == ["squeezenet1_1 b1", "squeezenet1_1 b3"]
+    for r in rows:
+        assert r["aicc_ms"] > 0 and r["peers"]["onnxruntime"]["max_scaled_err"] < 1e-4
+    md = (tmp_path / "models.md").read_text()
+    assert "# aicc CPU benchmarks: models" in md and "| squeezenet1_1 b3 |" in md
+    assert "every model at batch 1 at least as fast as ONNX Runtime" in md
+    assert not (tmp_path / "cpu.json").exists()
