@@ -178,3 +178,43 @@ func.func @mm(%a: tensor<{m_}x{k}xf32>, %p: tensor<2xf32>) -> tensor<{m_}x{n}xi3
     q = np.clip(np.rint(x / np.float32(scale)) + zp, -128, 127)
     expect = (q.astype(np.int64) - int(zp)) @ w.T.astype(np.int64)
     np.testing.assert_array_equal(m(x, np.array([scale, zp], np.float32))[0], expect)
+
+
+def test_vnni_quantized_models_match_the_avx2_kernels(monkeypatch):
+    """compiler.quantize (int8 convs as im2col GEMMs with the per-channel scale in the kernel,
+    a linear layer) and quantize_dynamic (8- and 7-bit weights): the portable VNNI kernel gives
+    the same outputs as the AVX2 kernels, bit for bit (exact int32 sums, the same epilogues)."""
+    import compiler
+
+    monkeypatch.setenv("AICC_CACHE", "0")  # the forced kernel is not part of a cache key
+    monkeypatch.setenv("AICC_TARGET_CPU", "x86-64-v3")  # the AVX2 kernels on any host
+    w1 = (RNG.standard_normal((8, 3, 3, 3)) / 5).astype(np.float32)
+    w2 = (RNG.standard_normal((12, 8, 3, 3)) / 8).astype(np.float32)
+    w3 = (RNG.standard_normal((12 * 4 * 4, 5)) / 10).astype(np.float32)
+
+    def cnn(x):
+        h = compiler.ops.relu(compiler.ops.conv2d(x, w1, padding=1))
+        h = compiler.ops.max_pool2d(compiler.ops.conv2d(h, w2, stride=2, padding=1), 2)
+        return h.reshape(x.shape[0], -1) @ w3
+
+    def linear(x):
+        return x @ w3[:37] + 0.5
+
+    calib = [(RNG.standard_normal((2, 3, 15, 15)).astype(np.float32),) for _ in range(2)]
+    x = RNG.standard_normal((2, 3, 15, 15)).astype(np.float32)
+    xd = (RNG.standard_normal((7, 37)) * 3).astype(np.float32)
+
+    def build():
+        return [compiler.quantize(cnn, calib, (x,)), compiler.quantize_dynamic(linear, (xd,)),
+                compiler.quantize_dynamic(linear, (xd,), reduce_range=True)]
+
+    avx2 = build()
+    real = qgemm_pass.LowerQGemm
+    monkeypatch.setattr(qgemm_pass, "LowerQGemm",
+                        lambda enabled=True, vnni=0: real(enabled=enabled, vnni=256, vnni_portable=True))
+    vnni = build()
+    for a, v, inp in zip(avx2, vnni, (x, xd, xd)):
+        assert "vnni" not in a.ir("loops") and "vnni = 256" in v.ir("loops")
+        np.testing.assert_array_equal(v(inp), a(inp))
+    # the matmuls whose only reader is the per-channel scale store it from the kernel, as on AVX2
+    assert vnni[0].ir("loops").count("col_scale") == avx2[0].ir("loops").count("col_scale") >= 2
