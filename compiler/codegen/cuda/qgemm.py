@@ -22,16 +22,20 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from compiler.codegen.cuda.common import KernelWriter
+from compiler.errors import CompileError
 
 QGEMM_THREADS = (16, 16)  # block (x: columns, y: rows)
 QGEMM_TILE = (64, 64, 32)  # BM, BN, BK (bytes of k)
 
 
 def qgemm_config(op) -> tuple[tuple, tuple, tuple]:
-    """(grid, block, tile) of the dp4a kernel for gpu_map.qgemm `op`."""
+    """(grid, block, tile) of the dp4a kernel for gpu_map.qgemm `op`: row tiles on grid x (up
+    to 2^31 - 1 of them: an im2col's rows may be many), column tiles on grid y."""
     rows, n, _ = op.sizes
     bm, bn, _ = QGEMM_TILE
-    return (-(-n // bn), -(-rows // bm)), QGEMM_THREADS, QGEMM_TILE
+    if -(-n // bn) > 65535:
+        raise CompileError(f"gpu_map.qgemm: N = {n} columns need more than 65535 blocks of {bn} in grid y")
+    return (-(-rows // bm), -(-n // bn)), QGEMM_THREADS, QGEMM_TILE
 
 
 def emit_qgemm(w: KernelWriter, ops: list[Operation]) -> None:
@@ -58,7 +62,7 @@ def emit_qgemm(w: KernelWriter, ops: list[Operation]) -> None:
     L(f"__shared__ int As[{bkw}][{bm + 1}];  // words of 4 bytes of k, k-major")
     L(f"__shared__ int Bs[{bkw}][{bn + 1}];")
     L(f"const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * {tx} + tx;")
-    L(f"const {I} row0 = ({I})blockIdx.y * {bm}, col0 = ({I})blockIdx.x * {bn};")
+    L(f"const {I} row0 = ({I})blockIdx.x * {bm}, col0 = ({I})blockIdx.y * {bn};")
     if dynamic:
         P = w.val(op.params)
         L(f"const float qscale = {P}[0], qzp = {P}[1];")

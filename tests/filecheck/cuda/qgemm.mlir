@@ -17,6 +17,7 @@
 // MAP-NOT:     gpu_map.kernel
 // CUDA-LABEL: // qgemm_k0: qgemm, grid 1 x 1, block 16 x 16
 // CUDA:       void __launch_bounds__(256) qgemm_k0(const signed char* __restrict__ [[A:p[0-9]+]], const signed char* __restrict__ [[B:p[0-9]+]], int* __restrict__ [[C:p[0-9]+]])
+// CUDA:         const int row0 = (int)blockIdx.x * 64, col0 = (int)blockIdx.y * 64;
 // CUDA:         const int zp = -3;
 // CUDA:         word |= ((unsigned)(unsigned char)[[A]][gr * 129 + gk + t]) << (8 * t);
 // CUDA:         word |= ((unsigned)(unsigned char)[[B]][gc * 129 + gk + t]) << (8 * t);
@@ -47,7 +48,7 @@ func.func @dqgemm(%a: tensor<2x9x37xf32>, %w: tensor<6x37xi8>, %p: tensor<2xf32>
 }
 
 // Zero point 0: no column sums.
-// CUDA-LABEL: // zp0_k0: qgemm, grid 2 x 3, block 16 x 16
+// CUDA-LABEL: // zp0_k0: qgemm, grid 3 x 2, block 16 x 16
 // CUDA-NOT:     0x01010101
 // CUDA:         acc[i][j] = __dp4a(a[i], b[j], acc[i][j]);
 func.func @zp0(%a: tensor<129x8xi8>, %w: tensor<65x8xi8>) -> tensor<129x65xi32> {
