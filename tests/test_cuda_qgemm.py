@@ -163,3 +163,21 @@ def test_dp4a_on_the_gpu(shape_a, n, zp):
     gpu = compiler.quantize_dynamic(lambda x: x @ w, (x,), target="cuda")
     cpu = compiler.quantize_dynamic(lambda x: x @ w, (x,))
     np.testing.assert_allclose(gpu(x), cpu(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("types,message", [
+    ("memref<7x12xi8>, memref<5x13xi8>, memref<7x5xi32>", "expected A \\(..., M, K\\), B \\(N, K\\)"),
+    ("memref<7x12xi8>, memref<5x12xi8>, memref<7x5xf32>", "expected an i8 A, an i8 B and an i32 C, got memref<7x5xf32>"),
+])
+def test_qgemm_op_verifier_names_the_op_and_types(types, message):
+    from xdsl.utils.exceptions import VerifyException
+
+    a, b, c = (t.strip() for t in types.split(", "))
+    text = f"""
+func.func @f(%a: {a}, %b: {b}, %c: {c}) {{
+  gpu_map.qgemm %a, %b, %c {{zp = 0 : i64}} : {types}
+  func.return
+}}"""
+    module = Parser(make_context(), text).parse_module()
+    with pytest.raises(VerifyException, match="gpu_map.qgemm: " + message):
+        module.verify()

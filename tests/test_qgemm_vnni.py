@@ -218,3 +218,26 @@ def test_vnni_quantized_models_match_the_avx2_kernels(monkeypatch):
         np.testing.assert_array_equal(v(inp), a(inp))
     # the matmuls whose only reader is the per-channel scale store it from the kernel, as on AVX2
     assert vnni[0].ir("loops").count("col_scale") == avx2[0].ir("loops").count("col_scale") >= 2
+
+
+def test_vnni_qgemm_op_verifier():
+    """A vnni kernel's B must be packed by quads for its lanes, with a padded colsum."""
+    from xdsl.utils.exceptions import VerifyException
+
+    def text(b_type, colsum_type, vnni):
+        return f"""
+func.func @f(%a: memref<7x33xi8>, %b: {b_type}, %s: {colsum_type}, %c: memref<7x17xi32>) {{
+  %z = arith.constant 0 : index
+  %m = arith.constant 7 : index
+  aicc_cpu.qgemm %a[%z], %b, %c[%z] rows %m colsum %s : {colsum_type} {{n = 17 : i64, k = 33 : i64, zp = 0 : i64, vnni = {vnni} : i64}} : memref<7x33xi8>, {b_type}, memref<7x17xi32>
+  func.return
+}}"""
+
+    Parser(make_context(), text("memref<2x9x64xi8>", "memref<32xi32>", 512)).parse_module().verify()
+    Parser(make_context(), text("memref<3x9x32xi8>", "memref<24xi32>", 256)).parse_module().verify()
+    for b_type, colsum_type, vnni, message in [
+            ("memref<2x9x64xi8>", "memref<32xi32>", 256, "a vnni = 256 B must be a memref<3x9x32xi8>"),
+            ("memref<3x9x32xi8>", "memref<17xi32>", 256, "vnni = 256 takes a colsum memref<24xi32>"),
+            ("memref<2x9x64xi8>", "memref<32xi32>", 128, "vnni must be 256 or 512")]:
+        with pytest.raises(VerifyException, match="aicc_cpu.qgemm: " + message):
+            Parser(make_context(), text(b_type, colsum_type, vnni)).parse_module().verify()
