@@ -25,6 +25,7 @@ import pytest
 import compiler
 from compiler import ops
 from compiler.pipeline import CompileOptions
+from compiler.targets.cpu.machine import cpu_machine
 
 RNG = np.random.default_rng(0)
 
@@ -82,7 +83,10 @@ def test_linear_matches_numpy_model(m_, k, n, per_channel, reduce_range):
     m = compiler.quantize_dynamic(linear, (x,), per_channel=per_channel, reduce_range=reduce_range)
     assert m.stats["quantized_ops"] == 1
     assert "aicc_cpu.qgemm" in m.ir("loops") and "to i8" not in m.ir("loops")  # x is never stored as int8
-    assert ("colsum" in m.ir("loops")) == reduce_range  # 7-bit weights: the vpmaddubsw kernel
+    if cpu_machine("host").vnni_bits:  # every constant weight: the VNNI kernel (and its colsum)
+        assert "vnni = " in m.ir("loops")
+    else:
+        assert ("colsum" in m.ir("loops")) == reduce_range  # 7-bit weights: the vpmaddubsw kernel
     for kind in ("normal", "positive", "negative", "zeros", "wide"):
         x = _data(kind, (m_, k))
         ref = _reference(x, w, b, per_channel, 63 if reduce_range else 127)

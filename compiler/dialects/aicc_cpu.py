@@ -27,7 +27,7 @@ copy of a bias into C that `fuse-linear-bias` asks for.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import BoolAttr, Float32Type, IndexType, IntegerAttr, MemRefType, i1, i64
+from xdsl.dialects.builtin import BoolAttr, Float32Type, IndexType, IntegerAttr, MemRefType, UnitAttr, i1, i64
 from xdsl.ir import Dialect, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -156,7 +156,15 @@ class QGemmOp(IRDLOperation):
 
     With a packed B, `col_scale %s : memref<Nxf32>` makes C f32: C[r, j] = sum * s[j], the
     matmul's int32 -> float32 epilogue (an int8 conv's per-channel scale) done as the tile is
-    stored, so the int32 result is never written."""
+    stored, so the int32 result is never written.
+
+    With `vnni = 256` or `512` (a CPU with VNNI's `vpdpbusd`, of that width: L = vnni / 32
+    lanes) B is packed by quads of k, memref<G x K4 x 4L x i8> (G = ceil(N / L), K4 =
+    ceil(k / 4)), Bp[g, p, 4c + t] = B[Lg + c, 4p + t] (zeros beyond N and k), and the colsum,
+    memref<G*L x i32> (zeros beyond N), is always there: the kernel multiplies A + 128 (uint8)
+    by B, four products per i32 lane, and subtracts (zp + 128) * colsum[j]. `vnni_portable`
+    computes the same sums with generic vector code instead of the instruction (for a CPU
+    without VNNI: tests of the kernel's layout on any x86-64 host)."""
 
     name = "aicc_cpu.qgemm"
 
@@ -174,6 +182,8 @@ class QGemmOp(IRDLOperation):
     n = prop_def(IntegerAttr)
     k = prop_def(IntegerAttr)
     zp = prop_def(IntegerAttr)
+    vnni = opt_prop_def(IntegerAttr)
+    vnni_portable = opt_prop_def(UnitAttr)
 
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
@@ -184,12 +194,22 @@ class QGemmOp(IRDLOperation):
 
     def __init__(self, a: SSAValue, a_off: SSAValue, b: SSAValue, c: SSAValue, c_off: SSAValue,
                  m: SSAValue, *, n: int, k: int, zp: int, quantize: tuple[SSAValue, SSAValue] | None = None,
-                 colsum: SSAValue | None = None, col_scale: SSAValue | None = None):
+                 colsum: SSAValue | None = None, col_scale: SSAValue | None = None, vnni: int = 0,
+                 vnni_portable: bool = False):
         scale, zero_point = ([quantize[0]], [quantize[1]]) if quantize else ([], [])
+        props = {"n": IntegerAttr(n, i64), "k": IntegerAttr(k, i64), "zp": IntegerAttr(zp, i64)}
+        if vnni:
+            props["vnni"] = IntegerAttr(vnni, i64)
+            if vnni_portable:
+                props["vnni_portable"] = UnitAttr()
         super().__init__(operands=[a, a_off, b, c, c_off, m, scale, zero_point, [colsum] if colsum else [],
                                    [col_scale] if col_scale else []],
-                         properties={"n": IntegerAttr(n, i64), "k": IntegerAttr(k, i64),
-                                     "zp": IntegerAttr(zp, i64)})
+                         properties=props)
+
+    @property
+    def vnni_lanes(self) -> int:
+        """The i32 lanes of the VNNI kernel (8 or 16); 0 for the vpmaddwd kernels."""
+        return self.vnni.value.data // 32 if self.vnni is not None else 0
 
     @property
     def dynamic(self) -> bool:
@@ -204,13 +224,25 @@ class QGemmOp(IRDLOperation):
             raise VerifyException("aicc_cpu.qgemm: n and k must be positive")
         if (self.scale is None) != (self.zero_point is None):
             raise VerifyException("aicc_cpu.qgemm: quantize takes a scale and a zero point")
-        if self.colsum is not None and (self.colsum.type.get_shape() != (self.n.value.data,) or
+        if self.colsum is not None and (self.colsum.type.get_shape() != (self.n.value.data,) and self.vnni is None or
                                         getattr(self.colsum.type.element_type, "width", None) is None or
                                         self.colsum.type.element_type.width.data != 32):
             raise VerifyException(f"aicc_cpu.qgemm: colsum must be a memref<{self.n.value.data}xi32>, got "
                                   f"{self.colsum.type}")
         n, k, b_shape = self.n.value.data, self.k.value.data, self.b.type.get_shape()
-        if self.packed:
+        lanes = self.vnni_lanes
+        if self.vnni is not None and self.vnni.value.data not in (256, 512):
+            raise VerifyException(f"aicc_cpu.qgemm: vnni must be 256 or 512, got {self.vnni.value.data}")
+        if self.vnni_portable is not None and not lanes:
+            raise VerifyException("aicc_cpu.qgemm: vnni_portable needs vnni")
+        if lanes:
+            g = -(-n // lanes)
+            if b_shape != (g, -(-k // 4), 4 * lanes):
+                raise VerifyException(f"aicc_cpu.qgemm: a vnni = {32 * lanes} B must be a memref<{g}x{-(-k // 4)}x"
+                                      f"{4 * lanes}xi8>, got {self.b.type}")
+            if self.colsum is None or self.colsum.type.get_shape() != (g * lanes,):
+                raise VerifyException(f"aicc_cpu.qgemm: vnni = {32 * lanes} takes a colsum memref<{g * lanes}xi32>")
+        elif self.packed:
             if b_shape != (-(-n // 8), -(-k // 2), 16) or self.colsum is not None:
                 raise VerifyException(f"aicc_cpu.qgemm: a packed B must be a memref<{-(-n // 8)}x{-(-k // 2)}x16xi8> "
                                       f"(and takes no colsum), got {self.b.type}")

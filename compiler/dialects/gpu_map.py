@@ -26,6 +26,10 @@ matmul       [fill] C[b..,i,j] += A[..,i,k] B[..,k,j] tiled through double-buffe
                                                      computing a (BM/block[1]) x (BN/block[0])
                                                      register tile; batch on grid z
 single       straight-line code outside any nest     one thread
+qgemm        one gpu_map.qgemm (an int8 GEMM on       `tile` = [BM, BN, BK]: BM x BN of C per
+             memrefs, put there by lower-qgemm-gpu)  block, k through __shared__ BK bytes at a
+                                                     time, __dp4a on 4 bytes of k per
+                                                     instruction, int32 accumulators
 attention    one aicc_fused.attention on memrefs     flash attention: `tile` = [BQ, KB, T], a
              (not loop IR: the op is whole)          block per (batch entry, BQ query rows), T
                                                      threads per row holding its q and output
@@ -43,12 +47,16 @@ into kernel parameters and folds the constants.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, Float32Type, IntegerAttr, MemRefType, StringAttr, i64
+from xdsl.ir import SSAValue
 from xdsl.ir import Dialect, Region
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
     irdl_op_definition,
+    AttrSizedOperandSegments,
+    operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     region_def,
@@ -57,7 +65,7 @@ from xdsl.irdl import (
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
-KINDS = ("elementwise", "row_reduce", "col_reduce", "matmul", "single", "attention")
+KINDS = ("elementwise", "row_reduce", "col_reduce", "matmul", "single", "attention", "qgemm")
 
 
 @irdl_op_definition
@@ -115,6 +123,12 @@ class KernelOp(IRDLOperation):
             if len(ops) != 1 or ops[0].name != "aicc_fused.attention":
                 raise VerifyException(
                     "gpu_map.kernel: an attention kernel holds one aicc_fused.attention")
+        if self.kind.data == "qgemm":
+            ops = list(self.body.block.ops)
+            if self.tile is None or len(self.tile.get_values()) != 3 or len(ops) != 1 \
+                    or ops[0].name != "gpu_map.qgemm":
+                raise VerifyException("gpu_map.kernel: a qgemm kernel holds one gpu_map.qgemm and needs "
+                                      "tile = [BM, BN, BK]")
 
     @property
     def grid_dims(self) -> tuple[int | str, ...]:
@@ -132,4 +146,64 @@ class KernelOp(IRDLOperation):
         return tuple(self.tile.get_values()) if self.tile is not None else None
 
 
-GPUMap = Dialect("gpu_map", [KernelOp], [])
+@irdl_op_definition
+class QGemmOp(IRDLOperation):
+    """An int8 GEMM for the CUDA target's dp4a kernel (put there by lower-qgemm-gpu, in place
+    of matmul_integer's marked generic):
+
+        gpu_map.qgemm %a, %b, %c {zp = -3 : i64} : memref<7x129xi8>, memref<5x129xi8>, memref<7x5xi32>
+
+    C[r, j] = sum over k of (A[r, k] - zp) * B[j, k], int32, for every row r of A (its leading
+    dims flattened: memref<...xMxK>, C memref<...xMxN>) and every j < N; B holds the weight's
+    rows (N, K). With `quantize %params : memref<2xf32>` (dynamic quantization) A is f32 and
+    A[r, k] - zp above is clamp(rne(A[r, k] / params[0]) + params[1], -128, 127) - params[1].
+    The kernel stores every element of C (no fill before it)."""
+
+    name = "gpu_map.qgemm"
+
+    a = operand_def(MemRefType)
+    b = operand_def(MemRefType)
+    c = operand_def(MemRefType)
+    params = opt_operand_def(MemRefType)
+    zp = prop_def(IntegerAttr)
+
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+
+    assembly_format = ("$a `,` $b `,` $c (`quantize` $params^ `:` type($params))? attr-dict "
+                       "`:` type($a) `,` type($b) `,` type($c)")
+
+    def __init__(self, a: SSAValue, b: SSAValue, c: SSAValue, zp: int, params: SSAValue | None = None):
+        super().__init__(operands=[a, b, c, [params] if params is not None else []],
+                         properties={"zp": IntegerAttr(zp, i64)})
+
+    @property
+    def sizes(self) -> tuple[int, int, int]:
+        """(rows of A, N, K)."""
+        a_shape, (n, k) = self.a.type.get_shape(), self.b.type.get_shape()
+        rows = 1
+        for d in a_shape[:-1]:
+            rows *= d
+        return rows, n, k
+
+    def verify_(self) -> None:
+        a_shape, b_shape, c_shape = (v.type.get_shape() for v in (self.a, self.b, self.c))
+        if any(d < 0 for d in (*a_shape, *b_shape, *c_shape)):
+            raise VerifyException("gpu_map.qgemm: static shapes only")
+        if len(b_shape) != 2 or len(a_shape) < 2 or a_shape[-1] != b_shape[1] \
+                or tuple(c_shape) != (*a_shape[:-1], b_shape[0]):
+            raise VerifyException(f"gpu_map.qgemm: expected A (..., M, K), B (N, K) and C (..., M, N), got "
+                                  f"{self.a.type}, {self.b.type}, {self.c.type}")
+        dynamic = self.params is not None
+        for v, want in ((self.a, "f32" if dynamic else "i8"), (self.b, "i8"), (self.c, "i32")):
+            e = v.type.element_type
+            ok = isinstance(e, Float32Type) if want == "f32" else getattr(e, "width", None) is not None \
+                and e.width.data == int(want[1:])
+            if not ok:
+                raise VerifyException(f"gpu_map.qgemm: expected an {'f32' if dynamic else 'i8'} A, an i8 B "
+                                      f"and an i32 C, got {v.type}")
+        if dynamic and (self.params.type.get_shape() != (2,)
+                        or not isinstance(self.params.type.element_type, Float32Type)):
+            raise VerifyException(f"gpu_map.qgemm: quantize takes a memref<2xf32>, got {self.params.type}")
+
+
+GPUMap = Dialect("gpu_map", [KernelOp, QGemmOp], [])

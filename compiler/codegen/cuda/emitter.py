@@ -15,6 +15,7 @@ picks the function in KIND_EMITTERS that writes its body through a common.Kernel
     col_reduce   columns.py      threads over the kept contiguous dim, loops over the reduced
     matmul       matmul.py       shared-memory tiles, a register tile per thread, epilogues
     attention    attention.py    flash attention for one aicc_fused.attention op
+    qgemm        qgemm.py        an int8 GEMM (gpu_map.qgemm) on __dp4a, int32 accumulators
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from compiler.codegen.cuda.common import (
 )
 from compiler.codegen.cuda.elementwise import emit_elementwise, emit_single
 from compiler.codegen.cuda.matmul import emit_matmul
+from compiler.codegen.cuda.qgemm import emit_qgemm
 from compiler.codegen.cuda.patterns import DIM_PREFIX, bound, is_index_host_op, shape
 from compiler.codegen.cuda.rows import emit_row_reduce
 from compiler.dialects.gpu_map import KernelOp
@@ -61,6 +63,7 @@ KIND_EMITTERS: dict[str, Callable[[KernelWriter, list[Operation]], None]] = {
     "col_reduce": emit_col_reduce,
     "matmul": emit_matmul,
     "attention": emit_attention,
+    "qgemm": emit_qgemm,
 }
 
 

@@ -57,7 +57,8 @@ def emit_qgemm(e: FunctionEmitter, op) -> None:
     n, k, zp = (getattr(op, p).value.data for p in ("n", "k", "zp"))
     dynamic, u8 = op.scale is not None, op.colsum is not None
     scaled = op.col_scale is not None
-    fn = _kernel(e, n, k, zp, dynamic, u8, None if op.packed else op.b.type.get_shape()[1], scaled)
+    fn = _kernel(e, n, k, zp, dynamic, u8, None if op.packed else op.b.type.get_shape()[1], scaled,
+                 op.vnni_lanes, op.vnni_portable is not None)
     b = e.b
     a = b.gep(e.get(op.a), [e.get(op.a_off)], inbounds=True, source_etype=F32 if dynamic else I8)
     c = b.gep(e.get(op.c), [e.get(op.c_off)], inbounds=True, source_etype=F32 if scaled else I32)
@@ -67,22 +68,24 @@ def emit_qgemm(e: FunctionEmitter, op) -> None:
 
 
 def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, u8: bool = False,
-            kb: int | None = None, scaled: bool = False) -> ir.Function:
+            kb: int | None = None, scaled: bool = False, vnni: int = 0, portable: bool = False) -> ir.Function:
     """`void @aicc.qgemm.<n>.<k>.<zp>(ptr a, ptr b, ptr c, i64 rows)`, once per module;
     dynamic: `@aicc.dqgemm.<n>.<k>(ptr a, ptr b, ptr c, i64 rows, float scale, float zp)`;
     with a colsum (7-bit B, vpmaddubsw) `.u8` in the name and `ptr colsum` after `rows`; with
     B's rows padded to kb > k, `.b<kb>`; kb None: B packed (`_BodyPacked`), `.p`, and with a
-    column scale (an f32 C) `.s` and `ptr col_scale` after `rows`."""
+    column scale (an f32 C) `.s` and `ptr col_scale` after `rows` (and after the colsum);
+    vnni (lanes, packed B and a colsum): `.v<32 * lanes>`, `.e` when portable (`_BodyVNNI`)."""
     module = e.em.module
     packed = kb is None
-    kb = 2 * -(-k // 2) if packed else kb
-    name = (f"aicc.dqgemm.{n}.{k}" if dynamic else f"aicc.qgemm.{n}.{k}.{zp}") + (".u8" if u8 else "") \
+    kb = (4 * -(-k // 4) if vnni else 2 * -(-k // 2)) if packed else kb
+    name = (f"aicc.dqgemm.{n}.{k}" if dynamic else f"aicc.qgemm.{n}.{k}.{zp}") + (".u8" if u8 and not vnni else "") \
+        + (f".v{32 * vnni}" + (".e" if portable else "") if vnni else "") \
         + (".p" if packed else f".b{kb}" if kb > k else "") + (".s" if scaled else "")
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     ptr = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, I64, *([ptr] if u8 or scaled else []),
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, I64, *([ptr] * (u8 + scaled)),
                                                              *([F32, F32] if dynamic else [])]), name=name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
@@ -91,7 +94,10 @@ def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, 
         arg.add_attribute("noalias")
         arg.add_attribute("captures(none)")
     body = FunctionEmitter(e.em, fn)
-    (_BodyPacked if packed else _BodyU8 if u8 else _Body)(body, fn.args, n, k, zp, kb, scaled).emit()
+    if vnni:
+        _BodyVNNI(body, fn.args, n, k, zp, kb, scaled, vnni, portable).emit()
+    else:
+        (_BodyPacked if packed else _BodyU8 if u8 else _Body)(body, fn.args, n, k, zp, kb, scaled).emit()
     body.b.ret_void()
     body.finish()
     return fn
@@ -495,3 +501,148 @@ class _BodyPacked(_Body):
             name="llvm.masked.load.v8f32.p0")
         return b.call(load, [b.gep(self.col_scale, [col], inbounds=True, source_etype=F32), _c(4, I32), self.mask(col),
                              ir.Constant(V8F32, None)])
+
+
+class _BodyVNNI(_BodyPacked):
+    """VNNI's `vpdpbusd` (u8 x s8, four products summed into each i32 lane and added to it,
+    without saturation: exact), L = 8 (ymm) or 16 (zmm) lanes. B is packed by lower-qgemm
+    by quads of k, memref<G x K4 x 4L x i8>: Bp[g, p, 4c + t] = B[Lg + c, 4p + t], zeros
+    beyond n and k, so that lane c of the i32 vector Bp[g, p] holds column Lg + c's quad p.
+    The row buffer holds A + 128 as bytes (uint8; the dynamic kernel quantizes as it fills
+    it), zeros beyond k up to 4 * K4. Then for a tile of up to 4 rows by 2L columns, per quad p:
+
+        a_i = broadcast of A's 4 bytes (a[i, 4p .. 4p + 3] + 128) to the L lanes
+        acc[i][h] = vpdpbusd(acc[i][h], a_i, Bp[g + h, p])     L columns of row i, 4 products each
+
+    and at the end C = acc - (zp + 128) * colsum[j], since sum_k (a - zp) b = sum_k (a + 128) b -
+    (zp + 128) sum_k b (colsum is padded to G * L with zeros). An int32 sum of u8 x s8 products
+    is exact for k < 2^31 / (255 * 128), as the int32 result itself must be. With `portable`,
+    the same sums by generic vector code: bytes widened to i32, multiplied, quads summed by
+    shuffles (what a CPU without VNNI runs, for tests)."""
+
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, scaled: bool,
+                 lanes: int, portable: bool):
+        self.scaled, self.lanes, self.portable = scaled, lanes, portable
+        _Body.__init__(self, e, args, n, k, zp, kb)
+        self.ks = kb  # 4 * K4 bytes per row
+        self.k2, self.groups = kb // 4, -(-n // lanes)  # k2: the quads of k
+        self.vi32, self.vf32 = ir.VectorType(I32, lanes), ir.VectorType(F32, lanes)
+        self.vbool = ir.VectorType(ir.IntType(1), lanes)
+        module = e.em.module
+        ety = self.vf32 if scaled else self.vi32
+        name = f"llvm.masked.store.v{lanes}{'f32' if scaled else 'i32'}.p0"
+        self.masked_store = module.globals.get(name) or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), [ety, ir.PointerType(), I32, self.vbool]), name=name)
+        name = f"llvm.x86.avx512.vpdpbusd.{32 * lanes}"  # AVX-VNNI's too (LLVM picks the VEX form)
+        self.vpdpbusd = None if portable else module.globals.get(name) or ir.Function(
+            module, ir.FunctionType(self.vi32, [self.vi32] * 3), name=name)
+
+    def extra(self, args: list) -> list:
+        self.colsum = args[0]
+        if self.scaled:
+            self.col_scale = args[1]
+            return args[2:]
+        return args[1:]
+
+    to_u8 = _BodyU8.to_u8
+
+    def scratch(self, mr: int) -> ir.Value:
+        return _BodyU8.scratch(self, mr)
+
+    def convert_row(self, r: ir.Value, at0: ir.Value) -> None:
+        """A's row r + 128 as bytes into the buffer from byte at0: 16 at a time, the tail one by
+        one, zeros up to the whole quads."""
+        e, b = self.e, self.b
+        ety = F32 if self.dynamic else I8
+        row = self._row(self.a, r, self.k, ety)
+
+        def convert(width):
+            def body(kk, _):
+                ptr = b.gep(row, [kk], inbounds=True, source_etype=ety)
+                x = b.load(ptr, typ=ir.VectorType(ety, width) if width > 1 else ety,
+                           align=4 if self.dynamic else 1)
+                b.store(self.to_u8(x, width), b.gep(self.a16, [b.add(at0, kk)], inbounds=True, source_etype=I8),
+                        align=1)
+                return []
+            return body
+
+        k16 = self.k - self.k % CHUNK
+        if k16:
+            e.loop(_c(0), _c(k16), _c(CHUNK), [], convert(CHUNK), known_nonempty=True)
+        if self.k % CHUNK:
+            e.loop(_c(k16), _c(self.k), _c(1), [], convert(1), known_nonempty=True)
+        for kk in range(self.k, self.ks):
+            b.store(ir.Constant(I8, 0), b.gep(self.a16, [b.add(at0, _c(kk))], inbounds=True, source_etype=I8))
+
+    def splat(self, v: ir.Value, vty) -> ir.Value:
+        b, lanes = self.b, vty.count
+        return b.shuffle_vector(b.insert_element(ir.Constant(vty, ir.Undefined), v, _c(0, I32)),
+                                ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+    def dot(self, acc: ir.Value, a: ir.Value, bv: ir.Value) -> ir.Value:
+        """acc + the sums of a's unsigned by bv's signed byte quads, lane by lane."""
+        if not self.portable:
+            return self.b.call(self.vpdpbusd, [acc, a, bv])
+        b, lanes = self.b, self.lanes
+        wide, bytes_ = ir.VectorType(I32, 4 * lanes), ir.VectorType(I8, 4 * lanes)
+        prod_ = b.mul(b.zext(b.bitcast(a, bytes_), wide), b.sext(b.bitcast(bv, bytes_), wide))
+        for t in range(4):
+            part = b.shuffle_vector(prod_, ir.Constant(wide, ir.Undefined),
+                                    ir.Constant(ir.VectorType(I32, lanes), [4 * c + t for c in range(lanes)]))
+            acc = b.add(acc, part)
+        return acc
+
+    def tile4(self, r0: ir.Value, i0: ir.Value, g: ir.Value, ng: int, tr: int) -> None:
+        """Rows r0 + i0 .. + tr - 1 (buffer rows i0 ..) by column groups g .. g + ng - 1."""
+        b, e, lanes = self.b, self.e, self.lanes
+        row_bytes = self.k2 * 4 * lanes  # one group's quads
+        b_base = [b.mul(b.add(g, _c(h)), _c(row_bytes)) for h in range(ng)]
+        a_base = [b.mul(b.add(i0, _c(i)), _c(self.ks)) for i in range(tr)]
+
+        def quad(p, accs):
+            bv = [b.load(b.gep(self.bm, [b.add(base, b.mul(p, _c(4 * lanes)))], inbounds=True, source_etype=I8),
+                         typ=self.vi32, align=1) for base in b_base]
+            out = []
+            for i in range(tr):
+                at = b.add(a_base[i], b.mul(p, _c(4)))
+                word = b.load(b.gep(self.a16, [at], inbounds=True, source_etype=I8), typ=I32, align=1)
+                av = self.splat(word, self.vi32)
+                out += [self.dot(accs[i * ng + h], av, bv[h]) for h in range(ng)]
+            return out
+
+        accs = e.loop(_c(0), _c(self.k2), _c(1), [ir.Constant(self.vi32, None)] * (tr * ng), quad,
+                      known_nonempty=True, unroll=False)
+        cols = [b.mul(b.add(g, _c(h)), _c(lanes)) for h in range(ng)]
+        zu = self.splat(b.add(b.fptosi(self.zpf, I32), _c(128, I32)), self.vi32) if self.dynamic \
+            else ir.Constant(self.vi32, [self.zp + 128] * lanes)
+        fixes = [b.mul(zu, b.load(b.gep(self.colsum, [col], inbounds=True, source_etype=I32), typ=self.vi32,
+                                  align=4)) for col in cols]
+        accs = [b.sub(accs[i * ng + h], fixes[h]) for i in range(tr) for h in range(ng)]
+        whole = self.n % lanes == 0
+        if self.scaled:  # C = sum * col_scale[j], in float
+            scales = [b.load(b.gep(self.col_scale, [col], inbounds=True, source_etype=F32), typ=self.vf32, align=4)
+                      if whole else self.masked_scale(col) for col in cols]
+            accs = [b.fmul(b.sitofp(accs[i * ng + h], self.vf32), scales[h]) for i in range(tr) for h in range(ng)]
+        for i in range(tr):
+            c_row = self._row(self.c, b.add(r0, b.add(i0, _c(i))), self.n, F32 if self.scaled else I32)
+            for h, col in enumerate(cols):
+                ptr = b.gep(c_row, [col], inbounds=True, source_etype=F32 if self.scaled else I32)
+                if whole:
+                    b.store(accs[i * ng + h], ptr, align=4)
+                    continue
+                b.call(self.masked_store, [accs[i * ng + h], ptr, _c(4, I32), self.mask(col)])
+
+    def mask(self, col: ir.Value) -> ir.Value:
+        """The lanes of the L columns from `col` that lie within n."""
+        vi64 = ir.VectorType(I64, self.lanes)
+        return self.b.icmp_signed("<", ir.Constant(vi64, list(range(self.lanes))),
+                                  self.splat(self.b.sub(_c(self.n), col), vi64))
+
+    def masked_scale(self, col: ir.Value) -> ir.Value:
+        """col_scale[col .. col + L - 1], zeros beyond n."""
+        b, module, lanes = self.b, self.e.em.module, self.lanes
+        name = f"llvm.masked.load.v{lanes}f32.p0"
+        load = module.globals.get(name) or ir.Function(
+            module, ir.FunctionType(self.vf32, [ir.PointerType(), I32, self.vbool, self.vf32]), name=name)
+        return b.call(load, [b.gep(self.col_scale, [col], inbounds=True, source_etype=F32), _c(4, I32),
+                             self.mask(col), ir.Constant(self.vf32, None)])

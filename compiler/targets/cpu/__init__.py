@@ -63,7 +63,7 @@ class CPUTarget(Target):
                                    overrides=format_overrides(options.schedule),
                                    record=self._record(machine)),),
             memref=(*([FuseRows()] if fuse else []), TileMatmul(threads=threads),
-                    LowerQGemm(enabled=machine.has_avx2)),
+                    LowerQGemm(enabled=machine.has_avx2, vnni=machine.vnni_bits)),
             loops=(LowerAttention(),),
             transpose_tile=64,
         )

@@ -45,6 +45,21 @@ class CPUMachine:
             return "+avx2" in self.features.split(",")
         return _probe_avx2(self.name)
 
+    @property
+    def vnni_bits(self) -> int:
+        """The width of the int8 dot products `vpdpbusd` runs on this CPU (u8 x s8, four
+        products per i32 lane, accumulated without saturation): 512 on an AVX-512 VNNI CPU
+        whose vectors are 512 bits, 256 with AVX-VNNI or AVX512-VNNI+VL at 256 bits, 0 without
+        VNNI (the int8 kernels then use AVX2's vpmaddwd)."""
+        if not self.has_avx2:
+            return 0
+        if self.features:
+            flags = set(self.features.split(","))
+            if "+avx512vnni" in flags and self.vector_bits >= 512:
+                return 512
+            return 256 if "+avxvnni" in flags or {"+avx512vnni", "+avx512vl"} <= flags else 0
+        return (512 if self.vector_bits >= 512 else 256) if _probe_vnni(self.name) else 0
+
     def key(self) -> str:
         """What identifies the generated code's machine (for a cache key)."""
         return f"{self.name}:{self.features}" if self.features else self.name
@@ -124,6 +139,29 @@ def _probe_avx2(name: str) -> bool:
     """Does CPU `name` add 8 x i32 in one ymm instruction (AVX2; AVX alone splits it in two)?"""
     text, _ = _probe_asm(name, _PROBE_AVX2)
     return "%ymm" in text and "vpaddd" in text
+
+
+_PROBE_VNNI = """
+declare <8 x i32> @llvm.x86.avx2.pmadd.wd(<16 x i16>, <16 x i16>)
+define void @probe(ptr noalias %acc, ptr noalias %a, ptr noalias %b) {
+  %x = load <16 x i16>, ptr %a, align 32
+  %y = load <16 x i16>, ptr %b, align 32
+  %s = load <8 x i32>, ptr %acc, align 32
+  %p = call <8 x i32> @llvm.x86.avx2.pmadd.wd(<16 x i16> %x, <16 x i16> %y)
+  %r = add <8 x i32> %s, %p
+  store <8 x i32> %r, ptr %acc, align 32
+  ret void
+}
+"""
+
+
+@lru_cache(maxsize=None)
+def _probe_vnni(name: str) -> bool:
+    """Does CPU `name` (with AVX2) have VNNI? LLVM folds an add of a vpmaddwd into VNNI's
+    vpdpwssd exactly when it does (AVX-VNNI or AVX512-VNNI with VL). A probe of an intrinsic
+    that the CPU may lack would abort the process instead."""
+    text, _ = _probe_asm(name, _PROBE_VNNI)
+    return "vpdpwssd" in text
 
 
 def _with_stderr(fn):

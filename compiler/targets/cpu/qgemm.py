@@ -27,6 +27,11 @@ broadcast pair of A by 8 columns at once (accumulators hold C's rows: no horizon
 no dot product has a scalar tail. A 7-bit B whose k is not a multiple of 32 gets a copy whose
 rows are padded with zeros to one (`<name>_padded`), which the vpmaddubsw kernel reads in whole
 chunks. The original global goes if nothing else reads it.
+
+On a CPU with VNNI (`vnni = 256 | 512`, from CPUMachine.vnni_bits) every constant B goes to
+the vpdpbusd kernel instead (`pack_vnni`: quads of k for groups of vnni / 32 columns, and a
+colsum padded to whole groups), whatever its range: u8 x s8 quads summed into i32 cannot
+saturate. `vnni_portable` asks for that kernel without the instruction (tests).
 """
 
 from __future__ import annotations
@@ -102,6 +107,16 @@ def pack(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(wp.reshape(g, PACK_COLS, k2, 2).transpose(0, 2, 1, 3)).reshape(g, k2, 2 * PACK_COLS)
 
 
+def pack_vnni(w: np.ndarray, lanes: int) -> np.ndarray:
+    """An (N, K) int8 B laid out for the VNNI kernel (L = `lanes`): (ceil(N / L), ceil(K / 4),
+    4L) int8, [g, p, 4c + t] = B[Lg + c, 4p + t], zeros beyond N and K (see aicc_cpu.qgemm)."""
+    n, k = w.shape
+    g, k4 = -(-n // lanes), -(-k // 4)
+    wp = np.zeros((g * lanes, k4 * 4), np.int8)
+    wp[:n, :k] = w
+    return np.ascontiguousarray(wp.reshape(g, lanes, k4, 4).transpose(0, 2, 1, 3)).reshape(g, k4, 4 * lanes)
+
+
 def _colsum(name: str, w: np.ndarray, n: int, module: ModuleOp, b: Builder):
     """A memref of B's row sums (i32) when all of B lies within [-64, 63], read at `b`; else None."""
     if w.size == 0 or w.min() < U8_WEIGHT_MIN or w.max() > U8_WEIGHT_MAX:
@@ -169,7 +184,7 @@ def _scale_epilogue(op: linalg.GenericOp, fill, c, n: int) -> linalg.GenericOp |
     return g
 
 
-def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
+def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
     dynamic = QGEMM_DYNAMIC_ATTR in op.attributes
     a, bm, *params = op.inputs
     op_b = bm
@@ -185,7 +200,17 @@ def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
     b = Builder(InsertPoint.before(op))
     colsum = epilogue = None
     const = _constant(module, bm)
-    if const is not None:
+    vnni = options.vnni if const is not None else 0  # the VNNI kernel takes a constant B
+    lanes = vnni // 32
+    if lanes:  # any constant B: vpdpbusd, u8 A x s8 B, minus (zp + 128) * colsum
+        name, w = const
+        w = w.reshape(n, k)
+        sums = np.zeros(-(-n // lanes) * lanes, np.int32)
+        sums[:n] = w.astype(np.int32).sum(1, dtype=np.int32)
+        colsum = _global(module, f"{name}_colsum", sums, b)
+        epilogue = _scale_epilogue(op, fill, c, n)
+        bm = _global(module, f"{name}_vnni", pack_vnni(w, lanes), b)
+    elif const is not None:
         name, w = const
         colsum = _colsum(name, w, n, module, b)
         if colsum is None:
@@ -210,7 +235,7 @@ def _lower(op: linalg.GenericOp, module: ModuleOp) -> None:
         quantize = tuple(inner.insert(memref.LoadOp.get(params[0], [ix.const(i)])).res for i in (0, 1))
     out, col_scale = (epilogue.outputs[0], epilogue.inputs[1]) if epilogue else (c, None)
     inner.insert(QGemmOp(a, a_off, bm, out, c_off, m, n=n, k=k, zp=zp, quantize=quantize, colsum=colsum,
-                         col_scale=col_scale))
+                         col_scale=col_scale, vnni=vnni, vnni_portable=options.vnni_portable))
     inner.insert(scf.ReduceOp())
     if isinstance(fill, linalg.FillOp) and tuple(fill.outputs) == (c,):  # the kernel stores every C
         Rewriter.erase_op(fill)
@@ -232,9 +257,13 @@ class LowerQGemm(ModulePass):
     name = "lower-qgemm"
 
     enabled: bool = True  # the target CPU has AVX2
+    vnni: int = 0  # the width of its VNNI vpdpbusd (256, 512), 0 without: the kernel of a constant B
+    vnni_portable: bool = False  # the VNNI kernel without the instruction (tests on any x86-64)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not self.enabled:
             return
+        if self.vnni not in (0, 256, 512):
+            raise ValueError(f"lower-qgemm: vnni must be 0, 256 or 512, got {self.vnni}")
         for g in [o for o in op.walk() if isinstance(o, linalg.GenericOp) and QGEMM_ATTR in o.attributes]:
-            _lower(g, op)
+            _lower(g, op, self)

@@ -18,17 +18,21 @@ def cuda_pipeline(options: CompileOptions) -> list[tuple[str, list]]:
     take, and map-to-gpu fuses row kernels itself; attention stays whole through the loops
     stage and becomes one flash-attention kernel (head dims up to MAX_ATTENTION_HEAD_DIM, f32;
     a larger one stays unfused). A matmul's bias stays an add, which map-to-gpu fuses into the
-    tiled matmul kernel as an epilogue (no fuse-linear-bias, no conv bias as the start)."""
+    tiled matmul kernel as an epilogue (no fuse-linear-bias, no conv bias as the start).
+    An int8 matmul (matmul_integer, dynamic_matmul_integer) becomes one gpu_map.qgemm
+    (lower-qgemm-gpu), a dp4a kernel."""
     from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
     from compiler.lowering import pipeline as shared
     from compiler.lowering.fuse_attention import FuseAttention
     from compiler.targets.cuda.map_to_gpu import MAX_ATTENTION_HEAD_DIM, MapToGpu
+    from compiler.targets.cuda.qgemm import LowerQGemmGpu
 
     hooks = shared.StageHooks(
         tensor=(FuseAttention(max_head_dim=MAX_ATTENTION_HEAD_DIM, f32_only=True),
                 DeadCodeElimination()) if options.fuse else (),
         conv_bias=False,
+        memref=(LowerQGemmGpu(),),
     )
     return [*shared.shared_stages(options.fuse, hooks), ("gpu", [MapToGpu()])]
 
@@ -37,6 +41,12 @@ def map_to_gpu_pass():
     from compiler.targets.cuda.map_to_gpu import MapToGpu
 
     return MapToGpu
+
+
+def lower_qgemm_gpu_pass():
+    from compiler.targets.cuda.qgemm import LowerQGemmGpu
+
+    return LowerQGemmGpu
 
 
 def print_cuda(module, output) -> None:
@@ -77,7 +87,7 @@ class CUDATarget(Target):
         return np.empty(0, np.uint8)  # the runner keeps the workspace on the device
 
     def passes(self):
-        return {"map-to-gpu": map_to_gpu_pass}
+        return {"map-to-gpu": map_to_gpu_pass, "lower-qgemm-gpu": lower_qgemm_gpu_pass}
 
     def printers(self):
         return {"cuda": print_cuda}

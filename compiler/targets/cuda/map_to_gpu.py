@@ -24,7 +24,9 @@ kernel. Grouping, in this order:
 An `aicc_fused.attention` op (on memrefs: the CUDA pipeline runs fuse-attention but not
 lower-attention) becomes an "attention" kernel of its own, the op kept whole inside it for the
 emitter (see attention_config for the mapping). Its head dims (E of q and k, F of v) must be at
-most MAX_ATTENTION_HEAD_DIM: fuse-attention leaves a larger one unfused on CUDA.
+most MAX_ATTENTION_HEAD_DIM: fuse-attention leaves a larger one unfused on CUDA. A
+`gpu_map.qgemm` (lower-qgemm-gpu's int8 GEMM) likewise becomes a "qgemm" kernel of its own
+(qgemm_config: a block per 64 x 64 tile of C).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from compiler.dialects.aicc_fused import AttentionOp
-from compiler.dialects.gpu_map import KernelOp
+from compiler.dialects.gpu_map import KernelOp, QGemmOp
+from compiler.codegen.cuda.qgemm import qgemm_config
 from compiler.codegen.cuda.patterns import (
     accesses,
     attention_sizes,
@@ -404,6 +407,11 @@ def map_function(f: func.FuncOp) -> None:
             flush_single()
             flush_run()
             _wrap([op], f"{fname}_k{n}", "attention", *attention_config(op))
+            n += 1
+        elif isinstance(op, QGemmOp):
+            flush_single()
+            flush_run()
+            _wrap([op], f"{fname}_k{n}", "qgemm", *qgemm_config(op))
             n += 1
         elif isinstance(op, scf.ParallelOp) or (
                 isinstance(op, scf.ForOp) and match_col_reduce(op) is not None):

@@ -92,6 +92,15 @@ inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; 
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 using std::fmaf;
+// __dp4a (sm_61+): c plus the four products of the signed bytes of a and b, wrapping in int32
+inline int __dp4a(int a, int b, int c) {
+  unsigned s = (unsigned)c;
+  for (int i = 0; i < 4; ++i)
+    s += (unsigned)((int)(int8_t)(uint8_t)((unsigned)a >> (8 * i)) * (int)(int8_t)(uint8_t)((unsigned)b >> (8 * i)));
+  return (int)s;
+}
+// IEEE round-to-nearest division (what the CUDA intrinsic guarantees under --use_fast_math)
+inline float __fdiv_rn(float a, float b) { return a / b; }
 
 // Run `body` (the kernel called with its arguments) over grid x block.
 template <typename F>
