@@ -634,11 +634,12 @@ def main() -> int:
         cmd += ["--quick"] if args.quick else []
         cmd += ["--only", args.only] if args.only else []
         cmd += ["--models", ",".join(models), "--batches", args.batches] if models else []
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
-        lines = proc.stdout.splitlines()
-        for line in lines:
-            if not line.startswith("JSON:"):
-                print(line)
+        lines = []
+        with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) as proc:
+            for line in proc.stdout:  # each case's line as it finishes (models take minutes)
+                lines.append(line.rstrip("\n"))
+                if not line.startswith("JSON:"):
+                    print(lines[-1], flush=True)
         if proc.returncode != 0:
             print(f"benchmark process for {t} thread(s) failed (exit {proc.returncode})", file=sys.stderr)
             return proc.returncode
