@@ -133,6 +133,15 @@ class _Body:
         """The arguments after `rows` that a subclass takes first; the rest."""
         return args
 
+    def over_k(self, convert) -> None:
+        """`convert(CHUNK)` over the whole chunks of k, then `convert(1)` over its tail: A's row
+        converted to u8 (the vpmaddubsw and VNNI kernels)."""
+        k16 = self.k - self.k % CHUNK
+        if k16:
+            self.e.loop(_c(0), _c(k16), _c(CHUNK), [], convert(CHUNK), known_nonempty=True)
+        if self.k % CHUNK:
+            self.e.loop(_c(k16), _c(self.k), _c(1), [], convert(1), known_nonempty=True)
+
     def emit(self) -> None:
         b, e = self.b, self.e
         pairs = b.sdiv(self.rows, _c(MR))
@@ -302,7 +311,7 @@ class _BodyU8(_Body):
         self.ones = ir.Constant(V16I16, [1] * 16)
 
     def row_block(self, r0: ir.Value, mr: int) -> None:
-        e, b = self.e, self.b
+        b = self.b
         a_rows = [self._row(self.a, b.add(r0, _c(i)), self.k, F32 if self.dynamic else I8) for i in range(mr)]
         self.a16 = self.scratch(mr)  # bytes: A + 128 as uint8
         ety = F32 if self.dynamic else I8
@@ -320,11 +329,7 @@ class _BodyU8(_Body):
                 return []
             return body
 
-        k16 = self.k - self.k % CHUNK
-        if k16:
-            e.loop(_c(0), _c(k16), _c(CHUNK), [], convert(CHUNK), known_nonempty=True)
-        if self.k % CHUNK:
-            e.loop(_c(k16), _c(self.k), _c(1), [], convert(1), known_nonempty=True)
+        self.over_k(convert)
         for i in range(mr):
             self.zero_pad(_c(i * self.ks), I8)
         self.column_tiles(r0, mr)
@@ -552,7 +557,7 @@ class _BodyVNNI(_BodyPacked):
     def convert_row(self, r: ir.Value, at0: ir.Value) -> None:
         """A's row r + 128 as bytes into the buffer from byte at0: 16 at a time, the tail one by
         one, zeros up to the whole quads."""
-        e, b = self.e, self.b
+        b = self.b
         ety = F32 if self.dynamic else I8
         row = self._row(self.a, r, self.k, ety)
 
@@ -566,11 +571,7 @@ class _BodyVNNI(_BodyPacked):
                 return []
             return body
 
-        k16 = self.k - self.k % CHUNK
-        if k16:
-            e.loop(_c(0), _c(k16), _c(CHUNK), [], convert(CHUNK), known_nonempty=True)
-        if self.k % CHUNK:
-            e.loop(_c(k16), _c(self.k), _c(1), [], convert(1), known_nonempty=True)
+        self.over_k(convert)
         for kk in range(self.k, self.ks):
             b.store(ir.Constant(I8, 0), b.gep(self.a16, [b.add(at0, _c(kk))], inbounds=True, source_etype=I8))
 
