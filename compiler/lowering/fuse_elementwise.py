@@ -9,7 +9,11 @@ A producer is fused into a consumer generic (elementwise or reducing) when
     round trip through memory; into a reduction read that way (a matmul's operand, which
     each output row or column reads again), only a copy (a transpose): computing q @ (k /
     c)^T with the division inline would divide N times per element of k, and leave a
-    generic that tile-matmul no longer takes for a matmul.
+    generic that tile-matmul no longer takes for a matmul. Nor does a copy fuse into a
+    contraction when the operand would stop being matmul-shaped (batch dims, then its two
+    matrix dims innermost): the head-split transpose of q in (b, s, h, d) -> (b, h, s, d)
+    @ k^T would make the matmul read (b, s, h, d) with a batch dim between the matrix dims,
+    which no matmul schedule takes; the transpose runs on its own, once.
 The consumer then reads the producer's inputs directly, through the composed map
     producer_input_map ∘ inverse(producer_output_map) ∘ consumer_operand_map,
 and computes the producer's body inline. Repeated to a fixed point, a chain of elementwise
@@ -25,7 +29,7 @@ from xdsl.dialects import math as xmath
 from xdsl.dialects.linalg import attrs, ops as linalg
 from xdsl.dialects.builtin import AffineMapAttr, ModuleOp, TensorType
 from xdsl.ir import Block, Region, SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineMap
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.transforms.dead_code_elimination import dce
 from xdsl.pattern_rewriter import (
@@ -97,6 +101,41 @@ def _reduces(op: linalg.GenericOp) -> bool:
 def _is_copy(producer: linalg.GenericOp) -> bool:
     """A body that only yields an input (a transpose, a broadcast, a slice)."""
     return len(producer.body.block.ops) == 1
+
+
+def _contraction_batch_dims(op: linalg.GenericOp) -> set[int] | None:
+    """The batch loops of a matmul-like contraction (two inputs, one reduction loop, the
+    body acc + x * y; output map: batch dims, then m, n), else None."""
+    if len(op.inputs) != 2 or sum(it.data != attrs.IteratorType.PARALLEL
+                                  for it in op.iterator_types) != 1:
+        return None
+    ops = list(op.body.block.ops)
+    if [o.name for o in ops] != ["arith.mulf", "arith.addf", "linalg.yield"]:
+        return None
+    out = _maps(op)[-1].results
+    if len(out) < 2 or not all(isinstance(e, AffineDimExpr) for e in out):
+        return None
+    return {e.position for e in out[:-2]}
+
+
+def _matmul_shaped(m: AffineMap, batch: set[int]) -> bool:
+    """A contraction's operand map that a matmul schedule takes: batch dims (or broadcast
+    0s) first, then two plain non-batch dims."""
+    res = m.results
+    if len(res) < 2 or not all(isinstance(e, AffineDimExpr) and e.position not in batch
+                               for e in res[-2:]):
+        return False
+    return all((isinstance(e, AffineDimExpr) and e.position in batch)
+               or (isinstance(e, AffineConstantExpr) and e.value == 0) for e in res[:-2])
+
+
+def _breaks_matmul(op: linalg.GenericOp, index: int, fused: linalg.GenericOp) -> bool:
+    """Does fusing into contraction `op`'s operand `index` turn a matmul-shaped read into one
+    that is not (see the module doc)?"""
+    batch = _contraction_batch_dims(op)
+    if batch is None or not _matmul_shaped(_maps(op)[index], batch):
+        return False
+    return not all(_matmul_shaped(m, batch) for m in _maps(fused)[:len(fused.inputs)])
 
 
 def _cheap(producer: linalg.GenericOp) -> bool:
@@ -213,7 +252,8 @@ class FuseProducerIntoConsumer(RewritePattern):
             fused = fuse(op, index, producer)
             # A slice read plainly at d + 0 would set the loop range to the sliced tensor's size.
             ranges = _loop_ranges(fused)
-            if not _ranges_defined(fused) or ranges is None or ranges != _loop_ranges(op):
+            if (not _ranges_defined(fused) or ranges is None or ranges != _loop_ranges(op)
+                    or _breaks_matmul(op, index, fused)):
                 fused.erase()  # the detached candidate still holds uses of its operands
                 continue
             rewriter.replace(op, fused)

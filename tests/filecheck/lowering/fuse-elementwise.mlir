@@ -134,3 +134,39 @@ func.func @no_recompute_into_matmul(%a: tensor<3x4xf32>, %k: tensor<5x4xf32>) ->
   } -> tensor<3x5xf32>
   func.return %2 : tensor<3x5xf32>
 }
+
+// -----
+// Attention scores with the heads split off, as BERT writes them: q (1, 8, 2, 4) (batch,
+// row, head, feature) is transposed to (1, 2, 8, 4). Fused into the batched matmul, the
+// transpose would leave it reading q[b, i, h, d]: the head, a batch dim, between the row and
+// feature dims, which no matmul schedule takes. So q's transpose stays its own loop. k is
+// already head-major (1, 2, 8, 4); its transpose to (1, 2, 4, 8) keeps the matrix dims
+// innermost (k^T, as in q @ k^T), and fuses.
+// CHECK-LABEL: func.func @head_split_transpose_stays_out_of_matmul
+// CHECK:         %[[QT:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%q : tensor<1x8x2x4xf32>)
+// CHECK-NEXT:    ^{{.*}}(%[[X:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT:      linalg.yield %[[X]] : f32
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[QT]], %k : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>)
+// CHECK-NOT:     linalg.generic
+func.func @head_split_transpose_stays_out_of_matmul(%q: tensor<1x8x2x4xf32>, %k: tensor<1x2x8x4xf32>) -> tensor<1x2x8x8xf32> {
+  %e0 = tensor.empty() : tensor<1x2x8x4xf32>
+  %qt = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%q : tensor<1x8x2x4xf32>) outs(%e0 : tensor<1x2x8x4xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  } -> tensor<1x2x8x4xf32>
+  %e1 = tensor.empty() : tensor<1x2x4x8xf32>
+  %kt = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d3, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%k : tensor<1x2x8x4xf32>) outs(%e1 : tensor<1x2x4x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  } -> tensor<1x2x4x8xf32>
+  %z = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<1x2x8x8xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e2 : tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%qt, %kt : tensor<1x2x8x4xf32>, tensor<1x2x4x8xf32>) outs(%f : tensor<1x2x8x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %m = arith.mulf %x, %y : f32
+    %a = arith.addf %o, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<1x2x8x8xf32>
+  func.return %s : tensor<1x2x8x8xf32>
+}
