@@ -394,3 +394,92 @@ def test_onnx_qdq_model_from_quantize_static(tmp_path, per_channel):
     assert _cos(out, as_written) >= 0.999
     float_out = model(torch.tensor(x)).detach().numpy()
     assert _cos(out, float_out) >= 0.99
+
+
+def _qdq_resnet(tmp_path, shape, activations, per_channel, reduce_range, depthwise):
+    """A small ResNet-style CNN from torch (3x3 convs with bias and padding, relus, a max pool,
+    a residual add, a stride-2 conv, global average pooling, a linear head), exported to ONNX
+    and quantized by quantize_static (QDQ) on 4 random batches. Returns (path, model proto,
+    an input)."""
+    torch = pytest.importorskip("torch")
+    onnx = pytest.importorskip("onnx")
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = torch.nn.Conv2d(3, 16, 3, padding=1)
+            self.c2 = torch.nn.Conv2d(16, 16, 3, padding=1)
+            self.c3 = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16 if depthwise else 1)
+            self.c4 = torch.nn.Conv2d(16, 24, 3, stride=2, padding=1)
+            self.fc = torch.nn.Linear(24, 10)
+
+        def forward(self, x):
+            h = torch.relu(self.c1(x))
+            h = torch.nn.functional.max_pool2d(h, 2) if min(h.shape[-2:]) >= 2 else h
+            r = torch.relu(self.c2(h))
+            h = torch.relu(self.c3(r) + h)
+            h = torch.relu(self.c4(h))
+            return self.fc(torch.nn.functional.adaptive_avg_pool2d(h, 1).flatten(1))
+
+    torch.manual_seed(0)
+    rng = np.random.default_rng(1)
+    f32, q8 = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    x = rng.standard_normal(shape).astype(np.float32)
+    torch.onnx.export(Net().eval(), (torch.from_numpy(x),), str(f32), dynamo=False, opset_version=17,
+                      input_names=["x"], output_names=["y"])
+    batches = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
+
+    class Reader(CalibrationDataReader):
+        def get_next(self):
+            return next(batches, None)
+
+    quantize_static(str(f32), str(q8), Reader(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
+                    activation_type=getattr(QuantType, activations), weight_type=QuantType.QInt8,
+                    reduce_range=reduce_range)
+    return q8, onnx.load(str(q8)), x
+
+
+QDQ_CNN_CASES = [  # (input shape, activations, weights per channel, 7-bit weights, depthwise)
+    ((2, 3, 14, 13), "QUInt8", True, True, False),
+    ((1, 3, 7, 7), "QInt8", True, True, True),
+    ((3, 3, 1, 1), "QUInt8", False, True, False),
+    ((2, 3, 13, 7), "QUInt8", True, False, False),
+    ((1, 3, 7, 13), "QInt8", False, False, True),
+]
+
+
+@pytest.mark.parametrize("shape,activations,per_channel,reduce_range,depthwise", QDQ_CNN_CASES)
+def test_qdq_cnn_runs_in_int8_like_onnxruntime(tmp_path, shape, activations, per_channel, reduce_range, depthwise):
+    """The QDQ convs of quantize_static's ResNet-style CNN run in int8 (quantize-matmul: NHWC
+    im2col matmuls, a depthwise conv as exact float32 sums of integers) with ONNX Runtime's
+    requantization, int8 NHWC activations between them (the input's transpose is the only
+    one left). With 7-bit weights ONNX Runtime's int8 kernels compute exact sums, and its
+    output is aicc's, value for value; with 8-bit weights its AVX2 u8 x s8 kernel may saturate
+    int16 pair sums, so there aicc's output is checked against ONNX Runtime running the QDQ
+    graph as written (float32 convs between the quantize / dequantize pairs): at most one
+    output step apart (aicc's sums are exact, ONNX Runtime's float32 ones are not always)."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import numpy_helper
+
+    path, model, x = _qdq_resnet(tmp_path, shape, activations, per_channel, reduce_range, depthwise)
+    assert sum(n.op_type == "Conv" for n in model.graph.node) == 4
+    m = compiler.compile(str(path), example_inputs=(x,))
+    ops = m.stats["tensor_ops"]
+    assert m.stats["quantized_ops"] == 5  # 4 convs and the Gemm
+    assert ops["aicc.matmul_integer"] == (4 if depthwise else 5)
+    assert ops.get("aicc.conv2d", 0) == (1 if depthwise else 0)
+    # the input's; with the depthwise conv (NCHW) its input's, and the residual add's two
+    assert ops.get("aicc.transpose", 0) == (4 if depthwise else 1)
+    y_scale = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "y_scale"))
+    got = m(x)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    fused = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    as_written = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    steps = np.abs(got - (fused if reduce_range else as_written)) / y_scale
+    assert steps.max() <= 1.001 and np.mean(steps > 0.5) <= 0.02, steps.max()
+    if reduce_range:
+        assert _cos(got, fused) >= 0.999
+    assert _cos(got, fused) >= 0.99
