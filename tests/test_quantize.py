@@ -142,6 +142,44 @@ func.func @mm(%a: tensor<{a_t}xi8>) -> tensor<{o_t}xf32> {{
     np.testing.assert_array_equal(m(a)[0], acc.astype(np.float32) * sc)
 
 
+@pytest.mark.parametrize("m_,k,n,bias,relu,zp", [(1, 7, 3, True, True, -128), (9, 27, 13, False, False, 5),
+                                                  (33, 129, 16, True, False, 127), (7, 300, 64, True, True, 0)])
+def test_matmul_integer_requantized_in_the_kernel(m_, k, n, bias, relu, zp):
+    """ONNX Runtime's requantization after an int8 matmul, clamp(rne(float32(acc + b[j]) *
+    s[j]) + zp, -128, 127) (after max(., 0) with a relu): the packed kernel computes it as it
+    stores and writes the i8 result (`out_zp`), value for value NumPy's, masked for n % 8;
+    scales put many results beyond the int8 range (saturation) and on halves."""
+    w = RNG.integers(-128, 128, (n, k)).astype(np.int8)
+    sc = (RNG.choice([0.5, 0.25, 1 / 64], n) * RNG.uniform(0.5, 2, n)).astype(np.float32) / k
+    sc[: n // 2] = np.float32(0.5)  # exact halves: round half to even decides
+    b = RNG.integers(-5000, 5000, n).astype(np.int32)
+    dense = "[" + ", ".join("[" + ", ".join(map(str, r)) + "]" for r in w) + "]"
+    acc = "%yb" if bias else "%y"
+    relu_line = f"  %r = aicc.relu %z : tensor<{m_}x{n}xf32>\n" if relu else ""
+    m, _ = _compile(f"""
+func.func @mm(%a: tensor<{m_}x{k}xi8>) -> tensor<{m_}x{n}xi8> {{
+  %w = aicc.constant dense<{dense}> : tensor<{n}x{k}xi8>
+  %b = aicc.constant dense<[{", ".join(map(str, b))}]> : tensor<{n}xi32>
+  %s = aicc.constant dense<[{", ".join(repr(float(v)) for v in sc)}]> : tensor<{n}xf32>
+  %y = aicc.matmul_integer %a, %w {{lhs_zero_point = -3 : i64, transpose_rhs}} : tensor<{m_}x{k}xi8>, tensor<{n}x{k}xi8> -> tensor<{m_}x{n}xi32>
+  %yb = aicc.add %y, %b : tensor<{m_}x{n}xi32>, tensor<{n}xi32> -> tensor<{m_}x{n}xi32>
+  %f = aicc.cast {acc} : tensor<{m_}x{n}xi32> -> tensor<{m_}x{n}xf32>
+  %z = aicc.mul %f, %s : tensor<{m_}x{n}xf32>, tensor<{n}xf32> -> tensor<{m_}x{n}xf32>
+{relu_line}  %q = aicc.quantize {"%r" if relu else "%z"} {{scale = array<f64: 1.0>, zero_point = array<i64: {zp}>, axis = -1 : i64}} : tensor<{m_}x{n}xf32> -> tensor<{m_}x{n}xi8>
+  func.return %q : tensor<{m_}x{n}xi8>
+}}""", "mm")
+    loops = m.ir("loops")
+    assert f"out_zp = {zp} : i64" in loops and ("col_bias" in loops) == bias and ("relu = true" in loops) == relu
+    a = RNG.integers(-128, 128, (m_, k)).astype(np.int8)
+    acc = (a.astype(np.int64) + 3) @ w.T.astype(np.int64) + (b if bias else 0)
+    y = acc.astype(np.float32) * sc
+    if relu:
+        y = np.maximum(y, np.float32(0))
+    want = np.clip(np.rint(y) + zp, -128, 127).astype(np.int8)
+    assert np.mean(np.abs(np.rint(y) + zp) > 127) > 0.01  # saturation is exercised
+    np.testing.assert_array_equal(m(a)[0], want)
+
+
 def test_quantize_matmul_rewrite_is_exact():
     """quantize-matmul changes the order of the float operations only: the integer model
     matches the float dequantize-matmul graph it replaced to float rounding."""
