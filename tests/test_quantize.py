@@ -492,7 +492,7 @@ def test_qdq_cnn_runs_in_int8_like_onnxruntime(tmp_path, shape, activations, per
     """The QDQ convs of quantize_static's ResNet-style CNN run in int8 (quantize-matmul: NHWC
     im2col matmuls, a depthwise conv as exact float32 sums of integers) with ONNX Runtime's
     requantization, int8 NHWC activations between them (the input's transpose is the only
-    one left). With 7-bit weights ONNX Runtime's int8 kernels compute exact sums, and its
+    one left), the max pool on int8 values. With 7-bit weights ONNX Runtime's int8 kernels compute exact sums, and its
     output is aicc's, value for value; with 8-bit weights its AVX2 u8 x s8 kernel may saturate
     int16 pair sums, so there aicc's output is checked against ONNX Runtime running the QDQ
     graph as written (float32 convs between the quantize / dequantize pairs): at most one
@@ -509,6 +509,8 @@ def test_qdq_cnn_runs_in_int8_like_onnxruntime(tmp_path, shape, activations, per
     assert ops.get("aicc.conv2d", 0) == (1 if depthwise else 0)
     # the input's; with the depthwise conv (NCHW) its input's, and the residual add's two
     assert ops.get("aicc.transpose", 0) == (4 if depthwise else 1)
+    pools = [line for line in m.ir("tensor").splitlines() if "max[i, j]" in line]
+    assert len(pools) == (1 if min(shape[2:]) >= 2 else 0) and all("xi8>) -> tensor<" in p for p in pools)  # int8
     y_scale = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "y_scale"))
     got = m(x)
     so = ort.SessionOptions()

@@ -38,7 +38,9 @@ of a QDQ graph: per-tensor quantize and dequantize, casts, unary ops, binary ops
 operand is a constant or another marked transpose (a residual add), pads of H and W, pools
 (as NHWC aicc.tensor_op reductions) and reductions over H and W; the next int8 conv's
 NCHW -> NHWC transpose then cancels against them (simplify composes the two), so consecutive
-int8 convs pass int8 NHWC activations on without a float round trip or a relayout.
+int8 convs pass int8 NHWC activations on without a float round trip or a relayout. A QDQ max
+pool (quantize(max pool(dequantize(x))), the same parameters) becomes a max pool of the int8
+x (`Int8MaxPool`).
 """
 
 from __future__ import annotations
@@ -325,5 +327,43 @@ class SinkNHWCTranspose(RewritePattern):
         rewriter.replace_op(op, [*pre, new, back], [back.result])
 
 
-__all__ = ["IntegerConv", "NHWC_ATTR", "QUANTIZED_ATTR", "SinkNHWCTranspose", "TO_NCHW", "TO_NHWC",
+def _same_params(q: QuantizeOp, d: DequantizeOp) -> bool:
+    return d.axis.value.data == q.axis.value.data == -1 and list(q.scale.get_values()) == list(d.scale.get_values()) \
+        and list(q.zero_point.get_values()) == list(d.zero_point.get_values())
+
+
+class Int8MaxPool(RewritePattern):
+    """quantize(max pool(dequantize(x))) with the same per-tensor parameters (a QDQ max pool)
+    is the max pool of the int8 x itself: dequantize increases strictly and quantize inverts
+    it exactly. The pool (an NHWC aicc.tensor_op max after SinkNHWCTranspose, or an NCHW
+    aicc.pool2d) then reads and writes int8, a quarter of the float32 bytes."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: QuantizeOp, rewriter: PatternRewriter) -> None:
+        from compiler.dialects import index_notation as ixn
+        from compiler.dialects.aicc_index import TensorOp
+
+        pool = op.input.owner
+        if isinstance(pool, TensorOp) and len(pool.inputs) == 1:
+            stmt = pool.statement
+            if not (isinstance(stmt.body, ixn.Reduce) and stmt.body.kind == "max"
+                    and isinstance(stmt.body.body, ixn.Access)):
+                return
+            d, text, ranges = pool.inputs[0].owner, pool.expr.data, {k: v.value.data for k, v in pool.ranges.data.items()}
+        elif isinstance(pool, aicc_nn.Pool2dOp) and pool.kind.data == "max":
+            (kh, kw), (sh, sw) = aicc_nn.int_values(pool.kernel), aicc_nn.int_values(pool.strides)
+            (dh, dw), (n, c, oh, ow) = aicc_nn.int_values(pool.dilations), aicc.shape_of(pool.result)
+            d = pool.input.owner
+            text = (f"out[n, c, p, q] = max[i, j](in0[n, c, {window(sh, 'p', dh, 'i')}, "
+                    f"{window(sw, 'q', dw, 'j')}])")
+            ranges = {"n": n, "c": c, "p": oh, "q": ow, "i": kh, "j": kw}
+        else:
+            return
+        if not (isinstance(d, DequantizeOp) and _same_params(op, d)):
+            return
+        new = TensorOp(text, [d.input], ranges, op.result.type)
+        rewriter.replace_op(op, new)
+
+
+__all__ = ["IntegerConv", "Int8MaxPool", "NHWC_ATTR", "QUANTIZED_ATTR", "SinkNHWCTranspose", "TO_NCHW", "TO_NHWC",
            "hw_pad", "im2col_matmul", "nhwc_pad", "window"]

@@ -7,7 +7,8 @@
 // 0.05 * w_scale / 0.125, relu, rounded with the zero point: a quantize of scale 1). The
 // NHWC -> NCHW transposes sink past dequantize, the pool (an NHWC tensor_op), quantize, the
 // second conv's bias add and the pad, so the only transposes left are the input's and the
-// result's. The second conv has a float result: float32(acc) * 0.125 * 0.5, then its bias.
+// result's; the QDQ max pool (dequantize, max, quantize with the same parameters) becomes a
+// max pool of the int8 values. The second conv has a float result: float32(acc) * 0.125 * 0.5, then its bias.
 // CHECK-LABEL: func.func @qdq_convs
 // CHECK:         %[[Q:.*]] = aicc.quantize %x {{.*}} -> tensor<1x2x5x4xi8>
 // CHECK-NEXT:    %[[T:.*]] = aicc.transpose %[[Q]] {permutation = array<i64: 0, 2, 3, 1>} : tensor<1x2x5x4xi8> -> tensor<1x5x4x2xi8>
@@ -24,9 +25,7 @@
 // CHECK-NEXT:    %[[RL:.*]] = aicc.relu %[[FM]]
 // CHECK-NEXT:    %[[Y:.*]] = aicc.quantize %[[RL]] {scale = array<f64: 1.000000e+00>, zero_point = array<i64: -128>, axis = -1 : i64} : tensor<30x3xf32> -> tensor<30x3xi8>
 // CHECK-NEXT:    %[[YN:.*]] = aicc.reshape %[[Y]] : tensor<30x3xi8> -> tensor<1x6x5x3xi8>
-// CHECK-NEXT:    %[[YD:.*]] = aicc.dequantize %[[YN]] {{.*}} : tensor<1x6x5x3xi8> -> tensor<1x6x5x3xf32>
-// CHECK-NEXT:    %[[MP:.*]] = aicc.tensor_op "out[n, p, q, c] = max[i, j](in0[n, 2 * p + i, 2 * q + j, c])"(%[[YD]])
-// CHECK-NEXT:    %[[MQ:.*]] = aicc.quantize %[[MP]] {{.*}} : tensor<1x3x2x3xf32> -> tensor<1x3x2x3xi8>
+// CHECK-NEXT:    %[[MQ:.*]] = aicc.tensor_op "out[n, p, q, c] = max[i, j](in0[n, 2 * p + i, 2 * q + j, c])"(%[[YN]]) {{.*}} : (tensor<1x6x5x3xi8>) -> tensor<1x3x2x3xi8>
 // CHECK-NEXT:    %[[C2:.*]] = aicc.tensor_op "out[n, p, q, i, j, c] = in0[n, p + i, q + j, c]"(%[[MQ]])
 // CHECK-NEXT:    %[[R2:.*]] = aicc.reshape %[[C2]] : tensor<1x2x1x2x2x3xi8> -> tensor<2x12xi8>
 // CHECK-NEXT:    %[[W2:.*]] = aicc.constant
@@ -106,4 +105,21 @@ func.func @unchanged(%q: tensor<1x2x3x3xi8>) -> (tensor<1x1x2x2xf32>, tensor<1x1
   %c = aicc.conv2d %d, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x2x3x3xf32>, tensor<1x2x2x2xf32> -> tensor<1x1x2x2xf32>
   %c2 = aicc.conv2d %dc, %w0 {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x2x3x3xf32>, tensor<1x2x2x2xf32> -> tensor<1x1x2x2xf32>
   func.return %c, %c2 : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>
+}
+
+// -----
+// A QDQ max pool of a graph input (NCHW, no conv before it): a max of the int8 values. A
+// quantize with other parameters than the dequantize's keeps the float pool.
+// CHECK-LABEL: func.func @int8_max_pool
+// CHECK-NEXT:    %[[D:.*]] = aicc.dequantize %q
+// CHECK-NEXT:    %[[F:.*]] = aicc.pool2d %[[D]]
+// CHECK-NEXT:    %[[P:.*]] = aicc.tensor_op "out[n, c, p, q] = max[i, j](in0[n, c, 2 * p + i, 2 * q + j])"(%q) {{.*}} : (tensor<1x2x5x4xi8>) -> tensor<1x2x2x2xi8>
+// CHECK-NEXT:    %[[Q:.*]] = aicc.quantize %[[F]] {scale = array<f64: 2.000000e-01>
+// CHECK-NEXT:    func.return %[[P]], %[[Q]]
+func.func @int8_max_pool(%q: tensor<1x2x5x4xi8>) -> (tensor<1x2x2x2xi8>, tensor<1x2x2x2xi8>) {
+  %d = aicc.dequantize %q {scale = array<f64: 0.1>, zero_point = array<i64: 3>, axis = -1 : i64} : tensor<1x2x5x4xi8> -> tensor<1x2x5x4xf32>
+  %m = aicc.pool2d %d {kind = "max", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>} : tensor<1x2x5x4xf32> -> tensor<1x2x2x2xf32>
+  %y = aicc.quantize %m {scale = array<f64: 0.1>, zero_point = array<i64: 3>, axis = -1 : i64} : tensor<1x2x2x2xf32> -> tensor<1x2x2x2xi8>
+  %y2 = aicc.quantize %m {scale = array<f64: 0.2>, zero_point = array<i64: 3>, axis = -1 : i64} : tensor<1x2x2x2xf32> -> tensor<1x2x2x2xi8>
+  func.return %y, %y2 : tensor<1x2x2x2xi8>, tensor<1x2x2x2xi8>
 }
