@@ -523,3 +523,53 @@ def test_qdq_cnn_runs_in_int8_like_onnxruntime(tmp_path, shape, activations, per
     if reduce_range:
         assert _cos(got, fused) >= 0.999
     assert _cos(got, fused) >= 0.99
+
+
+@pytest.mark.parametrize("unsigned", [True, False])
+def test_qdq_conv_relu_quantize_by_hand(unsigned):
+    """A hand-written QDQ graph whose Relu stays between the Conv and the QuantizeLinear (and
+    a stride-2, padded, non-square conv of 129 output channels on a 7x13 image): the kernel's
+    requantization applies the relu before rounding; against ONNX Runtime running the graph
+    as written (float32 conv, relu, quantize), at most one output step apart."""
+    ort = pytest.importorskip("onnxruntime")
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    qtype, zdt = (TensorProto.UINT8, np.uint8) if unsigned else (TensorProto.INT8, np.int8)
+    w = rng.integers(-127, 128, (129, 5, 3, 2)).astype(np.int8)
+    w_scale = rng.uniform(0.002, 0.01, 129).astype(np.float32)
+    x_scale, y_scale = np.float32(0.03), np.float32(0.02)
+    x_zp, y_zp = (np.array(128 if unsigned else 3, zdt), np.array(7 if unsigned else -9, zdt))
+    bias = rng.integers(-2000, 2000, 129).astype(np.int32)
+    inits = [numpy_helper.from_array(a, n) for a, n in [
+        (w, "w_q"), (w_scale, "w_scale"), (np.zeros(129, np.int8), "w_zp"), (x_scale, "x_scale"), (x_zp, "x_zp"),
+        (y_scale, "y_scale"), (y_zp, "y_zp"), (bias, "b_q"), (x_scale * w_scale, "b_scale"),
+        (np.zeros(129, np.int32), "b_zp")]]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zp"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "x_scale", "x_zp"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zp"], ["wd"], axis=0),
+        helper.make_node("DequantizeLinear", ["b_q", "b_scale", "b_zp"], ["bd"], axis=0),
+        helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], strides=[2, 2], pads=[1, 0, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("QuantizeLinear", ["r", "y_scale", "y_zp"], ["yq"]),
+        helper.make_node("DequantizeLinear", ["yq", "y_scale", "y_zp"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 7, 13])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 129, 4, 7])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    x = (rng.standard_normal((2, 5, 7, 13)) * 2).astype(np.float32)
+    m = compiler.compile(model, example_inputs=(x,))
+    assert m.stats["quantized_ops"] == 1 and "aicc.conv2d" not in m.stats["tensor_ops"]
+    assert "relu = true" in m.ir("loops") and "out_zp" in m.ir("loops")  # requantized in the kernel
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = m(x)
+    steps = np.abs(got - want) / y_scale
+    assert steps.max() <= 1.001 and np.mean(steps > 0.5) <= 0.01
+    assert np.mean(got == want) > 0.99 and got.min() == 0.0 and np.mean(got == 0.0) > 0.2  # the relu clamps at 0
+    assert _cos(got, want) >= 0.9999
