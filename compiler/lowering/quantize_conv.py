@@ -136,6 +136,8 @@ class IntegerConv(RewritePattern):
     def match_and_rewrite(self, op: aicc_nn.Conv2dOp, rewriter: PatternRewriter) -> None:
         if aicc.element_type_of(op.result) != f32:
             return
+        if not all(isinstance(d, int) for d in (*aicc.shape_of(op.input), *aicc.shape_of(op.result))):
+            return  # symbolic dims: the im2col's ranges are static (the float conv stays)
         x, pad = op.input, None
         if isinstance(x.owner, aicc_nn.PadOp) and hw_pad(x.owner) and x.owner.value.value.data == 0.0:
             pad, x = x.owner, x.owner.input
