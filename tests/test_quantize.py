@@ -573,3 +573,21 @@ def test_qdq_conv_relu_quantize_by_hand(unsigned):
     assert steps.max() <= 1.001 and np.mean(steps > 0.5) <= 0.01
     assert np.mean(got == want) > 0.99 and got.min() == 0.0 and np.mean(got == 0.0) > 0.2  # the relu clamps at 0
     assert _cos(got, want) >= 0.9999
+
+
+def test_qdq_cnn_on_the_cuda_emulator(tmp_path):
+    """The same int8 graph (NHWC im2col matmuls, requantization, the int8 max pool) on the
+    CUDA target's kernels, run by the emulator: ONNX Runtime's int8 output (7-bit weights: its
+    sums are exact; on this machine value for value)."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import numpy_helper
+
+    path, model, x = _qdq_resnet(tmp_path, (1, 3, 7, 7), "QUInt8", True, True, False)
+    m = compiler.compile(str(path), example_inputs=(x,), target="cuda-emu")
+    assert m.stats["quantized_ops"] == 5
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    want = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    y_scale = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "y_scale"))
+    steps = np.abs(m(x) - want) / y_scale  # ONNX Runtime's QLinearAdd may round one step apart on some CPUs
+    assert steps.max() <= 1.001 and np.mean(steps > 0.5) <= 0.02, steps.max()
