@@ -243,7 +243,7 @@ class IntegerConv(RewritePattern):
             back.attributes[NHWC_ATTR] = UnitAttr()
             new.append(back)
         rewriter.insert_op(new)
-        rewriter.replace_op(last, [], [new[-1].results[0]])
+        rewriter.replace(last, [], [new[-1].results[0]])
         if last is not op:
             for dead in [*reversed(chain), op]:
                 rewriter.erase_op(dead)
@@ -275,7 +275,7 @@ class SinkNHWCTranspose(RewritePattern):
         rank4 = len(aicc.shape_of(t.result)) == 4
         if isinstance(op, aicc.TransposeOp):
             if tuple(TO_NCHW[i] for i in op.perm) == (0, 1, 2, 3):
-                rewriter.replace_op(op, [], [v])
+                rewriter.replace(op, [], [v])
             return
         pre: list[Operation] = []
         if isinstance(op, (QuantizeOp, DequantizeOp)):
@@ -320,13 +320,13 @@ class SinkNHWCTranspose(RewritePattern):
             shape = aicc.shape_of(t.result)
             if [d for d in aicc.shape_of(v) if d != 1] != [d for d in shape if d != 1] or 0 in shape:
                 return
-            rewriter.replace_op(op, aicc.ReshapeOp(v, aicc.shape_of(op.result)))
+            rewriter.replace(op, aicc.ReshapeOp(v, aicc.shape_of(op.result)))
             return
         else:
             return
         back = aicc.TransposeOp(new.results[0], list(TO_NCHW))
         back.attributes[NHWC_ATTR] = UnitAttr()
-        rewriter.replace_op(op, [*pre, new, back], [back.result])
+        rewriter.replace(op, [*pre, new, back], [back.result])
 
 
 def _same_params(q: QuantizeOp, d: DequantizeOp) -> bool:
@@ -364,7 +364,7 @@ class Int8MaxPool(RewritePattern):
         if not (isinstance(d, DequantizeOp) and _same_params(op, d)):
             return
         new = TensorOp(text, [d.input], ranges, op.result.type)
-        rewriter.replace_op(op, new)
+        rewriter.replace(op, new)
 
 
 __all__ = ["IntegerConv", "Int8MaxPool", "NHWC_ATTR", "QUANTIZED_ATTR", "SinkNHWCTranspose", "TO_NCHW", "TO_NHWC",
