@@ -255,10 +255,9 @@ class QGemmOp(IRDLOperation):
                                                      and not self.requantized)
             ok = isinstance(e, Float32Type) if f32 else (hasattr(e, "width") and e.width.data == width)
             if not ok:
+                c_kind = "an i8" if self.requantized else "an f32" if self.col_scale is not None else "an i32"
                 raise VerifyException(f"aicc_cpu.qgemm: expected {'an f32' if self.dynamic else 'an i8'} A, "
-                                      f"an i8 B and "
-                                      f"{'an i8' if self.requantized else 'an f32' if self.col_scale is not None else 'an i32'}"
-                                      f" C, got {v.type}")
+                                      f"an i8 B and {c_kind} C, got {v.type}")
 
 
 AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp], [])

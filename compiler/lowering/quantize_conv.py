@@ -351,7 +351,8 @@ class Int8MaxPool(RewritePattern):
             if not (isinstance(stmt.body, ixn.Reduce) and stmt.body.kind == "max"
                     and isinstance(stmt.body.body, ixn.Access)):
                 return
-            d, text, ranges = pool.inputs[0].owner, pool.expr.data, {k: v.value.data for k, v in pool.ranges.data.items()}
+            d, text = pool.inputs[0].owner, pool.expr.data
+            ranges = {k: v.value.data for k, v in pool.ranges.data.items()}
         elif isinstance(pool, aicc_nn.Pool2dOp) and pool.kind.data == "max":
             (kh, kw), (sh, sw) = aicc_nn.int_values(pool.kernel), aicc_nn.int_values(pool.strides)
             (dh, dw), (n, c, oh, ow) = aicc_nn.int_values(pool.dilations), aicc.shape_of(pool.result)
