@@ -27,6 +27,8 @@ each loop nest that a fusion pass already emitted carries `aicc.kernel = "<kind>
 and on the tensor stage, after the graph passes:
 
     tensor_ops          aicc ops per op name (constants excluded)
+    quantized_ops       the int8 matmuls and convolutions (ops marked `aicc.quantized` by
+                        quantize-matmul, quantize_dynamic and compiler.quantize)
 """
 
 from __future__ import annotations
@@ -163,7 +165,8 @@ def tensor_stats(module: ModuleOp) -> dict:
     """aicc ops per name at the tensor stage."""
     ops = Counter(o.name for o in module.walk()
                   if o.dialect_name() in ("aicc", "aicc_fused") and o.name != "aicc.constant")
-    return {"tensor_ops": dict(sorted(ops.items()))}
+    quantized = sum(1 for o in module.walk() if "aicc.quantized" in o.attributes)
+    return {"tensor_ops": dict(sorted(ops.items())), "quantized_ops": quantized}
 
 
 def linalg_stats(module: ModuleOp) -> dict:

@@ -144,6 +144,44 @@ func.func @mm(%a: tensor<{a_t}xi8>) -> tensor<{o_t}xf32> {{
     np.testing.assert_array_equal(m(a)[0], acc.astype(np.float32) * sc)
 
 
+@pytest.mark.parametrize("m_,k,n,bias,relu,zp", [(1, 7, 3, True, True, -128), (9, 27, 13, False, False, 5),
+                                                  (33, 129, 16, True, False, 127), (7, 300, 64, True, True, 0)])
+def test_matmul_integer_requantized_in_the_kernel(m_, k, n, bias, relu, zp):
+    """ONNX Runtime's requantization after an int8 matmul, clamp(rne(float32(acc + b[j]) *
+    s[j]) + zp, -128, 127) (after max(., 0) with a relu): the packed kernel computes it as it
+    stores and writes the i8 result (`out_zp`), value for value NumPy's, masked for n % 8;
+    scales put many results beyond the int8 range (saturation) and on halves."""
+    w = RNG.integers(-128, 128, (n, k)).astype(np.int8)
+    sc = (RNG.choice([0.5, 0.25, 1 / 64], n) * RNG.uniform(0.5, 2, n)).astype(np.float32) / k
+    sc[: n // 2] = np.float32(0.5)  # exact halves: round half to even decides
+    b = RNG.integers(-5000, 5000, n).astype(np.int32)
+    dense = "[" + ", ".join("[" + ", ".join(map(str, r)) + "]" for r in w) + "]"
+    acc = "%yb" if bias else "%y"
+    relu_line = f"  %r = aicc.relu %z : tensor<{m_}x{n}xf32>\n" if relu else ""
+    m, _ = _compile(f"""
+func.func @mm(%a: tensor<{m_}x{k}xi8>) -> tensor<{m_}x{n}xi8> {{
+  %w = aicc.constant dense<{dense}> : tensor<{n}x{k}xi8>
+  %b = aicc.constant dense<[{", ".join(map(str, b))}]> : tensor<{n}xi32>
+  %s = aicc.constant dense<[{", ".join(repr(float(v)) for v in sc)}]> : tensor<{n}xf32>
+  %y = aicc.matmul_integer %a, %w {{lhs_zero_point = -3 : i64, transpose_rhs}} : tensor<{m_}x{k}xi8>, tensor<{n}x{k}xi8> -> tensor<{m_}x{n}xi32>
+  %yb = aicc.add %y, %b : tensor<{m_}x{n}xi32>, tensor<{n}xi32> -> tensor<{m_}x{n}xi32>
+  %f = aicc.cast {acc} : tensor<{m_}x{n}xi32> -> tensor<{m_}x{n}xf32>
+  %z = aicc.mul %f, %s : tensor<{m_}x{n}xf32>, tensor<{n}xf32> -> tensor<{m_}x{n}xf32>
+{relu_line}  %q = aicc.quantize {"%r" if relu else "%z"} {{scale = array<f64: 1.0>, zero_point = array<i64: {zp}>, axis = -1 : i64}} : tensor<{m_}x{n}xf32> -> tensor<{m_}x{n}xi8>
+  func.return %q : tensor<{m_}x{n}xi8>
+}}""", "mm")
+    loops = m.ir("loops")
+    assert f"out_zp = {zp} : i64" in loops and ("col_bias" in loops) == bias and ("relu = true" in loops) == relu
+    a = RNG.integers(-128, 128, (m_, k)).astype(np.int8)
+    acc = (a.astype(np.int64) + 3) @ w.T.astype(np.int64) + (b if bias else 0)
+    y = acc.astype(np.float32) * sc
+    if relu:
+        y = np.maximum(y, np.float32(0))
+    want = np.clip(np.rint(y) + zp, -128, 127).astype(np.int8)
+    assert np.mean(np.abs(np.rint(y) + zp) > 127) > 0.01  # saturation is exercised
+    np.testing.assert_array_equal(m(a)[0], want)
+
+
 def test_quantize_matmul_rewrite_is_exact():
     """quantize-matmul changes the order of the float operations only: the integer model
     matches the float dequantize-matmul graph it replaced to float rounding."""
@@ -396,3 +434,162 @@ def test_onnx_qdq_model_from_quantize_static(tmp_path, per_channel):
     assert _cos(out, as_written) >= 0.999
     float_out = model(torch.tensor(x)).detach().numpy()
     assert _cos(out, float_out) >= 0.99
+
+
+def _qdq_resnet(tmp_path, shape, activations, per_channel, reduce_range, depthwise):
+    """A small ResNet-style CNN from torch (3x3 convs with bias and padding, relus, a max pool,
+    a residual add, a stride-2 conv, global average pooling, a linear head), exported to ONNX
+    and quantized by quantize_static (QDQ) on 4 random batches. Returns (path, model proto,
+    an input)."""
+    torch = pytest.importorskip("torch")
+    onnx = pytest.importorskip("onnx")
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = torch.nn.Conv2d(3, 16, 3, padding=1)
+            self.c2 = torch.nn.Conv2d(16, 16, 3, padding=1)
+            self.c3 = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16 if depthwise else 1)
+            self.c4 = torch.nn.Conv2d(16, 24, 3, stride=2, padding=1)
+            self.fc = torch.nn.Linear(24, 10)
+
+        def forward(self, x):
+            h = torch.relu(self.c1(x))
+            h = torch.nn.functional.max_pool2d(h, 2) if min(h.shape[-2:]) >= 2 else h
+            r = torch.relu(self.c2(h))
+            h = torch.relu(self.c3(r) + h)
+            h = torch.relu(self.c4(h))
+            return self.fc(torch.nn.functional.adaptive_avg_pool2d(h, 1).flatten(1))
+
+    torch.manual_seed(0)
+    rng = np.random.default_rng(1)
+    f32, q8 = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    x = rng.standard_normal(shape).astype(np.float32)
+    torch.onnx.export(Net().eval(), (torch.from_numpy(x),), str(f32), dynamo=False, opset_version=17,
+                      input_names=["x"], output_names=["y"])
+    batches = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
+
+    class Reader(CalibrationDataReader):
+        def get_next(self):
+            return next(batches, None)
+
+    quantize_static(str(f32), str(q8), Reader(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
+                    activation_type=getattr(QuantType, activations), weight_type=QuantType.QInt8,
+                    reduce_range=reduce_range)
+    return q8, onnx.load(str(q8)), x
+
+
+QDQ_CNN_CASES = [  # (input shape, activations, weights per channel, 7-bit weights, depthwise)
+    ((2, 3, 14, 13), "QUInt8", True, True, False),
+    ((1, 3, 7, 7), "QInt8", True, True, True),
+    ((3, 3, 1, 1), "QUInt8", False, True, False),
+    ((2, 3, 13, 7), "QUInt8", True, False, False),
+    ((1, 3, 7, 13), "QInt8", False, False, True),
+]
+
+
+@pytest.mark.parametrize("shape,activations,per_channel,reduce_range,depthwise", QDQ_CNN_CASES)
+def test_qdq_cnn_runs_in_int8_like_onnxruntime(tmp_path, shape, activations, per_channel, reduce_range, depthwise):
+    """The QDQ convs of quantize_static's ResNet-style CNN run in int8 (quantize-matmul: NHWC
+    im2col matmuls, a depthwise conv as exact float32 sums of integers) with ONNX Runtime's
+    requantization, int8 NHWC activations between them (the input's transpose is the only
+    one left), the max pool on int8 values. With 7-bit weights ONNX Runtime's int8 kernels compute exact sums, and its
+    output is aicc's, value for value; with 8-bit weights its AVX2 u8 x s8 kernel may saturate
+    int16 pair sums, so there aicc's output is checked against ONNX Runtime running the QDQ
+    graph as written (float32 convs between the quantize / dequantize pairs): at most one
+    output step apart (aicc's sums are exact, ONNX Runtime's float32 ones are not always)."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import numpy_helper
+
+    path, model, x = _qdq_resnet(tmp_path, shape, activations, per_channel, reduce_range, depthwise)
+    assert sum(n.op_type == "Conv" for n in model.graph.node) == 4
+    m = compiler.compile(str(path), example_inputs=(x,))
+    ops = m.stats["tensor_ops"]
+    assert m.stats["quantized_ops"] == 5  # 4 convs and the Gemm
+    assert ops["aicc.matmul_integer"] == (4 if depthwise else 5)
+    assert ops.get("aicc.conv2d", 0) == (1 if depthwise else 0)
+    # the input's; with the depthwise conv (NCHW) its input's, and the residual add's two
+    assert ops.get("aicc.transpose", 0) == (4 if depthwise else 1)
+    pools = [line for line in m.ir("tensor").splitlines() if "max[i, j]" in line]
+    assert len(pools) == (1 if min(shape[2:]) >= 2 else 0) and all("xi8>) -> tensor<" in p for p in pools)  # int8
+    y_scale = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "y_scale"))
+    got = m(x)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    fused = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    as_written = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    steps = np.abs(got - (fused if reduce_range else as_written)) / y_scale
+    assert steps.max() <= 1.001 and np.mean(steps > 0.5) <= 0.02, steps.max()
+    if reduce_range:
+        assert _cos(got, fused) >= 0.999
+    assert _cos(got, fused) >= 0.99
+
+
+@pytest.mark.parametrize("unsigned", [True, False])
+def test_qdq_conv_relu_quantize_by_hand(unsigned):
+    """A hand-written QDQ graph whose Relu stays between the Conv and the QuantizeLinear (and
+    a stride-2, padded, non-square conv of 129 output channels on a 7x13 image): the kernel's
+    requantization applies the relu before rounding; against ONNX Runtime running the graph
+    as written (float32 conv, relu, quantize), at most one output step apart."""
+    ort = pytest.importorskip("onnxruntime")
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    qtype, zdt = (TensorProto.UINT8, np.uint8) if unsigned else (TensorProto.INT8, np.int8)
+    w = rng.integers(-127, 128, (129, 5, 3, 2)).astype(np.int8)
+    w_scale = rng.uniform(0.002, 0.01, 129).astype(np.float32)
+    x_scale, y_scale = np.float32(0.03), np.float32(0.02)
+    x_zp, y_zp = (np.array(128 if unsigned else 3, zdt), np.array(7 if unsigned else -9, zdt))
+    bias = rng.integers(-2000, 2000, 129).astype(np.int32)
+    inits = [numpy_helper.from_array(a, n) for a, n in [
+        (w, "w_q"), (w_scale, "w_scale"), (np.zeros(129, np.int8), "w_zp"), (x_scale, "x_scale"), (x_zp, "x_zp"),
+        (y_scale, "y_scale"), (y_zp, "y_zp"), (bias, "b_q"), (x_scale * w_scale, "b_scale"),
+        (np.zeros(129, np.int32), "b_zp")]]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zp"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "x_scale", "x_zp"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zp"], ["wd"], axis=0),
+        helper.make_node("DequantizeLinear", ["b_q", "b_scale", "b_zp"], ["bd"], axis=0),
+        helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], strides=[2, 2], pads=[1, 0, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("QuantizeLinear", ["r", "y_scale", "y_zp"], ["yq"]),
+        helper.make_node("DequantizeLinear", ["yq", "y_scale", "y_zp"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 7, 13])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 129, 4, 7])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    x = (rng.standard_normal((2, 5, 7, 13)) * 2).astype(np.float32)
+    m = compiler.compile(model, example_inputs=(x,))
+    assert m.stats["quantized_ops"] == 1 and "aicc.conv2d" not in m.stats["tensor_ops"]
+    assert "relu = true" in m.ir("loops") and "out_zp" in m.ir("loops")  # requantized in the kernel
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = m(x)
+    steps = np.abs(got - want) / y_scale
+    assert steps.max() <= 1.001 and np.mean(steps > 0.5) <= 0.01
+    assert np.mean(got == want) > 0.99 and got.min() == 0.0 and np.mean(got == 0.0) > 0.2  # the relu clamps at 0
+    assert _cos(got, want) >= 0.9999
+
+
+def test_qdq_cnn_on_the_cuda_emulator(tmp_path):
+    """The same int8 graph (NHWC im2col matmuls, requantization, the int8 max pool) on the
+    CUDA target's kernels, run by the emulator: ONNX Runtime's int8 output (7-bit weights: its
+    sums are exact; on this machine value for value)."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import numpy_helper
+
+    path, model, x = _qdq_resnet(tmp_path, (1, 3, 7, 7), "QUInt8", True, True, False)
+    m = compiler.compile(str(path), example_inputs=(x,), target="cuda-emu")
+    assert m.stats["quantized_ops"] == 5
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    want = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    y_scale = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "y_scale"))
+    steps = np.abs(m(x) - want) / y_scale  # ONNX Runtime's QLinearAdd may round one step apart on some CPUs
+    assert steps.max() <= 1.001 and np.mean(steps > 0.5) <= 0.02, steps.max()

@@ -156,7 +156,13 @@ class QGemmOp(IRDLOperation):
 
     With a packed B, `col_scale %s : memref<Nxf32>` makes C f32: C[r, j] = sum * s[j], the
     matmul's int32 -> float32 epilogue (an int8 conv's per-channel scale) done as the tile is
-    stored, so the int32 result is never written.
+    stored, so the int32 result is never written. `col_bias %b : memref<Nxi32>` adds b[j] to
+    the sum first: C[r, j] = float32(sum + b[j]) * s[j].
+
+    With `out_zp` (and a col_scale) C is i8, requantized as the tile is stored, as ONNX
+    Runtime's QLinearConv / MlasRequantizeOutput: C[r, j] = clamp(rne(float32(sum [+ b[j]])
+    * s[j]) + out_zp, -128, 127), after max(., 0) with `relu`: neither the int32 nor the
+    float32 result is ever written.
 
     With `vnni = 256` or `512` (a CPU with VNNI's `vpdpbusd`, of that width: L = vnni / 32
     lanes) B is packed by quads of k, memref<G x K4 x 4L x i8> (G = ceil(N / L), K4 =
@@ -178,33 +184,46 @@ class QGemmOp(IRDLOperation):
     zero_point = opt_operand_def(Float32Type)
     colsum = opt_operand_def(MemRefType)
     col_scale = opt_operand_def(MemRefType)
+    col_bias = opt_operand_def(MemRefType)
 
     n = prop_def(IntegerAttr)
     k = prop_def(IntegerAttr)
     zp = prop_def(IntegerAttr)
     vnni = opt_prop_def(IntegerAttr)
     vnni_portable = opt_prop_def(UnitAttr)
+    out_zp = opt_prop_def(IntegerAttr)
+    relu = opt_prop_def(BoolAttr)
 
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
     assembly_format = ("$a `[` $a_off `]` `,` $b `,` $c `[` $c_off `]` `rows` $m "
                        "(`quantize` $scale^ `,` $zero_point)? (`colsum` $colsum^ `:` type($colsum))? "
-                       "(`col_scale` $col_scale^ `:` type($col_scale))? attr-dict "
+                       "(`col_scale` $col_scale^ `:` type($col_scale))? (`col_bias` $col_bias^ `:` type($col_bias))? "
+                       "attr-dict "
                        "`:` type($a) `,` type($b) `,` type($c)")
 
     def __init__(self, a: SSAValue, a_off: SSAValue, b: SSAValue, c: SSAValue, c_off: SSAValue,
                  m: SSAValue, *, n: int, k: int, zp: int, quantize: tuple[SSAValue, SSAValue] | None = None,
-                 colsum: SSAValue | None = None, col_scale: SSAValue | None = None, vnni: int = 0,
-                 vnni_portable: bool = False):
+                 colsum: SSAValue | None = None, col_scale: SSAValue | None = None,
+                 col_bias: SSAValue | None = None, out_zp: int | None = None, relu: bool = False,
+                 vnni: int = 0, vnni_portable: bool = False):
         scale, zero_point = ([quantize[0]], [quantize[1]]) if quantize else ([], [])
         props = {"n": IntegerAttr(n, i64), "k": IntegerAttr(k, i64), "zp": IntegerAttr(zp, i64)}
+        if out_zp is not None:
+            props["out_zp"] = IntegerAttr(out_zp, i64)
+        if relu:
+            props["relu"] = BoolAttr.from_bool(True)
         if vnni:
             props["vnni"] = IntegerAttr(vnni, i64)
             if vnni_portable:
                 props["vnni_portable"] = UnitAttr()
         super().__init__(operands=[a, a_off, b, c, c_off, m, scale, zero_point, [colsum] if colsum else [],
-                                   [col_scale] if col_scale else []],
+                                   [col_scale] if col_scale else [], [col_bias] if col_bias else []],
                          properties=props)
+
+    @property
+    def requantized(self) -> bool:
+        return self.out_zp is not None
 
     @property
     def vnni_lanes(self) -> int:
@@ -252,14 +271,25 @@ class QGemmOp(IRDLOperation):
                                            or not isinstance(self.col_scale.type.element_type, Float32Type)):
             raise VerifyException(f"aicc_cpu.qgemm: col_scale takes a packed B and a memref<{n}xf32>, got "
                                   f"{self.col_scale.type}")
-        for v, width in ((self.a, 8), (self.b, 8), (self.c, 32)):
+        if (self.col_bias is not None or self.requantized) and self.col_scale is None:
+            raise VerifyException("aicc_cpu.qgemm: col_bias and out_zp take a col_scale")
+        if self.relu is not None and not self.requantized:
+            raise VerifyException("aicc_cpu.qgemm: relu takes an out_zp")
+        if self.requantized and not -128 <= self.out_zp.value.data <= 127:
+            raise VerifyException(f"aicc_cpu.qgemm: out_zp must be within [-128, 127], got {self.out_zp.value.data}")
+        if self.col_bias is not None and (self.col_bias.type.get_shape() != (n,) or
+                                          getattr(self.col_bias.type.element_type, "width", None) is None or
+                                          self.col_bias.type.element_type.width.data != 32):
+            raise VerifyException(f"aicc_cpu.qgemm: col_bias must be a memref<{n}xi32>, got {self.col_bias.type}")
+        for v, width in ((self.a, 8), (self.b, 8), (self.c, 8 if self.requantized else 32)):
             e = v.type.element_type
-            f32 = (v is self.a and self.dynamic) or (v is self.c and self.col_scale is not None)
+            f32 = (v is self.a and self.dynamic) or (v is self.c and self.col_scale is not None
+                                                     and not self.requantized)
             ok = isinstance(e, Float32Type) if f32 else (hasattr(e, "width") and e.width.data == width)
             if not ok:
+                c_kind = "an i8" if self.requantized else "an f32" if self.col_scale is not None else "an i32"
                 raise VerifyException(f"aicc_cpu.qgemm: expected {'an f32' if self.dynamic else 'an i8'} A, "
-                                      f"an i8 B and "
-                                      f"{'an f32' if self.col_scale is not None else 'an i32'} C, got {v.type}")
+                                      f"an i8 B and {c_kind} C, got {v.type}")
 
 
 AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp], [])

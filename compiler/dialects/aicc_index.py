@@ -17,7 +17,7 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 
-from xdsl.dialects.builtin import AnyFloat, DictionaryAttr, Float32Type, IntegerAttr, StringAttr, TensorType, i64
+from xdsl.dialects.builtin import AnyFloat, DictionaryAttr, Float32Type, IntegerAttr, IntegerType, StringAttr, TensorType, i64
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import IRDLOperation, attr_def, irdl_op_definition, result_def, traits_def, var_operand_def
 from xdsl.traits import Pure
@@ -111,9 +111,11 @@ class TensorOp(IRDLOperation):
                                   f"it must read in0 .. in{len(self.inputs) - 1} in order of first appearance")
         elem = element_type_of(self.result)
         copy = isinstance(stmt.body, ixn.Access) and not stmt.accumulate  # a gather: any element type
-        if not isinstance(elem, AnyFloat) and not copy:
+        extreme = (isinstance(stmt.body, ixn.Reduce) and stmt.body.kind in ("max", "min")
+                   and isinstance(stmt.body.body, ixn.Access) and not stmt.accumulate)  # an int8 max pool
+        if not isinstance(elem, AnyFloat) and not copy and not (extreme and isinstance(elem, IntegerType)):
             raise VerifyException(f"aicc.tensor_op: the result must be a float tensor (or the expression a "
-                                  f"plain read, out[...] = in0[...]), got {self.result.type}")
+                                  f"plain read, out[...] = in0[...], or the max or min of one), got {self.result.type}")
         for i, v in enumerate(self.inputs):
             if element_type_of(v) != elem:
                 raise VerifyException(f"aicc.tensor_op: operand in{i} is {v.type}, the result's element type is {elem}")

@@ -37,7 +37,7 @@ from xdsl.pattern_rewriter import (
 from compiler.dialects import aicc
 from compiler.dialects.aicc_quant import DequantizeOp, MatmulIntegerOp
 
-QUANTIZED_ATTR = "aicc.quantized"  # on the matmul_integer ops: m.stats["quantized_ops"] counts them
+from compiler.lowering.quantize_conv import QUANTIZED_ATTR, Int8MaxPool, IntegerConv, SinkNHWCTranspose
 
 
 def _per_tensor(d: DequantizeOp) -> bool:
@@ -84,9 +84,13 @@ class IntegerMatmul(RewritePattern):
 
 @dataclass(frozen=True)
 class QuantizeMatmul(ModulePass):
-    """Rewrite matmuls of dequantized int8 operands into integer matmuls with a float epilogue."""
+    """Rewrite matmuls and convolutions of dequantized int8 operands into integer ones (a conv
+    followed by a quantize requantizes as ONNX Runtime does), then move the int8 convs' NHWC
+    results' transposes back to NCHW past the layout-free ops after them, and run QDQ max pools
+    on the int8 values (quantize_conv.py)."""
 
     name = "quantize-matmul"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(GreedyRewritePatternApplier([IntegerMatmul()])).rewrite_module(op)
+        PatternRewriteWalker(GreedyRewritePatternApplier([IntegerMatmul(), IntegerConv()])).rewrite_module(op)
+        PatternRewriteWalker(GreedyRewritePatternApplier([SinkNHWCTranspose(), Int8MaxPool()])).rewrite_module(op)

@@ -3,7 +3,8 @@
 The iteration domain's dims are the op's indices (`index_order`: output indices first). Each
 distinct access becomes an input whose indexing map is its subscripts as affine expressions
 (`x[c, 2 * i + k]` reads (d0, d1 * 2 + d2)); the body is built from arith / math ops, and a
-top-level reduction combines into the output (filled with the reduction's identity):
+top-level reduction combines into the output (filled with the reduction's identity; the max
+or min of a plain read of an integer tensor, an int8 max pool, compares signed integers):
 
     out[i] = sum[k](x[i + k] * w[k])
     ->  linalg.generic {maps = [(d0, d1) -> (d0 + d1), (d0, d1) -> (d1), (d0, d1) -> (d0)],
@@ -27,7 +28,7 @@ from collections.abc import Callable
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, math as xmath
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import IntegerType, TensorType
 from xdsl.ir import Attribute, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
@@ -50,6 +51,11 @@ REDUCTIONS = {
     "max": (-math.inf, arith.MaximumfOp),  # NaN-propagating, as np.max
     "min": (math.inf, arith.MinimumfOp),
     "prod": (1.0, arith.MulfOp),
+}
+# max / min of an integer tensor (an int8 max pool): (identity, combiner) for a bit width
+INT_REDUCTIONS = {
+    "max": lambda w: (-(1 << (w - 1)), arith.MaxSIOp),
+    "min": lambda w: ((1 << (w - 1)) - 1, arith.MinSIOp),
 }
 # NumPy semantics: every comparison with NaN is False except `!=`.
 CMPF = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "une"}
@@ -149,7 +155,13 @@ class LowerTensorOp(RewritePattern):
             maps.append(AffineMap(nd, 0, tuple(AffineDimExpr(dim[n]) for n in missing)))
         maps.append(AffineMap(nd, 0, tuple(affine_expr(s, dim) for s in stmt.subs)))
 
-        if red is not None:
+        if red is not None and isinstance(elem, IntegerType) and red.kind in INT_REDUCTIONS:
+            if not isinstance(body, ixn.Access):
+                raise ValueError(f"aicc.tensor_op: an integer {red.kind} reduces a plain read only, got {op.expr.data!r}")
+            width = elem.width.data
+            identity, combiner = INT_REDUCTIONS[red.kind](width)
+            init = filled_tensor(rewriter, op, res_t, identity)
+        elif red is not None:
             identity, combiner = REDUCTIONS[red.kind]
             init = filled_tensor(rewriter, op, res_t, identity)
         elif stmt.accumulate:

@@ -36,6 +36,8 @@ the int8 peak, 16 multiply-adds per cycle, which the dot-product kernel above on
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from llvmlite import ir
 
 from compiler.codegen.llvm.emitter import FunctionEmitter, handles
@@ -57,35 +59,57 @@ def emit_qgemm(e: FunctionEmitter, op) -> None:
     n, k, zp = (getattr(op, p).value.data for p in ("n", "k", "zp"))
     dynamic, u8 = op.scale is not None, op.colsum is not None
     scaled = op.col_scale is not None
-    fn = _kernel(e, n, k, zp, dynamic, u8, None if op.packed else op.b.type.get_shape()[1], scaled,
+    out = _Out(op.col_bias is not None, op.out_zp.value.data if op.requantized else None,
+               op.relu is not None and op.relu.value.data) if scaled else None
+    fn = _kernel(e, n, k, zp, dynamic, u8, None if op.packed else op.b.type.get_shape()[1], out,
                  op.vnni_lanes, op.vnni_portable is not None)
     b = e.b
     a = b.gep(e.get(op.a), [e.get(op.a_off)], inbounds=True, source_etype=F32 if dynamic else I8)
-    c = b.gep(e.get(op.c), [e.get(op.c_off)], inbounds=True, source_etype=F32 if scaled else I32)
+    c_ty = I8 if op.requantized else F32 if scaled else I32
+    c = b.gep(e.get(op.c), [e.get(op.c_off)], inbounds=True, source_etype=c_ty)
     extra = [e.get(op.scale), e.get(op.zero_point)] if dynamic else []
     b.call(fn, [a, e.get(op.b), c, e.get(op.m), *([e.get(op.colsum)] if u8 else []),
-                *([e.get(op.col_scale)] if scaled else []), *extra])
+                *([e.get(op.col_scale)] if scaled else []), *([e.get(op.col_bias)] if out and out.bias else []),
+                *extra])
+
+
+@dataclass(frozen=True)
+class _Out:
+    """A packed kernel's store epilogue after the column scale: an int32 bias added first, and
+    requantization to i8 with a zero point (after a relu)."""
+
+    bias: bool = False
+    out_zp: int | None = None
+    relu: bool = False
+
+    def suffix(self) -> str:
+        return ".s" + (".b" if self.bias else "") + ("" if self.out_zp is None else f".q{self.out_zp}") \
+            + (".r" if self.relu else "")
 
 
 def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, u8: bool = False,
-            kb: int | None = None, scaled: bool = False, vnni: int = 0, portable: bool = False) -> ir.Function:
+            kb: int | None = None, out: _Out | None = None, vnni: int = 0,
+            portable: bool = False) -> ir.Function:
     """`void @aicc.qgemm.<n>.<k>.<zp>(ptr a, ptr b, ptr c, i64 rows)`, once per module;
     dynamic: `@aicc.dqgemm.<n>.<k>(ptr a, ptr b, ptr c, i64 rows, float scale, float zp)`;
     with a colsum (7-bit B, vpmaddubsw) `.u8` in the name and `ptr colsum` after `rows`; with
     B's rows padded to kb > k, `.b<kb>`; kb None: B packed (`_BodyPacked`), `.p`, and with a
-    column scale (an f32 C) `.s` and `ptr col_scale` after `rows` (and after the colsum);
-    vnni (lanes, packed B and a colsum): `.v<32 * lanes>`, `.e` when portable (`_BodyVNNI`)."""
+    column scale (an f32 C) `.s` and `ptr col_scale` after `rows` (and after the colsum), then
+    with a column bias `.b` and `ptr col_bias`, requantized to i8 `.q<zp>`, after a relu `.r`
+    (`_Out`); vnni (lanes, packed B and a colsum): `.v<32 * lanes>`, `.e` when portable
+    (`_BodyVNNI`)."""
     module = e.em.module
     packed = kb is None
     kb = (4 * -(-k // 4) if vnni else 2 * -(-k // 2)) if packed else kb
     name = (f"aicc.dqgemm.{n}.{k}" if dynamic else f"aicc.qgemm.{n}.{k}.{zp}") + (".u8" if u8 and not vnni else "") \
         + (f".v{32 * vnni}" + (".e" if portable else "") if vnni else "") \
-        + (".p" if packed else f".b{kb}" if kb > k else "") + (".s" if scaled else "")
+        + (".p" if packed else f".b{kb}" if kb > k else "") + (out.suffix() if out else "")
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     ptr = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, I64, *([ptr] * (u8 + scaled)),
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, I64, *([ptr] * (u8 + bool(out))),
+                                                             *([ptr] if out and out.bias else []),
                                                              *([F32, F32] if dynamic else [])]), name=name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
@@ -95,16 +119,16 @@ def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, 
         arg.add_attribute("captures(none)")
     body = FunctionEmitter(e.em, fn)
     if vnni:
-        _BodyVNNI(body, fn.args, n, k, zp, kb, scaled, vnni, portable).emit()
+        _BodyVNNI(body, fn.args, n, k, zp, kb, out, vnni, portable).emit()
     else:
-        (_BodyPacked if packed else _BodyU8 if u8 else _Body)(body, fn.args, n, k, zp, kb, scaled).emit()
+        (_BodyPacked if packed else _BodyU8 if u8 else _Body)(body, fn.args, n, k, zp, kb, out).emit()
     body.b.ret_void()
     body.finish()
     return fn
 
 
 class _Body:
-    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, scaled: bool = False):
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, out: _Out | None = None):
         self.e, self.b = e, e.b
         self.a, self.bm, self.c, self.rows = args[:4]
         args = self.extra(list(args[4:]))
@@ -301,7 +325,7 @@ class _BodyU8(_Body):
         self.colsum = args[0]
         return args[1:]
 
-    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, scaled: bool = False):
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, out: _Out | None = None):
         super().__init__(e, args, n, k, zp, kb)
         self.kc = kb if self.padded else k - k % CHUNK_U8  # the vpmaddubsw chunks
         self.ks = kb  # the buffer holds every k (and the padding's zeros)
@@ -406,14 +430,18 @@ class _BodyPacked(_Body):
     panel of B (16 * k bytes) stays in L1 across the block's tiles; B stays int8 so that a wide
     layer's, streamed from L2 or L3 once per block, costs half the bytes of an i16 copy."""
 
-    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, scaled: bool = False):
-        self.scaled = scaled
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, out: _Out | None = None):
+        self.out = out
+        self.scaled = out is not None
+        self.requant = out is not None and out.out_zp is not None
+        self.width = PACK_COLS  # the columns of one group: one vector of C
         super().__init__(e, args, n, k, zp, kb)
         self.ks = kb  # the whole (even) row
         self.k2, self.groups = kb // 2, -(-n // PACK_COLS)
         module = e.em.module
-        ety = V8F32 if scaled else V8I32
-        name = f"llvm.masked.store.{'v8f32' if scaled else 'v8i32'}.p0"
+        self.c_ety = I8 if self.requant else F32 if self.scaled else I32
+        ety = ir.VectorType(self.c_ety, 8)
+        name = f"llvm.masked.store.v8{'i8' if self.requant else 'f32' if self.scaled else 'i32'}.p0"
         self.masked_store = module.globals.get(name) or ir.Function(
             module, ir.FunctionType(ir.VoidType(), [ety, ir.PointerType(), I32, ir.VectorType(ir.IntType(1), 8)]),
             name=name)
@@ -421,6 +449,9 @@ class _BodyPacked(_Body):
     def extra(self, args: list) -> list:
         if self.scaled:
             self.col_scale = args[0]
+            if self.out.bias:
+                self.col_bias = args[1]
+                return args[2:]
             return args[1:]
         return args
 
@@ -478,18 +509,31 @@ class _BodyPacked(_Body):
         accs = e.loop(_c(0), _c(self.k2), _c(1), [ir.Constant(V8I32, None)] * (tr * ng), pair, known_nonempty=True,
                       unroll=False)
         cols = [b.mul(b.add(g, _c(h)), _c(PACK_COLS)) for h in range(ng)]
-        if self.scaled:  # C = sum * col_scale[j], in float
-            scales = [b.load(b.gep(self.col_scale, [col], inbounds=True, source_etype=F32), typ=V8F32, align=4)
-                      if self.n % PACK_COLS == 0 else self.masked_scale(col) for col in cols]
-            accs = [b.fmul(b.sitofp(accs[i * ng + h], V8F32), scales[h]) for i in range(tr) for h in range(ng)]
+        self.store_tile(accs, r0, i0, cols, tr, ng)
+
+    def store_tile(self, accs: list[ir.Value], r0: ir.Value, i0: ir.Value, cols: list[ir.Value],
+                   tr: int, ng: int) -> None:
+        """The tile's int32 sums (row i, group h: accs[i * ng + h], `width` columns from
+        cols[h]) stored into C's rows r0 + i0 + i, through the epilogue `out`."""
+        b, w = self.b, self.width
+        if self.scaled:  # C = float32(sum [+ col_bias[j]]) * col_scale[j] [requantized]
+            scales = [self.column(self.col_scale, col, F32) for col in cols]
+            if self.out.bias:
+                bias = [self.column(self.col_bias, col, I32) for col in cols]
+                accs = [b.add(accs[i * ng + h], bias[h]) for i in range(tr) for h in range(ng)]
+            vf32 = ir.VectorType(F32, w)
+            accs = [b.fmul(b.sitofp(accs[i * ng + h], vf32), scales[h]) for i in range(tr) for h in range(ng)]
+            if self.requant:
+                accs = [self.requantize(v) for v in accs]
         for i in range(tr):
-            c_row = self._row(self.c, b.add(r0, b.add(i0, _c(i))), self.n, F32 if self.scaled else I32)
+            c_row = self._row(self.c, b.add(r0, b.add(i0, _c(i))), self.n, self.c_ety)
             for h, col in enumerate(cols):
-                ptr = b.gep(c_row, [col], inbounds=True, source_etype=F32 if self.scaled else I32)
-                if self.n % PACK_COLS == 0:
-                    b.store(accs[i * ng + h], ptr, align=4)
+                ptr = b.gep(c_row, [col], inbounds=True, source_etype=self.c_ety)
+                align = 1 if self.requant else 4
+                if self.n % w == 0:
+                    b.store(accs[i * ng + h], ptr, align=align)
                     continue
-                b.call(self.masked_store, [accs[i * ng + h], ptr, _c(4, I32), self.mask(col)])
+                b.call(self.masked_store, [accs[i * ng + h], ptr, _c(align, I32), self.mask(col)])
 
     def mask(self, col: ir.Value) -> ir.Value:
         """The lanes of the 8 columns from `col` that lie within n (the last group: n % 8)."""
@@ -498,14 +542,38 @@ class _BodyPacked(_Body):
                                  ir.Constant(v8i64, ir.Undefined), ir.Constant(ir.VectorType(I32, 8), [0] * 8))
         return b.icmp_signed("<", ir.Constant(v8i64, list(range(8))), lanes)
 
-    def masked_scale(self, col: ir.Value) -> ir.Value:
-        """col_scale[col .. col + 7], zeros beyond n."""
+    def column(self, base: ir.Value, col: ir.Value, ety) -> ir.Value:
+        """base[col .. col + 7] (f32 or i32), zeros beyond n."""
         b, module = self.b, self.e.em.module
-        load = module.globals.get("llvm.masked.load.v8f32.p0") or ir.Function(
-            module, ir.FunctionType(V8F32, [ir.PointerType(), I32, ir.VectorType(ir.IntType(1), 8), V8F32]),
-            name="llvm.masked.load.v8f32.p0")
-        return b.call(load, [b.gep(self.col_scale, [col], inbounds=True, source_etype=F32), _c(4, I32), self.mask(col),
-                             ir.Constant(V8F32, None)])
+        w = self.width
+        vty = ir.VectorType(ety, w)
+        ptr = b.gep(base, [col], inbounds=True, source_etype=ety)
+        if self.n % w == 0:
+            return b.load(ptr, typ=vty, align=4)
+        name = f"llvm.masked.load.v{w}{'f32' if ety == F32 else 'i32'}.p0"
+        load = module.globals.get(name) or ir.Function(
+            module, ir.FunctionType(vty, [ir.PointerType(), I32, ir.VectorType(ir.IntType(1), w), vty]), name=name)
+        return b.call(load, [ptr, _c(4, I32), self.mask(col), ir.Constant(vty, None)])
+
+    def requantize(self, v: ir.Value) -> ir.Value:
+        """<w x f32> scaled sums to <w x i8>: [max(v, 0)], rounded half to even, plus the zero
+        point, clamped to [-128, 127] (exact integers in float32 until the conversion)."""
+        b, w = self.b, v.type.count
+        name = f"llvm.roundeven.v{w}f32"
+        roundeven = self.e.em.module.globals.get(name) or ir.Function(
+            self.e.em.module, ir.FunctionType(v.type, [v.type]), name=name)
+
+        def splat(x: float) -> ir.Constant:
+            return ir.Constant(v.type, [x] * w)
+
+        def bound(v, x, pred):
+            return b.select(b.fcmp_ordered(pred, v, splat(x)), splat(x), v)
+
+        if self.out.relu:
+            v = bound(v, 0.0, "<")
+        v = b.fadd(b.call(roundeven, [v]), splat(float(self.out.out_zp)))
+        v = bound(bound(v, -128.0, "<"), 127.0, ">")
+        return b.trunc(b.fptosi(v, ir.VectorType(I32, w)), ir.VectorType(I8, w))
 
 
 class _BodyVNNI(_BodyPacked):
@@ -525,17 +593,21 @@ class _BodyVNNI(_BodyPacked):
     the same sums by generic vector code: bytes widened to i32, multiplied, quads summed by
     shuffles (what a CPU without VNNI runs, for tests)."""
 
-    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, scaled: bool,
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, out: _Out | None,
                  lanes: int, portable: bool):
-        self.scaled, self.lanes, self.portable = scaled, lanes, portable
+        self.out, self.lanes, self.portable = out, lanes, portable
+        self.scaled = out is not None
+        self.requant = out is not None and out.out_zp is not None
+        self.width = lanes
         _Body.__init__(self, e, args, n, k, zp, kb)
         self.ks = kb  # 4 * K4 bytes per row
         self.k2, self.groups = kb // 4, -(-n // lanes)  # k2: the quads of k
         self.vi32, self.vf32 = ir.VectorType(I32, lanes), ir.VectorType(F32, lanes)
         self.vbool = ir.VectorType(ir.IntType(1), lanes)
         module = e.em.module
-        ety = self.vf32 if scaled else self.vi32
-        name = f"llvm.masked.store.v{lanes}{'f32' if scaled else 'i32'}.p0"
+        self.c_ety = I8 if self.requant else F32 if self.scaled else I32
+        ety = ir.VectorType(self.c_ety, lanes)
+        name = f"llvm.masked.store.v{lanes}{'i8' if self.requant else 'f32' if self.scaled else 'i32'}.p0"
         self.masked_store = module.globals.get(name) or ir.Function(
             module, ir.FunctionType(ir.VoidType(), [ety, ir.PointerType(), I32, self.vbool]), name=name)
         name = f"llvm.x86.avx512.vpdpbusd.{32 * lanes}"  # AVX-VNNI's too (LLVM picks the VEX form)
@@ -544,10 +616,7 @@ class _BodyVNNI(_BodyPacked):
 
     def extra(self, args: list) -> list:
         self.colsum = args[0]
-        if self.scaled:
-            self.col_scale = args[1]
-            return args[2:]
-        return args[1:]
+        return _BodyPacked.extra(self, args[1:])
 
     to_u8 = _BodyU8.to_u8
 
@@ -619,31 +688,10 @@ class _BodyVNNI(_BodyPacked):
         fixes = [b.mul(zu, b.load(b.gep(self.colsum, [col], inbounds=True, source_etype=I32), typ=self.vi32,
                                   align=4)) for col in cols]
         accs = [b.sub(accs[i * ng + h], fixes[h]) for i in range(tr) for h in range(ng)]
-        whole = self.n % lanes == 0
-        if self.scaled:  # C = sum * col_scale[j], in float
-            scales = [b.load(b.gep(self.col_scale, [col], inbounds=True, source_etype=F32), typ=self.vf32, align=4)
-                      if whole else self.masked_scale(col) for col in cols]
-            accs = [b.fmul(b.sitofp(accs[i * ng + h], self.vf32), scales[h]) for i in range(tr) for h in range(ng)]
-        for i in range(tr):
-            c_row = self._row(self.c, b.add(r0, b.add(i0, _c(i))), self.n, F32 if self.scaled else I32)
-            for h, col in enumerate(cols):
-                ptr = b.gep(c_row, [col], inbounds=True, source_etype=F32 if self.scaled else I32)
-                if whole:
-                    b.store(accs[i * ng + h], ptr, align=4)
-                    continue
-                b.call(self.masked_store, [accs[i * ng + h], ptr, _c(4, I32), self.mask(col)])
+        self.store_tile(accs, r0, i0, cols, tr, ng)
 
     def mask(self, col: ir.Value) -> ir.Value:
         """The lanes of the L columns from `col` that lie within n."""
         vi64 = ir.VectorType(I64, self.lanes)
         return self.b.icmp_signed("<", ir.Constant(vi64, list(range(self.lanes))),
                                   self.splat(self.b.sub(_c(self.n), col), vi64))
-
-    def masked_scale(self, col: ir.Value) -> ir.Value:
-        """col_scale[col .. col + L - 1], zeros beyond n."""
-        b, module, lanes = self.b, self.e.em.module, self.lanes
-        name = f"llvm.masked.load.v{lanes}f32.p0"
-        load = module.globals.get(name) or ir.Function(
-            module, ir.FunctionType(self.vf32, [ir.PointerType(), I32, self.vbool, self.vf32]), name=name)
-        return b.call(load, [b.gep(self.col_scale, [col], inbounds=True, source_etype=F32), _c(4, I32),
-                             self.mask(col), ir.Constant(self.vf32, None)])

@@ -43,6 +43,7 @@ import numpy as np
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, memref, scf
+from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     IndexType,
@@ -55,7 +56,7 @@ from xdsl.dialects.builtin import (
     f32,
 )
 from xdsl.dialects.linalg import ops as linalg
-from xdsl.ir import Block, Region
+from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -141,39 +142,146 @@ def _drop_unused(module: ModuleOp, value) -> None:
 _BETWEEN = (arith.ConstantOp, memref.GetGlobalOp, memref.AllocOp, memref.DeallocOp)
 
 
-def _scale_epilogue(op: linalg.GenericOp, fill, c, n: int) -> linalg.GenericOp | None:
-    """The generic that reads C only to write float(C[..., j]) * s[j] (a conv's per-channel
-    scale, after the matmul with nothing in between but constants, allocations and
-    deallocations), which the packed kernel then does as it stores (`col_scale`); else None.
-    The allocation of its output and the get_global of s move before the matmul."""
+@dataclass
+class _Epilogue:
+    """What the packed kernel does as it stores a tile instead of the generic `op` after it."""
+
+    op: linalg.GenericOp
+    scale: SSAValue  # memref<N x f32>
+    bias: SSAValue | None = None  # memref<N x i32>
+    out_zp: int | None = None  # requantized to i8 with this zero point
+    relu: bool = False
+
+
+def _scalar(module: ModuleOp, v) -> float | None:
+    """The value of a constant memref<1xf32> (a scalar operand of an elementwise generic), else None."""
+    if not (isinstance(v.type, MemRefType) and v.type.get_shape() == (1,) and v.type.element_type == f32):
+        return None
+    const = _constant(module, v)
+    return None if const is None else float(const[1].reshape(-1)[0])
+
+
+def _epilogue_body(g: linalg.GenericOp, c, n: int, module: ModuleOp) -> _Epilogue | None:
+    """The epilogue the generic `g` computes from C, when the kernel can: its body, read in
+    order, is [addi(x, b[j])], sitofp, mulf(., s[j]), then either the yield (an f32 result) or
+    the requantization a quantize of scale 1 after the per-channel scale lowers to:
+    [maximumf(., 0)], [divf(., 1)], roundeven, addf(., zp), maximumf(., -128),
+    minimumf(., 127), fptosi to i8 (b: i32, s: f32 memrefs of N read along the last dim; the
+    scalars constant memref<1xf32>)."""
+    rank = len(c.type.get_shape())
+    along, ident = AffineMap(rank, 0, (AffineDimExpr(rank - 1),)), AffineMap.identity(rank)
+    maps = [m.data for m in g.indexing_maps.data]
+    if len(g.outputs) != 1 or not g.inputs or g.inputs[0] is not c or maps[0] != ident or maps[-1] != ident:
+        return None
+    args = g.body.block.args
+    role: dict = {args[0]: "x"}
+    for v, m, arg in zip(g.inputs[1:], maps[1:], args[1:]):
+        if not isinstance(v.type, MemRefType):
+            return None
+        if m == along and v.type.get_shape() == (n,):
+            role[arg] = v
+        elif (value := _scalar(module, v)) is not None:
+            role[arg] = value
+        else:
+            return None
+
+    def column(x, ty):  # the memref of N read by block arg x, of element type `ty`, else None
+        v = role.get(x)
+        return v if isinstance(v, SSAValue) and v.type.element_type == ty else None
+
+    def value_of(x) -> float | None:  # a scalar operand's or an arith.constant's value
+        v = role.get(x)
+        if isinstance(v, float):
+            return v
+        if isinstance(x, SSAValue) and isinstance(x.owner, arith.ConstantOp) and x.type == f32:
+            return float(x.owner.value.value.data)
+        return None
+
+    def scalar(x, value):
+        return value_of(x) == value
+
+    out = g.outputs[0]
+    ops = [o for o in g.body.block.ops if not isinstance(o, arith.ConstantOp)]  # read by value_of
+    cur, i = args[0], 0
+    bias = None
+
+    def nxt():
+        return ops[i] if i < len(ops) else None
+
+    def other(op, v):  # op's operand besides v, when v is one of its two
+        a, b = op.operands
+        return b if a is v else a if b is v else None
+
+    o = nxt()
+    if isinstance(o, arith.AddiOp) and (bias := column(other(o, cur), IntegerType(32))) is not None:
+        cur, i = o.result, i + 1
+    o = nxt()
+    if not (isinstance(o, arith.SIToFPOp) and o.input is cur):
+        return None
+    cur, i = o.result, i + 1
+    o = nxt()
+    scale = column(other(o, cur), f32) if isinstance(o, arith.MulfOp) else None
+    if scale is None:
+        return None
+    cur, i = o.result, i + 1
+    o = nxt()
+    if isinstance(o, linalg.YieldOp):
+        ok = tuple(o.operands) == (cur,) and out.type.element_type == f32
+        return _Epilogue(g, scale, bias) if ok else None
+    relu = False
+    if isinstance(o, arith.MaximumfOp) and scalar(other(o, cur), 0.0):
+        relu, cur, i = True, o.result, i + 1
+        o = nxt()
+    if isinstance(o, arith.DivfOp) and o.lhs is cur and scalar(o.rhs, 1.0):
+        cur, i = o.result, i + 1
+        o = nxt()
+    if not (isinstance(o, xmath.RoundEvenOp) and o.operand is cur):
+        return None
+    cur, i = o.result, i + 1
+    o = nxt()
+    zp = value_of(other(o, cur)) if isinstance(o, arith.AddfOp) else None
+    if not isinstance(zp, float) or zp != int(zp) or not -128 <= zp <= 127:
+        return None
+    cur, i = o.result, i + 1
+    for kind, bound in ((arith.MaximumfOp, -128.0), (arith.MinimumfOp, 127.0)):
+        o = nxt()
+        if not (isinstance(o, kind) and scalar(other(o, cur), bound)):
+            return None
+        cur, i = o.result, i + 1
+    o = nxt()
+    if not (isinstance(o, arith.FPToSIOp) and o.input is cur and o.result.type == IntegerType(8)):
+        return None
+    cur, i = o.result, i + 1
+    o = nxt()
+    if not (isinstance(o, linalg.YieldOp) and tuple(o.operands) == (cur,) and out.type.element_type == IntegerType(8)):
+        return None
+    return _Epilogue(g, scale, bias, int(zp), relu)
+
+
+def _scale_epilogue(op: linalg.GenericOp, fill, c, n: int, module: ModuleOp) -> _Epilogue | None:
+    """The generic that reads C only to write float32(C[..., j] [+ b[j]]) * s[j] (a conv's
+    per-channel scale), or that requantized to i8 (see _epilogue_body), after the matmul with
+    nothing in between but constants, allocations and deallocations, which the packed kernel
+    then does as it stores (`col_scale`, `col_bias`, `out_zp`); else None. The allocation of
+    its output and the get_globals of s and b move before the matmul."""
     users = {u.operation for u in c.uses if not isinstance(u.operation, memref.DeallocOp)} - {op, fill}
     if len(users) != 1:
         return None
     g = users.pop()
-    if not isinstance(g, linalg.GenericOp) or len(g.inputs) != 2 or len(g.outputs) != 1 or g.inputs[0] is not c:
+    if not isinstance(g, linalg.GenericOp) or any(not isinstance(v.type, MemRefType) for v in g.operands):
         return None
-    s, out = g.inputs[1], g.outputs[0]
-    if not (isinstance(s.type, MemRefType) and s.type.get_shape() == (n,) and s.type.element_type == f32
-            and isinstance(out.type, MemRefType) and out.type.get_shape() == c.type.get_shape()
-            and out.type.element_type == f32):
+    if g.outputs[0].type.get_shape() != c.type.get_shape() if g.outputs else True:
         return None
-    rank = len(c.type.get_shape())
-    if [m.data for m in g.indexing_maps.data] != [AffineMap.identity(rank),
-                                                  AffineMap(rank, 0, (AffineDimExpr(rank - 1),)),
-                                                  AffineMap.identity(rank)]:
+    ep = _epilogue_body(g, c, n, module)
+    if ep is None:
         return None
-    x, w, _ = g.body.block.args
-    body = list(g.body.block.ops)
-    if not (len(body) == 3 and isinstance(body[0], arith.SIToFPOp) and body[0].input is x
-            and isinstance(body[1], arith.MulfOp) and {body[1].lhs, body[1].rhs} == {body[0].result, w}
-            and isinstance(body[2], linalg.YieldOp) and tuple(body[2].operands) == (body[1].result,)):
-        return None
+    keep = [v for v in (ep.scale, ep.bias, g.outputs[0]) if v is not None]
     between, moved = op.next_op, []
     while between is not g:
         if between is None or not isinstance(between, _BETWEEN) \
-                or isinstance(between, memref.DeallocOp) and between.memref in (s, out):
+                or isinstance(between, memref.DeallocOp) and between.memref in keep:
             return None
-        if between.results and between.results[0] in (s, out):
+        if between.results and between.results[0] in keep:
             if between.operands:
                 return None
             moved.append(between)
@@ -181,7 +289,7 @@ def _scale_epilogue(op: linalg.GenericOp, fill, c, n: int) -> linalg.GenericOp |
     for o in moved:
         o.detach()
         op.parent_block().insert_op_before(o, op)
-    return g
+    return ep
 
 
 def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
@@ -208,13 +316,13 @@ def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
         sums = np.zeros(-(-n // lanes) * lanes, np.int32)
         sums[:n] = w.astype(np.int32).sum(1, dtype=np.int32)
         colsum = _global(module, f"{name}_colsum", sums, b)
-        epilogue = _scale_epilogue(op, fill, c, n)
+        epilogue = _scale_epilogue(op, fill, c, n, module)
         bm = _global(module, f"{name}_vnni", pack_vnni(w, lanes), b)
     elif const is not None:
         name, w = const
         colsum = _colsum(name, w, n, module, b)
         if colsum is None:
-            epilogue = _scale_epilogue(op, fill, c, n)
+            epilogue = _scale_epilogue(op, fill, c, n, module)
             bm = _global(module, f"{name}_packed", pack(w.reshape(n, k)), b)
         elif k % CHUNK_U8:  # whole chunks of zeros-padded rows: no scalar tail in the kernel
             bm = _global(module, f"{name}_padded", np.pad(w.reshape(n, k), ((0, 0), (0, -k % CHUNK_U8))), b)
@@ -233,15 +341,21 @@ def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
     quantize = None
     if dynamic:  # [scale, zero point] of the float A, computed earlier in this call
         quantize = tuple(inner.insert(memref.LoadOp.get(params[0], [ix.const(i)])).res for i in (0, 1))
-    out, col_scale = (epilogue.outputs[0], epilogue.inputs[1]) if epilogue else (c, None)
+    out = epilogue.op.outputs[0] if epilogue else c
+    ep = epilogue or _Epilogue(op, None)
     inner.insert(QGemmOp(a, a_off, bm, out, c_off, m, n=n, k=k, zp=zp, quantize=quantize, colsum=colsum,
-                         col_scale=col_scale, vnni=vnni, vnni_portable=options.vnni_portable))
+                         col_scale=ep.scale, col_bias=ep.bias, out_zp=ep.out_zp, relu=ep.relu,
+                         vnni=vnni, vnni_portable=options.vnni_portable))
     inner.insert(scf.ReduceOp())
     if isinstance(fill, linalg.FillOp) and tuple(fill.outputs) == (c,):  # the kernel stores every C
         Rewriter.erase_op(fill)
     Rewriter.erase_op(op)
     if epilogue is not None:
-        Rewriter.erase_op(epilogue)
+        read = list(epilogue.op.inputs)
+        Rewriter.erase_op(epilogue.op)
+        for v in read:  # the scalar constants only the epilogue read
+            if isinstance(v.owner, memref.GetGlobalOp) and not v.uses:
+                Rewriter.erase_op(v.owner)
         if isinstance(c.owner, memref.AllocOp) and all(isinstance(u.operation, memref.DeallocOp) for u in c.uses):
             for u in list(c.uses):  # the int32 C, never written now
                 Rewriter.erase_op(u.operation)

@@ -40,4 +40,12 @@ func.func @integer_arithmetic(%x: tensor<7xi8>) -> tensor<7xi8> {
   %0 = aicc.tensor_op "out[i] = in0[i] + in0[i]"(%x) {ranges = {i = 7 : i64}} : (tensor<7xi8>) -> tensor<7xi8>
   func.return %0 : tensor<7xi8>
 }
-// CHECK: aicc.tensor_op: the result must be a float tensor (or the expression a plain read, out[...] = in0[...]), got tensor<7xi8>
+// CHECK: aicc.tensor_op: the result must be a float tensor (or the expression a plain read, out[...] = in0[...], or the max or min of one), got tensor<7xi8>
+
+// -----
+// An integer sum is not a max or min of a plain read.
+func.func @integer_sum(%x: tensor<7xi8>) -> tensor<1xi8> {
+  %0 = aicc.tensor_op "out[z] = sum[i](in0[i])"(%x) {ranges = {z = 1 : i64, i = 7 : i64}} : (tensor<7xi8>) -> tensor<1xi8>
+  func.return %0 : tensor<1xi8>
+}
+// CHECK: aicc.tensor_op: the result must be a float tensor (or the expression a plain read, out[...] = in0[...], or the max or min of one), got tensor<1xi8>

@@ -61,3 +61,18 @@ func.func @scatter(%g: tensor<7xf32>, %w: tensor<3xf32>) -> tensor<9xf32> {
   %0 = aicc.tensor_op "out[i + k] += in0[i] * in1[k]"(%g, %w) {ranges = {i = 7 : i64, k = 3 : i64}} : (tensor<7xf32>, tensor<3xf32>) -> tensor<9xf32>
   func.return %0 : tensor<9xf32>
 }
+
+// -----
+// The max of a plain read of an int8 tensor (an int8 max pool): signed integer compares,
+// the output filled with -128.
+// CHECK-LABEL: func.func @int8_max
+// CHECK:         %[[LO:.*]] = arith.constant -128 : i8
+// CHECK:         linalg.fill ins(%[[LO]] : i8)
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK-NEXT:    ^bb0(%[[X:.*]]: i8, %{{.*}}: i8, %[[ACC:.*]]: i8):
+// CHECK-NEXT:      %[[M:.*]] = arith.maxsi %[[ACC]], %[[X]] : i8
+// CHECK-NEXT:      linalg.yield %[[M]] : i8
+func.func @int8_max(%x: tensor<3x8xi8>) -> tensor<3x4xi8> {
+  %y = aicc.tensor_op "out[c, p] = max[i](in0[c, 2 * p + i])"(%x) {ranges = {c = 3 : i64, p = 4 : i64, i = 2 : i64}} : (tensor<3x8xi8>) -> tensor<3x4xi8>
+  func.return %y : tensor<3x4xi8>
+}
