@@ -50,6 +50,7 @@ class CPUTarget(Target):
         from compiler.targets.cpu.lower_attention import LowerAttention
         from compiler.targets.cpu.qgemm import LowerQGemm
         from compiler.targets.cpu.schedule import format_overrides
+        from compiler.targets.cpu.tile_conv import TileConv
         from compiler.targets.cpu.tile_matmul import TileMatmul
 
         machine = self.machine(options)
@@ -62,10 +63,12 @@ class CPUTarget(Target):
                                    l1_bytes=machine.l1_bytes, l2_bytes=machine.l2_bytes,
                                    overrides=format_overrides(options.schedule),
                                    record=self._record(machine)),),
-            memref=(*([FuseRows()] if fuse else []), TileMatmul(threads=threads),
+            memref=(*([FuseRows()] if fuse else []), TileConv(vector_bits=machine.vector_bits),
+                    TileMatmul(threads=threads),
                     LowerQGemm(enabled=machine.has_avx2)),
             loops=(LowerAttention(),),
             transpose_tile=64,
+            conv_nchwc=True,
         )
         return shared.shared_stages(fuse, hooks)
 
@@ -164,6 +167,7 @@ class CPUTarget(Target):
         return {
             "choose-schedule": _pass("choose_schedule", "ChooseSchedule"),
             "tile-matmul": _pass("tile_matmul", "TileMatmul"),
+            "tile-conv": _pass("tile_conv", "TileConv"),
             "fuse-rows": _pass("fuse_rows", "FuseRows"),
             "lower-attention": _pass("lower_attention", "LowerAttention"),
             "lower-qgemm": _pass("qgemm", "LowerQGemm"),

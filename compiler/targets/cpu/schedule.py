@@ -63,6 +63,7 @@ from xdsl.ir import Attribute, Operation, OpResult, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
 
 from compiler.errors import CompileError
+from compiler.lowering.conv_lowering import CONV_SCHEDULE_ATTR
 from compiler.threads import default_threads
 
 SCHEDULE_ATTR = "aicc.schedule"
@@ -446,6 +447,47 @@ L1_BYTES = 48 * 1024  # data cache per core, when the host's is unknown
 L2_BYTES = 2048 * 1024
 
 
+CONV_SCHEDULE_FIELDS = ("vw", "owb", "ocv")
+
+
+def conv_schedule_of(op: Operation) -> dict[str, int]:
+    """The fields of an nchwc conv's register tile recorded on `op` (`aicc.conv_schedule`,
+    see tile_conv.py); {} when none is."""
+    attr = op.attributes.get(CONV_SCHEDULE_ATTR)
+    if attr is None:
+        return {}
+    if not isinstance(attr, DictionaryAttr):
+        raise CompileError(f"{CONV_SCHEDULE_ATTR}: expected a dictionary, got {attr}")
+    out = {}
+    for k, v in attr.data.items():
+        if k not in CONV_SCHEDULE_FIELDS or not isinstance(v, IntegerAttr) or v.value.data < 1:
+            raise CompileError(f"{CONV_SCHEDULE_ATTR}: '{k} = {v}': expected positive integers "
+                               f"for {', '.join(CONV_SCHEDULE_FIELDS)}")
+        out[k] = v.value.data
+    return out
+
+
+def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
+                         fixed: Mapping[str, int] | None = None) -> dict[str, int]:
+    """The register tile of an nchwc conv kernel (tile_conv.py): `vw` output channels per
+    vector (the target's vector width in floats: 8 with AVX2, 16 with AVX-512), `ocv` vectors
+    of output channels by `owb` output columns. The owb x ocv accumulators, the ocv weight
+    vectors and one broadcast input fit the register file (16 ymm: 6 x 2; 32 zmm: 14 x 2).
+    Among the widths that fit, owb takes the fewest kernel calls along a row of OW columns,
+    a short last call counting half a call more. `fixed` fields are kept."""
+    fixed = dict(fixed or {})
+    lanes = max(1, vector_bits // 32)
+    vw = fixed.get("vw", lanes)
+    regs = (32 if vector_bits >= 512 else 16) * lanes // vw  # vw-wide registers
+    ocv = fixed.get("ocv", max(1, min(2, -(-oc // vw))))
+    if "owb" in fixed:
+        return {"vw": vw, "owb": fixed["owb"], "ocv": ocv}
+    top = max(1, (regs - 1 - ocv) // ocv)
+    candidates = range(max(1, top // 2), top + 1)
+    owb = min(candidates, key=lambda b: (-(-ow // b) + (0.5 if ow % b else 0), -b))
+    return {"vw": vw, "owb": min(owb, ow), "ocv": ocv}
+
+
 def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
@@ -592,10 +634,13 @@ def schedule_of(op: Operation) -> MatmulSchedule | None:
 
 
 __all__ = [
+    "CONV_SCHEDULE_FIELDS",
     "MatmulMatch",
     "MatmulSchedule",
     "SCHEDULE_ATTR",
+    "choose_conv_schedule",
     "choose_matmul_schedule",
+    "conv_schedule_of",
     "format_overrides",
     "match_matmul",
     "parse_overrides",

@@ -1,0 +1,146 @@
+"""LLVM IR for `aicc_cpu.conv_kernel`: one register tile of a direct NCHWc convolution.
+
+    acc[j][q] = 0                                           j < owb, q < ocv
+    for r < kh, s < kw, c < ic (c unrolled CONV_UNROLL times):
+        w[q]      = load <vw x f32> W[woff + q*w_ocs + ((r*kw + s)*ic + c)*vw]
+        x         = splat X[xoff + c*x_cs + r*dh*x_rs + s*dw + j*sw]
+        acc[j][q] = llvm.fma(x, w[q], acc[j][q])
+    T[toff + q*t_ocs + j*vw ...] = acc[j][q]
+
+This is MLAS's NchwcConv kernel shape (output columns x blocks of output channels, inputs
+broadcast, weights packed so that one vector load serves vw output channels), and the dual
+of aicc_cpu.microkernel: there A (the weights) is broadcast and B (the im2col copy of the
+input) loaded as vectors; here the input is read where it lies, so no copy is made. The
+accumulators are loop-carried phis: pick owb * ocv + ocv + 1 within the register count.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from compiler.codegen.llvm.emitter import FunctionEmitter, byte_size, handles, memory_type
+
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+CONV_UNROLL = 4  # input channels per step of the innermost loop
+
+_INTS = ("owb", "ocv", "vw", "ic", "kh", "kw", "sw", "dh", "dw", "x_cs", "x_rs", "w_ocs", "t_ocs")
+
+
+def _c64(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+class _Literal(ir.Constant):
+    """A constant printed as an LLVM literal (`zeroinitializer`, `undef`)."""
+
+    def __init__(self, ty: ir.Type, text: str):
+        super().__init__(ty, None)
+        self.text = text
+
+    def get_reference(self) -> str:
+        return self.text
+
+    def _to_string(self) -> str:
+        return f"{self.type} {self.text}"
+
+
+@handles("aicc_cpu.conv_kernel")
+def emit_conv_kernel(e: FunctionEmitter, op) -> None:
+    """A call of the kernel function for op's configuration (emitted once per module)."""
+    ety = memory_type(op.t.type.element_type)
+    cfg = {k: op.int_prop(k) for k in _INTS}
+    fn = _kernel_function(e, cfg, ety)
+    b = e.b
+    args = [b.gep(e.get(v), [e.get(off)], inbounds=True, source_etype=ety)
+            for v, off in ((op.x, op.x_off), (op.w, op.w_off), (op.t, op.t_off))]
+    b.call(fn, args)
+
+
+def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type) -> ir.Function:
+    """`void @aicc.conv_kernel.<config>(ptr x, ptr w, ptr t)`, internal and noinline."""
+    name = "aicc.conv_kernel." + ".".join(f"{k}{cfg[k]}" for k in _INTS)
+    module = e.em.module
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    ptr = ir.PointerType()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr]), name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("nounwind")
+    e.em.vector_attrs(fn)
+    for arg in fn.args:
+        arg.add_attribute("noalias")
+        arg.add_attribute("captures(none)")
+    k = FunctionEmitter(e.em, fn)
+    _emit_body(k, fn.args, ety, **cfg)
+    k.b.ret_void()
+    k.finish()
+    return fn
+
+
+def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, vw, ic, kh, kw, sw, dh, dw, x_cs, x_rs,
+               w_ocs, t_ocs) -> None:
+    b = e.b
+    x_base, w_base, t_base = args
+    vty = ir.VectorType(ety, vw)
+    esize = byte_size(ety)
+    undef_v = _Literal(vty, "undef")
+    splat_mask = _Literal(ir.VectorType(I32, vw), "zeroinitializer")
+
+    def splat(v):
+        return b.shuffle_vector(b.insert_element(undef_v, v, ir.Constant(I32, 0)), undef_v,
+                                splat_mask)
+
+    def step(xp, wp, c: ir.Value, accs: list) -> list:
+        """Input channel c of window tap (xp, wp): ocv weight loads, owb broadcasts."""
+        woff = b.mul(c, _c64(vw), flags=["nsw"])
+        wv = [b.load(b.gep(wp, [woff if q == 0 else b.add(woff, _c64(q * w_ocs), flags=["nsw"])],
+                           inbounds=True, source_etype=ety), typ=vty, align=esize)
+              for q in range(ocv)]
+        xoff = b.mul(c, _c64(x_cs), flags=["nsw"])
+        out = list(accs)
+        for j in range(owb):
+            off = xoff if j == 0 else b.add(xoff, _c64(j * sw), flags=["nsw"])
+            xv = splat(b.load(b.gep(xp, [off], inbounds=True, source_etype=ety), typ=ety,
+                              align=esize))
+            for q in range(ocv):
+                out[j * ocv + q] = e.intr("fma", xv, wv[q], out[j * ocv + q])
+        return out
+
+    def channels(xp, wp, accs: list) -> list:
+        main = ic - ic % CONV_UNROLL
+
+        def unrolled(c, carried):
+            for u in range(CONV_UNROLL):
+                cc = c if u == 0 else b.add(c, _c64(u), flags=["nsw"])
+                carried = step(xp, wp, cc, carried)
+            return carried
+
+        if main:
+            accs = e.loop(_c64(0), _c64(main), _c64(CONV_UNROLL), accs, unrolled,
+                          known_nonempty=True, unroll=False)
+        for c in range(main, ic):
+            accs = step(xp, wp, _c64(c), accs)
+        return accs
+
+    def tap_row(r, accs):
+        def tap(s, carried):
+            x_off = b.add(b.mul(r, _c64(dh * x_rs), flags=["nsw"]),
+                          b.mul(s, _c64(dw), flags=["nsw"]), flags=["nsw"])
+            w_off = b.mul(b.add(b.mul(r, _c64(kw), flags=["nsw"]), s, flags=["nsw"]),
+                          _c64(ic * vw), flags=["nsw"])
+            xp = b.gep(x_base, [x_off], inbounds=True, source_etype=ety)
+            wp = b.gep(w_base, [w_off], inbounds=True, source_etype=ety)
+            return channels(xp, wp, carried)
+
+        return e.loop(_c64(0), _c64(kw), _c64(1), accs, tap, known_nonempty=True, unroll=False)
+
+    zero = _Literal(vty, "zeroinitializer")
+    accs = e.loop(_c64(0), _c64(kh), _c64(1), [zero] * (owb * ocv), tap_row,
+                  known_nonempty=True, unroll=False)
+    for j in range(owb):
+        for q in range(ocv):
+            p = b.gep(t_base, [_c64(q * t_ocs + j * vw)], inbounds=True, source_etype=ety)
+            b.store(accs[j * ocv + q], p, align=esize)

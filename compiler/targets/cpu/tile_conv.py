@@ -1,0 +1,316 @@
+"""tile-conv: the nchwc convolutions (CPU), as register tiles of `aicc_cpu.conv_kernel`.
+
+nn_to_linalg lowers a conv2d that `choose_conv_lowering` gives "nchwc" to the direct generic
+(loops n, g, oc, oh, ow | ic, kh, kw over the padded input) marked
+`aicc.conv_lowering = "nchwc"`, and choose-schedule records its register tile in
+`aicc.conv_schedule = {vw, owb, ocv}` (`choose_conv_schedule`: vw from the target's vector
+width). On memrefs, this pass replaces that generic by
+
+    %wp = memref.get_global @<weight>_nchwc<vw>     the weight packed now, at compile time,
+                                                    as [OC/vw][KH][KW][IC][vw] (zero past OC)
+    %t  = memref.alloc                              the output in NCHWc: [N][OC/vw][OH][OW][vw]
+    scf.parallel (n, oc block group, oh):
+      scf.for ow0 (step owb):
+        aicc_cpu.conv_kernel %x[...], %wp[...], %t[...] {owb, ocv, vw, ...}
+      [one kernel of the OW % owb last columns]
+    [the same for the last OC/vw % ocv channel blocks]
+    linalg.generic: out[n, 0, oc, oh, ow] += t[n, oc floordiv vw, oh, ow, oc mod vw]
+
+The input is read in place (plain NCHW, already padded by aicc.pad): the kernel broadcasts
+one input value at a time against vw output channels, so the conv makes no im2col copy; the
+output's accumulator (zeros, or the bias nn_to_linalg broadcast into it) is kept, the last
+generic adding the NCHWc result into it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    Float32Type,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    NoneAttr,
+    StringAttr,
+    UnitAttr,
+    i64,
+)
+from xdsl.dialects.linalg import ops as linalg
+from xdsl.ir import Block, OpResult, Region, SSAValue
+from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineConstantExpr, AffineDimExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
+from compiler.dialects.aicc_cpu import ConvKernelOp
+from compiler.errors import CompileError
+from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, CONV_SCHEDULE_ATTR
+from compiler.lowering.loop_builder import IndexBuilder
+from compiler.lowering.utils import PARALLEL, build_generic
+from compiler.targets.cpu.schedule import choose_conv_schedule, conv_schedule_of
+
+
+def _d(i: int) -> AffineDimExpr:
+    return AffineDimExpr(i)
+
+
+def _c(v: int) -> AffineConstantExpr:
+    return AffineConstantExpr(v)
+
+
+def _coeffs(e, ndims: int) -> list[int]:
+    """The coefficients of dims 0..ndims-1 in the linear expression `e`."""
+    out = []
+    for i in range(ndims):
+        dims = [0] * ndims
+        dims[i] = 1
+        out.append(AffineMap(ndims, 0, (e,)).eval(dims, [])[0] - AffineMap(ndims, 0, (e,)).eval(
+            [0] * ndims, [])[0])
+    return out
+
+
+def _source(v: SSAValue) -> SSAValue:
+    while isinstance(v, OpResult) and isinstance(v.op, memref.CollapseShapeOp | memref.ExpandShapeOp):
+        v = v.op.operands[0]
+    return v
+
+
+def _global_of(v: SSAValue, module: ModuleOp) -> memref.GlobalOp | None:
+    """The dense global that `v` reads, through reshapes."""
+    v = _source(v)
+    if not (isinstance(v, OpResult) and isinstance(v.op, memref.GetGlobalOp)):
+        return None
+    name = v.op.name_.root_reference.data
+    for op in module.ops:
+        if isinstance(op, memref.GlobalOp) and op.sym_name.data == name \
+                and isinstance(op.initial_value, DenseIntOrFPElementsAttr):
+            return op
+    return None
+
+
+def _contiguous(t: MemRefType) -> bool:
+    return isinstance(t.layout, NoneAttr) or str(t.layout).startswith("affine_map<(d0") is False \
+        and "strided" not in str(t.layout)
+
+
+def _flat(b: Builder, v: SSAValue) -> SSAValue:
+    """A 1-D view of the contiguous memref `v`."""
+    shape = v.type.get_shape()
+    if len(shape) == 1:
+        return v
+    flat_t = MemRefType(v.type.element_type, [int(np.prod(shape))])
+    op = memref.CollapseShapeOp.create(
+        operands=[v], result_types=[flat_t],
+        properties={"reassociation": ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in range(len(shape))])])})
+    return b.insert(op).results[0]
+
+
+def _expand(b: Builder, flat: SSAValue, shape: list[int]) -> SSAValue:
+    t = MemRefType(flat.type.element_type, shape)
+    op = memref.ExpandShapeOp.create(
+        operands=[flat], result_types=[t],
+        properties={"reassociation": ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in range(len(shape))])]),
+                    "static_output_shape": DenseArrayBase.from_list(i64, shape)})
+    return b.insert(op).results[0]
+
+
+def _parallel(b: Builder, ix: IndexBuilder, ubs: list[int], body) -> None:
+    """scf.parallel over 0 <= ivs < ubs (dims of one trip are constants 0); body(builder, ivs)."""
+    live = [i for i, u in enumerate(ubs) if u > 1]
+    if not live:
+        body(b, [ix.const(0)] * len(ubs))
+        return
+    block = Block(arg_types=[IndexType()] * len(live))
+    b.insert(scf.ParallelOp([ix.const(0)] * len(live), [ix.const(ubs[i]) for i in live],
+                            [ix.const(1)] * len(live), Region(block)))
+    Builder(InsertPoint.at_end(block)).insert(scf.ReduceOp())
+    ivs = [ix.const(0)] * len(ubs)
+    for a, i in zip(block.args, live):
+        ivs[i] = a
+    body(Builder(InsertPoint.before(block.last_op)), ivs)
+
+
+def _for(b: Builder, ix: IndexBuilder, ub: int, step: int, body) -> None:
+    """scf.for 0 <= iv < ub step `step`; one trip: no loop."""
+    if ub <= 0:
+        return
+    if ub <= step:
+        body(b, ix.const(0))
+        return
+    block = Block(arg_types=[IndexType()])
+    b.insert(scf.ForOp(ix.const(0), ix.const(ub), ix.const(step), [], Region(block)))
+    Builder(InsertPoint.at_end(block)).insert(scf.YieldOp())
+    body(Builder(InsertPoint.before(block.last_op)), block.args[0])
+
+
+@dataclass
+class _Conv:
+    """A nchwc conv generic's shapes, strides and operands (memrefs)."""
+    op: linalg.GenericOp
+    x: SSAValue
+    w: SSAValue
+    out: SSAValue
+    n: int
+    ic: int
+    hp: int
+    wp: int
+    oc: int
+    kh: int
+    kw: int
+    oh: int
+    ow: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+
+    @staticmethod
+    def match(op) -> "_Conv | None":
+        if not isinstance(op, linalg.GenericOp):
+            return None
+        attr = op.attributes.get(CONV_LOWERING_ATTR)
+        if not (isinstance(attr, StringAttr) and attr.data == "nchwc"):
+            return None
+        if len(op.inputs) != 2 or len(op.outputs) != 1 or not all(
+                isinstance(v.type, MemRefType) for v in (*op.inputs, *op.outputs)):
+            raise CompileError("tile-conv: run bufferize first (an nchwc conv on tensors)")
+        x, w = op.inputs
+        out = op.outputs[0]
+        xs, ws, os_ = (v.type.get_shape() for v in (x, w, out))
+        if len(xs) != 5 or len(ws) != 5 or len(os_) != 5 or xs[1] != 1 or ws[0] != 1 \
+                or any(d < 0 for d in (*xs, *ws, *os_)):
+            raise CompileError(f"tile-conv: an nchwc conv of input {xs}, weight {ws} and "
+                               f"output {os_}: expected static (N, 1, IC, H, W), (1, OC, IC, KH, "
+                               "KW) and (N, 1, OC, OH, OW)")
+        if not isinstance(x.type.element_type, Float32Type):
+            return None  # f32 kernels only: the generic stays a loop nest
+        xmap = op.indexing_maps.data[0].data
+        rh, rw = xmap.results[3], xmap.results[4]
+        ch, cw = _coeffs(rh, 8), _coeffs(rw, 8)
+        return _Conv(op, x, w, out, xs[0], xs[2], xs[3], xs[4], ws[1], ws[3], ws[4],
+                     os_[3], os_[4], ch[3], cw[4], ch[6], cw[7])
+
+
+def _pack_weight(module: ModuleOp, g: memref.GlobalOp, vw: int, b: Builder) -> SSAValue:
+    """The weight (OC, IC, KH, KW) packed as [OC/vw][KH][KW][IC][vw], zero past OC, in a new
+    global (made once per weight and width)."""
+    name = f"{g.sym_name.data}_nchwc{vw}"
+    existing = next((o for o in module.ops if isinstance(o, memref.GlobalOp)
+                     and o.sym_name.data == name), None)
+    if existing is None:
+        data = numpy_from_dense(g.initial_value)
+        oc = data.shape[0] if data.ndim == 4 else None
+        w = data.reshape(-1, *data.shape[-3:]) if data.ndim >= 4 else data
+        oc, ic, kh, kw = w.shape
+        ocb = -(-oc // vw)
+        padded = np.zeros((ocb * vw, ic, kh, kw), w.dtype)
+        padded[:oc] = w
+        packed = np.ascontiguousarray(
+            padded.reshape(ocb, vw, ic, kh, kw).transpose(0, 3, 4, 2, 1)).reshape(-1)
+        existing = memref.GlobalOp.get(
+            StringAttr(name), MemRefType(Float32Type(), [packed.size]), dense_from_numpy(packed),
+            sym_visibility=StringAttr("private"), constant=UnitAttr())
+        module.body.block.insert_op_after(existing, g)
+    return b.insert(memref.GetGlobalOp(name, existing.type)).memref
+
+
+def _weight_as_4d(module: ModuleOp, g: memref.GlobalOp, cv: _Conv) -> bool:
+    return int(np.prod(g.type.get_shape())) == cv.oc * cv.ic * cv.kh * cv.kw
+
+
+@dataclass(frozen=True)
+class TileConv(ModulePass):
+    """Every nchwc conv generic on memrefs as loops of `aicc_cpu.conv_kernel` (CPU)."""
+
+    name = "tile-conv"
+
+    vector_bits: int = 256  # for convs without an aicc.conv_schedule
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        packed: set[str] = set()
+        for o in list(op.walk()):
+            cv = _Conv.match(o)
+            if cv is None:
+                continue
+            g = _global_of(cv.w, op)
+            if g is None or not _weight_as_4d(op, g, cv):
+                continue  # a weight known only at run time: the generic stays a loop nest
+            s = conv_schedule_of(o) or choose_conv_schedule(self.vector_bits, cv.ow, cv.oc)
+            self._rewrite(op, cv, g, s)
+            packed.add(g.sym_name.data)
+        for o in reversed(list(op.walk())):
+            if isinstance(o, memref.GetGlobalOp | memref.CollapseShapeOp | memref.ExpandShapeOp) \
+                    and not o.results[0].uses:
+                Rewriter.erase_op(o)
+        used = {o.name_.root_reference.data for o in op.walk() if isinstance(o, memref.GetGlobalOp)}
+        for o in list(op.ops):
+            if isinstance(o, memref.GlobalOp) and o.sym_name.data in packed - used:
+                Rewriter.erase_op(o)
+
+    @staticmethod
+    def _rewrite(module: ModuleOp, cv: _Conv, g: memref.GlobalOp, s: dict[str, int]) -> None:
+        vw, owb, ocv = s["vw"], min(s["owb"], cv.ow), s["ocv"]
+        ocb = -(-cv.oc // vw)
+        ocv = min(ocv, ocb)
+        b = Builder(InsertPoint.before(cv.op))
+        # index constants go before a marker (itself the constant 0) ahead of all the code
+        # below, so they dominate every use
+        marker = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType())))
+        ix = IndexBuilder(Builder(InsertPoint.before(marker)))
+        ix.consts[0] = marker.result
+        wp = _pack_weight(module, g, vw, b)
+        tsize = cv.n * ocb * cv.oh * cv.ow * vw
+        t = b.insert(memref.AllocOp([], [], MemRefType(Float32Type(), [tsize]), alignment=64)).memref
+        x = _flat(b, cv.x)
+        x_cs, x_rs = cv.hp * cv.wp, cv.wp
+        w_ocs, t_ocs = cv.kh * cv.kw * cv.ic * vw, cv.oh * cv.ow * vw
+        ints = dict(vw=vw, ic=cv.ic, kh=cv.kh, kw=cv.kw, sw=cv.sw, dh=cv.dh, dw=cv.dw,
+                    x_cs=x_cs, x_rs=x_rs, w_ocs=w_ocs, t_ocs=t_ocs)
+
+        def kernels(b: Builder, n: SSAValue, q0: SSAValue, y: SSAValue, nq: int) -> None:
+            """The row y of output channel blocks q0 .. q0 + nq - 1 of image n."""
+            def at(b: Builder, ow0: SSAValue, cols: int) -> None:
+                dims = {0: n, 1: q0, 2: y, 3: ow0}
+                xo = ix.expr(b, _d(0) * (cv.ic * x_cs) + _d(2) * (cv.sh * x_rs) + _d(3) * cv.sw, dims)
+                wo = ix.expr(b, _d(1) * w_ocs, dims)
+                to = ix.expr(b, _d(0) * (ocb * t_ocs) + _d(1) * t_ocs + _d(2) * (cv.ow * vw)
+                             + _d(3) * vw, dims)
+                b.insert(ConvKernelOp(x, xo, wp, wo, t, to, owb=cols, ocv=nq, **ints))
+
+            full = cv.ow - cv.ow % owb
+            _for(b, ix, full, owb, lambda b, ow0: at(b, ow0, owb))
+            if cv.ow % owb:
+                at(b, ix.const(full), cv.ow % owb)
+
+        groups, rest = divmod(ocb, ocv)
+        if groups:
+            def body(b: Builder, ivs) -> None:
+                n, qg, y = ivs
+                q0 = b.insert(arith.MuliOp(qg, ix.const(ocv))).result if groups > 1 else ix.const(0)
+                kernels(b, n, q0, y, ocv)
+            _parallel(b, ix, [cv.n, groups, cv.oh], body)
+        if rest:
+            _parallel(b, ix, [cv.n, 1, cv.oh],
+                      lambda b, ivs: kernels(b, ivs[0], ix.const(groups * ocv), ivs[2], rest))
+        # out[n, 0, oc, oh, ow] += t[n, oc floordiv vw, oh, ow, oc mod vw]
+        t5 = _expand(b, t, [cv.n, ocb, cv.oh, cv.ow, vw])
+        tmap = AffineMap(5, 0, (_d(0), AffineBinaryOpExpr(AffineBinaryOpKind.FloorDiv, _d(2), _c(vw)),
+                                _d(3), _d(4), AffineBinaryOpExpr(AffineBinaryOpKind.Mod, _d(2), _c(vw))))
+        add = build_generic([t5], [cv.out], [tmap, AffineMap.identity(5)], [PARALLEL] * 5,
+                            lambda bb, a: [bb.insert(arith.AddfOp(a[1], a[0])).result])
+        b.insert(add)
+        b.insert(memref.DeallocOp.get(t))
+        Rewriter.erase_op(cv.op)
+
+
+__all__ = ["TileConv"]
