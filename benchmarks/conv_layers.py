@@ -73,15 +73,18 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--lowering", default="default",
-                   help="comma-separated aicc conv lowerings to time (default: the heuristic's)")
+                   help="aicc conv lowerings to time, separated by '/' (default: the heuristic's); "
+                        "nchwc:owb=4,ocv=3 also fixes the nchwc register tile")
     p.add_argument("--only", default="")
     p.add_argument("--no-matmul", action="store_true")
     args = p.parse_args(argv)
-    lowerings = args.lowering.split(",")
+    lowerings = args.lowering.split("/")
     rows = [r for r in RESNET18 if not args.only or r[0] in args.only.split(",")]
-    head = f"{'layer':<14}{'x':>3}{'ORT ms':>9}" + "".join(f"{l + ' ms':>14}" for l in lowerings)
+    for i, low in enumerate(lowerings):
+        print(f"variant {i}: {low}")
+    head = f"{'layer':<14}{'x':>3}{'ORT ms':>9}" + "".join(f"{f'v{i} ms':>14}" for i in range(len(lowerings)))
     head += ("" if args.no_matmul else f"{'matmul ms':>11}") + "".join(
-        f"{'ORT/' + l:>14}" for l in lowerings)
+        f"{f'ORT/v{i}':>14}" for i in range(len(lowerings)))
     print(head, flush=True)
     tot = np.zeros(len(lowerings) + 2)
     for name, ic, oc, hw, k, s, pad, count in rows:
@@ -94,10 +97,14 @@ def main(argv=None) -> int:
         want = sess.run(None, {"x": x})[0]
         fns = [lambda: sess.run(None, {"x": x})]
         for low in lowerings:
-            if low != "default":
-                os.environ["AICC_CONV_LOWERING"] = low
+            mode, _, sched = low.partition(":")
+            if mode != "default":
+                os.environ["AICC_CONV_LOWERING"] = mode
+            if sched:
+                os.environ["AICC_CONV_SCHEDULE"] = sched
             m = compiler.compile(proto, [x], threads=1)
             os.environ.pop("AICC_CONV_LOWERING", None)
+            os.environ.pop("AICC_CONV_SCHEDULE", None)
             got = m(x)
             err = float(np.abs(got - want).max())
             assert err < 1e-3 * max(1.0, float(np.abs(want).max())), (name, low, err)

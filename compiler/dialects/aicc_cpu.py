@@ -231,28 +231,29 @@ class QGemmOp(IRDLOperation):
 
 
 # The integer properties of a conv kernel, in printing order.
-CONV_KERNEL_INTS = ("owb", "ocv", "vw", "ic", "kh", "kw", "sw", "dh", "dw", "x_cs", "x_rs",
-                    "w_ocs", "t_ocs")
+CONV_KERNEL_INTS = ("owb", "ocv", "ocn", "vw", "ic", "kh", "kw", "sw", "dh", "dw", "x_cs",
+                    "x_rs", "w_ocs", "o_cs")
 
 
 @irdl_op_definition
 class ConvKernelOp(IRDLOperation):
-    """One register tile of a direct convolution with output channels blocked by `vw`
-    (NCHWc), for `tile-conv`:
+    """One register tile of a direct convolution, its output channels in vectors, for
+    `tile-conv`:
 
-        aicc_cpu.conv_kernel %x[%xoff], %w[%woff], %t[%toff]
-            {owb = 6, ocv = 2, vw = 8, ic = 64, kh = 3, kw = 3, sw = 1, dh = 1, dw = 1,
-             x_cs = 3364, x_rs = 58, w_ocs = 4608, t_ocs = 25088}
+        aicc_cpu.conv_kernel %x[%xoff], %w[%woff], %o[%ooff]
+            {owb = 6, ocv = 2, ocn = 16, vw = 8, ic = 64, kh = 3, kw = 3, sw = 1, dh = 1,
+             dw = 1, x_cs = 3364, x_rs = 58, w_ocs = 4608, o_cs = 3136}
 
-    computes, for j < owb output columns and q < ocv blocks of vw output channels,
+    adds, for j < owb output columns and p < ocn output channels (p = q*vw + l, q < ocv),
 
-        T[toff + q*t_ocs + j*vw + l] = sum over c < ic, r < kh, s < kw of
+        O[ooff + p*o_cs + j] += sum over c < ic, r < kh, s < kw of
             X[xoff + c*x_cs + r*dh*x_rs + s*dw + j*sw] * W[woff + q*w_ocs + ((r*kw + s)*ic + c)*vw + l]
 
     X is the (padded) input in plain NCHW, read one scalar at a time and broadcast; W the
-    weight packed at compile time as [OC/vw][KH][KW][IC][vw]; T the output in NCHWc
-    ([N][OC/vw][OH][OW][vw]). The owb x ocv vector accumulators stay in registers over the
-    whole reduction."""
+    weight packed at compile time as [OC/vw][KH][KW][IC][vw] (zero past OC); O the NCHW
+    output, already holding its start (zeros or the bias). The owb x ocv vector
+    accumulators stay in registers over the whole reduction, and are transposed into O's
+    rows at the end."""
 
     name = "aicc_cpu.conv_kernel"
 
@@ -260,11 +261,12 @@ class ConvKernelOp(IRDLOperation):
     x_off = operand_def(IndexType)
     w = operand_def(MemRefType)
     w_off = operand_def(IndexType)
-    t = operand_def(MemRefType)
-    t_off = operand_def(IndexType)
+    o = operand_def(MemRefType)
+    o_off = operand_def(IndexType)
 
     owb = prop_def(IntegerAttr)
     ocv = prop_def(IntegerAttr)
+    ocn = prop_def(IntegerAttr)
     vw = prop_def(IntegerAttr)
     ic = prop_def(IntegerAttr)
     kh = prop_def(IntegerAttr)
@@ -275,16 +277,16 @@ class ConvKernelOp(IRDLOperation):
     x_cs = prop_def(IntegerAttr)
     x_rs = prop_def(IntegerAttr)
     w_ocs = prop_def(IntegerAttr)
-    t_ocs = prop_def(IntegerAttr)
+    o_cs = prop_def(IntegerAttr)
 
     irdl_options = (ParsePropInAttrDict(),)
 
-    assembly_format = ("$x `[` $x_off `]` `,` $w `[` $w_off `]` `,` $t `[` $t_off `]` "
-                       "attr-dict `:` type($x) `,` type($w) `,` type($t)")
+    assembly_format = ("$x `[` $x_off `]` `,` $w `[` $w_off `]` `,` $o `[` $o_off `]` "
+                       "attr-dict `:` type($x) `,` type($w) `,` type($o)")
 
     def __init__(self, x: SSAValue, x_off: SSAValue, w: SSAValue, w_off: SSAValue,
-                 t: SSAValue, t_off: SSAValue, **ints: int):
-        super().__init__(operands=[x, x_off, w, w_off, t, t_off],
+                 o: SSAValue, o_off: SSAValue, **ints: int):
+        super().__init__(operands=[x, x_off, w, w_off, o, o_off],
                          properties={k: IntegerAttr(ints[k], i64) for k in CONV_KERNEL_INTS})
 
     def int_prop(self, name: str) -> int:
@@ -294,9 +296,12 @@ class ConvKernelOp(IRDLOperation):
         v = {k: self.int_prop(k) for k in CONV_KERNEL_INTS}
         if min(v.values()) < 1:
             raise VerifyException(f"aicc_cpu.conv_kernel: sizes and strides must be positive, got {v}")
-        elems = {self.x.type.element_type, self.w.type.element_type, self.t.type.element_type}
+        if not (v["ocv"] - 1) * v["vw"] < v["ocn"] <= v["ocv"] * v["vw"]:
+            raise VerifyException(f"aicc_cpu.conv_kernel: ocn = {v['ocn']} channels do not fill "
+                                  f"ocv = {v['ocv']} vectors of vw = {v['vw']}")
+        elems = {self.x.type.element_type, self.w.type.element_type, self.o.type.element_type}
         if len(elems) != 1 or not isinstance(self.x.type.element_type, Float32Type):
-            raise VerifyException("aicc_cpu.conv_kernel: X, W and T must be f32")
+            raise VerifyException("aicc_cpu.conv_kernel: X, W and O must be f32")
 
 
 AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp, ConvKernelOp], [])

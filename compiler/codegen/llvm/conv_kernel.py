@@ -1,11 +1,15 @@
-"""LLVM IR for `aicc_cpu.conv_kernel`: one register tile of a direct NCHWc convolution.
+"""LLVM IR for `aicc_cpu.conv_kernel`: one register tile of a direct convolution whose
+output channels lie in vectors (the weights blocked NCHWc-style).
 
     acc[j][q] = 0                                           j < owb, q < ocv
     for r < kh, s < kw, c < ic (c unrolled CONV_UNROLL times):
         w[q]      = load <vw x f32> W[woff + q*w_ocs + ((r*kw + s)*ic + c)*vw]
         x         = splat X[xoff + c*x_cs + r*dh*x_rs + s*dw + j*sw]
         acc[j][q] = llvm.fma(x, w[q], acc[j][q])
-    T[toff + q*t_ocs + j*vw ...] = acc[j][q]
+    O[ooff + (q*vw + l)*o_cs + 0 .. owb] += <acc[0][q][l], ..., acc[owb-1][q][l]>   q*vw + l < ocn
+
+The last step transposes the tile into the NCHW output's rows (shuffles: once per tile,
+against ic*kh*kw*owb*ocv FMAs), so the output needs no layout conversion.
 
 This is MLAS's NchwcConv kernel shape (output columns x blocks of output channels, inputs
 broadcast, weights packed so that one vector load serves vw output channels), and the dual
@@ -24,7 +28,8 @@ I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 CONV_UNROLL = 4  # input channels per step of the innermost loop
 
-_INTS = ("owb", "ocv", "vw", "ic", "kh", "kw", "sw", "dh", "dw", "x_cs", "x_rs", "w_ocs", "t_ocs")
+_INTS = ("owb", "ocv", "ocn", "vw", "ic", "kh", "kw", "sw", "dh", "dw", "x_cs", "x_rs", "w_ocs",
+         "o_cs")
 
 
 def _c64(v: int) -> ir.Constant:
@@ -48,17 +53,17 @@ class _Literal(ir.Constant):
 @handles("aicc_cpu.conv_kernel")
 def emit_conv_kernel(e: FunctionEmitter, op) -> None:
     """A call of the kernel function for op's configuration (emitted once per module)."""
-    ety = memory_type(op.t.type.element_type)
+    ety = memory_type(op.o.type.element_type)
     cfg = {k: op.int_prop(k) for k in _INTS}
     fn = _kernel_function(e, cfg, ety)
     b = e.b
     args = [b.gep(e.get(v), [e.get(off)], inbounds=True, source_etype=ety)
-            for v, off in ((op.x, op.x_off), (op.w, op.w_off), (op.t, op.t_off))]
+            for v, off in ((op.x, op.x_off), (op.w, op.w_off), (op.o, op.o_off))]
     b.call(fn, args)
 
 
 def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type) -> ir.Function:
-    """`void @aicc.conv_kernel.<config>(ptr x, ptr w, ptr t)`, internal and noinline."""
+    """`void @aicc.conv_kernel.<config>(ptr x, ptr w, ptr o)`, internal and noinline."""
     name = "aicc.conv_kernel." + ".".join(f"{k}{cfg[k]}" for k in _INTS)
     module = e.em.module
     fn = module.globals.get(name)
@@ -80,10 +85,10 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type) -> ir.Function
     return fn
 
 
-def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, vw, ic, kh, kw, sw, dh, dw, x_cs, x_rs,
-               w_ocs, t_ocs) -> None:
+def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw, dh, dw, x_cs,
+               x_rs, w_ocs, o_cs) -> None:
     b = e.b
-    x_base, w_base, t_base = args
+    x_base, w_base, o_base = args
     vty = ir.VectorType(ety, vw)
     esize = byte_size(ety)
     undef_v = _Literal(vty, "undef")
@@ -140,7 +145,17 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, vw, ic, kh, kw, sw, dh, 
     zero = _Literal(vty, "zeroinitializer")
     accs = e.loop(_c64(0), _c64(kh), _c64(1), [zero] * (owb * ocv), tap_row,
                   known_nonempty=True, unroll=False)
-    for j in range(owb):
-        for q in range(ocv):
-            p = b.gep(t_base, [_c64(q * t_ocs + j * vw)], inbounds=True, source_etype=ety)
-            b.store(accs[j * ocv + q], p, align=esize)
+    rty = ir.VectorType(ety, owb)
+    for p in range(ocn):
+        q, lane = divmod(p, vw)
+        if owb == 1:
+            row = b.extract_element(accs[q], ir.Constant(I32, lane))
+            ptr = b.gep(o_base, [_c64(p * o_cs)], inbounds=True, source_etype=ety)
+            b.store(b.fadd(b.load(ptr, typ=ety, align=esize), row), ptr, align=esize)
+            continue
+        row = _Literal(rty, "undef")
+        for j in range(owb):
+            row = b.insert_element(row, b.extract_element(accs[j * ocv + q], ir.Constant(I32, lane)),
+                                   ir.Constant(I32, j))
+        ptr = b.gep(o_base, [_c64(p * o_cs)], inbounds=True, source_etype=ety)
+        b.store(b.fadd(b.load(ptr, typ=rty, align=esize), row), ptr, align=esize)

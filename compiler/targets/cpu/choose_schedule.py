@@ -39,6 +39,7 @@ from compiler.lowering.utils import PARALLEL, REDUCTION, build_generic
 from compiler.targets.cpu.schedule import (
     choose_conv_schedule,
     conv_schedule_of,
+    parse_conv_schedule,
     SCHEDULE_ATTR,
     MatmulSchedule,
     choose_matmul_schedule,
@@ -115,6 +116,8 @@ class ChooseSchedule(ModulePass):
     l2_bytes: int = 0
     overrides: str = ""
     record: str = ""  # a tuning record's path ("" none)
+    # fields of every nchwc conv's register tile, "owb=7,ocv=1" ("": $AICC_CONV_SCHEDULE)
+    conv_overrides: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from pathlib import Path
@@ -166,7 +169,8 @@ class ChooseSchedule(ModulePass):
                     and mode.data == "nchwc":
                 shape = o.outputs[0].type.get_shape()
                 s = choose_conv_schedule(self.vector_bits, shape[-1], shape[-3],
-                                         fixed=conv_schedule_of(o))
+                                         fixed={**parse_conv_schedule(self.conv_overrides),
+                                                **conv_schedule_of(o)})
                 o.attributes[CONV_SCHEDULE_ATTR] = DictionaryAttr(
                     {k: IntegerAttr(v, i64) for k, v in s.items()})
         unused = [k for k in overrides if k is not None and k >= index]

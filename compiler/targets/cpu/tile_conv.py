@@ -98,11 +98,6 @@ def _global_of(v: SSAValue, module: ModuleOp) -> memref.GlobalOp | None:
     return None
 
 
-def _contiguous(t: MemRefType) -> bool:
-    return isinstance(t.layout, NoneAttr) or str(t.layout).startswith("affine_map<(d0") is False \
-        and "strided" not in str(t.layout)
-
-
 def _flat(b: Builder, v: SSAValue) -> SSAValue:
     """A 1-D view of the contiguous memref `v`."""
     shape = v.type.get_shape()
@@ -112,15 +107,6 @@ def _flat(b: Builder, v: SSAValue) -> SSAValue:
     op = memref.CollapseShapeOp.create(
         operands=[v], result_types=[flat_t],
         properties={"reassociation": ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in range(len(shape))])])})
-    return b.insert(op).results[0]
-
-
-def _expand(b: Builder, flat: SSAValue, shape: list[int]) -> SSAValue:
-    t = MemRefType(flat.type.element_type, shape)
-    op = memref.ExpandShapeOp.create(
-        operands=[flat], result_types=[t],
-        properties={"reassociation": ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in range(len(shape))])]),
-                    "static_output_shape": DenseArrayBase.from_list(i64, shape)})
     return b.insert(op).results[0]
 
 
@@ -192,8 +178,9 @@ class _Conv:
             raise CompileError(f"tile-conv: an nchwc conv of input {xs}, weight {ws} and "
                                f"output {os_}: expected static (N, 1, IC, H, W), (1, OC, IC, KH, "
                                "KW) and (N, 1, OC, OH, OW)")
-        if not isinstance(x.type.element_type, Float32Type):
-            return None  # f32 kernels only: the generic stays a loop nest
+        if not isinstance(x.type.element_type, Float32Type) or not all(
+                isinstance(v.type.layout, NoneAttr) for v in (x, out)):
+            return None  # f32 and dense row-major only: the generic stays a loop nest
         xmap = op.indexing_maps.data[0].data
         rh, rw = xmap.results[3], xmap.results[4]
         ch, cw = _coeffs(rh, 8), _coeffs(rw, 8)
@@ -259,9 +246,8 @@ class TileConv(ModulePass):
 
     @staticmethod
     def _rewrite(module: ModuleOp, cv: _Conv, g: memref.GlobalOp, s: dict[str, int]) -> None:
-        vw, owb, ocv = s["vw"], min(s["owb"], cv.ow), s["ocv"]
-        ocb = -(-cv.oc // vw)
-        ocv = min(ocv, ocb)
+        vw, owb = s["vw"], min(s["owb"], cv.ow)
+        ocv = min(s["ocv"], -(-cv.oc // vw))
         b = Builder(InsertPoint.before(cv.op))
         # index constants go before a marker (itself the constant 0) ahead of all the code
         # below, so they dominate every use
@@ -269,47 +255,39 @@ class TileConv(ModulePass):
         ix = IndexBuilder(Builder(InsertPoint.before(marker)))
         ix.consts[0] = marker.result
         wp = _pack_weight(module, g, vw, b)
-        tsize = cv.n * ocb * cv.oh * cv.ow * vw
-        t = b.insert(memref.AllocOp([], [], MemRefType(Float32Type(), [tsize]), alignment=64)).memref
-        x = _flat(b, cv.x)
+        x, out = _flat(b, cv.x), _flat(b, cv.out)
         x_cs, x_rs = cv.hp * cv.wp, cv.wp
-        w_ocs, t_ocs = cv.kh * cv.kw * cv.ic * vw, cv.oh * cv.ow * vw
+        o_cs = cv.oh * cv.ow
+        w_ocs = cv.kh * cv.kw * cv.ic * vw
         ints = dict(vw=vw, ic=cv.ic, kh=cv.kh, kw=cv.kw, sw=cv.sw, dh=cv.dh, dw=cv.dw,
-                    x_cs=x_cs, x_rs=x_rs, w_ocs=w_ocs, t_ocs=t_ocs)
+                    x_cs=x_cs, x_rs=x_rs, w_ocs=w_ocs, o_cs=o_cs)
 
-        def kernels(b: Builder, n: SSAValue, q0: SSAValue, y: SSAValue, nq: int) -> None:
-            """The row y of output channel blocks q0 .. q0 + nq - 1 of image n."""
+        def kernels(b: Builder, n: SSAValue, q0: SSAValue, y: SSAValue, nq: int, ocn: int) -> None:
+            """Row y of the ocn output channels from vector block q0 on, of image n."""
             def at(b: Builder, ow0: SSAValue, cols: int) -> None:
                 dims = {0: n, 1: q0, 2: y, 3: ow0}
                 xo = ix.expr(b, _d(0) * (cv.ic * x_cs) + _d(2) * (cv.sh * x_rs) + _d(3) * cv.sw, dims)
                 wo = ix.expr(b, _d(1) * w_ocs, dims)
-                to = ix.expr(b, _d(0) * (ocb * t_ocs) + _d(1) * t_ocs + _d(2) * (cv.ow * vw)
-                             + _d(3) * vw, dims)
-                b.insert(ConvKernelOp(x, xo, wp, wo, t, to, owb=cols, ocv=nq, **ints))
+                oo = ix.expr(b, _d(0) * (cv.oc * o_cs) + _d(1) * (vw * o_cs) + _d(2) * cv.ow + _d(3),
+                             dims)
+                b.insert(ConvKernelOp(x, xo, wp, wo, out, oo, owb=cols, ocv=nq, ocn=ocn, **ints))
 
             full = cv.ow - cv.ow % owb
             _for(b, ix, full, owb, lambda b, ow0: at(b, ow0, owb))
             if cv.ow % owb:
                 at(b, ix.const(full), cv.ow % owb)
 
-        groups, rest = divmod(ocb, ocv)
+        groups = cv.oc // (ocv * vw)  # tiles of ocv full vectors
+        rest = cv.oc - groups * ocv * vw  # channels left: one tile of fewer lanes
         if groups:
             def body(b: Builder, ivs) -> None:
                 n, qg, y = ivs
                 q0 = b.insert(arith.MuliOp(qg, ix.const(ocv))).result if groups > 1 else ix.const(0)
-                kernels(b, n, q0, y, ocv)
+                kernels(b, n, q0, y, ocv, ocv * vw)
             _parallel(b, ix, [cv.n, groups, cv.oh], body)
         if rest:
-            _parallel(b, ix, [cv.n, 1, cv.oh],
-                      lambda b, ivs: kernels(b, ivs[0], ix.const(groups * ocv), ivs[2], rest))
-        # out[n, 0, oc, oh, ow] += t[n, oc floordiv vw, oh, ow, oc mod vw]
-        t5 = _expand(b, t, [cv.n, ocb, cv.oh, cv.ow, vw])
-        tmap = AffineMap(5, 0, (_d(0), AffineBinaryOpExpr(AffineBinaryOpKind.FloorDiv, _d(2), _c(vw)),
-                                _d(3), _d(4), AffineBinaryOpExpr(AffineBinaryOpKind.Mod, _d(2), _c(vw))))
-        add = build_generic([t5], [cv.out], [tmap, AffineMap.identity(5)], [PARALLEL] * 5,
-                            lambda bb, a: [bb.insert(arith.AddfOp(a[1], a[0])).result])
-        b.insert(add)
-        b.insert(memref.DeallocOp.get(t))
+            _parallel(b, ix, [cv.n, 1, cv.oh], lambda b, ivs: kernels(
+                b, ivs[0], ix.const(groups * ocv), ivs[2], -(-rest // vw), rest))
         Rewriter.erase_op(cv.op)
 
 
