@@ -60,7 +60,7 @@ import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import AnyFloat, StringAttr, TensorType, i64
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -91,6 +91,8 @@ from compiler.lowering.utils import (
 )
 
 CONV_LOWERING_ENV = "AICC_CONV_LOWERING"
+# "0": the heuristic never picks "nchwc", even where the target has the kernel (A/B timings)
+CONV_NCHWC_ENV = "AICC_CONV_NCHWC"
 
 
 def _reshape(rewriter: PatternRewriter, v: SSAValue, shape) -> SSAValue:
@@ -140,7 +142,8 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", nchwc: bool = False) -
     if mode in ("", "auto"):  # a dynamic batch: chosen as for one image
         mode = choose_conv_lowering(n if isinstance(n, int) else 1, c, oc, op.groups.value.data,
                                     (oh, ow), (kh, kw), strides,
-                                    nchwc=nchwc and isinstance(n, int) and _is_constant(op.weight))
+                                    nchwc=nchwc and isinstance(n, int) and _is_constant(op.weight)
+                                    and os.environ.get(CONV_NCHWC_ENV, "") != "0")
     if mode not in CONV_LOWERINGS:
         raise CompileError(f"conv lowering '{mode}': expected one of {', '.join(CONV_LOWERINGS)} (or auto)")
     if mode == "matmul" and ((kh, kw) != (1, 1) or strides != (1, 1)):
@@ -153,9 +156,10 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", nchwc: bool = False) -
 
 def _is_constant(v: SSAValue) -> bool:
     """A weight known at compile time (a constant, through reshapes): nchwc packs it then."""
-    while v.owner.name in ("aicc.reshape", "tensor.collapse_shape", "tensor.expand_shape"):
-        v = v.owner.operands[0]
-    return v.owner.name in ("aicc.constant", "arith.constant")
+    while isinstance(v, OpResult) and v.op.name in ("aicc.reshape", "tensor.collapse_shape",
+                                                    "tensor.expand_shape"):
+        v = v.op.operands[0]
+    return isinstance(v, OpResult) and v.op.name in ("aicc.constant", "arith.constant")
 
 
 def _channel_bias(conv: aicc_nn.Conv2dOp) -> tuple[aicc.AddOp, SSAValue] | None:
