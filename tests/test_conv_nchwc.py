@@ -60,6 +60,9 @@ def test_nchwc_conv_matches_torch(monkeypatch, case, vw):
     loops = m.ir("loops")
     assert "aicc_cpu.conv_kernel" in loops and f"vw = {vw} : i64" in loops
     assert 'aicc.conv_lowering = "nchwc"' in m.ir("linalg")
+    memref_ir = m.ir("memref")  # the weight packed at compile time, the original dropped
+    assert f"_nchwc{vw} : memref<{-(-oc // vw) * vw * ic * k[0] * k[1]}xf32>" in memref_ir
+    assert f"memref<{oc}x{ic}x" not in memref_ir
     want = copy.deepcopy(conv).double()(x.double()).detach().numpy()
     _check(m, x.numpy(), want, ic * k[0] * k[1])
 

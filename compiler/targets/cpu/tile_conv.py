@@ -8,18 +8,19 @@ width). On memrefs, this pass replaces that generic by
 
     %wp = memref.get_global @<weight>_nchwc<vw>     the weight packed now, at compile time,
                                                     as [OC/vw][KH][KW][IC][vw] (zero past OC)
-    %t  = memref.alloc                              the output in NCHWc: [N][OC/vw][OH][OW][vw]
-    scf.parallel (n, oc block group, oh):
+    scf.parallel (n, group of ocv channel vectors, oh):
       scf.for ow0 (step owb):
-        aicc_cpu.conv_kernel %x[...], %wp[...], %t[...] {owb, ocv, vw, ...}
+        aicc_cpu.conv_kernel %x[...], %wp[...], %out[...] {owb, ocv, ocn, vw, ...}
       [one kernel of the OW % owb last columns]
-    [the same for the last OC/vw % ocv channel blocks]
-    linalg.generic: out[n, 0, oc, oh, ow] += t[n, oc floordiv vw, oh, ow, oc mod vw]
+    [one more parallel loop for the OC % (ocv*vw) last channels, ocn of them]
 
 The input is read in place (plain NCHW, already padded by aicc.pad): the kernel broadcasts
-one input value at a time against vw output channels, so the conv makes no im2col copy; the
-output's accumulator (zeros, or the bias nn_to_linalg broadcast into it) is kept, the last
-generic adding the NCHWc result into it.
+one input value at a time against vw output channels of the packed weight, so the conv
+makes no im2col copy. Its owb x ocv accumulators are added into the NCHW output, which
+keeps its start (zeros, or the bias that nn_to_linalg broadcast into it), so no layout
+conversion follows. The first loop carries `aicc.tiled` (the generic's flops) for the
+statistics. A weight that is not a dense global, a non-f32 or strided operand leaves the
+generic as it is (a loop nest).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from xdsl.context import Context
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
     Float32Type,
@@ -47,16 +47,16 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.linalg import ops as linalg
 from xdsl.ir import Block, OpResult, Region, SSAValue
-from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineConstantExpr, AffineDimExpr, AffineMap
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
 from compiler.dialects.aicc_cpu import ConvKernelOp
 from compiler.errors import CompileError
-from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, CONV_SCHEDULE_ATTR
+from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR
 from compiler.lowering.loop_builder import IndexBuilder
-from compiler.lowering.utils import PARALLEL, build_generic
+from compiler.stats import TILED_ATTR, flops
 from compiler.targets.cpu.schedule import choose_conv_schedule, conv_schedule_of
 
 
@@ -110,20 +110,19 @@ def _flat(b: Builder, v: SSAValue) -> SSAValue:
     return b.insert(op).results[0]
 
 
-def _parallel(b: Builder, ix: IndexBuilder, ubs: list[int], body) -> None:
-    """scf.parallel over 0 <= ivs < ubs (dims of one trip are constants 0); body(builder, ivs)."""
-    live = [i for i, u in enumerate(ubs) if u > 1]
-    if not live:
-        body(b, [ix.const(0)] * len(ubs))
-        return
+def _parallel(b: Builder, ix: IndexBuilder, ubs: list[int], body) -> scf.ParallelOp:
+    """scf.parallel over 0 <= ivs < ubs (dims of one trip are constants 0, but the last when
+    all are); body(builder, ivs)."""
+    live = [i for i, u in enumerate(ubs) if u > 1] or [len(ubs) - 1]
     block = Block(arg_types=[IndexType()] * len(live))
-    b.insert(scf.ParallelOp([ix.const(0)] * len(live), [ix.const(ubs[i]) for i in live],
-                            [ix.const(1)] * len(live), Region(block)))
+    loop = b.insert(scf.ParallelOp([ix.const(0)] * len(live), [ix.const(ubs[i]) for i in live],
+                                   [ix.const(1)] * len(live), Region(block)))
     Builder(InsertPoint.at_end(block)).insert(scf.ReduceOp())
     ivs = [ix.const(0)] * len(ubs)
     for a, i in zip(block.args, live):
         ivs[i] = a
     body(Builder(InsertPoint.before(block.last_op)), ivs)
+    return loop
 
 
 def _for(b: Builder, ix: IndexBuilder, ub: int, step: int, body) -> None:
@@ -279,15 +278,19 @@ class TileConv(ModulePass):
 
         groups = cv.oc // (ocv * vw)  # tiles of ocv full vectors
         rest = cv.oc - groups * ocv * vw  # channels left: one tile of fewer lanes
+        loops = []
         if groups:
             def body(b: Builder, ivs) -> None:
                 n, qg, y = ivs
                 q0 = b.insert(arith.MuliOp(qg, ix.const(ocv))).result if groups > 1 else ix.const(0)
                 kernels(b, n, q0, y, ocv, ocv * vw)
-            _parallel(b, ix, [cv.n, groups, cv.oh], body)
+            loops.append(_parallel(b, ix, [cv.n, groups, cv.oh], body))
         if rest:
-            _parallel(b, ix, [cv.n, 1, cv.oh], lambda b, ivs: kernels(
-                b, ivs[0], ix.const(groups * ocv), ivs[2], -(-rest // vw), rest))
+            loops.append(_parallel(b, ix, [cv.n, 1, cv.oh], lambda b, ivs: kernels(
+                b, ivs[0], ix.const(groups * ocv), ivs[2], -(-rest // vw), rest)))
+        # statistics count the conv once, as the generic it replaces (see compiler/stats.py)
+        loops[0].attributes[TILED_ATTR] = DictionaryAttr({
+            "op": StringAttr("generic"), "flops": IntegerAttr(flops(cv.op), i64)})
         Rewriter.erase_op(cv.op)
 
 
