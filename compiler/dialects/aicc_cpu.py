@@ -253,7 +253,11 @@ class ConvKernelOp(IRDLOperation):
     weight packed at compile time as [OC/vw][KH][KW][IC][vw] (zero past OC); O the NCHW
     output, already holding its start (zeros or the bias). The owb x ocv vector
     accumulators stay in registers over the whole reduction, and are transposed into O's
-    rows at the end."""
+    rows at the end.
+
+    `start` says where a row starts from: absent or 0, O itself (+=, as above); 1, zero (O is
+    overwritten, never read); 2, the channel's bias, `bias %b[%boff]` (O[...] = b[boff + p] +
+    sum): the zero fill or bias broadcast of the output that tile-conv folds in."""
 
     name = "aicc_cpu.conv_kernel"
 
@@ -263,6 +267,8 @@ class ConvKernelOp(IRDLOperation):
     w_off = operand_def(IndexType)
     o = operand_def(MemRefType)
     o_off = operand_def(IndexType)
+    bias = opt_operand_def(MemRefType)
+    bias_off = opt_operand_def(IndexType)
 
     owb = prop_def(IntegerAttr)
     ocv = prop_def(IntegerAttr)
@@ -278,16 +284,26 @@ class ConvKernelOp(IRDLOperation):
     x_rs = prop_def(IntegerAttr)
     w_ocs = prop_def(IntegerAttr)
     o_cs = prop_def(IntegerAttr)
+    start = opt_prop_def(IntegerAttr)  # absent: 0
 
-    irdl_options = (ParsePropInAttrDict(),)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
     assembly_format = ("$x `[` $x_off `]` `,` $w `[` $w_off `]` `,` $o `[` $o_off `]` "
+                       "(`bias` $bias^ `[` $bias_off `]` `:` type($bias))? "
                        "attr-dict `:` type($x) `,` type($w) `,` type($o)")
 
     def __init__(self, x: SSAValue, x_off: SSAValue, w: SSAValue, w_off: SSAValue,
-                 o: SSAValue, o_off: SSAValue, **ints: int):
-        super().__init__(operands=[x, x_off, w, w_off, o, o_off],
-                         properties={k: IntegerAttr(ints[k], i64) for k in CONV_KERNEL_INTS})
+                 o: SSAValue, o_off: SSAValue, *, start: int = 0,
+                 bias: tuple[SSAValue, SSAValue] | None = None, **ints: int):
+        props = {k: IntegerAttr(ints[k], i64) for k in CONV_KERNEL_INTS}
+        if start:
+            props["start"] = IntegerAttr(start, i64)
+        biases = ([bias[0]], [bias[1]]) if bias is not None else ([], [])
+        super().__init__(operands=[x, x_off, w, w_off, o, o_off, *biases], properties=props)
+
+    @property
+    def start_kind(self) -> int:
+        return self.start.value.data if self.start is not None else 0
 
     def int_prop(self, name: str) -> int:
         return getattr(self, name).value.data
@@ -299,9 +315,14 @@ class ConvKernelOp(IRDLOperation):
         if not (v["ocv"] - 1) * v["vw"] < v["ocn"] <= v["ocv"] * v["vw"]:
             raise VerifyException(f"aicc_cpu.conv_kernel: ocn = {v['ocn']} channels do not fill "
                                   f"ocv = {v['ocv']} vectors of vw = {v['vw']}")
+        if self.start_kind not in (0, 1, 2) or (self.start_kind == 2) != (self.bias is not None):
+            raise VerifyException("aicc_cpu.conv_kernel: start is 0 (O), 1 (zero) or 2 (with "
+                                  "a bias operand)")
         elems = {self.x.type.element_type, self.w.type.element_type, self.o.type.element_type}
+        if self.bias is not None:
+            elems.add(self.bias.type.element_type)
         if len(elems) != 1 or not isinstance(self.x.type.element_type, Float32Type):
-            raise VerifyException("aicc_cpu.conv_kernel: X, W and O must be f32")
+            raise VerifyException("aicc_cpu.conv_kernel: X, W, O (and the bias) must be f32")
 
 
 AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp, ConvKernelOp], [])

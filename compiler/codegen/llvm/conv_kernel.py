@@ -55,22 +55,29 @@ def emit_conv_kernel(e: FunctionEmitter, op) -> None:
     """A call of the kernel function for op's configuration (emitted once per module)."""
     ety = memory_type(op.o.type.element_type)
     cfg = {k: op.int_prop(k) for k in _INTS}
+    cfg["start"] = op.start_kind
     fn = _kernel_function(e, cfg, ety)
     b = e.b
-    args = [b.gep(e.get(v), [e.get(off)], inbounds=True, source_etype=ety)
-            for v, off in ((op.x, op.x_off), (op.w, op.w_off), (op.o, op.o_off))]
-    b.call(fn, args)
+    buffers = [(op.x, op.x_off), (op.w, op.w_off), (op.o, op.o_off)]
+    if op.bias is not None:
+        buffers.append((op.bias, op.bias_off))
+    b.call(fn, [b.gep(e.get(v), [e.get(off)], inbounds=True, source_etype=ety)
+                for v, off in buffers])
 
 
 def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type) -> ir.Function:
-    """`void @aicc.conv_kernel.<config>(ptr x, ptr w, ptr o)`, internal and noinline."""
+    """`void @aicc.conv_kernel.<config>(ptr x, ptr w, ptr o [, ptr bias])`, internal and
+    noinline."""
     name = "aicc.conv_kernel." + ".".join(f"{k}{cfg[k]}" for k in _INTS)
+    if cfg["start"]:
+        name += f".start{cfg['start']}"
     module = e.em.module
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     ptr = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr]), name=name)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr] * (4 if cfg["start"] == 2 else 3)),
+                     name=name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     fn.attributes.add("nounwind")
@@ -86,9 +93,10 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type) -> ir.Function
 
 
 def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw, dh, dw, x_cs,
-               x_rs, w_ocs, o_cs) -> None:
+               x_rs, w_ocs, o_cs, start) -> None:
     b = e.b
-    x_base, w_base, o_base = args
+    x_base, w_base, o_base = args[:3]
+    bias_base = args[3] if start == 2 else None
     vty = ir.VectorType(ety, vw)
     esize = byte_size(ety)
     undef_v = _Literal(vty, "undef")
@@ -145,17 +153,26 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
     zero = _Literal(vty, "zeroinitializer")
     accs = e.loop(_c64(0), _c64(kh), _c64(1), [zero] * (owb * ocv), tap_row,
                   known_nonempty=True, unroll=False)
-    rty = ir.VectorType(ety, owb)
+    rty = ety if owb == 1 else ir.VectorType(ety, owb)
     for p in range(ocn):
         q, lane = divmod(p, vw)
         if owb == 1:
             row = b.extract_element(accs[q], ir.Constant(I32, lane))
-            ptr = b.gep(o_base, [_c64(p * o_cs)], inbounds=True, source_etype=ety)
-            b.store(b.fadd(b.load(ptr, typ=ety, align=esize), row), ptr, align=esize)
-            continue
-        row = _Literal(rty, "undef")
-        for j in range(owb):
-            row = b.insert_element(row, b.extract_element(accs[j * ocv + q], ir.Constant(I32, lane)),
-                                   ir.Constant(I32, j))
+        else:
+            row = _Literal(rty, "undef")
+            for j in range(owb):
+                row = b.insert_element(row, b.extract_element(accs[j * ocv + q],
+                                                              ir.Constant(I32, lane)),
+                                       ir.Constant(I32, j))
         ptr = b.gep(o_base, [_c64(p * o_cs)], inbounds=True, source_etype=ety)
-        b.store(b.fadd(b.load(ptr, typ=rty, align=esize), row), ptr, align=esize)
+        if start == 0:  # O += the tile
+            row = b.fadd(b.load(ptr, typ=rty, align=esize), row)
+        elif start == 2:  # O = the channel's bias + the tile
+            bv = b.load(b.gep(bias_base, [_c64(p)], inbounds=True, source_etype=ety), typ=ety,
+                        align=esize)
+            if owb > 1:
+                bv = b.shuffle_vector(b.insert_element(_Literal(rty, "undef"), bv, ir.Constant(I32, 0)),
+                                      _Literal(rty, "undef"),
+                                      _Literal(ir.VectorType(I32, owb), "zeroinitializer"))
+            row = b.fadd(bv, row)
+        b.store(row, ptr, align=esize)

@@ -16,9 +16,11 @@ width). On memrefs, this pass replaces that generic by
 
 The input is read in place (plain NCHW, already padded by aicc.pad): the kernel broadcasts
 one input value at a time against vw output channels of the packed weight, so the conv
-makes no im2col copy. Its owb x ocv accumulators are added into the NCHW output, which
-keeps its start (zeros, or the bias that nn_to_linalg broadcast into it), so no layout
-conversion follows. The first loop carries `aicc.tiled` (the generic's flops) for the
+makes no im2col copy. Its owb x ocv accumulators go into the NCHW output, so no layout
+conversion follows. The output's start (the zero fill, or the per-channel bias that
+nn_to_linalg broadcast into it, right before the conv) is folded into the kernels, which
+then start from zero or the bias and store without reading the output; any other start is
+kept, the kernels adding into it. The first loop carries `aicc.tiled` (the generic's flops) for the
 statistics. A weight that is not a dense global, a non-f32 or strided operand leaves the
 generic as it is (a loop nest).
 """
@@ -35,6 +37,7 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
+    FloatAttr,
     Float32Type,
     IndexType,
     IntegerAttr,
@@ -46,7 +49,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.dialects.linalg import ops as linalg
-from xdsl.ir import Block, OpResult, Region, SSAValue
+from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -187,6 +190,45 @@ class _Conv:
                      os_[3], os_[4], ch[3], cw[4], ch[6], cw[7])
 
 
+def _start_of(cv: _Conv) -> tuple[int, SSAValue | None, Operation | None]:
+    """How the conv's output starts, when the op right before the conv (views, constants
+    and globals aside) writes all of it: (1, None, a zero linalg.fill) or (2, the bias, a
+    generic broadcasting a per-channel bias into it), which the kernels then do themselves
+    (aicc_cpu.conv_kernel's `start`); else (0, None, None), the kernels adding into it."""
+    prev = cv.op.prev_op
+    while isinstance(prev, arith.ConstantOp | memref.GetGlobalOp | memref.CollapseShapeOp
+                     | memref.ExpandShapeOp):
+        prev = prev.prev_op
+    root, count = _source(cv.out), int(np.prod(cv.out.type.get_shape()))
+    if not isinstance(prev, linalg.FillOp | linalg.GenericOp) or len(prev.outputs) != 1:
+        return 0, None, None
+    dst = prev.outputs[0]
+    if _source(dst) is not root or not isinstance(dst.type, MemRefType) \
+            or int(np.prod(dst.type.get_shape())) != count:
+        return 0, None, None
+    if isinstance(prev, linalg.FillOp):
+        value = prev.inputs[0]
+        if isinstance(value, OpResult) and isinstance(value.op, arith.ConstantOp) \
+                and isinstance(value.op.value, FloatAttr) and value.op.value.value.data == 0.0:
+            return 1, None, prev
+        return 0, None, None
+    ops = list(prev.body.block.ops)
+    if len(prev.inputs) != 1 or len(ops) != 1 or list(ops[0].operands) != [prev.body.block.args[0]]:
+        return 0, None, None
+    src = prev.inputs[0]
+    maps = [m.data for m in prev.indexing_maps.data]
+    shape = src.type.get_shape() if isinstance(src.type, MemRefType) else ()
+    if dst.type.get_shape() != cv.out.type.get_shape() or maps[1] != AffineMap.identity(5) \
+            or not isinstance(src.type.layout, NoneAttr) or int(np.prod(shape)) != cv.oc:
+        return 0, None, None
+    for e, size in zip(maps[0].results, shape):  # only the channel dim (2) varies
+        if size == 1:
+            continue
+        if not (isinstance(e, AffineDimExpr) and e.position == 2):
+            return 0, None, None
+    return 2, src, prev
+
+
 def _pack_weight(module: ModuleOp, g: memref.GlobalOp, vw: int, b: Builder) -> SSAValue:
     """The weight (OC, IC, KH, KW) packed as [OC/vw][KH][KW][IC][vw], zero past OC, in a new
     global (made once per weight and width)."""
@@ -260,6 +302,10 @@ class TileConv(ModulePass):
         w_ocs = cv.kh * cv.kw * cv.ic * vw
         ints = dict(vw=vw, ic=cv.ic, kh=cv.kh, kw=cv.kw, sw=cv.sw, dh=cv.dh, dw=cv.dw,
                     x_cs=x_cs, x_rs=x_rs, w_ocs=w_ocs, o_cs=o_cs)
+        start, bias_src, init = _start_of(cv)
+        if init is not None:
+            Rewriter.erase_op(init)
+        bias = _flat(b, bias_src) if bias_src is not None else None
 
         def kernels(b: Builder, n: SSAValue, q0: SSAValue, y: SSAValue, nq: int, ocn: int) -> None:
             """Row y of the ocn output channels from vector block q0 on, of image n."""
@@ -269,7 +315,10 @@ class TileConv(ModulePass):
                 wo = ix.expr(b, _d(1) * w_ocs, dims)
                 oo = ix.expr(b, _d(0) * (cv.oc * o_cs) + _d(1) * (vw * o_cs) + _d(2) * cv.ow + _d(3),
                              dims)
-                b.insert(ConvKernelOp(x, xo, wp, wo, out, oo, owb=cols, ocv=nq, ocn=ocn, **ints))
+                bo = ix.expr(b, _d(1) * vw, dims) if bias is not None else None
+                b.insert(ConvKernelOp(x, xo, wp, wo, out, oo, owb=cols, ocv=nq, ocn=ocn,
+                                      start=start, bias=(bias, bo) if bias is not None else None,
+                                      **ints))
 
             full = cv.ow - cv.ow % owb
             _for(b, ix, full, owb, lambda b, ow0: at(b, ow0, owb))

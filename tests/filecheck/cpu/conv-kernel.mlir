@@ -46,10 +46,28 @@
 // CHECK-NOT:     call <8 x float> @"llvm.fma.v8f32"
 // CHECK:         add nsw i64 %"iv.1", 1
 
+// start = 2: each output row is the channel's bias (a splat) plus the tile, stored without
+// reading the output.
+// CHECK-LABEL: define internal void @"aicc.conv_kernel.owb4.ocv1.ocn8.vw8.ic1.kh1.kw1.sw1.dh1.dw1.x_cs16.x_rs4.w_ocs8.o_cs16.start2"(ptr {{.*}}, ptr {{.*}}, ptr {{.*}}, ptr {{.*}})
+// CHECK:       loop.exit:
+// CHECK:         insertelement <4 x float>
+// CHECK-NOT:     load <4 x float>
+// CHECK:         %[[B:.*]] = load float, ptr %{{.*}}, align 4
+// CHECK:         %[[BI:.*]] = insertelement <4 x float> undef, float %[[B]], i32 0
+// CHECK:         %[[BS:.*]] = shufflevector <4 x float> %[[BI]], <4 x float> undef, <4 x i32> zeroinitializer
+// CHECK:         %[[R:.*]] = fadd <4 x float> %[[BS]], %{{.*}}
+// CHECK:         store <4 x float> %[[R]], ptr %{{.*}}, align 4
+
 func.func @conv(%x: memref<1x5x9x11xf32>, %w: memref<480xf32>, %o: memref<1x13x4x5xf32>) {
   %c0 = arith.constant 0 : index
   %xf = memref.collapse_shape %x [[0, 1, 2, 3]] : memref<1x5x9x11xf32> into memref<495xf32>
   %of = memref.collapse_shape %o [[0, 1, 2, 3]] : memref<1x13x4x5xf32> into memref<260xf32>
   aicc_cpu.conv_kernel %xf[%c0], %w[%c0], %of[%c0] {owb = 3 : i64, ocv = 2 : i64, ocn = 13 : i64, vw = 8 : i64, ic = 5 : i64, kh = 3 : i64, kw = 2 : i64, sw = 2 : i64, dh = 1 : i64, dw = 1 : i64, x_cs = 99 : i64, x_rs = 11 : i64, w_ocs = 240 : i64, o_cs = 20 : i64} : memref<495xf32>, memref<480xf32>, memref<260xf32>
+  func.return
+}
+
+func.func @conv_bias(%x: memref<16xf32>, %w: memref<8xf32>, %o: memref<128xf32>, %b: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  aicc_cpu.conv_kernel %x[%c0], %w[%c0], %o[%c0] bias %b[%c0] : memref<8xf32> {owb = 4 : i64, ocv = 1 : i64, ocn = 8 : i64, vw = 8 : i64, ic = 1 : i64, kh = 1 : i64, kw = 1 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_cs = 16 : i64, x_rs = 4 : i64, w_ocs = 8 : i64, o_cs = 16 : i64, start = 2 : i64} : memref<16xf32>, memref<8xf32>, memref<128xf32>
   func.return
 }

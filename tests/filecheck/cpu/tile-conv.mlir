@@ -9,8 +9,10 @@
 // now into [OC/vw][KH][KW][IC][vw] (10 channels: 2 blocks of 8, zero past 10: 2*3*3*2*8 = 288
 // floats) and replaces the generic by a parallel loop over output rows (stride 2 in H: the
 // input offset steps 2 rows of 11 = 22 per output row), each calling the register-tile kernel
-// on 6 columns, then on the last 3 of the 9. The kernel adds into the NCHW output, which
-// keeps its zero start; the padded input is read in place (no im2col copy).
+// on 6 columns, then on the last 3 of the 9. The kernel writes the NCHW output; its zero fill
+// is folded in (start = 1: the kernel starts from zero and never reads the output), and a
+// per-channel bias broadcast into it likewise (@conv_bias: start = 2, the bias an operand).
+// The padded input is read in place (no im2col copy).
 
 // AVX2-LABEL:  func.func @conv
 // AVX2:          linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d5, ((d3 * 2) + d6), (d4 + d7))>, affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d1, d2, d5, d6, d7)>, affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
@@ -21,7 +23,7 @@
 // TILED-LABEL:  func.func @conv
 // TILED-SAME:     (%[[X:.*]]: memref<1x2x7x9xf32>, %{{.*}}: memref<1x10x4x9xf32>)
 // TILED:          %[[OUT:.*]] = memref.alloc() {{.*}} : memref<1x1x10x4x9xf32>
-// TILED:          linalg.fill ins(%{{.*}} : f32) outs(%[[OUT]] : memref<1x1x10x4x9xf32>)
+// TILED-NOT:      linalg.fill
 // TILED-DAG:      %[[C4:.*]] = arith.constant 4 : index
 // TILED-DAG:      %[[C22:.*]] = arith.constant 22 : index
 // TILED-DAG:      %[[C9:.*]] = arith.constant 9 : index
@@ -34,13 +36,18 @@
 // TILED-NEXT:     ^{{.*}}(%[[Y:.*]]: index):
 // TILED-NEXT:       %[[XO:.*]] = arith.muli %[[Y]], %[[C22]] : index
 // TILED-NEXT:       %[[OO:.*]] = arith.muli %[[Y]], %[[C9]] : index
-// TILED-NEXT:       aicc_cpu.conv_kernel %[[XF]][%[[XO]]], %[[WP]][%[[C0]]], %[[OF]][%[[OO]]] {owb = 6 : i64, ocv = 2 : i64, ocn = 10 : i64, vw = 8 : i64, ic = 2 : i64, kh = 3 : i64, kw = 3 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_cs = 99 : i64, x_rs = 11 : i64, w_ocs = 144 : i64, o_cs = 36 : i64}
+// TILED-NEXT:       aicc_cpu.conv_kernel %[[XF]][%[[XO]]], %[[WP]][%[[C0]]], %[[OF]][%[[OO]]] {owb = 6 : i64, ocv = 2 : i64, ocn = 10 : i64, vw = 8 : i64, ic = 2 : i64, kh = 3 : i64, kw = 3 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_cs = 99 : i64, x_rs = 11 : i64, w_ocs = 144 : i64, o_cs = 36 : i64, start = 1 : i64}
 // TILED-NEXT:       %[[XO2:.*]] = arith.addi %[[XO]], %[[C6]] : index
 // TILED-NEXT:       %[[OO2:.*]] = arith.addi %[[OO]], %[[C6]] : index
 // TILED-NEXT:       aicc_cpu.conv_kernel %[[XF]][%[[XO2]]], %[[WP]][%[[C0]]], %[[OF]][%[[OO2]]] {owb = 3 : i64, ocv = 2 : i64, ocn = 10 : i64,
 // TILED-NEXT:       scf.reduce
 // TILED-NOT:      linalg.generic {{.*}}reduction
 // TILED-NOT:      @__constant_0 :
+// TILED-LABEL:  func.func @conv_bias
+// TILED-NOT:      linalg.generic
+// TILED:          %[[BIAS:.*]] = memref.collapse_shape {{.*}} into memref<10xf32>
+// TILED:          aicc_cpu.conv_kernel {{.*}} bias %[[BIAS]][%{{.*}}] : memref<10xf32> {owb = 6 : i64, ocv = 2 : i64, ocn = 10 : i64, {{.*}}, start = 2 : i64}
+// TILED:          aicc_cpu.conv_kernel {{.*}} bias %[[BIAS]][%{{.*}}] : memref<10xf32> {owb = 3 : i64, {{.*}}, start = 2 : i64}
 // TILED-LABEL:  func.func @conv_auto
 
 // Without the attribute, the heuristic of a target with the kernel (conv-nchwc) picks nchwc
@@ -57,6 +64,13 @@ func.func @conv(%x: tensor<1x2x7x9xf32>) -> tensor<1x10x4x9xf32> {
   %p = aicc.pad %x {low = array<i64: 0, 0, 1, 1>, high = array<i64: 0, 0, 1, 1>, value = 0.0 : f32} : tensor<1x2x7x9xf32> -> tensor<1x2x9x11xf32>
   %c = aicc.conv2d %p, %w {strides = array<i64: 2, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, aicc.conv_lowering = "nchwc"} : tensor<1x2x9x11xf32>, tensor<10x2x3x3xf32> -> tensor<1x10x4x9xf32>
   func.return %c : tensor<1x10x4x9xf32>
+}
+
+func.func @conv_bias(%x: tensor<1x2x9x11xf32>, %b: tensor<1x10x1x1xf32>) -> tensor<1x10x7x9xf32> {
+  %w = aicc.constant dense<0.5> : tensor<10x2x3x3xf32>
+  %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, aicc.conv_lowering = "nchwc"} : tensor<1x2x9x11xf32>, tensor<10x2x3x3xf32> -> tensor<1x10x7x9xf32>
+  %y = aicc.add %c, %b : tensor<1x10x7x9xf32>, tensor<1x10x1x1xf32> -> tensor<1x10x7x9xf32>
+  func.return %y : tensor<1x10x7x9xf32>
 }
 
 func.func @conv_auto(%x: tensor<1x2x9x11xf32>) -> tensor<1x10x7x9xf32> {
