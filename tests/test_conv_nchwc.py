@@ -173,3 +173,43 @@ def test_conv_kernel_verifier():
         ConvKernelOp(m, i, m, i, m, i, ocn=17, **ints).verify()
     with pytest.raises(VerifyException, match="ocn = 8 channels do not fill"):
         ConvKernelOp(m, i, m, i, m, i, ocn=8, **ints).verify()
+
+
+class _Epilogue(torch.nn.Module):
+    """conv + bias, then relu(.), . + r, relu(. + r) or a second use of the conv's output."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        self.conv = torch.nn.Conv2d(5, 19, 3, padding=1)
+
+    def forward(self, x, r):
+        y = self.conv(x)
+        if self.kind == "relu":
+            return torch.relu(y)
+        if self.kind == "add":
+            return y + r
+        if self.kind == "add_relu":
+            return torch.relu(r + y)
+        return torch.relu(y) + y * r  # two readers: no epilogue
+
+
+@pytest.mark.parametrize("kind,fused", [("relu", "arith.maximumf"), ("add", "arith.addf"),
+                                        ("add_relu", "arith.addf,arith.maximumf"),
+                                        ("two_uses", None)])
+def test_nchwc_epilogues(kind, fused):
+    """The elementwise op after the conv runs in the kernels (recorded as the conv loop's
+    epilogue) when it is the output's only reader; the result matches torch either way."""
+    torch.manual_seed(3)
+    mod = _Epilogue(kind).eval()
+    x, r = torch.randn(2, 5, 7, 13), torch.randn(2, 19, 7, 13)
+    m = compiler.compile(mod, (x, r), threads=1)
+    loops = m.ir("loops")
+    assert "aicc_cpu.conv_kernel" in loops
+    if fused:
+        assert f'epilogue = "{fused}"' in loops
+        assert ("res %" in loops) == ("add" in kind)
+    else:
+        assert "epilogue" not in loops
+    want = copy.deepcopy(mod).double()(x.double(), r.double()).detach().numpy()
+    np.testing.assert_allclose(m(x.numpy(), r.numpy()), want, rtol=1e-4, atol=1e-4)

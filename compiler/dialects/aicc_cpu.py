@@ -27,7 +27,7 @@ copy of a bias into C that `fuse-linear-bias` asks for.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import BoolAttr, Float32Type, IndexType, IntegerAttr, MemRefType, i1, i64
+from xdsl.dialects.builtin import BoolAttr, Float32Type, IndexType, IntegerAttr, MemRefType, UnitAttr, i1, i64
 from xdsl.ir import Dialect, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -257,7 +257,10 @@ class ConvKernelOp(IRDLOperation):
 
     `start` says where a row starts from: absent or 0, O itself (+=, as above); 1, zero (O is
     overwritten, never read); 2, the channel's bias, `bias %b[%boff]` (O[...] = b[boff + p] +
-    sum): the zero fill or bias broadcast of the output that tile-conv folds in."""
+    sum): the zero fill or bias broadcast of the output that tile-conv folds in. Then an
+    epilogue, the elementwise op after the conv that tile-conv folds in: `res %r[%roff]` adds
+    a residual read like O (r[roff + p*o_cs + j]), and `relu` takes max(., 0), before the
+    store."""
 
     name = "aicc_cpu.conv_kernel"
 
@@ -269,6 +272,8 @@ class ConvKernelOp(IRDLOperation):
     o_off = operand_def(IndexType)
     bias = opt_operand_def(MemRefType)
     bias_off = opt_operand_def(IndexType)
+    res = opt_operand_def(MemRefType)
+    res_off = opt_operand_def(IndexType)
 
     owb = prop_def(IntegerAttr)
     ocv = prop_def(IntegerAttr)
@@ -285,21 +290,28 @@ class ConvKernelOp(IRDLOperation):
     w_ocs = prop_def(IntegerAttr)
     o_cs = prop_def(IntegerAttr)
     start = opt_prop_def(IntegerAttr)  # absent: 0
+    relu = opt_prop_def(UnitAttr)
 
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
     assembly_format = ("$x `[` $x_off `]` `,` $w `[` $w_off `]` `,` $o `[` $o_off `]` "
                        "(`bias` $bias^ `[` $bias_off `]` `:` type($bias))? "
+                       "(`res` $res^ `[` $res_off `]` `:` type($res))? "
                        "attr-dict `:` type($x) `,` type($w) `,` type($o)")
 
     def __init__(self, x: SSAValue, x_off: SSAValue, w: SSAValue, w_off: SSAValue,
                  o: SSAValue, o_off: SSAValue, *, start: int = 0,
-                 bias: tuple[SSAValue, SSAValue] | None = None, **ints: int):
+                 bias: tuple[SSAValue, SSAValue] | None = None,
+                 res: tuple[SSAValue, SSAValue] | None = None, relu: bool = False, **ints: int):
         props = {k: IntegerAttr(ints[k], i64) for k in CONV_KERNEL_INTS}
         if start:
             props["start"] = IntegerAttr(start, i64)
+        if relu:
+            props["relu"] = UnitAttr()
         biases = ([bias[0]], [bias[1]]) if bias is not None else ([], [])
-        super().__init__(operands=[x, x_off, w, w_off, o, o_off, *biases], properties=props)
+        residuals = ([res[0]], [res[1]]) if res is not None else ([], [])
+        super().__init__(operands=[x, x_off, w, w_off, o, o_off, *biases, *residuals],
+                         properties=props)
 
     @property
     def start_kind(self) -> int:
@@ -319,10 +331,13 @@ class ConvKernelOp(IRDLOperation):
             raise VerifyException("aicc_cpu.conv_kernel: start is 0 (O), 1 (zero) or 2 (with "
                                   "a bias operand)")
         elems = {self.x.type.element_type, self.w.type.element_type, self.o.type.element_type}
-        if self.bias is not None:
-            elems.add(self.bias.type.element_type)
+        for v in (self.bias, self.res):
+            if v is not None:
+                elems.add(v.type.element_type)
         if len(elems) != 1 or not isinstance(self.x.type.element_type, Float32Type):
-            raise VerifyException("aicc_cpu.conv_kernel: X, W, O (and the bias) must be f32")
+            raise VerifyException("aicc_cpu.conv_kernel: X, W, O (and bias, res) must be f32")
+        if self.res is not None and self.start_kind == 0:
+            raise VerifyException("aicc_cpu.conv_kernel: a residual needs start 1 or 2")
 
 
 AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp, ConvKernelOp], [])

@@ -56,11 +56,15 @@ def emit_conv_kernel(e: FunctionEmitter, op) -> None:
     ety = memory_type(op.o.type.element_type)
     cfg = {k: op.int_prop(k) for k in _INTS}
     cfg["start"] = op.start_kind
+    cfg["res"] = op.res is not None
+    cfg["relu"] = op.relu is not None
     fn = _kernel_function(e, cfg, ety)
     b = e.b
     buffers = [(op.x, op.x_off), (op.w, op.w_off), (op.o, op.o_off)]
     if op.bias is not None:
         buffers.append((op.bias, op.bias_off))
+    if op.res is not None:
+        buffers.append((op.res, op.res_off))
     b.call(fn, [b.gep(e.get(v), [e.get(off)], inbounds=True, source_etype=ety)
                 for v, off in buffers])
 
@@ -71,13 +75,14 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type) -> ir.Function
     name = "aicc.conv_kernel." + ".".join(f"{k}{cfg[k]}" for k in _INTS)
     if cfg["start"]:
         name += f".start{cfg['start']}"
+    name += ".res" * cfg["res"] + ".relu" * cfg["relu"]
     module = e.em.module
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     ptr = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr] * (4 if cfg["start"] == 2 else 3)),
-                     name=name)
+    nptr = 3 + (cfg["start"] == 2) + cfg["res"]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr] * nptr), name=name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     fn.attributes.add("nounwind")
@@ -93,10 +98,11 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type) -> ir.Function
 
 
 def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw, dh, dw, x_cs,
-               x_rs, w_ocs, o_cs, start) -> None:
+               x_rs, w_ocs, o_cs, start, res, relu) -> None:
     b = e.b
     x_base, w_base, o_base = args[:3]
     bias_base = args[3] if start == 2 else None
+    res_base = args[-1] if res else None
     vty = ir.VectorType(ety, vw)
     esize = byte_size(ety)
     undef_v = _Literal(vty, "undef")
@@ -175,4 +181,9 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
                                       _Literal(rty, "undef"),
                                       _Literal(ir.VectorType(I32, owb), "zeroinitializer"))
             row = b.fadd(bv, row)
+        if res_base is not None:  # the epilogue: + the residual, then max(., 0)
+            rp = b.gep(res_base, [_c64(p * o_cs)], inbounds=True, source_etype=ety)
+            row = b.fadd(row, b.load(rp, typ=rty, align=esize))
+        if relu:
+            row = e.intr("maximum", row, ir.Constant(rty, 0.0) if owb == 1 else _Literal(rty, "zeroinitializer"))
         b.store(row, ptr, align=esize)

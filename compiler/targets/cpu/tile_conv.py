@@ -229,6 +229,110 @@ def _start_of(cv: _Conv) -> tuple[int, SSAValue | None, Operation | None]:
     return 2, src, prev
 
 
+_PURE = (arith.ConstantOp, memref.GetGlobalOp, memref.CollapseShapeOp, memref.ExpandShapeOp,
+         memref.AllocOp, memref.ViewOp)
+
+
+def _views(root: SSAValue) -> set[SSAValue]:
+    """`root` and its reshapes, through chains of them."""
+    out, todo = {root}, [root]
+    while todo:
+        for u in todo.pop().uses:
+            if isinstance(u.operation, memref.CollapseShapeOp | memref.ExpandShapeOp):
+                r = u.operation.results[0]
+                if r not in out:
+                    out.add(r)
+                    todo.append(r)
+    return out
+
+
+def _epilogue_of(cv: _Conv, init: Operation | None) -> tuple[
+        linalg.GenericOp, SSAValue, SSAValue | None, bool] | None:
+    """The elementwise op right after the conv (constants, views and allocations between)
+    that is the only reader of the conv's output, a temporary: D = relu(out), out + r or
+    relu(out + r), all operands (N, OC, OH, OW) read and written in place. Returns (the op,
+    D, r or None, relu), which the kernels then compute (a ResNet block's residual add and
+    ReLU), or None. `init`, the output's start that the kernels take over, is no reader."""
+    root = _source(cv.out)
+    if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
+        return None
+    views = _views(root)
+    readers = [u.operation for v in views for u in v.uses
+               if not isinstance(u.operation, memref.CollapseShapeOp | memref.ExpandShapeOp
+                                 | memref.DeallocOp) and u.operation not in (cv.op, init)]
+    if len(readers) != 1 or not isinstance(readers[0], linalg.GenericOp):
+        return None
+    g = readers[0]
+    roots = {_source(v) for v in (*g.inputs, *g.outputs)}
+    nxt = cv.op.next_op
+    while nxt is not g:  # between: pure ops, and deallocations of other buffers
+        if nxt is None or not (isinstance(nxt, _PURE) or (
+                isinstance(nxt, memref.DeallocOp) and _source(nxt.memref) not in roots)):
+            return None
+        nxt = nxt.next_op
+    count = int(np.prod(cv.out.type.get_shape()))
+    operands = [*g.inputs, *g.outputs]
+    if len(g.outputs) != 1 or len(g.inputs) not in (1, 2) or not all(
+            isinstance(v.type, MemRefType) and isinstance(v.type.layout, NoneAttr)
+            and int(np.prod(v.type.get_shape())) == count for v in operands):
+        return None
+    rank = len(g.outputs[0].type.get_shape())
+    if any(m.data != AffineMap.identity(rank) for m in g.indexing_maps.data) or any(
+            v.type.get_shape() != g.outputs[0].type.get_shape() for v in operands):
+        return None
+    c_in = [i for i, v in enumerate(g.inputs) if v in views]
+    if len(c_in) != 1 or _source(g.outputs[0]) in (root,) or any(
+            _source(v) is root for i, v in enumerate(g.inputs) if i != c_in[0]):
+        return None
+    args = g.body.block.args
+    a_out = args[c_in[0]]
+    a_res = args[1 - c_in[0]] if len(g.inputs) == 2 else None
+    ops = [o for o in g.body.block.ops if not isinstance(o, linalg.YieldOp | arith.ConstantOp)]
+
+    def zero(v) -> bool:
+        return isinstance(v, OpResult) and isinstance(v.op, arith.ConstantOp) \
+            and isinstance(v.op.value, FloatAttr) and v.op.value.value.data == 0.0
+
+    def is_relu(o, x) -> bool:
+        return isinstance(o, arith.MaximumfOp) and (
+            (o.lhs is x and zero(o.rhs)) or (o.rhs is x and zero(o.lhs)))
+
+    def is_add(o) -> bool:
+        return isinstance(o, arith.AddfOp) and a_res is not None and {o.lhs, o.rhs} == {a_out, a_res}
+
+    yielded = list(g.body.block.last_op.operands)
+    if len(ops) == 1 and a_res is None and is_relu(ops[0], a_out):
+        relu, res = True, None
+    elif len(ops) == 1 and is_add(ops[0]):
+        relu, res = False, g.inputs[1 - c_in[0]]
+    elif len(ops) == 2 and is_add(ops[0]) and is_relu(ops[1], ops[0].results[0]):
+        relu, res = True, g.inputs[1 - c_in[0]]
+    else:
+        return None
+    if yielded != [ops[-1].results[0]]:
+        return None
+    return g, g.outputs[0], res, relu
+
+
+def _erase_if_dead(root: SSAValue) -> None:
+    """Drop an allocation that nothing reads or writes any more (views and deallocs aside)."""
+    if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
+        return
+    users = []
+    todo = [root]
+    while todo:
+        for u in list(todo.pop().uses):
+            o = u.operation
+            if isinstance(o, memref.CollapseShapeOp | memref.ExpandShapeOp):
+                todo.append(o.results[0])
+            elif not isinstance(o, memref.DeallocOp):
+                return
+            users.append(o)
+    for o in reversed(users):  # views after the views they read
+        Rewriter.erase_op(o)
+    Rewriter.erase_op(root.op)
+
+
 def _pack_weight(module: ModuleOp, g: memref.GlobalOp, vw: int, b: Builder) -> SSAValue:
     """The weight (OC, IC, KH, KW) packed as [OC/vw][KH][KW][IC][vw], zero past OC, in a new
     global (made once per weight and width)."""
@@ -289,6 +393,18 @@ class TileConv(ModulePass):
     def _rewrite(module: ModuleOp, cv: _Conv, g: memref.GlobalOp, s: dict[str, int]) -> None:
         vw, owb = s["vw"], min(s["owb"], cv.ow)
         ocv = min(s["ocv"], -(-cv.oc // vw))
+        start, bias_src, init = _start_of(cv)
+        epi = _epilogue_of(cv, init) if start else None
+        if epi is not None:  # what lies between (views, allocations) moves before the conv
+            nxt = cv.op.next_op
+            while nxt is not epi[0]:
+                after = nxt.next_op
+                if not isinstance(nxt, memref.DeallocOp):
+                    nxt.detach()
+                    cv.op.parent_block().insert_op_before(nxt, cv.op)
+                nxt = after
+        if init is not None:
+            Rewriter.erase_op(init)
         b = Builder(InsertPoint.before(cv.op))
         # index constants go before a marker (itself the constant 0) ahead of all the code
         # below, so they dominate every use
@@ -296,16 +412,19 @@ class TileConv(ModulePass):
         ix = IndexBuilder(Builder(InsertPoint.before(marker)))
         ix.consts[0] = marker.result
         wp = _pack_weight(module, g, vw, b)
-        x, out = _flat(b, cv.x), _flat(b, cv.out)
+        x = _flat(b, cv.x)
+        out = _flat(b, cv.out) if epi is None else None
         x_cs, x_rs = cv.hp * cv.wp, cv.wp
         o_cs = cv.oh * cv.ow
         w_ocs = cv.kh * cv.kw * cv.ic * vw
         ints = dict(vw=vw, ic=cv.ic, kh=cv.kh, kw=cv.kw, sw=cv.sw, dh=cv.dh, dw=cv.dw,
                     x_cs=x_cs, x_rs=x_rs, w_ocs=w_ocs, o_cs=o_cs)
-        start, bias_src, init = _start_of(cv)
-        if init is not None:
-            Rewriter.erase_op(init)
         bias = _flat(b, bias_src) if bias_src is not None else None
+        res, relu = None, False
+        if epi is not None:  # the kernels write the op's result, the conv's output goes
+            _, dest, res_src, relu = epi
+            out = _flat(b, dest)
+            res = _flat(b, res_src) if res_src is not None else None
 
         def kernels(b: Builder, n: SSAValue, q0: SSAValue, y: SSAValue, nq: int, ocn: int) -> None:
             """Row y of the ocn output channels from vector block q0 on, of image n."""
@@ -318,6 +437,7 @@ class TileConv(ModulePass):
                 bo = ix.expr(b, _d(1) * vw, dims) if bias is not None else None
                 b.insert(ConvKernelOp(x, xo, wp, wo, out, oo, owb=cols, ocv=nq, ocn=ocn,
                                       start=start, bias=(bias, bo) if bias is not None else None,
+                                      res=(res, oo) if res is not None else None, relu=relu,
                                       **ints))
 
             full = cv.ow - cv.ow % owb
@@ -338,9 +458,18 @@ class TileConv(ModulePass):
             loops.append(_parallel(b, ix, [cv.n, 1, cv.oh], lambda b, ivs: kernels(
                 b, ivs[0], ix.const(groups * ocv), ivs[2], -(-rest // vw), rest)))
         # statistics count the conv once, as the generic it replaces (see compiler/stats.py)
-        loops[0].attributes[TILED_ATTR] = DictionaryAttr({
-            "op": StringAttr("generic"), "flops": IntegerAttr(flops(cv.op), i64)})
+        info = {"op": StringAttr("generic"), "flops": IntegerAttr(
+            flops(cv.op) + (flops(epi[0]) if epi is not None else 0), i64)}
+        if epi is not None:
+            info["epilogue"] = StringAttr(",".join(
+                o.name for o in epi[0].body.block.ops
+                if not isinstance(o, linalg.YieldOp | arith.ConstantOp)))
+        loops[0].attributes[TILED_ATTR] = DictionaryAttr(info)
+        root = _source(cv.out)
         Rewriter.erase_op(cv.op)
+        if epi is not None:
+            Rewriter.erase_op(epi[0])
+            _erase_if_dead(root)
 
 
 __all__ = ["TileConv"]

@@ -2,6 +2,7 @@
 // RUN: aicc-opt %s -p 'tensor-to-linalg,choose-schedule{vector-bits=512 threads=1}' | filecheck %s --check-prefix=AVX512
 // RUN: aicc-opt %s -p 'tensor-to-linalg,choose-schedule{vector-bits=256 threads=1},bufferize,tile-conv,canonicalize,cse' | filecheck %s --check-prefix=TILED
 // RUN: aicc-opt %s -p 'tensor-to-linalg{conv-nchwc=true}' | filecheck %s --check-prefix=AUTO
+// RUN: aicc-opt %s -p 'tensor-to-linalg,fuse-elementwise,choose-schedule{vector-bits=256 threads=1},bufferize,tile-conv,canonicalize,cse' | filecheck %s --check-prefix=EPI
 // The nchwc conv (compiler/targets/cpu/tile_conv.py). tensor-to-linalg lowers it to the direct
 // generic (loops n, g, oc, oh, ow | ic, kh, kw over the padded input), marked
 // aicc.conv_lowering = "nchwc"; choose-schedule records its register tile from the target's
@@ -50,6 +51,20 @@
 // TILED:          aicc_cpu.conv_kernel {{.*}} bias %[[BIAS]][%{{.*}}] : memref<10xf32> {owb = 3 : i64, {{.*}}, start = 2 : i64}
 // TILED-LABEL:  func.func @conv_auto
 
+// The elementwise op after a conv, the only reader of its output (a ResNet block's
+// relu(conv + b + residual), fused into one generic by fuse-elementwise), runs in the kernels:
+// they read the residual like the output (`res`, the same offsets), take max(., 0) (`relu`)
+// and store into the op's result; the conv's temporary output and the op's pass are gone.
+// EPI-LABEL:    func.func @conv_res_relu
+// EPI-SAME:       (%{{.*}}: memref<1x2x9x11xf32>, %{{.*}}: memref<1x10x1x1xf32>, %[[R:.*]]: memref<1x10x7x9xf32>, %[[D:.*]]: memref<1x10x7x9xf32>)
+// EPI-NOT:        memref.alloc
+// EPI-DAG:        %[[RF:.*]] = memref.collapse_shape %[[R]] {{.*}} into memref<630xf32>
+// EPI-DAG:        %[[DF:.*]] = memref.collapse_shape %[[D]] {{.*}} into memref<630xf32>
+// EPI:            aicc_cpu.conv_kernel {{.*}}, %[[DF]][%[[OFF:.*]]] bias %{{.*}}[%{{.*}}] : memref<10xf32> res %[[RF]][%[[OFF]]] : memref<630xf32> {{{.*}}, start = 2 : i64, relu}
+// EPI:            aicc.tiled = {op = "generic", flops = {{.*}}, epilogue = "arith.addf,arith.maximumf"}
+// EPI-NOT:        linalg.generic
+// EPI:            func.return
+
 // Without the attribute, the heuristic of a target with the kernel (conv-nchwc) picks nchwc
 // only from 16 output channels: these 10 go through im2col.
 // AUTO-LABEL:   func.func @conv_auto
@@ -71,6 +86,15 @@ func.func @conv_bias(%x: tensor<1x2x9x11xf32>, %b: tensor<1x10x1x1xf32>) -> tens
   %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, aicc.conv_lowering = "nchwc"} : tensor<1x2x9x11xf32>, tensor<10x2x3x3xf32> -> tensor<1x10x7x9xf32>
   %y = aicc.add %c, %b : tensor<1x10x7x9xf32>, tensor<1x10x1x1xf32> -> tensor<1x10x7x9xf32>
   func.return %y : tensor<1x10x7x9xf32>
+}
+
+func.func @conv_res_relu(%x: tensor<1x2x9x11xf32>, %b: tensor<1x10x1x1xf32>, %r: tensor<1x10x7x9xf32>) -> tensor<1x10x7x9xf32> {
+  %w = aicc.constant dense<0.5> : tensor<10x2x3x3xf32>
+  %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, aicc.conv_lowering = "nchwc"} : tensor<1x2x9x11xf32>, tensor<10x2x3x3xf32> -> tensor<1x10x7x9xf32>
+  %y = aicc.add %c, %b : tensor<1x10x7x9xf32>, tensor<1x10x1x1xf32> -> tensor<1x10x7x9xf32>
+  %s = aicc.add %y, %r : tensor<1x10x7x9xf32>, tensor<1x10x7x9xf32> -> tensor<1x10x7x9xf32>
+  %z = aicc.relu %s : tensor<1x10x7x9xf32>
+  func.return %z : tensor<1x10x7x9xf32>
 }
 
 func.func @conv_auto(%x: tensor<1x2x9x11xf32>) -> tensor<1x10x7x9xf32> {
