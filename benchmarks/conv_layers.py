@@ -2,7 +2,8 @@
 ONNX model (Conv with bias), aicc against ONNX Runtime, and the same conv's matmul alone
 (W (OC x IC*KH*KW) @ X (IC*KH*KW x OH*OW), W constant) to show the im2col copy's share.
 
-    python benchmarks/conv_layers.py [--runs 20] [--lowering im2col,nchwc]
+    python benchmarks/conv_layers.py [--runs 20] [--lowering "im2col/nchwc:owb=4,ocv=3"]
+    python benchmarks/conv_layers.py --small-cnn 1     # run.py's CNN: nchwc vs im2col vs ORT
 
 Times are the minimum thread CPU time (time.thread_time) of one call, the calls of every
 variant of one layer alternated (a, b, c, a, b, c, ...) in one process.
@@ -19,6 +20,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # (name, ic, oc, hw, k, stride, pad, count in resnet18)
 RESNET18 = [
@@ -65,6 +67,37 @@ def best_ms(fns, runs):
     return [1e3 * t for t in best]
 
 
+def small_cnn(runs: int, batch: int) -> None:
+    """run.py's CNN 3x32x32 (benchmarks/models.py): aicc with the nchwc convs, aicc without
+    (AICC_CONV_NCHWC=0) and ONNX Runtime, alternated in this process."""
+    import onnxruntime as ort
+    import torch
+
+    import compiler
+    import models
+    import workloads as W
+    import zoo
+
+    module = models.CNN(W.cnn_params()).eval()
+    x = torch.randn(batch, 3, 32, 32)
+    m = compiler.compile(module, (x,), threads=1)
+    os.environ["AICC_CONV_NCHWC"] = "0"
+    m_old = compiler.compile(module, (x,), threads=1)
+    del os.environ["AICC_CONV_NCHWC"]
+    proto = zoo.to_onnx(module, (x,))
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = 1, 1
+    sess = ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    xn = x.numpy()
+    feed = {sess.get_inputs()[0].name: xn}
+    want = sess.run(None, feed)[0]
+    for mm in (m, m_old):
+        np.testing.assert_allclose(mm(xn), want, rtol=1e-3, atol=1e-3)
+    t = best_ms([lambda: m(xn), lambda: m_old(xn), lambda: sess.run(None, feed)], runs)
+    print(f"CNN 3x32x32 b{batch}: aicc nchwc {t[0]:.3f} ms, aicc im2col {t[1]:.3f} ms, "
+          f"ORT {t[2]:.3f} ms; ORT/aicc {t[2] / t[0]:.2f} (was {t[2] / t[1]:.2f})")
+
+
 def main(argv=None) -> int:
     import onnxruntime as ort
 
@@ -77,7 +110,12 @@ def main(argv=None) -> int:
                         "nchwc:owb=4,ocv=3 also fixes the nchwc register tile")
     p.add_argument("--only", default="")
     p.add_argument("--no-matmul", action="store_true")
+    p.add_argument("--small-cnn", type=int, metavar="BATCH", default=0,
+                   help="time run.py's CNN 3x32x32 at this batch instead (A/B against im2col)")
     args = p.parse_args(argv)
+    if args.small_cnn:
+        small_cnn(args.runs, args.small_cnn)
+        return 0
     lowerings = args.lowering.split("/")
     rows = [r for r in RESNET18 if not args.only or r[0] in args.only.split(",")]
     for i, low in enumerate(lowerings):

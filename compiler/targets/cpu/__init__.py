@@ -1,7 +1,8 @@
 """The cpu target: x86-64 through LLVM, run in-process with MCJIT.
 
-Its own passes: choose-schedule (a schedule on every matmul, from the target CPU's vector
-width and caches), tile-matmul (packing, cache blocks, micro-kernels), fuse-rows (row-wise
+Its own passes: choose-schedule (a schedule on every matmul and nchwc conv, from the target
+CPU's vector width and caches), tile-conv (nchwc convs as register-tile kernels), tile-matmul
+(packing, cache blocks, micro-kernels), fuse-rows (row-wise
 kernels as one loop nest) and lower-attention (attention as a loop nest). Its schedule space
 is schedule.py, its machine description machine.py (`AICC_TARGET_CPU`), its code generator
 compiler/codegen/llvm and its runtime runtime.py (O3 + MCJIT, the thread pool).

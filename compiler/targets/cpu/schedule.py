@@ -19,7 +19,11 @@ unstrided output rows, and tiny convs go direct. The choice can be forced per op
 (`aicc.conv_lowering = "im2col"` on the aicc.conv2d), per pass
 (`tensor-to-linalg{conv-lowering=direct}`) or per process ($AICC_CONV_LOWERING); the conv's
 matmul carries `aicc.conv_lowering` too, and its schedule reads B (the conv's input matrix)
-in place below CONV_PACK_B_ROWS output channels.
+in place below CONV_PACK_B_ROWS output channels. On the cpu target (which has the kernel),
+KxK convs of one group and 16 or more output channels with a constant weight go "nchwc":
+the direct generic, marked, whose register tile `choose_conv_schedule` picks here
+(`aicc.conv_schedule = {vw, owb, ocv}`; $AICC_CONV_SCHEDULE or the op's own attribute fix
+fields) and which tile-conv (tile_conv.py) lowers to `aicc_cpu.conv_kernel`.
 
 Fields (GotoBLAS/BLIS names; rows of C are M, columns N, the reduction K):
 
