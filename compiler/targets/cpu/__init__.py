@@ -69,7 +69,10 @@ class CPUTarget(Target):
                     LowerQGemm(enabled=machine.has_avx2)),
             loops=(LowerAttention(),),
             transpose_tile=64,
-            conv_nchwc=True,
+            # the nchwc conv kernel is the default where it was measured to win: AVX2
+            # (256-bit) machines; elsewhere AICC_CONV_LOWERING=nchwc or the op's attribute
+            # still ask for it
+            conv_nchwc=machine.vector_bits == 256,
         )
         return shared.shared_stages(fuse, hooks)
 
