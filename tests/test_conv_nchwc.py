@@ -231,3 +231,23 @@ def test_default_only_on_avx2_targets():
         stages = cpu.pipeline(CompileOptions(target="cpu", target_cpu=name))
         t2l = next(p for _, passes in stages for p in passes if p.name == "tensor-to-linalg")
         assert t2l.conv_nchwc is want, name
+
+
+def test_float64_convs_keep_im2col():
+    """The kernel is f32: a float64 conv with a constant weight keeps the matmul path by
+    default (a forced nchwc would run the direct loop)."""
+    from compiler.dialects import aicc, aicc_nn
+    from compiler.pipeline import CompileOptions
+    from test_conv_lowering import np_conv2d
+    from test_nn_ops import build, rand
+
+    x = rand(1, 16, 9, 9, dtype=np.float64)
+    w = rand(32, 16, 3, 3, seed=1, dtype=np.float64)
+
+    def body(bld, xv):
+        wv = bld.insert(aicc.ConstantOp.from_array(w)).result
+        return bld.insert(aicc_nn.Conv2dOp(xv, wv)).result
+
+    m = compile_module(build([x], body), "main", options=CompileOptions(target_cpu=AVX2))
+    assert 'aicc.conv_lowering = "im2col"' in m.ir("linalg")
+    np.testing.assert_allclose(m(x), np_conv2d(x, w, (1, 1), (1, 1), 1), rtol=1e-12, atol=1e-12)

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, StringAttr, TensorType, i64
+from xdsl.dialects.builtin import AnyFloat, Float32Type, StringAttr, TensorType, i64
 from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
@@ -130,7 +130,8 @@ class LowerPad(RewritePattern):
 def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", nchwc: bool = False) -> str:
     """The lowering of `op`: its `aicc.conv_lowering` attribute, else `forced` (the pass
     option), else $AICC_CONV_LOWERING, else `choose_conv_lowering` on its shape (`nchwc`: the
-    target has the nchwc kernel). "matmul" on a conv that needs the im2col copy means
+    target has the nchwc kernel, which takes f32 convs with a constant weight and a static
+    batch). "matmul" on a conv that needs the im2col copy means
     "im2col"; "nchwc" on a grouped conv, a dynamic batch or a weight that is not a constant
     means "direct"."""
     attr = op.attributes.get(CONV_LOWERING_ATTR)
@@ -143,6 +144,7 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", nchwc: bool = False) -
         mode = choose_conv_lowering(n if isinstance(n, int) else 1, c, oc, op.groups.value.data,
                                     (oh, ow), (kh, kw), strides,
                                     nchwc=nchwc and isinstance(n, int) and _is_constant(op.weight)
+                                    and isinstance(aicc.element_type_of(op.input), Float32Type)
                                     and os.environ.get(CONV_NCHWC_ENV, "") != "0")
     if mode not in CONV_LOWERINGS:
         raise CompileError(f"conv lowering '{mode}': expected one of {', '.join(CONV_LOWERINGS)} (or auto)")
