@@ -251,3 +251,28 @@ def test_float64_convs_keep_im2col():
     m = compile_module(build([x], body), "main", options=CompileOptions(target_cpu=AVX2))
     assert 'aicc.conv_lowering = "im2col"' in m.ir("linalg")
     np.testing.assert_allclose(m(x), np_conv2d(x, w, (1, 1), (1, 1), 1), rtol=1e-12, atol=1e-12)
+
+
+def test_nchwc_residual_in_place():
+    """relu(conv(x) + r) where bufferize may write the result over r: the kernels read each
+    residual element before writing it."""
+    from compiler.dialects import aicc, aicc_nn
+    from compiler.lowering.nn_to_linalg import CONV_LOWERING_ATTR
+    from xdsl.dialects.builtin import StringAttr
+    from test_conv_lowering import np_conv2d
+    from test_nn_ops import build, rand
+
+    x, r = rand(1, 3, 9, 9), rand(1, 17, 7, 7, seed=2)
+    w = rand(17, 3, 3, 3, seed=1)
+
+    def body(bld, xv, rv):
+        wv = bld.insert(aicc.ConstantOp.from_array(w)).result
+        conv = bld.insert(aicc_nn.Conv2dOp(xv, wv))
+        conv.attributes[CONV_LOWERING_ATTR] = StringAttr("nchwc")
+        s = bld.insert(aicc.AddOp(conv.result, rv)).result
+        return bld.insert(aicc.ReluOp(s)).result
+
+    m = compile_module(build([x, r], body), "main")
+    assert "res %" in m.ir("loops")
+    want = np.maximum(np_conv2d(x, w, (1, 1), (1, 1), 1) + r, 0)
+    np.testing.assert_allclose(m(x, r), want, rtol=1e-4, atol=1e-4)

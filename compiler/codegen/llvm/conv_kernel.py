@@ -87,8 +87,11 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type) -> ir.Function
     fn.attributes.add("noinline")
     fn.attributes.add("nounwind")
     e.em.vector_attrs(fn)
-    for arg in fn.args:
-        arg.add_attribute("noalias")
+    for i, arg in enumerate(fn.args):
+        # the residual may be the output itself (an in-place add): each element is read
+        # before it is written, but the two may not be marked noalias
+        if not (cfg["res"] and (i == 2 or i == len(fn.args) - 1)):
+            arg.add_attribute("noalias")
         arg.add_attribute("captures(none)")
     k = FunctionEmitter(e.em, fn)
     _emit_body(k, fn.args, ety, **cfg)
