@@ -51,7 +51,7 @@ def best_ms(fns, runs: int) -> list[float]:
     return [1e3 * t for t in best]
 
 
-def run(name: str, threads: int, runs: int) -> dict:
+def run(name: str, threads: int, runs: int, ab: str = "") -> dict:
     import onnxruntime as ort
     import torch
 
@@ -70,7 +70,25 @@ def run(name: str, threads: int, runs: int) -> dict:
     ok, err, why = zoo.compare(zoo.outputs_of(m(*args)), [np.asarray(w) for w in want])
     row = {"model": name, "kernels": m.stats.get("kernels"), "ok": ok, "err": err, "why": why,
            "attention": m.ir("tensor").count("aicc_fused.attention")}
-    row["aicc_ms"], row["ort_ms"] = best_ms([lambda: m(*args), lambda: sess.run(None, feed)], runs)
+    fns = [lambda: m(*args), lambda: sess.run(None, feed)]
+    if ab:  # a second aicc model compiled with ENV=VALUE, timed in the same alternation
+        key, _, value = ab.partition("=")
+        old = os.environ.get(key)
+        os.environ[key] = value
+        try:
+            m_b = compiler.compile(proto, args, threads=threads)
+        finally:
+            if old is None:
+                os.environ.pop(key)
+            else:
+                os.environ[key] = old
+        ok_b, err_b, _ = zoo.compare(zoo.outputs_of(m_b(*args)), [np.asarray(w) for w in want])
+        row["ok"] = row["ok"] and ok_b
+        fns.append(lambda: m_b(*args))
+    times = best_ms(fns, runs)
+    row["aicc_ms"], row["ort_ms"] = times[:2]
+    if ab:
+        row["b_ms"] = times[2]
     return row
 
 
@@ -92,13 +110,18 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--write", action="store_true")
+    p.add_argument("--ab", default="", metavar="ENV=VALUE",
+                   help="also time aicc compiled with this environment variable set (A/B)")
     args = p.parse_args(argv)
     rows = []
     for name in [n for n in args.only.split(",") if n]:
-        rows.append(run(name, args.threads, args.runs))
+        rows.append(run(name, args.threads, args.runs, args.ab))
         r = rows[-1]
         print(f"{name:18s} ok={r['ok']} err={r['err']:.1e} aicc={r['aicc_ms']:.1f} ms "
-              f"ort={r['ort_ms']:.1f} ms", flush=True)
+              f"ort={r['ort_ms']:.1f} ms" + (f" aicc[{args.ab}]={r['b_ms']:.1f} ms "
+                                             f"ORT/aicc={r['ort_ms'] / r['aicc_ms']:.2f} "
+                                             f"ORT/aicc[{args.ab}]={r['ort_ms'] / r['b_ms']:.2f}"
+                                             if args.ab else ""), flush=True)
     text = table(rows)
     print(text)
     if args.write:

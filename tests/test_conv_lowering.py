@@ -322,13 +322,16 @@ def test_wide_convs_pack_b(xs, ws, strides, pads, threads):
     (3, 33, (5, 3), 2, (13, 9)),  # B in place
     (7, 64, (1, 1), 1, (1, 129)),  # 1x1: B is the input
 ])
-def test_constant_weights_prepacked(cin, cout, kernel, stride, hw):
+def test_constant_weights_prepacked(monkeypatch, cin, cout, kernel, stride, hw):
     """A conv's constant weight, reshaped into its matmul's A, is packed into slivers at
-    compile time, and the unpacked global goes."""
+    compile time, and the unpacked global goes. (The cpu target would take the nchwc kernel
+    for the KxK convs here, which packs its weight in a layout of its own:
+    test_conv_nchwc.py.)"""
     import torch
 
     import compiler
 
+    monkeypatch.setenv("AICC_CONV_NCHWC", "0")
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(cin, cout, kernel, stride, padding=(kernel[0] // 2, kernel[1] // 2))
     x = torch.randn(1, cin, *hw)

@@ -292,4 +292,114 @@ class QGemmOp(IRDLOperation):
                                       f"an i8 B and {c_kind} C, got {v.type}")
 
 
-AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp], [])
+# The integer properties of a conv kernel, in printing order.
+CONV_KERNEL_INTS = ("owb", "ocv", "ocn", "vw", "ic", "kh", "kw", "sw", "dh", "dw", "x_cs",
+                    "x_rs", "w_ocs", "o_cs")
+
+
+@irdl_op_definition
+class ConvKernelOp(IRDLOperation):
+    """One register tile of a direct convolution, its output channels in vectors, for
+    `tile-conv`:
+
+        aicc_cpu.conv_kernel %x[%xoff], %w[%woff], %o[%ooff]
+            {owb = 6, ocv = 2, ocn = 16, vw = 8, ic = 64, kh = 3, kw = 3, sw = 1, dh = 1,
+             dw = 1, x_cs = 3364, x_rs = 58, w_ocs = 4608, o_cs = 3136}
+
+    adds, for j < owb output columns and p < ocn output channels (p = q*vw + l, q < ocv),
+
+        O[ooff + p*o_cs + j] += sum over c < ic, r < kh, s < kw of
+            X[xoff + c*x_cs + r*dh*x_rs + s*dw + j*sw] * W[woff + q*w_ocs + ((r*kw + s)*ic + c)*vw + l]
+
+    X is the (padded) input in plain NCHW, read one scalar at a time and broadcast; W the
+    weight packed at compile time as [OC/vw][KH][KW][IC][vw] (zero past OC); O the NCHW
+    output, already holding its start (zeros or the bias). The owb x ocv vector
+    accumulators stay in registers over the whole reduction, and are transposed into O's
+    rows at the end.
+
+    `start` says where a row starts from: absent or 0, O itself (+=, as above); 1, zero (O is
+    overwritten, never read); 2, the channel's bias, `bias %b[%boff]` (O[...] = b[boff + p] +
+    sum): the zero fill or bias broadcast of the output that tile-conv folds in. Then an
+    epilogue, the elementwise op after the conv that tile-conv folds in: `res %r[%roff]` adds
+    a residual read like O (r[roff + p*o_cs + j]), and `relu` takes max(., 0), before the
+    store."""
+
+    name = "aicc_cpu.conv_kernel"
+
+    x = operand_def(MemRefType)
+    x_off = operand_def(IndexType)
+    w = operand_def(MemRefType)
+    w_off = operand_def(IndexType)
+    o = operand_def(MemRefType)
+    o_off = operand_def(IndexType)
+    bias = opt_operand_def(MemRefType)
+    bias_off = opt_operand_def(IndexType)
+    res = opt_operand_def(MemRefType)
+    res_off = opt_operand_def(IndexType)
+
+    owb = prop_def(IntegerAttr)
+    ocv = prop_def(IntegerAttr)
+    ocn = prop_def(IntegerAttr)
+    vw = prop_def(IntegerAttr)
+    ic = prop_def(IntegerAttr)
+    kh = prop_def(IntegerAttr)
+    kw = prop_def(IntegerAttr)
+    sw = prop_def(IntegerAttr)
+    dh = prop_def(IntegerAttr)
+    dw = prop_def(IntegerAttr)
+    x_cs = prop_def(IntegerAttr)
+    x_rs = prop_def(IntegerAttr)
+    w_ocs = prop_def(IntegerAttr)
+    o_cs = prop_def(IntegerAttr)
+    start = opt_prop_def(IntegerAttr)  # absent: 0
+    relu = opt_prop_def(UnitAttr)
+
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+
+    assembly_format = ("$x `[` $x_off `]` `,` $w `[` $w_off `]` `,` $o `[` $o_off `]` "
+                       "(`bias` $bias^ `[` $bias_off `]` `:` type($bias))? "
+                       "(`res` $res^ `[` $res_off `]` `:` type($res))? "
+                       "attr-dict `:` type($x) `,` type($w) `,` type($o)")
+
+    def __init__(self, x: SSAValue, x_off: SSAValue, w: SSAValue, w_off: SSAValue,
+                 o: SSAValue, o_off: SSAValue, *, start: int = 0,
+                 bias: tuple[SSAValue, SSAValue] | None = None,
+                 res: tuple[SSAValue, SSAValue] | None = None, relu: bool = False, **ints: int):
+        props = {k: IntegerAttr(ints[k], i64) for k in CONV_KERNEL_INTS}
+        if start:
+            props["start"] = IntegerAttr(start, i64)
+        if relu:
+            props["relu"] = UnitAttr()
+        biases = ([bias[0]], [bias[1]]) if bias is not None else ([], [])
+        residuals = ([res[0]], [res[1]]) if res is not None else ([], [])
+        super().__init__(operands=[x, x_off, w, w_off, o, o_off, *biases, *residuals],
+                         properties=props)
+
+    @property
+    def start_kind(self) -> int:
+        return self.start.value.data if self.start is not None else 0
+
+    def int_prop(self, name: str) -> int:
+        return getattr(self, name).value.data
+
+    def verify_(self) -> None:
+        v = {k: self.int_prop(k) for k in CONV_KERNEL_INTS}
+        if min(v.values()) < 1:
+            raise VerifyException(f"aicc_cpu.conv_kernel: sizes and strides must be positive, got {v}")
+        if not (v["ocv"] - 1) * v["vw"] < v["ocn"] <= v["ocv"] * v["vw"]:
+            raise VerifyException(f"aicc_cpu.conv_kernel: ocn = {v['ocn']} channels do not fill "
+                                  f"ocv = {v['ocv']} vectors of vw = {v['vw']}")
+        if self.start_kind not in (0, 1, 2) or (self.start_kind == 2) != (self.bias is not None):
+            raise VerifyException("aicc_cpu.conv_kernel: start is 0 (O), 1 (zero) or 2 (with "
+                                  "a bias operand)")
+        elems = {self.x.type.element_type, self.w.type.element_type, self.o.type.element_type}
+        for v in (self.bias, self.res):
+            if v is not None:
+                elems.add(v.type.element_type)
+        if len(elems) != 1 or not isinstance(self.x.type.element_type, Float32Type):
+            raise VerifyException("aicc_cpu.conv_kernel: X, W, O (and bias, res) must be f32")
+        if self.res is not None and self.start_kind == 0:
+            raise VerifyException("aicc_cpu.conv_kernel: a residual needs start 1 or 2")
+
+
+AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp, ConvKernelOp], [])

@@ -5,6 +5,7 @@ machine: a target passes its vector width and features in and compiles the text 
 
 from compiler.codegen.llvm import microkernel  # registers the aicc_cpu.microkernel handler
 from compiler.codegen.llvm import qgemm  # registers the aicc_cpu.qgemm handler
+from compiler.codegen.llvm import conv_kernel  # registers the aicc_cpu.conv_kernel handler
 from compiler.codegen.llvm.emitter import (
     EXTERNAL_DATA_MIN_BYTES,
     PARALLEL_FOR_SYMBOL,
@@ -14,4 +15,4 @@ from compiler.codegen.llvm.emitter import (
 )
 
 __all__ = ["EXTERNAL_DATA_MIN_BYTES", "LLVMEmitter", "PARALLEL_FOR_SYMBOL", "PARALLEL_MIN_WORK",
-           "emit_llvm", "microkernel", "qgemm"]
+           "conv_kernel", "emit_llvm", "microkernel", "qgemm"]

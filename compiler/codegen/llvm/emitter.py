@@ -193,6 +193,9 @@ def _op_cost(op: Operation) -> int:
         kc = _const_int(op.kc)
         return op.int_prop("mr") * (op.int_prop("nr") // op.int_prop("vw")) * (
             _UNKNOWN_TRIP if kc is None else kc)
+    if op.name == "aicc_cpu.conv_kernel":  # owb x ocv FMAs per tap and input channel
+        return op.int_prop("owb") * op.int_prop("ocv") * op.int_prop("ic") * op.int_prop(
+            "kh") * op.int_prop("kw")
     if op.name == "scf.for":
         return 1 + _trip(op.lb, op.ub, op.step) * _block_cost(op.body.block)
     if op.name == "scf.parallel":

@@ -1,7 +1,8 @@
 """The cpu target: x86-64 through LLVM, run in-process with MCJIT.
 
-Its own passes: choose-schedule (a schedule on every matmul, from the target CPU's vector
-width and caches), tile-matmul (packing, cache blocks, micro-kernels), fuse-rows (row-wise
+Its own passes: choose-schedule (a schedule on every matmul and nchwc conv, from the target
+CPU's vector width and caches), tile-conv (nchwc convs as register-tile kernels), tile-matmul
+(packing, cache blocks, micro-kernels), fuse-rows (row-wise
 kernels as one loop nest) and lower-attention (attention as a loop nest). Its schedule space
 is schedule.py, its machine description machine.py (`AICC_TARGET_CPU`), its code generator
 compiler/codegen/llvm and its runtime runtime.py (O3 + MCJIT, the thread pool).
@@ -50,6 +51,7 @@ class CPUTarget(Target):
         from compiler.targets.cpu.lower_attention import LowerAttention
         from compiler.targets.cpu.qgemm import LowerQGemm
         from compiler.targets.cpu.schedule import format_overrides
+        from compiler.targets.cpu.tile_conv import TileConv
         from compiler.targets.cpu.tile_matmul import TileMatmul
 
         machine = self.machine(options)
@@ -62,10 +64,15 @@ class CPUTarget(Target):
                                    l1_bytes=machine.l1_bytes, l2_bytes=machine.l2_bytes,
                                    overrides=format_overrides(options.schedule),
                                    record=self._record(machine)),),
-            memref=(*([FuseRows()] if fuse else []), TileMatmul(threads=threads),
+            memref=(*([FuseRows()] if fuse else []), TileConv(vector_bits=machine.vector_bits),
+                    TileMatmul(threads=threads),
                     LowerQGemm(enabled=machine.has_avx2, vnni=machine.vnni_bits)),
             loops=(LowerAttention(),),
             transpose_tile=64,
+            # the nchwc conv kernel is the default where it was measured to win: AVX2
+            # (256-bit) machines; elsewhere AICC_CONV_LOWERING=nchwc or the op's attribute
+            # still ask for it
+            conv_nchwc=machine.vector_bits == 256,
         )
         return shared.shared_stages(fuse, hooks)
 
@@ -164,6 +171,7 @@ class CPUTarget(Target):
         return {
             "choose-schedule": _pass("choose_schedule", "ChooseSchedule"),
             "tile-matmul": _pass("tile_matmul", "TileMatmul"),
+            "tile-conv": _pass("tile_conv", "TileConv"),
             "fuse-rows": _pass("fuse_rows", "FuseRows"),
             "lower-attention": _pass("lower_attention", "LowerAttention"),
             "lower-qgemm": _pass("qgemm", "LowerQGemm"),

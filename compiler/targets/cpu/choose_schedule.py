@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp, TensorType, UnitAttr
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, UnitAttr, i64
 from xdsl.dialects.linalg import ops as linalg
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.ir import OpResult, SSAValue
@@ -34,9 +34,12 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from compiler.errors import CompileError
-from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR
+from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, CONV_SCHEDULE_ATTR
 from compiler.lowering.utils import PARALLEL, REDUCTION, build_generic
 from compiler.targets.cpu.schedule import (
+    choose_conv_schedule,
+    conv_schedule_of,
+    parse_conv_schedule,
     SCHEDULE_ATTR,
     MatmulSchedule,
     choose_matmul_schedule,
@@ -113,6 +116,8 @@ class ChooseSchedule(ModulePass):
     l2_bytes: int = 0
     overrides: str = ""
     record: str = ""  # a tuning record's path ("" none)
+    # fields of every nchwc conv's register tile, "owb=7,ocv=1" ("": $AICC_CONV_SCHEDULE)
+    conv_overrides: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from pathlib import Path
@@ -158,6 +163,16 @@ class ChooseSchedule(ModulePass):
                     conv=CONV_LOWERING_ATTR in o.attributes, fixed=fixed, **caches)
             o.attributes[SCHEDULE_ATTR] = sched.to_attr()
             index += 1
+        for o in op.walk():  # the nchwc convs' register tiles (see tile_conv.py)
+            mode = o.attributes.get(CONV_LOWERING_ATTR)
+            if isinstance(o, linalg.GenericOp) and isinstance(mode, StringAttr) \
+                    and mode.data == "nchwc":
+                shape = o.outputs[0].type.get_shape()
+                s = choose_conv_schedule(self.vector_bits, shape[-1], shape[-3],
+                                         fixed={**parse_conv_schedule(self.conv_overrides),
+                                                **conv_schedule_of(o)})
+                o.attributes[CONV_SCHEDULE_ATTR] = DictionaryAttr(
+                    {k: IntegerAttr(v, i64) for k, v in s.items()})
         unused = [k for k in overrides if k is not None and k >= index]
         if unused:
             raise CompileError(

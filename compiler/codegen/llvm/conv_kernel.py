@@ -1,0 +1,192 @@
+"""LLVM IR for `aicc_cpu.conv_kernel`: one register tile of a direct convolution whose
+output channels lie in vectors (the weights blocked NCHWc-style).
+
+    acc[j][q] = 0                                           j < owb, q < ocv
+    for r < kh, s < kw, c < ic (c unrolled CONV_UNROLL times):
+        w[q]      = load <vw x f32> W[woff + q*w_ocs + ((r*kw + s)*ic + c)*vw]
+        x         = splat X[xoff + c*x_cs + r*dh*x_rs + s*dw + j*sw]
+        acc[j][q] = llvm.fma(x, w[q], acc[j][q])
+    O[ooff + (q*vw + l)*o_cs + 0 .. owb] += <acc[0][q][l], ..., acc[owb-1][q][l]>   q*vw + l < ocn
+
+The last step transposes the tile into the NCHW output's rows (shuffles: once per tile,
+against ic*kh*kw*owb*ocv FMAs), so the output needs no layout conversion.
+
+This is MLAS's NchwcConv kernel shape (output columns x blocks of output channels, inputs
+broadcast, weights packed so that one vector load serves vw output channels), and the dual
+of aicc_cpu.microkernel: there A (the weights) is broadcast and B (the im2col copy of the
+input) loaded as vectors; here the input is read where it lies, so no copy is made. The
+accumulators are loop-carried phis: pick owb * ocv + ocv + 1 within the register count.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from compiler.codegen.llvm.emitter import FunctionEmitter, byte_size, handles, memory_type
+
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+CONV_UNROLL = 4  # input channels per step of the innermost loop
+
+_INTS = ("owb", "ocv", "ocn", "vw", "ic", "kh", "kw", "sw", "dh", "dw", "x_cs", "x_rs", "w_ocs",
+         "o_cs")
+
+
+def _c64(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+class _Literal(ir.Constant):
+    """A constant printed as an LLVM literal (`zeroinitializer`, `undef`)."""
+
+    def __init__(self, ty: ir.Type, text: str):
+        super().__init__(ty, None)
+        self.text = text
+
+    def get_reference(self) -> str:
+        return self.text
+
+    def _to_string(self) -> str:
+        return f"{self.type} {self.text}"
+
+
+@handles("aicc_cpu.conv_kernel")
+def emit_conv_kernel(e: FunctionEmitter, op) -> None:
+    """A call of the kernel function for op's configuration (emitted once per module)."""
+    ety = memory_type(op.o.type.element_type)
+    cfg = {k: op.int_prop(k) for k in _INTS}
+    cfg["start"] = op.start_kind
+    cfg["res"] = op.res is not None
+    cfg["relu"] = op.relu is not None
+    fn = _kernel_function(e, cfg, ety)
+    b = e.b
+    buffers = [(op.x, op.x_off), (op.w, op.w_off), (op.o, op.o_off)]
+    if op.bias is not None:
+        buffers.append((op.bias, op.bias_off))
+    if op.res is not None:
+        buffers.append((op.res, op.res_off))
+    b.call(fn, [b.gep(e.get(v), [e.get(off)], inbounds=True, source_etype=ety)
+                for v, off in buffers])
+
+
+def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type) -> ir.Function:
+    """`void @aicc.conv_kernel.<config>(ptr x, ptr w, ptr o [, ptr bias])`, internal and
+    noinline."""
+    name = "aicc.conv_kernel." + ".".join(f"{k}{cfg[k]}" for k in _INTS)
+    if cfg["start"]:
+        name += f".start{cfg['start']}"
+    name += ".res" * cfg["res"] + ".relu" * cfg["relu"]
+    module = e.em.module
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    ptr = ir.PointerType()
+    nptr = 3 + (cfg["start"] == 2) + cfg["res"]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr] * nptr), name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("nounwind")
+    e.em.vector_attrs(fn)
+    for i, arg in enumerate(fn.args):
+        # the residual may be the output itself (an in-place add): each element is read
+        # before it is written, but the two may not be marked noalias
+        if not (cfg["res"] and (i == 2 or i == len(fn.args) - 1)):
+            arg.add_attribute("noalias")
+        arg.add_attribute("captures(none)")
+    k = FunctionEmitter(e.em, fn)
+    _emit_body(k, fn.args, ety, **cfg)
+    k.b.ret_void()
+    k.finish()
+    return fn
+
+
+def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw, dh, dw, x_cs,
+               x_rs, w_ocs, o_cs, start, res, relu) -> None:
+    b = e.b
+    x_base, w_base, o_base = args[:3]
+    bias_base = args[3] if start == 2 else None
+    res_base = args[-1] if res else None
+    vty = ir.VectorType(ety, vw)
+    esize = byte_size(ety)
+    undef_v = _Literal(vty, "undef")
+    splat_mask = _Literal(ir.VectorType(I32, vw), "zeroinitializer")
+
+    def splat(v):
+        return b.shuffle_vector(b.insert_element(undef_v, v, ir.Constant(I32, 0)), undef_v,
+                                splat_mask)
+
+    def step(xp, wp, c: ir.Value, accs: list) -> list:
+        """Input channel c of window tap (xp, wp): ocv weight loads, owb broadcasts."""
+        woff = b.mul(c, _c64(vw), flags=["nsw"])
+        wv = [b.load(b.gep(wp, [woff if q == 0 else b.add(woff, _c64(q * w_ocs), flags=["nsw"])],
+                           inbounds=True, source_etype=ety), typ=vty, align=esize)
+              for q in range(ocv)]
+        xoff = b.mul(c, _c64(x_cs), flags=["nsw"])
+        out = list(accs)
+        for j in range(owb):
+            off = xoff if j == 0 else b.add(xoff, _c64(j * sw), flags=["nsw"])
+            xv = splat(b.load(b.gep(xp, [off], inbounds=True, source_etype=ety), typ=ety,
+                              align=esize))
+            for q in range(ocv):
+                out[j * ocv + q] = e.intr("fma", xv, wv[q], out[j * ocv + q])
+        return out
+
+    def channels(xp, wp, accs: list) -> list:
+        main = ic - ic % CONV_UNROLL
+
+        def unrolled(c, carried):
+            for u in range(CONV_UNROLL):
+                cc = c if u == 0 else b.add(c, _c64(u), flags=["nsw"])
+                carried = step(xp, wp, cc, carried)
+            return carried
+
+        if main:
+            accs = e.loop(_c64(0), _c64(main), _c64(CONV_UNROLL), accs, unrolled,
+                          known_nonempty=True, unroll=False)
+        for c in range(main, ic):
+            accs = step(xp, wp, _c64(c), accs)
+        return accs
+
+    def tap_row(r, accs):
+        def tap(s, carried):
+            x_off = b.add(b.mul(r, _c64(dh * x_rs), flags=["nsw"]),
+                          b.mul(s, _c64(dw), flags=["nsw"]), flags=["nsw"])
+            w_off = b.mul(b.add(b.mul(r, _c64(kw), flags=["nsw"]), s, flags=["nsw"]),
+                          _c64(ic * vw), flags=["nsw"])
+            xp = b.gep(x_base, [x_off], inbounds=True, source_etype=ety)
+            wp = b.gep(w_base, [w_off], inbounds=True, source_etype=ety)
+            return channels(xp, wp, carried)
+
+        return e.loop(_c64(0), _c64(kw), _c64(1), accs, tap, known_nonempty=True, unroll=False)
+
+    zero = _Literal(vty, "zeroinitializer")
+    accs = e.loop(_c64(0), _c64(kh), _c64(1), [zero] * (owb * ocv), tap_row,
+                  known_nonempty=True, unroll=False)
+    rty = ety if owb == 1 else ir.VectorType(ety, owb)
+    for p in range(ocn):
+        q, lane = divmod(p, vw)
+        if owb == 1:
+            row = b.extract_element(accs[q], ir.Constant(I32, lane))
+        else:
+            row = _Literal(rty, "undef")
+            for j in range(owb):
+                row = b.insert_element(row, b.extract_element(accs[j * ocv + q],
+                                                              ir.Constant(I32, lane)),
+                                       ir.Constant(I32, j))
+        ptr = b.gep(o_base, [_c64(p * o_cs)], inbounds=True, source_etype=ety)
+        if start == 0:  # O += the tile
+            row = b.fadd(b.load(ptr, typ=rty, align=esize), row)
+        elif start == 2:  # O = the channel's bias + the tile
+            bv = b.load(b.gep(bias_base, [_c64(p)], inbounds=True, source_etype=ety), typ=ety,
+                        align=esize)
+            if owb > 1:
+                bv = b.shuffle_vector(b.insert_element(_Literal(rty, "undef"), bv, ir.Constant(I32, 0)),
+                                      _Literal(rty, "undef"),
+                                      _Literal(ir.VectorType(I32, owb), "zeroinitializer"))
+            row = b.fadd(bv, row)
+        if res_base is not None:  # the epilogue: + the residual, then max(., 0)
+            rp = b.gep(res_base, [_c64(p * o_cs)], inbounds=True, source_etype=ety)
+            row = b.fadd(row, b.load(rp, typ=rty, align=esize))
+        if relu:
+            row = e.intr("maximum", row, ir.Constant(rty, 0.0) if owb == 1 else _Literal(rty, "zeroinitializer"))
+        b.store(row, ptr, align=esize)

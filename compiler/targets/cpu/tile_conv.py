@@ -1,0 +1,475 @@
+"""tile-conv: the nchwc convolutions (CPU), as register tiles of `aicc_cpu.conv_kernel`.
+
+nn_to_linalg lowers a conv2d that `choose_conv_lowering` gives "nchwc" to the direct generic
+(loops n, g, oc, oh, ow | ic, kh, kw over the padded input) marked
+`aicc.conv_lowering = "nchwc"`, and choose-schedule records its register tile in
+`aicc.conv_schedule = {vw, owb, ocv}` (`choose_conv_schedule`: vw from the target's vector
+width). On memrefs, this pass replaces that generic by
+
+    %wp = memref.get_global @<weight>_nchwc<vw>     the weight packed now, at compile time,
+                                                    as [OC/vw][KH][KW][IC][vw] (zero past OC)
+    scf.parallel (n, group of ocv channel vectors, oh):
+      scf.for ow0 (step owb):
+        aicc_cpu.conv_kernel %x[...], %wp[...], %out[...] {owb, ocv, ocn, vw, ...}
+      [one kernel of the OW % owb last columns]
+    [one more parallel loop for the OC % (ocv*vw) last channels, ocn of them]
+
+The input is read in place (plain NCHW, already padded by aicc.pad): the kernel broadcasts
+one input value at a time against vw output channels of the packed weight, so the conv
+makes no im2col copy. Its owb x ocv accumulators go into the NCHW output, so no layout
+conversion follows. The output's start (the zero fill, or the per-channel bias that
+nn_to_linalg broadcast into it, right before the conv) is folded into the kernels, which
+then start from zero or the bias and store without reading the output; any other start is
+kept, the kernels adding into it. The first loop carries `aicc.tiled` (the generic's flops) for the
+statistics. A weight that is not a dense global, a non-f32 or strided operand leaves the
+generic as it is (a loop nest).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    FloatAttr,
+    Float32Type,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    NoneAttr,
+    StringAttr,
+    UnitAttr,
+    i64,
+)
+from xdsl.dialects.linalg import ops as linalg
+from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
+from compiler.dialects.aicc_cpu import ConvKernelOp
+from compiler.errors import CompileError
+from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR
+from compiler.lowering.loop_builder import IndexBuilder
+from compiler.stats import TILED_ATTR, flops
+from compiler.targets.cpu.schedule import choose_conv_schedule, conv_schedule_of
+
+
+def _d(i: int) -> AffineDimExpr:
+    return AffineDimExpr(i)
+
+
+def _c(v: int) -> AffineConstantExpr:
+    return AffineConstantExpr(v)
+
+
+def _coeffs(e, ndims: int) -> list[int]:
+    """The coefficients of dims 0..ndims-1 in the linear expression `e`."""
+    out = []
+    for i in range(ndims):
+        dims = [0] * ndims
+        dims[i] = 1
+        out.append(AffineMap(ndims, 0, (e,)).eval(dims, [])[0] - AffineMap(ndims, 0, (e,)).eval(
+            [0] * ndims, [])[0])
+    return out
+
+
+def _source(v: SSAValue) -> SSAValue:
+    while isinstance(v, OpResult) and isinstance(v.op, memref.CollapseShapeOp | memref.ExpandShapeOp):
+        v = v.op.operands[0]
+    return v
+
+
+def _global_of(v: SSAValue, module: ModuleOp) -> memref.GlobalOp | None:
+    """The dense global that `v` reads, through reshapes."""
+    v = _source(v)
+    if not (isinstance(v, OpResult) and isinstance(v.op, memref.GetGlobalOp)):
+        return None
+    name = v.op.name_.root_reference.data
+    for op in module.ops:
+        if isinstance(op, memref.GlobalOp) and op.sym_name.data == name \
+                and isinstance(op.initial_value, DenseIntOrFPElementsAttr):
+            return op
+    return None
+
+
+def _flat(b: Builder, v: SSAValue) -> SSAValue:
+    """A 1-D view of the contiguous memref `v`."""
+    shape = v.type.get_shape()
+    if len(shape) == 1:
+        return v
+    flat_t = MemRefType(v.type.element_type, [int(np.prod(shape))])
+    op = memref.CollapseShapeOp.create(
+        operands=[v], result_types=[flat_t],
+        properties={"reassociation": ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in range(len(shape))])])})
+    return b.insert(op).results[0]
+
+
+def _parallel(b: Builder, ix: IndexBuilder, ubs: list[int], body) -> scf.ParallelOp:
+    """scf.parallel over 0 <= ivs < ubs (dims of one trip are constants 0, but the last when
+    all are); body(builder, ivs)."""
+    live = [i for i, u in enumerate(ubs) if u > 1] or [len(ubs) - 1]
+    block = Block(arg_types=[IndexType()] * len(live))
+    loop = b.insert(scf.ParallelOp([ix.const(0)] * len(live), [ix.const(ubs[i]) for i in live],
+                                   [ix.const(1)] * len(live), Region(block)))
+    Builder(InsertPoint.at_end(block)).insert(scf.ReduceOp())
+    ivs = [ix.const(0)] * len(ubs)
+    for a, i in zip(block.args, live):
+        ivs[i] = a
+    body(Builder(InsertPoint.before(block.last_op)), ivs)
+    return loop
+
+
+def _for(b: Builder, ix: IndexBuilder, ub: int, step: int, body) -> None:
+    """scf.for 0 <= iv < ub step `step`; one trip: no loop."""
+    if ub <= 0:
+        return
+    if ub <= step:
+        body(b, ix.const(0))
+        return
+    block = Block(arg_types=[IndexType()])
+    b.insert(scf.ForOp(ix.const(0), ix.const(ub), ix.const(step), [], Region(block)))
+    Builder(InsertPoint.at_end(block)).insert(scf.YieldOp())
+    body(Builder(InsertPoint.before(block.last_op)), block.args[0])
+
+
+@dataclass
+class _Conv:
+    """A nchwc conv generic's shapes, strides and operands (memrefs)."""
+    op: linalg.GenericOp
+    x: SSAValue
+    w: SSAValue
+    out: SSAValue
+    n: int
+    ic: int
+    hp: int
+    wp: int
+    oc: int
+    kh: int
+    kw: int
+    oh: int
+    ow: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+
+    @staticmethod
+    def match(op) -> "_Conv | None":
+        if not isinstance(op, linalg.GenericOp):
+            return None
+        attr = op.attributes.get(CONV_LOWERING_ATTR)
+        if not (isinstance(attr, StringAttr) and attr.data == "nchwc"):
+            return None
+        if len(op.inputs) != 2 or len(op.outputs) != 1 or not all(
+                isinstance(v.type, MemRefType) for v in (*op.inputs, *op.outputs)):
+            raise CompileError("tile-conv: run bufferize first (an nchwc conv on tensors)")
+        x, w = op.inputs
+        out = op.outputs[0]
+        xs, ws, os_ = (v.type.get_shape() for v in (x, w, out))
+        if len(xs) != 5 or len(ws) != 5 or len(os_) != 5 or xs[1] != 1 or ws[0] != 1 \
+                or any(d < 0 for d in (*xs, *ws, *os_)):
+            raise CompileError(f"tile-conv: an nchwc conv of input {xs}, weight {ws} and "
+                               f"output {os_}: expected static (N, 1, IC, H, W), (1, OC, IC, KH, "
+                               "KW) and (N, 1, OC, OH, OW)")
+        if not isinstance(x.type.element_type, Float32Type) or not all(
+                isinstance(v.type.layout, NoneAttr) for v in (x, out)):
+            return None  # f32 and dense row-major only: the generic stays a loop nest
+        xmap = op.indexing_maps.data[0].data
+        rh, rw = xmap.results[3], xmap.results[4]
+        ch, cw = _coeffs(rh, 8), _coeffs(rw, 8)
+        return _Conv(op, x, w, out, xs[0], xs[2], xs[3], xs[4], ws[1], ws[3], ws[4],
+                     os_[3], os_[4], ch[3], cw[4], ch[6], cw[7])
+
+
+def _start_of(cv: _Conv) -> tuple[int, SSAValue | None, Operation | None]:
+    """How the conv's output starts, when the op right before the conv (views, constants
+    and globals aside) writes all of it: (1, None, a zero linalg.fill) or (2, the bias, a
+    generic broadcasting a per-channel bias into it), which the kernels then do themselves
+    (aicc_cpu.conv_kernel's `start`); else (0, None, None), the kernels adding into it."""
+    prev = cv.op.prev_op
+    while isinstance(prev, arith.ConstantOp | memref.GetGlobalOp | memref.CollapseShapeOp
+                     | memref.ExpandShapeOp):
+        prev = prev.prev_op
+    root, count = _source(cv.out), int(np.prod(cv.out.type.get_shape()))
+    if not isinstance(prev, linalg.FillOp | linalg.GenericOp) or len(prev.outputs) != 1:
+        return 0, None, None
+    dst = prev.outputs[0]
+    if _source(dst) is not root or not isinstance(dst.type, MemRefType) \
+            or int(np.prod(dst.type.get_shape())) != count:
+        return 0, None, None
+    if isinstance(prev, linalg.FillOp):
+        value = prev.inputs[0]
+        if isinstance(value, OpResult) and isinstance(value.op, arith.ConstantOp) \
+                and isinstance(value.op.value, FloatAttr) and value.op.value.value.data == 0.0:
+            return 1, None, prev
+        return 0, None, None
+    ops = list(prev.body.block.ops)
+    if len(prev.inputs) != 1 or len(ops) != 1 or list(ops[0].operands) != [prev.body.block.args[0]]:
+        return 0, None, None
+    src = prev.inputs[0]
+    maps = [m.data for m in prev.indexing_maps.data]
+    shape = src.type.get_shape() if isinstance(src.type, MemRefType) else ()
+    if dst.type.get_shape() != cv.out.type.get_shape() or maps[1] != AffineMap.identity(5) \
+            or not isinstance(src.type.layout, NoneAttr) or int(np.prod(shape)) != cv.oc:
+        return 0, None, None
+    for e, size in zip(maps[0].results, shape):  # only the channel dim (2) varies
+        if size == 1:
+            continue
+        if not (isinstance(e, AffineDimExpr) and e.position == 2):
+            return 0, None, None
+    return 2, src, prev
+
+
+_PURE = (arith.ConstantOp, memref.GetGlobalOp, memref.CollapseShapeOp, memref.ExpandShapeOp,
+         memref.AllocOp, memref.ViewOp)
+
+
+def _views(root: SSAValue) -> set[SSAValue]:
+    """`root` and its reshapes, through chains of them."""
+    out, todo = {root}, [root]
+    while todo:
+        for u in todo.pop().uses:
+            if isinstance(u.operation, memref.CollapseShapeOp | memref.ExpandShapeOp):
+                r = u.operation.results[0]
+                if r not in out:
+                    out.add(r)
+                    todo.append(r)
+    return out
+
+
+def _epilogue_of(cv: _Conv, init: Operation | None) -> tuple[
+        linalg.GenericOp, SSAValue, SSAValue | None, bool] | None:
+    """The elementwise op right after the conv (constants, views and allocations between)
+    that is the only reader of the conv's output, a temporary: D = relu(out), out + r or
+    relu(out + r), all operands (N, OC, OH, OW) read and written in place. Returns (the op,
+    D, r or None, relu), which the kernels then compute (a ResNet block's residual add and
+    ReLU), or None. `init`, the output's start that the kernels take over, is no reader."""
+    root = _source(cv.out)
+    if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
+        return None
+    views = _views(root)
+    readers = [u.operation for v in views for u in v.uses
+               if not isinstance(u.operation, memref.CollapseShapeOp | memref.ExpandShapeOp
+                                 | memref.DeallocOp) and u.operation not in (cv.op, init)]
+    if len(readers) != 1 or not isinstance(readers[0], linalg.GenericOp):
+        return None
+    g = readers[0]
+    roots = {_source(v) for v in (*g.inputs, *g.outputs)}
+    nxt = cv.op.next_op
+    while nxt is not g:  # between: pure ops, and deallocations of other buffers
+        if nxt is None or not (isinstance(nxt, _PURE) or (
+                isinstance(nxt, memref.DeallocOp) and _source(nxt.memref) not in roots)):
+            return None
+        nxt = nxt.next_op
+    count = int(np.prod(cv.out.type.get_shape()))
+    operands = [*g.inputs, *g.outputs]
+    if len(g.outputs) != 1 or len(g.inputs) not in (1, 2) or not all(
+            isinstance(v.type, MemRefType) and isinstance(v.type.layout, NoneAttr)
+            and int(np.prod(v.type.get_shape())) == count for v in operands):
+        return None
+    rank = len(g.outputs[0].type.get_shape())
+    if any(m.data != AffineMap.identity(rank) for m in g.indexing_maps.data) or any(
+            v.type.get_shape() != g.outputs[0].type.get_shape() for v in operands):
+        return None
+    c_in = [i for i, v in enumerate(g.inputs) if v in views]
+    if len(c_in) != 1 or _source(g.outputs[0]) in (root,) or any(
+            _source(v) is root for i, v in enumerate(g.inputs) if i != c_in[0]):
+        return None
+    args = g.body.block.args
+    a_out = args[c_in[0]]
+    a_res = args[1 - c_in[0]] if len(g.inputs) == 2 else None
+    ops = [o for o in g.body.block.ops if not isinstance(o, linalg.YieldOp | arith.ConstantOp)]
+
+    def zero(v) -> bool:
+        return isinstance(v, OpResult) and isinstance(v.op, arith.ConstantOp) \
+            and isinstance(v.op.value, FloatAttr) and v.op.value.value.data == 0.0
+
+    def is_relu(o, x) -> bool:
+        return isinstance(o, arith.MaximumfOp) and (
+            (o.lhs is x and zero(o.rhs)) or (o.rhs is x and zero(o.lhs)))
+
+    def is_add(o) -> bool:
+        return isinstance(o, arith.AddfOp) and a_res is not None and {o.lhs, o.rhs} == {a_out, a_res}
+
+    yielded = list(g.body.block.last_op.operands)
+    if len(ops) == 1 and a_res is None and is_relu(ops[0], a_out):
+        relu, res = True, None
+    elif len(ops) == 1 and is_add(ops[0]):
+        relu, res = False, g.inputs[1 - c_in[0]]
+    elif len(ops) == 2 and is_add(ops[0]) and is_relu(ops[1], ops[0].results[0]):
+        relu, res = True, g.inputs[1 - c_in[0]]
+    else:
+        return None
+    if yielded != [ops[-1].results[0]]:
+        return None
+    return g, g.outputs[0], res, relu
+
+
+def _erase_if_dead(root: SSAValue) -> None:
+    """Drop an allocation that nothing reads or writes any more (views and deallocs aside)."""
+    if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
+        return
+    users = []
+    todo = [root]
+    while todo:
+        for u in list(todo.pop().uses):
+            o = u.operation
+            if isinstance(o, memref.CollapseShapeOp | memref.ExpandShapeOp):
+                todo.append(o.results[0])
+            elif not isinstance(o, memref.DeallocOp):
+                return
+            users.append(o)
+    for o in reversed(users):  # views after the views they read
+        Rewriter.erase_op(o)
+    Rewriter.erase_op(root.op)
+
+
+def _pack_weight(module: ModuleOp, g: memref.GlobalOp, vw: int, b: Builder) -> SSAValue:
+    """The weight (OC, IC, KH, KW) packed as [OC/vw][KH][KW][IC][vw], zero past OC, in a new
+    global (made once per weight and width)."""
+    name = f"{g.sym_name.data}_nchwc{vw}"
+    existing = next((o for o in module.ops if isinstance(o, memref.GlobalOp)
+                     and o.sym_name.data == name), None)
+    if existing is None:
+        data = numpy_from_dense(g.initial_value)
+        oc = data.shape[0] if data.ndim == 4 else None
+        w = data.reshape(-1, *data.shape[-3:]) if data.ndim >= 4 else data
+        oc, ic, kh, kw = w.shape
+        ocb = -(-oc // vw)
+        padded = np.zeros((ocb * vw, ic, kh, kw), w.dtype)
+        padded[:oc] = w
+        packed = np.ascontiguousarray(
+            padded.reshape(ocb, vw, ic, kh, kw).transpose(0, 3, 4, 2, 1)).reshape(-1)
+        existing = memref.GlobalOp.get(
+            StringAttr(name), MemRefType(Float32Type(), [packed.size]), dense_from_numpy(packed),
+            sym_visibility=StringAttr("private"), constant=UnitAttr())
+        module.body.block.insert_op_after(existing, g)
+    return b.insert(memref.GetGlobalOp(name, existing.type)).memref
+
+
+def _weight_as_4d(module: ModuleOp, g: memref.GlobalOp, cv: _Conv) -> bool:
+    return int(np.prod(g.type.get_shape())) == cv.oc * cv.ic * cv.kh * cv.kw
+
+
+@dataclass(frozen=True)
+class TileConv(ModulePass):
+    """Every nchwc conv generic on memrefs as loops of `aicc_cpu.conv_kernel` (CPU)."""
+
+    name = "tile-conv"
+
+    vector_bits: int = 256  # for convs without an aicc.conv_schedule
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        packed: set[str] = set()
+        for o in list(op.walk()):
+            cv = _Conv.match(o)
+            if cv is None:
+                continue
+            g = _global_of(cv.w, op)
+            if g is None or not _weight_as_4d(op, g, cv):
+                continue  # a weight known only at run time: the generic stays a loop nest
+            s = conv_schedule_of(o) or choose_conv_schedule(self.vector_bits, cv.ow, cv.oc)
+            self._rewrite(op, cv, g, s)
+            packed.add(g.sym_name.data)
+        for o in reversed(list(op.walk())):
+            if isinstance(o, memref.GetGlobalOp | memref.CollapseShapeOp | memref.ExpandShapeOp) \
+                    and not o.results[0].uses:
+                Rewriter.erase_op(o)
+        used = {o.name_.root_reference.data for o in op.walk() if isinstance(o, memref.GetGlobalOp)}
+        for o in list(op.ops):
+            if isinstance(o, memref.GlobalOp) and o.sym_name.data in packed - used:
+                Rewriter.erase_op(o)
+
+    @staticmethod
+    def _rewrite(module: ModuleOp, cv: _Conv, g: memref.GlobalOp, s: dict[str, int]) -> None:
+        vw, owb = s["vw"], min(s["owb"], cv.ow)
+        ocv = min(s["ocv"], -(-cv.oc // vw))
+        start, bias_src, init = _start_of(cv)
+        epi = _epilogue_of(cv, init) if start else None
+        if epi is not None:  # what lies between (views, allocations) moves before the conv
+            nxt = cv.op.next_op
+            while nxt is not epi[0]:
+                after = nxt.next_op
+                if not isinstance(nxt, memref.DeallocOp):
+                    nxt.detach()
+                    cv.op.parent_block().insert_op_before(nxt, cv.op)
+                nxt = after
+        if init is not None:
+            Rewriter.erase_op(init)
+        b = Builder(InsertPoint.before(cv.op))
+        # index constants go before a marker (itself the constant 0) ahead of all the code
+        # below, so they dominate every use
+        marker = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType())))
+        ix = IndexBuilder(Builder(InsertPoint.before(marker)))
+        ix.consts[0] = marker.result
+        wp = _pack_weight(module, g, vw, b)
+        x = _flat(b, cv.x)
+        out = _flat(b, cv.out) if epi is None else None
+        x_cs, x_rs = cv.hp * cv.wp, cv.wp
+        o_cs = cv.oh * cv.ow
+        w_ocs = cv.kh * cv.kw * cv.ic * vw
+        ints = dict(vw=vw, ic=cv.ic, kh=cv.kh, kw=cv.kw, sw=cv.sw, dh=cv.dh, dw=cv.dw,
+                    x_cs=x_cs, x_rs=x_rs, w_ocs=w_ocs, o_cs=o_cs)
+        bias = _flat(b, bias_src) if bias_src is not None else None
+        res, relu = None, False
+        if epi is not None:  # the kernels write the op's result, the conv's output goes
+            _, dest, res_src, relu = epi
+            out = _flat(b, dest)
+            res = _flat(b, res_src) if res_src is not None else None
+
+        def kernels(b: Builder, n: SSAValue, q0: SSAValue, y: SSAValue, nq: int, ocn: int) -> None:
+            """Row y of the ocn output channels from vector block q0 on, of image n."""
+            def at(b: Builder, ow0: SSAValue, cols: int) -> None:
+                dims = {0: n, 1: q0, 2: y, 3: ow0}
+                xo = ix.expr(b, _d(0) * (cv.ic * x_cs) + _d(2) * (cv.sh * x_rs) + _d(3) * cv.sw, dims)
+                wo = ix.expr(b, _d(1) * w_ocs, dims)
+                oo = ix.expr(b, _d(0) * (cv.oc * o_cs) + _d(1) * (vw * o_cs) + _d(2) * cv.ow + _d(3),
+                             dims)
+                bo = ix.expr(b, _d(1) * vw, dims) if bias is not None else None
+                b.insert(ConvKernelOp(x, xo, wp, wo, out, oo, owb=cols, ocv=nq, ocn=ocn,
+                                      start=start, bias=(bias, bo) if bias is not None else None,
+                                      res=(res, oo) if res is not None else None, relu=relu,
+                                      **ints))
+
+            full = cv.ow - cv.ow % owb
+            _for(b, ix, full, owb, lambda b, ow0: at(b, ow0, owb))
+            if cv.ow % owb:
+                at(b, ix.const(full), cv.ow % owb)
+
+        groups = cv.oc // (ocv * vw)  # tiles of ocv full vectors
+        rest = cv.oc - groups * ocv * vw  # channels left: one tile of fewer lanes
+        loops = []
+        if groups:
+            def body(b: Builder, ivs) -> None:
+                n, qg, y = ivs
+                q0 = b.insert(arith.MuliOp(qg, ix.const(ocv))).result if groups > 1 else ix.const(0)
+                kernels(b, n, q0, y, ocv, ocv * vw)
+            loops.append(_parallel(b, ix, [cv.n, groups, cv.oh], body))
+        if rest:
+            loops.append(_parallel(b, ix, [cv.n, 1, cv.oh], lambda b, ivs: kernels(
+                b, ivs[0], ix.const(groups * ocv), ivs[2], -(-rest // vw), rest)))
+        # statistics count the conv once, as the generic it replaces (see compiler/stats.py)
+        info = {"op": StringAttr("generic"), "flops": IntegerAttr(
+            flops(cv.op) + (flops(epi[0]) if epi is not None else 0), i64)}
+        if epi is not None:
+            info["epilogue"] = StringAttr(",".join(
+                o.name for o in epi[0].body.block.ops
+                if not isinstance(o, linalg.YieldOp | arith.ConstantOp)))
+        loops[0].attributes[TILED_ATTR] = DictionaryAttr(info)
+        root = _source(cv.out)
+        Rewriter.erase_op(cv.op)
+        if epi is not None:
+            Rewriter.erase_op(epi[0])
+            _erase_if_dead(root)
+
+
+__all__ = ["TileConv"]

@@ -1,0 +1,73 @@
+// RUN: aicc-opt %s -t llvm | filecheck %s
+// aicc_cpu.conv_kernel becomes a call of one internal, noinline function per configuration:
+// owb x ocv <vw x float> accumulators carried through the kh, kw and input-channel loops (the
+// channel loop unrolled 4 times, the 5th channel after it), each step loading ocv vectors of
+// packed weights and broadcasting owb input values, then the tile transposed into the NCHW
+// output's rows: for each of the ocn = 13 channels, one <owb x float> row added into O.
+
+// CHECK-LABEL: define void @"conv"
+// CHECK:         call void @"aicc.conv_kernel.owb3.ocv2.ocn13.vw8.ic5.kh3.kw2.sw2.dh1.dw1.x_cs99.x_rs11.w_ocs240.o_cs20"(ptr %{{.*}}, ptr %{{.*}}, ptr %{{.*}})
+
+// CHECK-LABEL: define internal void @"aicc.conv_kernel.owb3.ocv2.ocn13.vw8.ic5.kh3.kw2.sw2.dh1.dw1.x_cs99.x_rs11.w_ocs240.o_cs20"(ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}) {{.*}}noinline
+// The kh loop carries the 3 x 2 accumulators; after it (its exit block is printed first) the
+// tile goes out: one <3 x float> row per output channel, o_cs = 20 floats apart, the last of
+// the 13 at 12 * 20 = 240.
+// CHECK:       loop:
+// CHECK-COUNT-6: phi  <8 x float> [zeroinitializer, %"start"]
+// CHECK:       loop.exit:
+// CHECK:         extractelement <8 x float> %{{.*}}, i32 0
+// CHECK:         insertelement <3 x float> undef
+// CHECK:         load <3 x float>
+// CHECK:         fadd <3 x float>
+// CHECK:         store <3 x float>
+// CHECK:         getelementptr inbounds float, ptr %{{.*}}, i64 20
+// CHECK:         getelementptr inbounds float, ptr %{{.*}}, i64 240
+// CHECK-NOT:     getelementptr inbounds float, ptr %{{.*}}, i64 260
+// CHECK:         ret void
+// Then the kw loop and the channel loop. One input channel: two weight vectors (the second
+// w_ocs = 240 floats on), three broadcasts of inputs sw = 2 apart, six FMAs.
+// CHECK:       loop.1:
+// CHECK:       loop.exit.1:
+// CHECK:       loop.2:
+// CHECK:         %[[W0:.*]] = load <8 x float>, ptr %{{.*}}, align 4
+// CHECK:         add nsw i64 %{{.*}}, 240
+// CHECK:         %[[W1:.*]] = load <8 x float>, ptr %{{.*}}, align 4
+// CHECK:         load float, ptr %{{.*}}, align 4
+// CHECK:         %[[S0:.*]] = shufflevector <8 x float> %{{.*}}, <8 x float> undef, <8 x i32> zeroinitializer
+// CHECK:         call <8 x float> @"llvm.fma.v8f32"(<8 x float> %[[S0]], <8 x float> %[[W0]], <8 x float> %{{.*}})
+// CHECK:         call <8 x float> @"llvm.fma.v8f32"(<8 x float> %[[S0]], <8 x float> %[[W1]], <8 x float> %{{.*}})
+// CHECK:         add nsw i64 %{{.*}}, 2
+// CHECK:         load float
+// CHECK-COUNT-4: call <8 x float> @"llvm.fma.v8f32"
+// The 4-times unrolled channel loop holds 4 x 6 FMAs, then the 5th channel follows it.
+// CHECK-COUNT-18: call <8 x float> @"llvm.fma.v8f32"
+// CHECK:       loop.exit.2:
+// CHECK-COUNT-6: call <8 x float> @"llvm.fma.v8f32"
+// CHECK-NOT:     call <8 x float> @"llvm.fma.v8f32"
+// CHECK:         add nsw i64 %"iv.1", 1
+
+// start = 2: each output row is the channel's bias (a splat) plus the tile, stored without
+// reading the output.
+// CHECK-LABEL: define internal void @"aicc.conv_kernel.owb4.ocv1.ocn8.vw8.ic1.kh1.kw1.sw1.dh1.dw1.x_cs16.x_rs4.w_ocs8.o_cs16.start2"(ptr {{.*}}, ptr {{.*}}, ptr {{.*}}, ptr {{.*}})
+// CHECK:       loop.exit:
+// CHECK:         insertelement <4 x float>
+// CHECK-NOT:     load <4 x float>
+// CHECK:         %[[B:.*]] = load float, ptr %{{.*}}, align 4
+// CHECK:         %[[BI:.*]] = insertelement <4 x float> undef, float %[[B]], i32 0
+// CHECK:         %[[BS:.*]] = shufflevector <4 x float> %[[BI]], <4 x float> undef, <4 x i32> zeroinitializer
+// CHECK:         %[[R:.*]] = fadd <4 x float> %[[BS]], %{{.*}}
+// CHECK:         store <4 x float> %[[R]], ptr %{{.*}}, align 4
+
+func.func @conv(%x: memref<1x5x9x11xf32>, %w: memref<480xf32>, %o: memref<1x13x4x5xf32>) {
+  %c0 = arith.constant 0 : index
+  %xf = memref.collapse_shape %x [[0, 1, 2, 3]] : memref<1x5x9x11xf32> into memref<495xf32>
+  %of = memref.collapse_shape %o [[0, 1, 2, 3]] : memref<1x13x4x5xf32> into memref<260xf32>
+  aicc_cpu.conv_kernel %xf[%c0], %w[%c0], %of[%c0] {owb = 3 : i64, ocv = 2 : i64, ocn = 13 : i64, vw = 8 : i64, ic = 5 : i64, kh = 3 : i64, kw = 2 : i64, sw = 2 : i64, dh = 1 : i64, dw = 1 : i64, x_cs = 99 : i64, x_rs = 11 : i64, w_ocs = 240 : i64, o_cs = 20 : i64} : memref<495xf32>, memref<480xf32>, memref<260xf32>
+  func.return
+}
+
+func.func @conv_bias(%x: memref<16xf32>, %w: memref<8xf32>, %o: memref<128xf32>, %b: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  aicc_cpu.conv_kernel %x[%c0], %w[%c0], %o[%c0] bias %b[%c0] : memref<8xf32> {owb = 4 : i64, ocv = 1 : i64, ocn = 8 : i64, vw = 8 : i64, ic = 1 : i64, kh = 1 : i64, kw = 1 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_cs = 16 : i64, x_rs = 4 : i64, w_ocs = 8 : i64, o_cs = 16 : i64, start = 2 : i64} : memref<16xf32>, memref<8xf32>, memref<128xf32>
+  func.return
+}

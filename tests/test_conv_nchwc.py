@@ -1,0 +1,278 @@
+"""The nchwc convolution (compiler/targets/cpu/tile_conv.py, aicc_cpu.conv_kernel) against
+torch in float64, on odd shapes: batch 1 to 3, 3/5/7/16/129 input channels, 13/17/24/33/64/129
+output channels (edges of the vw-wide channel blocks), 1x1 to 23x19 images, 3x3, 5x3 and 7x7
+kernels, strides 1 and 2 (also per axis), dilation 2, padding, bias, and ReLU / residual
+blocks around it, each with vw = 8 (AVX2) and vw = 16 (AVX-512: LLVM splits the vectors on
+an AVX2 host, so both run anywhere). Tolerance: rtol=1e-4, atol=1e-5*sqrt(K) for sums of
+K = IC*KH*KW products.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+from xdsl.utils.exceptions import VerifyException
+
+import compiler
+from compiler.errors import CompileError
+from compiler.lowering.conv_lowering import choose_conv_lowering
+from compiler.targets.cpu.schedule import choose_conv_schedule
+from test_conv_lowering import conv_module, inputs, want_of
+from compiler.pipeline import compile_module
+
+
+@pytest.fixture(autouse=True)
+def _no_cache(monkeypatch):
+    monkeypatch.setenv("AICC_CACHE", "0")
+
+
+# The heuristic takes the nchwc kernel on AVX2 targets (where it was measured): the tests of
+# its default choice compile for one, which runs on any x86-64 host with AVX2.
+AVX2 = "x86-64-v3"
+
+CASES = [
+    # n, ic, oc, (h, w), kernel, stride, pad, dilation, bias
+    (1, 3, 64, (23, 19), (7, 7), (2, 2), (3, 3), (1, 1), True),  # a stem
+    (2, 7, 13, (9, 11), (3, 3), (1, 1), (1, 1), (1, 1), True),  # 13 channels: one short block
+    (1, 129, 24, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1), False),
+    (3, 5, 33, (13, 9), (5, 3), (2, 1), (2, 1), (1, 1), True),
+    (1, 16, 17, (1, 1), (3, 3), (1, 1), (1, 1), (1, 1), True),  # 1x1 image, all but one tap padding
+    (1, 4, 16, (12, 12), (3, 3), (1, 1), (2, 2), (2, 2), False),  # dilation 2
+    (2, 8, 129, (6, 5), (3, 3), (2, 2), (1, 1), (1, 1), True),
+]
+
+
+def _check(m, x, want, k):
+    got = m(x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * math.sqrt(k))
+
+
+@pytest.mark.parametrize("vw", [8, 16])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_nchwc_conv_matches_torch(monkeypatch, case, vw):
+    n, ic, oc, hw, k, s, p, d, bias = case
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(ic, oc, k, stride=s, padding=p, dilation=d, bias=bias).eval()
+    x = torch.randn(n, ic, *hw)
+    monkeypatch.setenv("AICC_CONV_LOWERING", "nchwc")
+    monkeypatch.setenv("AICC_CONV_SCHEDULE", f"vw={vw}")
+    m = compiler.compile(conv, (x,), threads=1)
+    loops = m.ir("loops")
+    assert "aicc_cpu.conv_kernel" in loops and f"vw = {vw} : i64" in loops
+    assert 'aicc.conv_lowering = "nchwc"' in m.ir("linalg")
+    memref_ir = m.ir("memref")  # the weight packed at compile time, the original dropped
+    assert f"_nchwc{vw} : memref<{-(-oc // vw) * vw * ic * k[0] * k[1]}xf32>" in memref_ir
+    assert f"memref<{oc}x{ic}x" not in memref_ir
+    want = copy.deepcopy(conv).double()(x.double()).detach().numpy()
+    _check(m, x.numpy(), want, ic * k[0] * k[1])
+
+
+class _Block(torch.nn.Module):
+    """conv-bn-relu, conv-bn, + the input, relu: a ResNet basic block."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.b1 = torch.nn.BatchNorm2d(c)
+        self.c2 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.b2 = torch.nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        y = torch.relu(self.b1(self.c1(x)))
+        return torch.relu(self.b2(self.c2(y)) + x)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_nchwc_resnet_block(monkeypatch, threads):
+    """With the heuristic's own choice on an AVX2 target (nchwc for these 3x3 convs of 24
+    channels) the block
+    matches torch, the batch norms folded into the convs and the parallel loops on threads."""
+    monkeypatch.delenv("AICC_CONV_LOWERING", raising=False)
+    torch.manual_seed(1)
+    block = _Block(24).eval()
+    for bn in (block.b1, block.b2):
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 24, 13, 11)
+    m = compiler.compile(block, (x,), threads=threads, target_cpu=AVX2)
+    assert m.ir("loops").count("aicc_cpu.conv_kernel") >= 2
+    want = copy.deepcopy(block).double()(x.double()).detach().numpy()
+    _check(m, x.numpy(), want, 24 * 9 * 2)
+
+
+def test_kill_switch_and_override(monkeypatch):
+    """AICC_CONV_NCHWC=0 keeps the old choice (im2col); AICC_CONV_SCHEDULE fixes the tile."""
+    torch.manual_seed(2)
+    conv = torch.nn.Conv2d(16, 32, 3, padding=1).eval()
+    x = torch.randn(1, 16, 14, 14)
+    want = copy.deepcopy(conv).double()(x.double()).detach().numpy()
+    monkeypatch.setenv("AICC_CONV_NCHWC", "0")
+    m = compiler.compile(conv, (x,), threads=1, target_cpu=AVX2)
+    assert "aicc_cpu.conv_kernel" not in m.ir("loops")
+    assert 'aicc.conv_lowering = "im2col"' in m.ir("linalg")
+    _check(m, x.numpy(), want, 16 * 9)
+    monkeypatch.delenv("AICC_CONV_NCHWC")
+    monkeypatch.setenv("AICC_CONV_SCHEDULE", "owb=3,ocv=1")
+    m = compiler.compile(conv, (x,), threads=1, target_cpu=AVX2)
+    assert "owb = 3 : i64, ocv = 1 : i64" in m.ir("loops")
+    _check(m, x.numpy(), want, 16 * 9)
+    monkeypatch.setenv("AICC_CONV_SCHEDULE", "owb=0")
+    with pytest.raises(CompileError, match="conv schedule 'owb=0'"):
+        compiler.compile(conv, (x,), threads=1, target_cpu=AVX2)
+
+
+def test_weight_known_only_at_run_time_stays_direct():
+    """nchwc packs the weight at compile time: a weight that is an argument makes the conv
+    the direct loop, which is still right."""
+    xs, ws = (2, 3, 9, 7), (17, 3, 3, 3)
+    x, w, b = inputs(xs, ws)
+    m = compile_module(conv_module(x, w, b, (1, 1), (1, 1), 1, (1, 1, 1, 1), True, "nchwc"), "main")
+    assert "aicc_cpu.conv_kernel" not in m.ir("loops")
+    np.testing.assert_allclose(m(x, w, b), want_of(x, w, b, (1, 1), (1, 1), 1, (1, 1, 1, 1), True),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_heuristic_picks_nchwc_only_where_the_target_has_it():
+    assert choose_conv_lowering(1, 3, 64, 1, (112, 112), (7, 7), (2, 2), nchwc=True) == "nchwc"
+    assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3), nchwc=True) == "nchwc"
+    assert choose_conv_lowering(1, 256, 512, 1, (7, 7), (3, 3), (2, 2), nchwc=True) == "nchwc"
+    assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3)) == "im2col"  # no kernel
+    assert choose_conv_lowering(1, 256, 64, 1, (56, 56), (1, 1), nchwc=True) == "matmul"
+    assert choose_conv_lowering(1, 64, 128, 1, (28, 28), (1, 1), (2, 2), nchwc=True) == "im2col"
+    assert choose_conv_lowering(1, 128, 128, 4, (28, 28), (3, 3), nchwc=True) == "im2col"  # groups
+    assert choose_conv_lowering(1, 64, 8, 1, (56, 56), (3, 3), nchwc=True) == "direct"
+
+
+@pytest.mark.parametrize("bits,regs", [(256, 16), (512, 32)])
+def test_conv_schedule_fits_the_register_file(bits, regs):
+    """vw from the target's vector width; accumulators + weight vectors + one broadcast fit
+    the registers, for every output width and channel count."""
+    for ow in (1, 2, 5, 7, 13, 14, 28, 56, 112):
+        for oc in (1, 8, 13, 16, 24, 64, 129):
+            s = choose_conv_schedule(bits, ow, oc)
+            assert s["vw"] == bits // 32
+            assert 1 <= s["owb"] <= ow
+            assert s["owb"] * s["ocv"] + s["ocv"] + 1 <= regs, (ow, oc, s)
+            assert s["ocv"] <= -(-oc // s["vw"])
+    assert choose_conv_schedule(256, 56, 64) == {"vw": 8, "owb": 4, "ocv": 3}
+    assert choose_conv_schedule(256, 56, 64, fixed={"owb": 6, "ocv": 2}) == {
+        "vw": 8, "owb": 6, "ocv": 2}
+
+
+def test_conv_kernel_verifier():
+    from xdsl.dialects.builtin import Float32Type, IndexType, MemRefType
+    from xdsl.ir import Block
+
+    from compiler.dialects.aicc_cpu import ConvKernelOp
+
+    blk = Block(arg_types=[MemRefType(Float32Type(), [64]), IndexType()])
+    m, i = blk.args
+    ints = dict(owb=4, ocv=2, vw=8, ic=3, kh=3, kw=3, sw=1, dh=1, dw=1, x_cs=9, x_rs=3,
+                w_ocs=216, o_cs=16)
+    ConvKernelOp(m, i, m, i, m, i, ocn=13, **ints).verify()
+    with pytest.raises(VerifyException, match="ocn = 17 channels do not fill"):
+        ConvKernelOp(m, i, m, i, m, i, ocn=17, **ints).verify()
+    with pytest.raises(VerifyException, match="ocn = 8 channels do not fill"):
+        ConvKernelOp(m, i, m, i, m, i, ocn=8, **ints).verify()
+
+
+class _Epilogue(torch.nn.Module):
+    """conv + bias, then relu(.), . + r, relu(. + r) or a second use of the conv's output."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        self.conv = torch.nn.Conv2d(5, 19, 3, padding=1)
+
+    def forward(self, x, r):
+        y = self.conv(x)
+        if self.kind == "relu":
+            return torch.relu(y)
+        if self.kind == "add":
+            return y + r
+        if self.kind == "add_relu":
+            return torch.relu(r + y)
+        return torch.relu(y) + y * r  # two readers: no epilogue
+
+
+@pytest.mark.parametrize("kind,fused", [("relu", "arith.maximumf"), ("add", "arith.addf"),
+                                        ("add_relu", "arith.addf,arith.maximumf"),
+                                        ("two_uses", None)])
+def test_nchwc_epilogues(kind, fused):
+    """The elementwise op after the conv runs in the kernels (recorded as the conv loop's
+    epilogue) when it is the output's only reader; the result matches torch either way."""
+    torch.manual_seed(3)
+    mod = _Epilogue(kind).eval()
+    x, r = torch.randn(2, 5, 7, 13), torch.randn(2, 19, 7, 13)
+    m = compiler.compile(mod, (x, r), threads=1, target_cpu=AVX2)
+    loops = m.ir("loops")
+    assert "aicc_cpu.conv_kernel" in loops
+    if fused:
+        assert f'epilogue = "{fused}"' in loops
+        assert ("res %" in loops) == ("add" in kind)
+    else:
+        assert "epilogue" not in loops
+    want = copy.deepcopy(mod).double()(x.double(), r.double()).detach().numpy()
+    np.testing.assert_allclose(m(x.numpy(), r.numpy()), want, rtol=1e-4, atol=1e-4)
+
+
+def test_default_only_on_avx2_targets():
+    """The cpu target's tensor-to-linalg offers the kernel to the heuristic for an AVX2
+    target, not for an AVX-512 one (not timed there yet)."""
+    from compiler.stages import CompileOptions
+    from compiler.targets import get_target
+
+    cpu = get_target("cpu")
+    for name, want in (("x86-64-v3", True), ("skylake-avx512", False)):
+        stages = cpu.pipeline(CompileOptions(target="cpu", target_cpu=name))
+        t2l = next(p for _, passes in stages for p in passes if p.name == "tensor-to-linalg")
+        assert t2l.conv_nchwc is want, name
+
+
+def test_float64_convs_keep_im2col():
+    """The kernel is f32: a float64 conv with a constant weight keeps the matmul path by
+    default (a forced nchwc would run the direct loop)."""
+    from compiler.dialects import aicc, aicc_nn
+    from compiler.pipeline import CompileOptions
+    from test_conv_lowering import np_conv2d
+    from test_nn_ops import build, rand
+
+    x = rand(1, 16, 9, 9, dtype=np.float64)
+    w = rand(32, 16, 3, 3, seed=1, dtype=np.float64)
+
+    def body(bld, xv):
+        wv = bld.insert(aicc.ConstantOp.from_array(w)).result
+        return bld.insert(aicc_nn.Conv2dOp(xv, wv)).result
+
+    m = compile_module(build([x], body), "main", options=CompileOptions(target_cpu=AVX2))
+    assert 'aicc.conv_lowering = "im2col"' in m.ir("linalg")
+    np.testing.assert_allclose(m(x), np_conv2d(x, w, (1, 1), (1, 1), 1), rtol=1e-12, atol=1e-12)
+
+
+def test_nchwc_residual_in_place():
+    """relu(conv(x) + r) where bufferize may write the result over r: the kernels read each
+    residual element before writing it."""
+    from compiler.dialects import aicc, aicc_nn
+    from compiler.lowering.nn_to_linalg import CONV_LOWERING_ATTR
+    from xdsl.dialects.builtin import StringAttr
+    from test_conv_lowering import np_conv2d
+    from test_nn_ops import build, rand
+
+    x, r = rand(1, 3, 9, 9), rand(1, 17, 7, 7, seed=2)
+    w = rand(17, 3, 3, 3, seed=1)
+
+    def body(bld, xv, rv):
+        wv = bld.insert(aicc.ConstantOp.from_array(w)).result
+        conv = bld.insert(aicc_nn.Conv2dOp(xv, wv))
+        conv.attributes[CONV_LOWERING_ATTR] = StringAttr("nchwc")
+        s = bld.insert(aicc.AddOp(conv.result, rv)).result
+        return bld.insert(aicc.ReluOp(s)).result
+
+    m = compile_module(build([x, r], body), "main")
+    assert "res %" in m.ir("loops")
+    want = np.maximum(np_conv2d(x, w, (1, 1), (1, 1), 1) + r, 0)
+    np.testing.assert_allclose(m(x, r), want, rtol=1e-4, atol=1e-4)
