@@ -2,8 +2,8 @@
 ONNX model (Conv with bias), aicc against ONNX Runtime, and the same conv's matmul alone
 (W (OC x IC*KH*KW) @ X (IC*KH*KW x OH*OW), W constant) to show the im2col copy's share.
 
-    python benchmarks/conv_layers.py [--runs 20] [--lowering "im2col/nchwc:owb=4,ocv=3"]
-    python benchmarks/conv_layers.py --small-cnn 1     # run.py's CNN: nchwc vs im2col vs ORT
+    python benchmarks/conv_layers.py [--runs 20] [--lowering "im2col/packed:owb=4,ocv=3"]
+    python benchmarks/conv_layers.py --small-cnn 1     # run.py's CNN: packed vs im2col vs ORT
 
 Times are the minimum thread CPU time (time.thread_time) of one call, the calls of every
 variant of one layer alternated (a, b, c, a, b, c, ...) in one process.
@@ -68,8 +68,8 @@ def best_ms(fns, runs):
 
 
 def small_cnn(runs: int, batch: int) -> None:
-    """run.py's CNN 3x32x32 (benchmarks/models.py): aicc with the nchwc convs, aicc without
-    (AICC_CONV_NCHWC=0) and ONNX Runtime, alternated in this process."""
+    """run.py's CNN 3x32x32 (benchmarks/models.py): aicc with the packed convs, aicc without
+    (AICC_CONV_PACKED=0) and ONNX Runtime, alternated in this process."""
     import onnxruntime as ort
     import torch
 
@@ -81,9 +81,9 @@ def small_cnn(runs: int, batch: int) -> None:
     module = models.CNN(W.cnn_params()).eval()
     x = torch.randn(batch, 3, 32, 32)
     m = compiler.compile(module, (x,), threads=1)
-    os.environ["AICC_CONV_NCHWC"] = "0"
+    os.environ["AICC_CONV_PACKED"] = "0"
     m_old = compiler.compile(module, (x,), threads=1)
-    del os.environ["AICC_CONV_NCHWC"]
+    del os.environ["AICC_CONV_PACKED"]
     proto = zoo.to_onnx(module, (x,))
     so = ort.SessionOptions()
     so.intra_op_num_threads, so.inter_op_num_threads = 1, 1
@@ -94,7 +94,7 @@ def small_cnn(runs: int, batch: int) -> None:
     for mm in (m, m_old):
         np.testing.assert_allclose(mm(xn), want, rtol=1e-3, atol=1e-3)
     t = best_ms([lambda: m(xn), lambda: m_old(xn), lambda: sess.run(None, feed)], runs)
-    print(f"CNN 3x32x32 b{batch}: aicc nchwc {t[0]:.3f} ms, aicc im2col {t[1]:.3f} ms, "
+    print(f"CNN 3x32x32 b{batch}: aicc packed {t[0]:.3f} ms, aicc im2col {t[1]:.3f} ms, "
           f"ORT {t[2]:.3f} ms; ORT/aicc {t[2] / t[0]:.2f} (was {t[2] / t[1]:.2f})")
 
 
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--lowering", default="default",
                    help="aicc conv lowerings to time, separated by '/' (default: the heuristic's); "
-                        "nchwc:owb=4,ocv=3 also fixes the nchwc register tile")
+                        "packed:owb=4,ocv=3 also fixes the packed register tile")
     p.add_argument("--only", default="")
     p.add_argument("--no-matmul", action="store_true")
     p.add_argument("--small-cnn", type=int, metavar="BATCH", default=0,

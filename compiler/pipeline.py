@@ -529,7 +529,7 @@ def model_key(module: ModuleOp, func_name: str, output_is_tuple: bool,
         "target_options": {k: v for k, v in options.target_options.items()
                            if k not in target.keyless_options},
         "env": {k: os.environ.get(k, "") for k in ("AICC_CONV_LOWERING", "AICC_CONV_SCHEDULE",
-                                                       "AICC_CONV_NCHWC")},
+                                                       "AICC_CONV_PACKED")},
         "machine": target.cache_key(options),
         "versions": _versions(),
     }

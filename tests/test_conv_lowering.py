@@ -324,14 +324,14 @@ def test_wide_convs_pack_b(xs, ws, strides, pads, threads):
 ])
 def test_constant_weights_prepacked(monkeypatch, cin, cout, kernel, stride, hw):
     """A conv's constant weight, reshaped into its matmul's A, is packed into slivers at
-    compile time, and the unpacked global goes. (The cpu target would take the nchwc kernel
+    compile time, and the unpacked global goes. (The cpu target would take the packed kernel
     for the KxK convs here, which packs its weight in a layout of its own:
-    test_conv_nchwc.py.)"""
+    test_conv_packed.py.)"""
     import torch
 
     import compiler
 
-    monkeypatch.setenv("AICC_CONV_NCHWC", "0")
+    monkeypatch.setenv("AICC_CONV_PACKED", "0")
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(cin, cout, kernel, stride, padding=(kernel[0] // 2, kernel[1] // 2))
     x = torch.randn(1, cin, *hw)

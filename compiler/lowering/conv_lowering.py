@@ -1,5 +1,5 @@
-"""How a conv2d is lowered to linalg: "direct", "im2col", "matmul" or "nchwc" (see
-nn_to_linalg.py). "nchwc" is the direct generic marked for a target's blocked kernel (the cpu
+"""How a conv2d is lowered to linalg: "direct", "im2col", "matmul" or "packed" (see
+nn_to_linalg.py). "packed" is the direct generic marked for a target's blocked kernel (the cpu
 target's tile-conv: output channels in vectors, the input broadcast, no im2col copy); a
 target without one runs it as the direct loop.
 The choice is per op, made by tensor-to-linalg for every target from the conv's shape, and
@@ -7,24 +7,24 @@ recorded on the conv's matmul (`aicc.conv_lowering`) for the targets' schedules 
 
 from __future__ import annotations
 
-CONV_LOWERINGS = ("direct", "im2col", "matmul", "nchwc")
+CONV_LOWERINGS = ("direct", "im2col", "matmul", "packed")
 # On a conv2d: the lowering asked for. On the matmul generic of a conv: the lowering it came
 # from, so that choose-schedule picks the conv's schedule (see choose_matmul_schedule).
 CONV_LOWERING_ATTR = "aicc.conv_lowering"
 # The output width from which an unstrided conv with few output channels per group (4 to 15)
 # stays direct (see choose_conv_lowering).
 DIRECT_MIN_WIDTH = 28
-# On a conv2d: the register tile of its nchwc kernel, {owb, ocv, vw} (any of them), copied to
+# On a conv2d: the register tile of its packed kernel, {owb, ocv, vw} (any of them), copied to
 # its generic; tile-conv picks the fields not given from the target's vector width.
 CONV_SCHEDULE_ATTR = "aicc.conv_schedule"
-# The output channels from which a target with the nchwc kernel (`nchwc=True`) takes it for
+# The output channels from which a target with the packed kernel (`packed=True`) takes it for
 # a KxK (K > 1) conv of one group (see choose_conv_lowering).
-NCHWC_MIN_OC = 16
+PACKED_MIN_OC = 16
 
 
 def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups: int,
                          out_hw: tuple[int, int], kernel: tuple[int, int],
-                         strides: tuple[int, int] = (1, 1), nchwc: bool = False) -> str:
+                         strides: tuple[int, int] = (1, 1), packed: bool = False) -> str:
     """How a conv2d is lowered to linalg (compiler/lowering/nn_to_linalg.py):
 
       "matmul"  a 1x1 stride-1 conv: the input viewed as (N, IC, H*W) is the matmul's B
@@ -51,8 +51,8 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
     one group 7.5x at 14x14; 4-channel groups 1.4x at 7x7), while at 28x28 and 56x56
     unstrided direct stays ahead (1.08x, 1.85x)."""
     icg, ocg = in_channels // groups, out_channels // groups
-    if nchwc and groups == 1 and kernel != (1, 1) and out_channels >= NCHWC_MIN_OC:
-        return "nchwc"
+    if packed and groups == 1 and kernel != (1, 1) and out_channels >= PACKED_MIN_OC:
+        return "packed"
     macs = batch * out_channels * out_hw[0] * out_hw[1] * icg * kernel[0] * kernel[1]
     if macs < 1 << 12:
         return "direct"
@@ -65,4 +65,4 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
 
 
 __all__ = ["CONV_LOWERINGS", "CONV_LOWERING_ATTR", "CONV_SCHEDULE_ATTR", "DIRECT_MIN_WIDTH",
-           "NCHWC_MIN_OC", "choose_conv_lowering"]
+           "PACKED_MIN_OC", "choose_conv_lowering"]

@@ -91,8 +91,8 @@ from compiler.lowering.utils import (
 )
 
 CONV_LOWERING_ENV = "AICC_CONV_LOWERING"
-# "0": the heuristic never picks "nchwc", even where the target has the kernel (A/B timings)
-CONV_NCHWC_ENV = "AICC_CONV_NCHWC"
+# "0": the heuristic never picks "packed", even where the target has the kernel (A/B timings)
+CONV_PACKED_ENV = "AICC_CONV_PACKED"
 
 
 def _reshape(rewriter: PatternRewriter, v: SSAValue, shape) -> SSAValue:
@@ -127,12 +127,12 @@ class LowerPad(RewritePattern):
         rewriter.replace(op, generic)
 
 
-def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", nchwc: bool = False) -> str:
+def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False) -> str:
     """The lowering of `op`: its `aicc.conv_lowering` attribute, else `forced` (the pass
-    option), else $AICC_CONV_LOWERING, else `choose_conv_lowering` on its shape (`nchwc`: the
-    target has the nchwc kernel, which takes f32 convs with a constant weight and a static
+    option), else $AICC_CONV_LOWERING, else `choose_conv_lowering` on its shape (`packed`: the
+    target has the packed kernel, which takes f32 convs with a constant weight and a static
     batch). "matmul" on a conv that needs the im2col copy means
-    "im2col"; "nchwc" on a grouped conv, a dynamic batch or a weight that is not a constant
+    "im2col"; "packed" on a grouped conv, a dynamic batch or a weight that is not a constant
     means "direct"."""
     attr = op.attributes.get(CONV_LOWERING_ATTR)
     mode = attr.data if isinstance(attr, StringAttr) else (forced or os.environ.get(CONV_LOWERING_ENV, ""))
@@ -143,21 +143,21 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", nchwc: bool = False) -
     if mode in ("", "auto"):  # a dynamic batch: chosen as for one image
         mode = choose_conv_lowering(n if isinstance(n, int) else 1, c, oc, op.groups.value.data,
                                     (oh, ow), (kh, kw), strides,
-                                    nchwc=nchwc and isinstance(n, int) and _is_constant(op.weight)
+                                    packed=packed and isinstance(n, int) and _is_constant(op.weight)
                                     and isinstance(aicc.element_type_of(op.input), Float32Type)
-                                    and os.environ.get(CONV_NCHWC_ENV, "") != "0")
+                                    and os.environ.get(CONV_PACKED_ENV, "") != "0")
     if mode not in CONV_LOWERINGS:
         raise CompileError(f"conv lowering '{mode}': expected one of {', '.join(CONV_LOWERINGS)} (or auto)")
     if mode == "matmul" and ((kh, kw) != (1, 1) or strides != (1, 1)):
         mode = "im2col"
-    if mode == "nchwc" and (op.groups.value.data != 1 or not isinstance(n, int)
+    if mode == "packed" and (op.groups.value.data != 1 or not isinstance(n, int)
                             or not _is_constant(op.weight)):
         mode = "direct"
     return mode
 
 
 def _is_constant(v: SSAValue) -> bool:
-    """A weight known at compile time (a constant, through reshapes): nchwc packs it then."""
+    """A weight known at compile time (a constant, through reshapes): packed packs it then."""
     while isinstance(v, OpResult) and v.op.name in ("aicc.reshape", "tensor.collapse_shape",
                                                     "tensor.expand_shape"):
         v = v.op.operands[0]
@@ -217,7 +217,7 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
     (sh, sw), (dh, dw) = aicc_nn.int_values(op.strides), aicc_nn.int_values(op.dilations)
     elem = aicc.element_type_of(op.input)
     x = _reshape(rewriter, op.input, (n, g, icg, h, w))
-    if mode in ("direct", "nchwc"):
+    if mode in ("direct", "packed"):
         wt = _reshape(rewriter, op.weight, (g, ocg, icg, kh, kw))
         out_t = aicc.tensor_type(elem, (n, g, ocg, oh, ow))
         acc = _accumulator(rewriter, op, out_t, bias, (g, ocg, 1, 1))
@@ -228,7 +228,7 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
             AffineMap(8, 0, (_d(0), _d(1), _d(2), _d(3), _d(4))),
         ]
         generic = build_generic([x, wt], [acc], maps, [PARALLEL] * 5 + [REDUCTION] * 3, _mac, [out_t])
-        if mode == "nchwc":  # for the target's blocked kernel (cpu: tile-conv)
+        if mode == "packed":  # for the target's blocked kernel (cpu: tile-conv)
             generic.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)
             if CONV_SCHEDULE_ATTR in op.attributes:
                 generic.attributes[CONV_SCHEDULE_ATTR] = op.attributes[CONV_SCHEDULE_ATTR]
@@ -266,15 +266,15 @@ class LowerConv2d(RewritePattern):
     """conv2d (but one that LowerConv2dBias lowers with its bias add, when `with_bias`),
     lowered as `conv_lowering` says."""
 
-    lowering: str = ""  # the pass option: direct, im2col, matmul, nchwc, or "" (auto)
+    lowering: str = ""  # the pass option: direct, im2col, matmul, packed, or "" (auto)
     with_bias: bool = True
-    nchwc: bool = False  # the target has the nchwc kernel (see choose_conv_lowering)
+    packed: bool = False  # the target has the packed kernel (see choose_conv_lowering)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc_nn.Conv2dOp, rewriter: PatternRewriter) -> None:
         if self.with_bias and _channel_bias(op) is not None:
             return  # lowered with its add
-        rewriter.replace(op, [], [lower_conv2d(op, None, conv_lowering(op, self.lowering, self.nchwc),
+        rewriter.replace(op, [], [lower_conv2d(op, None, conv_lowering(op, self.lowering, self.packed),
                                                rewriter)])
 
 
@@ -285,14 +285,14 @@ class LowerConv2dBias(RewritePattern):
     elementwise patterns, which would otherwise lower the add alone."""
 
     lowering: str = ""
-    nchwc: bool = False
+    packed: bool = False
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc.AddOp, rewriter: PatternRewriter) -> None:
         for v in (op.lhs, op.rhs):
             conv = v.owner
             if isinstance(conv, aicc_nn.Conv2dOp) and (found := _channel_bias(conv)) and found[0] is op:
-                out = lower_conv2d(conv, found[1], conv_lowering(conv, self.lowering, self.nchwc),
+                out = lower_conv2d(conv, found[1], conv_lowering(conv, self.lowering, self.packed),
                                    rewriter)
                 rewriter.replace(op, [], [out])
                 rewriter.erase(conv)
@@ -723,9 +723,9 @@ class LowerConvTranspose2d(RewritePattern):
 
 
 def nn_patterns(conv_lowering: str = "", conv_bias: bool = True,
-                conv_nchwc: bool = False) -> list[RewritePattern]:
+                conv_packed: bool = False) -> list[RewritePattern]:
     """The NN lowerings, but for LowerConv2dBias (used when `conv_bias`), which goes before
     the elementwise ones."""
     return [LowerConvTranspose2d(), LowerResample(), LowerPad(),
-            LowerConv2d(conv_lowering, conv_bias, conv_nchwc), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
+            LowerConv2d(conv_lowering, conv_bias, conv_packed), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
             LowerGatherElements(), LowerArgReduce(), LowerCumSum()]

@@ -584,15 +584,15 @@ class TensorToLinalg(ModulePass):
     # lower conv2d + per-channel bias together, the bias as the accumulator's start (off for
     # CUDA, where map-to-gpu fuses the add into the matmul kernel as an epilogue instead)
     conv_bias: bool = True
-    # the target has the nchwc conv kernel (cpu: tile-conv), which the heuristic may then pick
-    conv_nchwc: bool = False
+    # the target has the packed conv kernel (cpu: tile-conv), which the heuristic may then pick
+    conv_packed: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         check_dynamic_support(op)
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
                 [
-                    *([LowerConv2dBias(self.conv_lowering, self.conv_nchwc)] if self.conv_bias else []),  # before LowerBinary
+                    *([LowerConv2dBias(self.conv_lowering, self.conv_packed)] if self.conv_bias else []),  # before LowerBinary
                     LowerConstant(),
                     LowerUnary(),
                     LowerBinary(),
@@ -608,7 +608,7 @@ class TensorToLinalg(ModulePass):
                     LowerReshape(),
                     LowerTensorOp(),  # aicc.tensor_op: index notation
                     *QUANT_PATTERNS,  # quantize, dequantize, matmul_integer
-                    *nn_patterns(self.conv_lowering, self.conv_bias, self.conv_nchwc),
+                    *nn_patterns(self.conv_lowering, self.conv_bias, self.conv_packed),
                 ]
             ),
         ).rewrite_module(op)

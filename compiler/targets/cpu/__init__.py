@@ -1,7 +1,7 @@
 """The cpu target: x86-64 through LLVM, run in-process with MCJIT.
 
-Its own passes: choose-schedule (a schedule on every matmul and nchwc conv, from the target
-CPU's vector width and caches), tile-conv (nchwc convs as register-tile kernels), tile-matmul
+Its own passes: choose-schedule (a schedule on every matmul and packed conv, from the target
+CPU's vector width and caches), tile-conv (packed convs as register-tile kernels), tile-matmul
 (packing, cache blocks, micro-kernels), fuse-rows (row-wise
 kernels as one loop nest) and lower-attention (attention as a loop nest). Its schedule space
 is schedule.py, its machine description machine.py (`AICC_TARGET_CPU`), its code generator
@@ -69,10 +69,10 @@ class CPUTarget(Target):
                     LowerQGemm(enabled=machine.has_avx2, vnni=machine.vnni_bits)),
             loops=(LowerAttention(),),
             transpose_tile=64,
-            # the nchwc conv kernel is the default where it was measured to win: AVX2
-            # (256-bit) machines; elsewhere AICC_CONV_LOWERING=nchwc or the op's attribute
+            # the packed conv kernel is the default where it was measured to win: AVX2
+            # (256-bit) machines; elsewhere AICC_CONV_LOWERING=packed or the op's attribute
             # still ask for it
-            conv_nchwc=machine.vector_bits == 256,
+            conv_packed=machine.vector_bits == 256,
         )
         return shared.shared_stages(fuse, hooks)
 

@@ -116,7 +116,7 @@ class ChooseSchedule(ModulePass):
     l2_bytes: int = 0
     overrides: str = ""
     record: str = ""  # a tuning record's path ("" none)
-    # fields of every nchwc conv's register tile, "owb=7,ocv=1" ("": $AICC_CONV_SCHEDULE)
+    # fields of every packed conv's register tile, "owb=7,ocv=1" ("": $AICC_CONV_SCHEDULE)
     conv_overrides: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -163,10 +163,10 @@ class ChooseSchedule(ModulePass):
                     conv=CONV_LOWERING_ATTR in o.attributes, fixed=fixed, **caches)
             o.attributes[SCHEDULE_ATTR] = sched.to_attr()
             index += 1
-        for o in op.walk():  # the nchwc convs' register tiles (see tile_conv.py)
+        for o in op.walk():  # the packed convs' register tiles (see tile_conv.py)
             mode = o.attributes.get(CONV_LOWERING_ATTR)
             if isinstance(o, linalg.GenericOp) and isinstance(mode, StringAttr) \
-                    and mode.data == "nchwc":
+                    and mode.data == "packed":
                 shape = o.outputs[0].type.get_shape()
                 s = choose_conv_schedule(self.vector_bits, shape[-1], shape[-3],
                                          fixed={**parse_conv_schedule(self.conv_overrides),

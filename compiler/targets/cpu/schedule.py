@@ -20,7 +20,7 @@ unstrided output rows, and tiny convs go direct. The choice can be forced per op
 (`tensor-to-linalg{conv-lowering=direct}`) or per process ($AICC_CONV_LOWERING); the conv's
 matmul carries `aicc.conv_lowering` too, and its schedule reads B (the conv's input matrix)
 in place below CONV_PACK_B_ROWS output channels. On the cpu target (which has the kernel),
-KxK convs of one group and 16 or more output channels with a constant weight go "nchwc":
+KxK convs of one group and 16 or more output channels with a constant weight go "packed":
 the direct generic, marked, whose register tile `choose_conv_schedule` picks here
 (`aicc.conv_schedule = {vw, owb, ocv}`; $AICC_CONV_SCHEDULE or the op's own attribute fix
 fields) and which tile-conv (tile_conv.py) lowers to `aicc_cpu.conv_kernel`.
@@ -455,7 +455,7 @@ CONV_SCHEDULE_FIELDS = ("vw", "owb", "ocv")
 
 
 def conv_schedule_of(op: Operation) -> dict[str, int]:
-    """The fields of an nchwc conv's register tile recorded on `op` (`aicc.conv_schedule`,
+    """The fields of an packed conv's register tile recorded on `op` (`aicc.conv_schedule`,
     see tile_conv.py); {} when none is."""
     attr = op.attributes.get(CONV_SCHEDULE_ATTR)
     if attr is None:
@@ -475,8 +475,8 @@ CONV_SCHEDULE_ENV = "AICC_CONV_SCHEDULE"
 
 
 def parse_conv_schedule(spec: str = "") -> dict[str, int]:
-    """Fields of an nchwc conv's register tile from text, "owb=7,ocv=1" (`spec`, else
-    $AICC_CONV_SCHEDULE): they apply to every nchwc conv that does not name its own."""
+    """Fields of an packed conv's register tile from text, "owb=7,ocv=1" (`spec`, else
+    $AICC_CONV_SCHEDULE): they apply to every packed conv that does not name its own."""
     import os
 
     spec = spec or os.environ.get(CONV_SCHEDULE_ENV, "")
@@ -493,7 +493,7 @@ def parse_conv_schedule(spec: str = "") -> dict[str, int]:
 
 def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
                          fixed: Mapping[str, int] | None = None) -> dict[str, int]:
-    """The register tile of an nchwc conv kernel (tile_conv.py): `vw` output channels per
+    """The register tile of an packed conv kernel (tile_conv.py): `vw` output channels per
     vector (the target's vector width in floats: 8 with AVX2, 16 with AVX-512), `ocv` vectors
     of output channels by `owb` output columns. The owb x ocv accumulators, the ocv weight
     vectors and one broadcast input fit the register file (16 ymm: 4 x 3; 32 zmm: 9 x 3).

@@ -1,12 +1,12 @@
-"""tile-conv: the nchwc convolutions (CPU), as register tiles of `aicc_cpu.conv_kernel`.
+"""tile-conv: the packed convolutions (CPU), as register tiles of `aicc_cpu.conv_kernel`.
 
-nn_to_linalg lowers a conv2d that `choose_conv_lowering` gives "nchwc" to the direct generic
+nn_to_linalg lowers a conv2d that `choose_conv_lowering` gives "packed" to the direct generic
 (loops n, g, oc, oh, ow | ic, kh, kw over the padded input) marked
-`aicc.conv_lowering = "nchwc"`, and choose-schedule records its register tile in
+`aicc.conv_lowering = "packed"`, and choose-schedule records its register tile in
 `aicc.conv_schedule = {vw, owb, ocv}` (`choose_conv_schedule`: vw from the target's vector
 width). On memrefs, this pass replaces that generic by
 
-    %wp = memref.get_global @<weight>_nchwc<vw>     the weight packed now, at compile time,
+    %wp = memref.get_global @<weight>_packed<vw>     the weight packed now, at compile time,
                                                     as [OC/vw][KH][KW][IC][vw] (zero past OC)
     scf.parallel (n, group of ocv channel vectors, oh):
       scf.for ow0 (step owb):
@@ -143,7 +143,7 @@ def _for(b: Builder, ix: IndexBuilder, ub: int, step: int, body) -> None:
 
 @dataclass
 class _Conv:
-    """A nchwc conv generic's shapes, strides and operands (memrefs)."""
+    """A packed conv generic's shapes, strides and operands (memrefs)."""
     op: linalg.GenericOp
     x: SSAValue
     w: SSAValue
@@ -167,17 +167,17 @@ class _Conv:
         if not isinstance(op, linalg.GenericOp):
             return None
         attr = op.attributes.get(CONV_LOWERING_ATTR)
-        if not (isinstance(attr, StringAttr) and attr.data == "nchwc"):
+        if not (isinstance(attr, StringAttr) and attr.data == "packed"):
             return None
         if len(op.inputs) != 2 or len(op.outputs) != 1 or not all(
                 isinstance(v.type, MemRefType) for v in (*op.inputs, *op.outputs)):
-            raise CompileError("tile-conv: run bufferize first (an nchwc conv on tensors)")
+            raise CompileError("tile-conv: run bufferize first (an packed conv on tensors)")
         x, w = op.inputs
         out = op.outputs[0]
         xs, ws, os_ = (v.type.get_shape() for v in (x, w, out))
         if len(xs) != 5 or len(ws) != 5 or len(os_) != 5 or xs[1] != 1 or ws[0] != 1 \
                 or any(d < 0 for d in (*xs, *ws, *os_)):
-            raise CompileError(f"tile-conv: an nchwc conv of input {xs}, weight {ws} and "
+            raise CompileError(f"tile-conv: an packed conv of input {xs}, weight {ws} and "
                                f"output {os_}: expected static (N, 1, IC, H, W), (1, OC, IC, KH, "
                                "KW) and (N, 1, OC, OH, OW)")
         if not isinstance(x.type.element_type, Float32Type) or not all(
@@ -336,7 +336,7 @@ def _erase_if_dead(root: SSAValue) -> None:
 def _pack_weight(module: ModuleOp, g: memref.GlobalOp, vw: int, b: Builder) -> SSAValue:
     """The weight (OC, IC, KH, KW) packed as [OC/vw][KH][KW][IC][vw], zero past OC, in a new
     global (made once per weight and width)."""
-    name = f"{g.sym_name.data}_nchwc{vw}"
+    name = f"{g.sym_name.data}_packed{vw}"
     existing = next((o for o in module.ops if isinstance(o, memref.GlobalOp)
                      and o.sym_name.data == name), None)
     if existing is None:
@@ -362,7 +362,7 @@ def _weight_as_4d(module: ModuleOp, g: memref.GlobalOp, cv: _Conv) -> bool:
 
 @dataclass(frozen=True)
 class TileConv(ModulePass):
-    """Every nchwc conv generic on memrefs as loops of `aicc_cpu.conv_kernel` (CPU)."""
+    """Every packed conv generic on memrefs as loops of `aicc_cpu.conv_kernel` (CPU)."""
 
     name = "tile-conv"
 

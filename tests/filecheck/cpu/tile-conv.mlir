@@ -1,11 +1,11 @@
 // RUN: aicc-opt %s -p 'tensor-to-linalg,choose-schedule{vector-bits=256 threads=1}' | filecheck %s --check-prefix=AVX2
 // RUN: aicc-opt %s -p 'tensor-to-linalg,choose-schedule{vector-bits=512 threads=1}' | filecheck %s --check-prefix=AVX512
 // RUN: aicc-opt %s -p 'tensor-to-linalg,choose-schedule{vector-bits=256 threads=1},bufferize,tile-conv,canonicalize,cse' | filecheck %s --check-prefix=TILED
-// RUN: aicc-opt %s -p 'tensor-to-linalg{conv-nchwc=true}' | filecheck %s --check-prefix=AUTO
+// RUN: aicc-opt %s -p 'tensor-to-linalg{conv-packed=true}' | filecheck %s --check-prefix=AUTO
 // RUN: aicc-opt %s -p 'tensor-to-linalg,fuse-elementwise,choose-schedule{vector-bits=256 threads=1},bufferize,tile-conv,canonicalize,cse' | filecheck %s --check-prefix=EPI
-// The nchwc conv (compiler/targets/cpu/tile_conv.py). tensor-to-linalg lowers it to the direct
+// The packed conv (compiler/targets/cpu/tile_conv.py). tensor-to-linalg lowers it to the direct
 // generic (loops n, g, oc, oh, ow | ic, kh, kw over the padded input), marked
-// aicc.conv_lowering = "nchwc"; choose-schedule records its register tile from the target's
+// aicc.conv_lowering = "packed"; choose-schedule records its register tile from the target's
 // vector width (vw = 8 floats with AVX2, 16 with AVX-512); tile-conv packs the constant weight
 // now into [OC/vw][KH][KW][IC][vw] (10 channels: 2 blocks of 8, zero past 10: 2*3*3*2*8 = 288
 // floats) and replaces the generic by a parallel loop over output rows (stride 2 in H: the
@@ -17,9 +17,9 @@
 
 // AVX2-LABEL:  func.func @conv
 // AVX2:          linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d5, ((d3 * 2) + d6), (d4 + d7))>, affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d1, d2, d5, d6, d7)>, affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
-// AVX2-SAME:       attrs = {aicc.conv_lowering = "nchwc", aicc.conv_schedule = {vw = 8 : i64, owb = 6 : i64, ocv = 2 : i64}}
+// AVX2-SAME:       attrs = {aicc.conv_lowering = "packed", aicc.conv_schedule = {vw = 8 : i64, owb = 6 : i64, ocv = 2 : i64}}
 // AVX512-LABEL: func.func @conv
-// AVX512:         attrs = {aicc.conv_lowering = "nchwc", aicc.conv_schedule = {vw = 16 : i64, owb = 9 : i64, ocv = 1 : i64}}
+// AVX512:         attrs = {aicc.conv_lowering = "packed", aicc.conv_schedule = {vw = 16 : i64, owb = 9 : i64, ocv = 1 : i64}}
 
 // TILED-LABEL:  func.func @conv
 // TILED-SAME:     (%[[X:.*]]: memref<1x2x7x9xf32>, %{{.*}}: memref<1x10x4x9xf32>)
@@ -30,7 +30,7 @@
 // TILED-DAG:      %[[C9:.*]] = arith.constant 9 : index
 // TILED-DAG:      %[[C6:.*]] = arith.constant 6 : index
 // TILED-DAG:      %[[C0:.*]] = arith.constant 0 : index
-// TILED-DAG:      %[[WP:.*]] = memref.get_global @__constant_0_nchwc8 : memref<288xf32>
+// TILED-DAG:      %[[WP:.*]] = memref.get_global @__constant_0_packed8 : memref<288xf32>
 // TILED-DAG:      %[[XF:.*]] = memref.collapse_shape {{.*}} into memref<198xf32>
 // TILED-DAG:      %[[OF:.*]] = memref.collapse_shape %[[OUT]] {{.*}} into memref<360xf32>
 // TILED:          "scf.parallel"(%[[C0]], %[[C4]], %{{.*}})
@@ -65,32 +65,32 @@
 // EPI-NOT:        linalg.generic
 // EPI:            func.return
 
-// Without the attribute, the heuristic of a target with the kernel (conv-nchwc) picks nchwc
+// Without the attribute, the heuristic of a target with the kernel (conv-packed) picks packed
 // only from 16 output channels: these 10 go through im2col.
 // AUTO-LABEL:   func.func @conv_auto
 // AUTO:           aicc.conv_lowering = "im2col"
 // AUTO-LABEL:   func.func @conv_auto16
-// AUTO:           aicc.conv_lowering = "nchwc"
+// AUTO:           aicc.conv_lowering = "packed"
 // A 1x1 conv stays a matmul on the input.
 // AUTO-LABEL:   func.func @conv_auto1x1
 // AUTO:           aicc.conv_lowering = "matmul"
 func.func @conv(%x: tensor<1x2x7x9xf32>) -> tensor<1x10x4x9xf32> {
   %w = aicc.constant dense<[[[[0.13, -0.13, 0.64], [0.10, -0.54, 0.36], [1.30, 0.95, -0.70]], [[-1.27, -0.62, 0.04], [-2.33, -0.22, -1.25], [-0.73, -0.54, -0.32]]], [[[0.41, 1.04, -0.13], [1.37, -0.67, 0.35], [0.90, 0.09, -0.74]], [[-0.92, -0.46, 0.22], [-1.01, -0.21, -0.16], [0.54, 0.21, 0.36]]], [[[-0.65, -0.13, 0.78], [1.49, -1.26, 1.51], [1.35, 0.78, 0.26]], [[-0.31, 1.46, 1.96], [1.80, 1.32, 0.36], [-1.21, -0.00, 0.66]]], [[[-1.29, 0.40, 0.43], [0.70, -1.18, -0.66], [-0.44, -1.17, 1.74]], [[-0.50, 0.33, -0.26], [1.58, 1.32, 0.63], [-2.20, 0.05, 0.68]]], [[[1.00, -0.62, 1.82], [-1.32, -0.66, 0.94], [0.05, 2.00, 0.19]], [[-0.63, -0.38, -1.09], [-1.28, 0.63, 0.58], [1.29, -0.75, 1.69]]], [[[-0.29, 1.57, -0.43], [-0.74, 0.25, 1.03], [0.16, -0.59, -1.34]], [[-1.40, 0.50, 0.99], [-0.16, -1.07, 0.87], [-1.28, -0.71, 0.62]]], [[[-2.25, 0.39, -0.58], [0.11, -0.08, 0.20], [0.69, -0.76, 1.42]], [[0.73, 0.84, 1.16], [0.79, 0.84, 0.08], [-1.43, -0.14, -0.77]]], [[[-1.42, 0.26, -0.57], [-1.03, -1.04, 0.27], [0.36, 1.32, -0.01]], [[1.04, 1.40, 1.15], [-2.37, 1.23, 0.34], [0.42, 0.37, 0.38]]], [[[0.32, -0.36, -1.90], [-0.11, -0.80, 1.08], [-0.29, 0.08, -0.85]], [[-0.51, -0.01, -1.49], [0.30, -0.11, -1.19], [-2.40, 0.51, -0.30]]], [[[-0.53, -0.24, 1.82], [-0.05, 0.09, -1.49], [1.65, 0.92, 1.07]], [[0.05, 0.92, 0.37], [0.61, -0.15, -1.47], [1.03, -1.93, -0.24]]]]> : tensor<10x2x3x3xf32>
   %p = aicc.pad %x {low = array<i64: 0, 0, 1, 1>, high = array<i64: 0, 0, 1, 1>, value = 0.0 : f32} : tensor<1x2x7x9xf32> -> tensor<1x2x9x11xf32>
-  %c = aicc.conv2d %p, %w {strides = array<i64: 2, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, aicc.conv_lowering = "nchwc"} : tensor<1x2x9x11xf32>, tensor<10x2x3x3xf32> -> tensor<1x10x4x9xf32>
+  %c = aicc.conv2d %p, %w {strides = array<i64: 2, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, aicc.conv_lowering = "packed"} : tensor<1x2x9x11xf32>, tensor<10x2x3x3xf32> -> tensor<1x10x4x9xf32>
   func.return %c : tensor<1x10x4x9xf32>
 }
 
 func.func @conv_bias(%x: tensor<1x2x9x11xf32>, %b: tensor<1x10x1x1xf32>) -> tensor<1x10x7x9xf32> {
   %w = aicc.constant dense<0.5> : tensor<10x2x3x3xf32>
-  %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, aicc.conv_lowering = "nchwc"} : tensor<1x2x9x11xf32>, tensor<10x2x3x3xf32> -> tensor<1x10x7x9xf32>
+  %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, aicc.conv_lowering = "packed"} : tensor<1x2x9x11xf32>, tensor<10x2x3x3xf32> -> tensor<1x10x7x9xf32>
   %y = aicc.add %c, %b : tensor<1x10x7x9xf32>, tensor<1x10x1x1xf32> -> tensor<1x10x7x9xf32>
   func.return %y : tensor<1x10x7x9xf32>
 }
 
 func.func @conv_res_relu(%x: tensor<1x2x9x11xf32>, %b: tensor<1x10x1x1xf32>, %r: tensor<1x10x7x9xf32>) -> tensor<1x10x7x9xf32> {
   %w = aicc.constant dense<0.5> : tensor<10x2x3x3xf32>
-  %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, aicc.conv_lowering = "nchwc"} : tensor<1x2x9x11xf32>, tensor<10x2x3x3xf32> -> tensor<1x10x7x9xf32>
+  %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, aicc.conv_lowering = "packed"} : tensor<1x2x9x11xf32>, tensor<10x2x3x3xf32> -> tensor<1x10x7x9xf32>
   %y = aicc.add %c, %b : tensor<1x10x7x9xf32>, tensor<1x10x1x1xf32> -> tensor<1x10x7x9xf32>
   %s = aicc.add %y, %r : tensor<1x10x7x9xf32>, tensor<1x10x7x9xf32> -> tensor<1x10x7x9xf32>
   %z = aicc.relu %s : tensor<1x10x7x9xf32>

@@ -1,4 +1,4 @@
-"""The nchwc convolution (compiler/targets/cpu/tile_conv.py, aicc_cpu.conv_kernel) against
+"""The packed convolution (compiler/targets/cpu/tile_conv.py, aicc_cpu.conv_kernel) against
 torch in float64, on odd shapes: batch 1 to 3, 3/5/7/16/129 input channels, 13/17/24/33/64/129
 output channels (edges of the vw-wide channel blocks), 1x1 to 23x19 images, 3x3, 5x3 and 7x7
 kernels, strides 1 and 2 (also per axis), dilation 2, padding, bias, and ReLU / residual
@@ -30,7 +30,7 @@ def _no_cache(monkeypatch):
     monkeypatch.setenv("AICC_CACHE", "0")
 
 
-# The heuristic takes the nchwc kernel on AVX2 targets (where it was measured): the tests of
+# The heuristic takes the packed kernel on AVX2 targets (where it was measured): the tests of
 # its default choice compile for one, which runs on any x86-64 host with AVX2.
 AVX2 = "x86-64-v3"
 
@@ -53,19 +53,19 @@ def _check(m, x, want, k):
 
 @pytest.mark.parametrize("vw", [8, 16])
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_nchwc_conv_matches_torch(monkeypatch, case, vw):
+def test_packed_conv_matches_torch(monkeypatch, case, vw):
     n, ic, oc, hw, k, s, p, d, bias = case
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(ic, oc, k, stride=s, padding=p, dilation=d, bias=bias).eval()
     x = torch.randn(n, ic, *hw)
-    monkeypatch.setenv("AICC_CONV_LOWERING", "nchwc")
+    monkeypatch.setenv("AICC_CONV_LOWERING", "packed")
     monkeypatch.setenv("AICC_CONV_SCHEDULE", f"vw={vw}")
     m = compiler.compile(conv, (x,), threads=1)
     loops = m.ir("loops")
     assert "aicc_cpu.conv_kernel" in loops and f"vw = {vw} : i64" in loops
-    assert 'aicc.conv_lowering = "nchwc"' in m.ir("linalg")
+    assert 'aicc.conv_lowering = "packed"' in m.ir("linalg")
     memref_ir = m.ir("memref")  # the weight packed at compile time, the original dropped
-    assert f"_nchwc{vw} : memref<{-(-oc // vw) * vw * ic * k[0] * k[1]}xf32>" in memref_ir
+    assert f"_packed{vw} : memref<{-(-oc // vw) * vw * ic * k[0] * k[1]}xf32>" in memref_ir
     assert f"memref<{oc}x{ic}x" not in memref_ir
     want = copy.deepcopy(conv).double()(x.double()).detach().numpy()
     _check(m, x.numpy(), want, ic * k[0] * k[1])
@@ -87,8 +87,8 @@ class _Block(torch.nn.Module):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_nchwc_resnet_block(monkeypatch, threads):
-    """With the heuristic's own choice on an AVX2 target (nchwc for these 3x3 convs of 24
+def test_packed_resnet_block(monkeypatch, threads):
+    """With the heuristic's own choice on an AVX2 target (packed for these 3x3 convs of 24
     channels) the block
     matches torch, the batch norms folded into the convs and the parallel loops on threads."""
     monkeypatch.delenv("AICC_CONV_LOWERING", raising=False)
@@ -105,17 +105,17 @@ def test_nchwc_resnet_block(monkeypatch, threads):
 
 
 def test_kill_switch_and_override(monkeypatch):
-    """AICC_CONV_NCHWC=0 keeps the old choice (im2col); AICC_CONV_SCHEDULE fixes the tile."""
+    """AICC_CONV_PACKED=0 keeps the old choice (im2col); AICC_CONV_SCHEDULE fixes the tile."""
     torch.manual_seed(2)
     conv = torch.nn.Conv2d(16, 32, 3, padding=1).eval()
     x = torch.randn(1, 16, 14, 14)
     want = copy.deepcopy(conv).double()(x.double()).detach().numpy()
-    monkeypatch.setenv("AICC_CONV_NCHWC", "0")
+    monkeypatch.setenv("AICC_CONV_PACKED", "0")
     m = compiler.compile(conv, (x,), threads=1, target_cpu=AVX2)
     assert "aicc_cpu.conv_kernel" not in m.ir("loops")
     assert 'aicc.conv_lowering = "im2col"' in m.ir("linalg")
     _check(m, x.numpy(), want, 16 * 9)
-    monkeypatch.delenv("AICC_CONV_NCHWC")
+    monkeypatch.delenv("AICC_CONV_PACKED")
     monkeypatch.setenv("AICC_CONV_SCHEDULE", "owb=3,ocv=1")
     m = compiler.compile(conv, (x,), threads=1, target_cpu=AVX2)
     assert "owb = 3 : i64, ocv = 1 : i64" in m.ir("loops")
@@ -126,25 +126,25 @@ def test_kill_switch_and_override(monkeypatch):
 
 
 def test_weight_known_only_at_run_time_stays_direct():
-    """nchwc packs the weight at compile time: a weight that is an argument makes the conv
+    """packed packs the weight at compile time: a weight that is an argument makes the conv
     the direct loop, which is still right."""
     xs, ws = (2, 3, 9, 7), (17, 3, 3, 3)
     x, w, b = inputs(xs, ws)
-    m = compile_module(conv_module(x, w, b, (1, 1), (1, 1), 1, (1, 1, 1, 1), True, "nchwc"), "main")
+    m = compile_module(conv_module(x, w, b, (1, 1), (1, 1), 1, (1, 1, 1, 1), True, "packed"), "main")
     assert "aicc_cpu.conv_kernel" not in m.ir("loops")
     np.testing.assert_allclose(m(x, w, b), want_of(x, w, b, (1, 1), (1, 1), 1, (1, 1, 1, 1), True),
                                rtol=1e-4, atol=1e-4)
 
 
-def test_heuristic_picks_nchwc_only_where_the_target_has_it():
-    assert choose_conv_lowering(1, 3, 64, 1, (112, 112), (7, 7), (2, 2), nchwc=True) == "nchwc"
-    assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3), nchwc=True) == "nchwc"
-    assert choose_conv_lowering(1, 256, 512, 1, (7, 7), (3, 3), (2, 2), nchwc=True) == "nchwc"
+def test_heuristic_picks_packed_only_where_the_target_has_it():
+    assert choose_conv_lowering(1, 3, 64, 1, (112, 112), (7, 7), (2, 2), packed=True) == "packed"
+    assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3), packed=True) == "packed"
+    assert choose_conv_lowering(1, 256, 512, 1, (7, 7), (3, 3), (2, 2), packed=True) == "packed"
     assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3)) == "im2col"  # no kernel
-    assert choose_conv_lowering(1, 256, 64, 1, (56, 56), (1, 1), nchwc=True) == "matmul"
-    assert choose_conv_lowering(1, 64, 128, 1, (28, 28), (1, 1), (2, 2), nchwc=True) == "im2col"
-    assert choose_conv_lowering(1, 128, 128, 4, (28, 28), (3, 3), nchwc=True) == "im2col"  # groups
-    assert choose_conv_lowering(1, 64, 8, 1, (56, 56), (3, 3), nchwc=True) == "direct"
+    assert choose_conv_lowering(1, 256, 64, 1, (56, 56), (1, 1), packed=True) == "matmul"
+    assert choose_conv_lowering(1, 64, 128, 1, (28, 28), (1, 1), (2, 2), packed=True) == "im2col"
+    assert choose_conv_lowering(1, 128, 128, 4, (28, 28), (3, 3), packed=True) == "im2col"  # groups
+    assert choose_conv_lowering(1, 64, 8, 1, (56, 56), (3, 3), packed=True) == "direct"
 
 
 @pytest.mark.parametrize("bits,regs", [(256, 16), (512, 32)])
@@ -202,7 +202,7 @@ class _Epilogue(torch.nn.Module):
 @pytest.mark.parametrize("kind,fused", [("relu", "arith.maximumf"), ("add", "arith.addf"),
                                         ("add_relu", "arith.addf,arith.maximumf"),
                                         ("two_uses", None)])
-def test_nchwc_epilogues(kind, fused):
+def test_packed_epilogues(kind, fused):
     """The elementwise op after the conv runs in the kernels (recorded as the conv loop's
     epilogue) when it is the output's only reader; the result matches torch either way."""
     torch.manual_seed(3)
@@ -230,12 +230,12 @@ def test_default_only_on_avx2_targets():
     for name, want in (("x86-64-v3", True), ("skylake-avx512", False)):
         stages = cpu.pipeline(CompileOptions(target="cpu", target_cpu=name))
         t2l = next(p for _, passes in stages for p in passes if p.name == "tensor-to-linalg")
-        assert t2l.conv_nchwc is want, name
+        assert t2l.conv_packed is want, name
 
 
 def test_float64_convs_keep_im2col():
     """The kernel is f32: a float64 conv with a constant weight keeps the matmul path by
-    default (a forced nchwc would run the direct loop)."""
+    default (a forced packed would run the direct loop)."""
     from compiler.dialects import aicc, aicc_nn
     from compiler.pipeline import CompileOptions
     from test_conv_lowering import np_conv2d
@@ -253,7 +253,7 @@ def test_float64_convs_keep_im2col():
     np.testing.assert_allclose(m(x), np_conv2d(x, w, (1, 1), (1, 1), 1), rtol=1e-12, atol=1e-12)
 
 
-def test_nchwc_residual_in_place():
+def test_packed_residual_in_place():
     """relu(conv(x) + r) where bufferize may write the result over r: the kernels read each
     residual element before writing it."""
     from compiler.dialects import aicc, aicc_nn
@@ -268,7 +268,7 @@ def test_nchwc_residual_in_place():
     def body(bld, xv, rv):
         wv = bld.insert(aicc.ConstantOp.from_array(w)).result
         conv = bld.insert(aicc_nn.Conv2dOp(xv, wv))
-        conv.attributes[CONV_LOWERING_ATTR] = StringAttr("nchwc")
+        conv.attributes[CONV_LOWERING_ATTR] = StringAttr("packed")
         s = bld.insert(aicc.AddOp(conv.result, rv)).result
         return bld.insert(aicc.ReluOp(s)).result
 
