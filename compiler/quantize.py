@@ -35,9 +35,9 @@ from xdsl.ir import SSAValue
 
 from compiler import ops
 from compiler.dialects import aicc, aicc_nn
-from compiler.dialects.aicc_quant import QMAX, QMIN, DequantizeOp, MatmulIntegerOp, QuantizeOp
+from compiler.dialects.aicc_quant import QMAX, QMIN, DequantizeOp, QuantizeOp
 from compiler.lowering.dynamic_quantize import symmetric_weights as _weights
-from compiler.lowering.quantize_matmul import QUANTIZED_ATTR
+from compiler.lowering.quantize_conv import TO_NCHW, TO_NHWC, hw_pad, im2col_matmul, nhwc_pad, nhwc_pool
 from compiler.errors import CompileError
 
 METHODS = ("minmax", "percentile", "entropy")
@@ -98,25 +98,6 @@ def _input(op) -> SSAValue:
     return op.input if isinstance(op, aicc_nn.Conv2dOp) else op.lhs
 
 
-TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
-
-
-def _hw_pad(pad: aicc_nn.PadOp) -> bool:
-    """Whether an NCHW pad pads only H and W."""
-    return aicc_nn.int_values(pad.low)[:2] == aicc_nn.int_values(pad.high)[:2] == (0, 0)
-
-
-def _nhwc_pad(x: SSAValue, pad: aicc_nn.PadOp, value: float) -> aicc_nn.PadOp:
-    """The NCHW pad `pad`, of `value`, on the NHWC `x`."""
-    return aicc_nn.PadOp(x, [aicc_nn.int_values(pad.low)[i] for i in TO_NHWC],
-                         [aicc_nn.int_values(pad.high)[i] for i in TO_NHWC], value)
-
-
-def _window(stride: int, v: str, dil: int, k: str) -> str:
-    """The input subscript of output index v and window index k: `stride * v + dil * k`."""
-    return " + ".join(f"{a} * {x}" if a != 1 else x for a, x in ((stride, v), (dil, k)))
-
-
 def _int8_conv(op: aicc_nn.Conv2dOp, scale: float, zp: int, qw: np.ndarray, w_scale: np.ndarray) -> list:
     """conv2d as an int8 im2col: the NCHW input is quantized once, into NHWC (one pass over it,
     where quantizing the gathered windows would quantize each value KH*KW times; the
@@ -126,34 +107,24 @@ def _int8_conv(op: aicc_nn.Conv2dOp, scale: float, zp: int, qw: np.ndarray, w_sc
     contiguous bytes; the (N*OH*OW, KH*KW*C) rows times the (O, KH*KW*C) weight run in
     matmul_integer, scaled per output channel, then back to NCHW. Zero padding is the zero
     point exactly (0.0 quantizes to it), so it still contributes nothing."""
-    from compiler.dialects.aicc_index import TensorOp
-
-    n, c, _, _ = aicc.shape_of(op.input)
-    o, _, kh, kw = qw.shape
+    o = qw.shape[0]
     _, _, oh, ow = aicc.shape_of(op.result)
     (sh, sw), (dh, dw) = aicc_nn.int_values(op.strides), aicc_nn.int_values(op.dilations)
     x, pad = op.input, op.input.owner
-    zero_pad = isinstance(pad, aicc_nn.PadOp) and pad.value.value.data == 0.0 and _hw_pad(pad)
+    zero_pad = isinstance(pad, aicc_nn.PadOp) and pad.value.value.data == 0.0 and hw_pad(pad)
     if zero_pad:  # quantize the unpadded input, pad the int8 one with the zero point (what 0.0 gives)
         x = pad.input
     nhwc = aicc.TransposeOp(x, list(TO_NHWC))
     new: list = [nhwc, QuantizeOp(nhwc.result, [scale], [zp])]
     if zero_pad:
-        new.append(_nhwc_pad(new[-1].results[0], pad, zp))
-    xq = new[-1].results[0]
-    text = f"out[n, p, q, i, j, c] = in0[n, {_window(sh, 'p', dh, 'i')}, {_window(sw, 'q', dw, 'j')}, c]"
-    cols = TensorOp(text, [xq], {"n": n, "p": oh, "q": ow, "i": kh, "j": kw, "c": c},
-                    aicc.TensorType(aicc.element_type_of(xq), (n, oh, ow, kh, kw, c)))
-    rows = aicc.ReshapeOp(cols.result, (n * oh * ow, kh * kw * c))
-    cw = aicc.ConstantOp.from_array(np.ascontiguousarray(qw.transpose(0, 2, 3, 1)).reshape(o, kh * kw * c))
-    mm = MatmulIntegerOp(rows.result, cw.result, zp, transpose_rhs=True)
-    mm.attributes[QUANTIZED_ATTR] = aicc.StringAttr("conv2d")
-    f = aicc.CastOp(mm.result, f32)
+        new.append(nhwc_pad(new[-1].results[0], pad, zp))
+    gemm = im2col_matmul(new[-1].results[0], zp, qw, (sh, sw), (dh, dw), (oh, ow))
+    f = aicc.CastOp(gemm[-1].result, f32)
     sc = aicc.ConstantOp.from_array((scale * np.broadcast_to(w_scale, (o,))).astype(np.float32))
     y = aicc.MulOp(f.result, sc.result)
-    back = aicc.ReshapeOp(y.result, (n, oh, ow, o))
+    back = aicc.ReshapeOp(y.result, (aicc.shape_of(op.input)[0], oh, ow, o))
     nchw = aicc.TransposeOp(back.result, list(TO_NCHW))
-    return [*new, cols, rows, cw, mm, f, sc, y, back, nchw]
+    return [*new, *gemm, f, sc, y, back, nchw]
 
 
 def _sink_to_nchw(block, t: aicc.TransposeOp) -> None:
@@ -163,8 +134,6 @@ def _sink_to_nchw(block, t: aicc.TransposeOp) -> None:
     NHWC aicc.tensor_op reduction) run on the NHWC value, and the next int8 conv's
     NCHW -> NHWC transpose cancels against it. The transpose stays in front of anything else,
     after the pools: on the smaller tensor."""
-    from compiler.dialects.aicc_index import TensorOp
-
     v = t.input
     for use in list(t.result.uses):
         u = use.operation
@@ -187,15 +156,10 @@ def _sink_to_nchw(block, t: aicc.TransposeOp) -> None:
             (lhs, ka), (rhs, kb) = nhwc(u.lhs), nhwc(u.rhs)
             block.insert_ops_before([*ka, *kb], u)
             new = type(u)(lhs, rhs)
-        elif isinstance(u, aicc_nn.PadOp) and _hw_pad(u):
-            new = _nhwc_pad(v, u, u.value.value.data)
+        elif isinstance(u, aicc_nn.PadOp) and hw_pad(u):
+            new = nhwc_pad(v, u, u.value.value.data)
         elif isinstance(u, aicc_nn.Pool2dOp):
-            (kh, kw), (sh, sw) = aicc_nn.int_values(u.kernel), aicc_nn.int_values(u.strides)
-            (dh, dw), (n, c, oh, ow) = aicc_nn.int_values(u.dilations), aicc.shape_of(u.result)
-            h, w = _window(sh, "p", dh, "i"), _window(sw, "q", dw, "j")
-            new = TensorOp(f"out[n, p, q, c] = {u.kind.data}[i, j](in0[n, {h}, {w}, c])", [v],
-                           {"n": n, "p": oh, "q": ow, "c": c, "i": kh, "j": kw},
-                           aicc.TensorType(aicc.element_type_of(v), (n, oh, ow, c)))
+            new = nhwc_pool(v, u)
         else:
             continue
         back = aicc.TransposeOp(new.results[0], list(TO_NCHW))

@@ -393,7 +393,12 @@ def test_quantized_convs_keep_nhwc_and_match_fake_quantization(batch):
     want = cnn(x, conv, mm)
     got = q(x)
     assert _cos(got, want) >= 0.99999
-    np.testing.assert_allclose(got, want, atol=1e-3 * np.abs(want).max())
+    # The reference quantizes float64 values, the model float32 ones: a value within rounding
+    # of a step's midpoint may land one step apart (seen after a 1-ulp change of a calibrated
+    # scale). Allow two such steps of the last layer's input, each moving an output by at most
+    # its scale times the largest weight.
+    s_last = np.float32(q.quantization.layers[-1].act_scale)
+    np.testing.assert_allclose(got, want, atol=max(1e-3 * np.abs(want).max(), 2 * s_last * np.abs(w3).max()))
 
 
 @pytest.mark.parametrize("per_channel", [False, True])

@@ -75,6 +75,19 @@ def nhwc_pad(x: SSAValue, pad: aicc_nn.PadOp, value: float) -> aicc_nn.PadOp:
                          [aicc_nn.int_values(pad.high)[i] for i in TO_NHWC], value)
 
 
+def nhwc_pool(x: SSAValue, pool: aicc_nn.Pool2dOp) -> Operation:
+    """The NCHW pool `pool` on the NHWC `x`, as a tensor_op: out[n, p, q, c] =
+    kind[i, j](x[n, s p + d i, s q + d j, c])."""
+    from compiler.dialects.aicc_index import TensorOp
+
+    (kh, kw), (sh, sw) = aicc_nn.int_values(pool.kernel), aicc_nn.int_values(pool.strides)
+    (dh, dw), (n, c, oh, ow) = aicc_nn.int_values(pool.dilations), aicc.shape_of(pool.result)
+    h, w = window(sh, "p", dh, "i"), window(sw, "q", dw, "j")
+    return TensorOp(f"out[n, p, q, c] = {pool.kind.data}[i, j](in0[n, {h}, {w}, c])", [x],
+                    {"n": n, "p": oh, "q": ow, "c": c, "i": kh, "j": kw},
+                    aicc.TensorType(aicc.element_type_of(x), (n, oh, ow, c)))
+
+
 def im2col_matmul(xq: SSAValue, zp: int, qw: np.ndarray, strides, dilations, out_hw) -> list[Operation]:
     """The int8 NHWC (padded) `xq` convolved with the (O, C, KH, KW) int8 `qw`: one tensor_op
     gathers the windows, cols[n, p, q, i, j, c] = xq[n, s p + d i, s q + d j, c] (runs of
@@ -263,7 +276,6 @@ class SinkNHWCTranspose(RewritePattern):
     op (see the module); transpose_nhwc(transpose_nchw(x)) -> x."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        from compiler.dialects.aicc_index import TensorOp
 
         if not op.operands:
             return
@@ -308,12 +320,7 @@ class SinkNHWCTranspose(RewritePattern):
         elif isinstance(op, aicc_nn.PadOp) and hw_pad(op):
             new = nhwc_pad(v, op, op.value.value.data)
         elif isinstance(op, aicc_nn.Pool2dOp):
-            (kh, kw), (sh, sw) = aicc_nn.int_values(op.kernel), aicc_nn.int_values(op.strides)
-            (dh, dw), (n, c, oh, ow) = aicc_nn.int_values(op.dilations), aicc.shape_of(op.result)
-            h, w = window(sh, "p", dh, "i"), window(sw, "q", dw, "j")
-            new = TensorOp(f"out[n, p, q, c] = {op.kind.data}[i, j](in0[n, {h}, {w}, c])", [v],
-                           {"n": n, "p": oh, "q": ow, "c": c, "i": kh, "j": kw},
-                           aicc.TensorType(aicc.element_type_of(v), (n, oh, ow, c)))
+            new = nhwc_pool(v, op)
         elif isinstance(op, aicc.ReduceOp) and op.axes_tuple == (2, 3) and op.keep and rank4:
             new = type(op)(v, [1, 2], True)
         elif isinstance(op, aicc.ReshapeOp):  # moving only unit dims: the NHWC data in the same order
