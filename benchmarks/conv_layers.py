@@ -15,12 +15,13 @@ import argparse
 import math
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from onnx_vs_ort import best_ms  # noqa: E402  (alternated calls, least thread CPU time)
 
 # (name, ic, oc, hw, k, stride, pad, count in resnet18)
 RESNET18 = [
@@ -39,7 +40,6 @@ RESNET18 = [
 
 
 def conv_model(ic, oc, hw, k, stride, pad, lowering=None):
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
@@ -53,18 +53,6 @@ def conv_model(ic, oc, hw, k, stride, pad, lowering=None):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, oc, oh, oh])],
                           [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-
-
-def best_ms(fns, runs):
-    for fn in fns:
-        fn()
-    best = [math.inf] * len(fns)
-    for _ in range(runs):
-        for i, fn in enumerate(fns):
-            t0 = time.thread_time()
-            fn()
-            best[i] = min(best[i], time.thread_time() - t0)
-    return [1e3 * t for t in best]
 
 
 def small_cnn(runs: int, batch: int) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from compiler.codegen.llvm.emitter import FunctionEmitter, byte_size, handles, memory_type
+from compiler.codegen.llvm.microkernel import Literal
 
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
@@ -34,20 +35,6 @@ _INTS = ("owb", "ocv", "ocn", "vw", "ic", "kh", "kw", "sw", "dh", "dw", "x_cs", 
 
 def _c64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
-
-
-class _Literal(ir.Constant):
-    """A constant printed as an LLVM literal (`zeroinitializer`, `undef`)."""
-
-    def __init__(self, ty: ir.Type, text: str):
-        super().__init__(ty, None)
-        self.text = text
-
-    def get_reference(self) -> str:
-        return self.text
-
-    def _to_string(self) -> str:
-        return f"{self.type} {self.text}"
 
 
 @handles("aicc_cpu.conv_kernel")
@@ -108,8 +95,8 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
     res_base = args[-1] if res else None
     vty = ir.VectorType(ety, vw)
     esize = byte_size(ety)
-    undef_v = _Literal(vty, "undef")
-    splat_mask = _Literal(ir.VectorType(I32, vw), "zeroinitializer")
+    undef_v = Literal(vty, "undef")
+    splat_mask = Literal(ir.VectorType(I32, vw), "zeroinitializer")
 
     def splat(v):
         return b.shuffle_vector(b.insert_element(undef_v, v, ir.Constant(I32, 0)), undef_v,
@@ -159,7 +146,7 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
 
         return e.loop(_c64(0), _c64(kw), _c64(1), accs, tap, known_nonempty=True, unroll=False)
 
-    zero = _Literal(vty, "zeroinitializer")
+    zero = Literal(vty, "zeroinitializer")
     accs = e.loop(_c64(0), _c64(kh), _c64(1), [zero] * (owb * ocv), tap_row,
                   known_nonempty=True, unroll=False)
     rty = ety if owb == 1 else ir.VectorType(ety, owb)
@@ -168,7 +155,7 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
         if owb == 1:
             row = b.extract_element(accs[q], ir.Constant(I32, lane))
         else:
-            row = _Literal(rty, "undef")
+            row = Literal(rty, "undef")
             for j in range(owb):
                 row = b.insert_element(row, b.extract_element(accs[j * ocv + q],
                                                               ir.Constant(I32, lane)),
@@ -180,13 +167,13 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
             bv = b.load(b.gep(bias_base, [_c64(p)], inbounds=True, source_etype=ety), typ=ety,
                         align=esize)
             if owb > 1:
-                bv = b.shuffle_vector(b.insert_element(_Literal(rty, "undef"), bv, ir.Constant(I32, 0)),
-                                      _Literal(rty, "undef"),
-                                      _Literal(ir.VectorType(I32, owb), "zeroinitializer"))
+                bv = b.shuffle_vector(b.insert_element(Literal(rty, "undef"), bv, ir.Constant(I32, 0)),
+                                      Literal(rty, "undef"),
+                                      Literal(ir.VectorType(I32, owb), "zeroinitializer"))
             row = b.fadd(bv, row)
         if res_base is not None:  # the epilogue: + the residual, then max(., 0)
             rp = b.gep(res_base, [_c64(p * o_cs)], inbounds=True, source_etype=ety)
             row = b.fadd(row, b.load(rp, typ=rty, align=esize))
         if relu:
-            row = e.intr("maximum", row, ir.Constant(rty, 0.0) if owb == 1 else _Literal(rty, "zeroinitializer"))
+            row = e.intr("maximum", row, ir.Constant(rty, 0.0) if owb == 1 else Literal(rty, "zeroinitializer"))
         b.store(row, ptr, align=esize)

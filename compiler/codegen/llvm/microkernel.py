@@ -27,7 +27,7 @@ I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 
 
-class _Literal(ir.Constant):
+class Literal(ir.Constant):
     """A constant printed as an LLVM literal (`zeroinitializer`, `undef`): llvmlite spells
     vector constants out element by element, which makes the IR hard to read."""
 
@@ -146,9 +146,9 @@ class _KernelBody:
         self.kc, self.m, self.n, self.accumulating = args[3:7]  # accumulating: i1, C += or C =
         self.init_base = args[7] if init_rs is not None else None
         self.lanes = ir.Constant(ir.VectorType(I64, vw), list(range(vw)))
-        self.zero_v = _Literal(self.vty, "zeroinitializer")
-        self.undef_v = _Literal(self.vty, "undef")
-        self.splat_mask = _Literal(ir.VectorType(I32, vw), "zeroinitializer")
+        self.zero_v = Literal(self.vty, "zeroinitializer")
+        self.undef_v = Literal(self.vty, "undef")
+        self.splat_mask = Literal(ir.VectorType(I32, vw), "zeroinitializer")
         self.prefetch = e.em.module.globals.get("llvm.prefetch.p0") or ir.Function(
             e.em.module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), I32, I32, I32]),
             name="llvm.prefetch.p0")
