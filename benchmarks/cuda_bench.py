@@ -129,45 +129,52 @@ def main(args) -> int:
     for name, fn, torch_fn, inputs, bar, work in cases:
         if args.only and not any(o in name for o in args.only.split(",")):
             continue
-        t0 = time.perf_counter()
-        m = compiler.compile(fn, inputs, target="cuda")
-        compile_s = time.perf_counter() - t0
-        dx = [torch.from_numpy(x).to(dev) for x in inputs]
-        outs = [torch.empty(shape, dtype=getattr(torch, np.dtype(dt).name), device=dev)
-                for shape, dt in m.output_types]
-        runner = m.executable.get(m.func_name)
-        ptrs = [device_pointer(t) for t in (*dx, *outs)]
-        t_aicc = timed(lambda: runner.launch(ptrs))
-        t_torch = timed(lambda: torch_fn(*dx))
-        ref = torch_fn(*dx)
-        err = float((outs[0] - ref).abs().max() / max(1.0, float(ref.abs().max())))
-        row = {"name": name, "aicc_ms": t_aicc, "torch_ms": t_torch,
-               "torch_over_aicc": t_torch / t_aicc, "kernels": len(m.executable.program.kernels),
-               "compile_s": compile_s, "max_scaled_err": err}
-        if bar == "matmul":
-            row["aicc_tflops"] = work / t_aicc / 1e9
-            row["cublas_tflops"] = work / t_torch / 1e9
-            row["bar"] = "aicc >= 50% of cuBLAS"
-            row["bar_ratio"] = row["aicc_tflops"] / row["cublas_tflops"]
-            row["bar_met"] = row["bar_ratio"] >= 0.5
-        elif bar == "bandwidth":
-            src = torch.empty(g * g, device=dev)
-            dst = torch.empty_like(src)
-            t_copy = timed(lambda: dst.copy_(src))
-            row["aicc_GBps"] = work / t_aicc / 1e6
-            row["d2d_copy_GBps"] = 2 * 4 * g * g / t_copy / 1e6
-            row["bar"] = ">= 80% of a device-to-device copy's GB/s"
-            row["bar_ratio"] = row["aicc_GBps"] / row["d2d_copy_GBps"]
-            row["bar_met"] = row["bar_ratio"] >= 0.8
-        elif bar == "faster":
-            row["bar"] = "at least as fast as torch"
-            row["bar_ratio"] = t_torch / t_aicc
-            row["bar_met"] = row["bar_ratio"] >= 1.0
+        try:
+            t0 = time.perf_counter()
+            m = compiler.compile(fn, inputs, target="cuda")
+            compile_s = time.perf_counter() - t0
+            dx = [torch.from_numpy(x).to(dev) for x in inputs]
+            outs = [torch.empty(shape, dtype=getattr(torch, np.dtype(dt).name), device=dev)
+                    for shape, dt in m.output_types]
+            runner = m.executable.get(m.func_name)
+            ptrs = [device_pointer(t) for t in (*dx, *outs)]
+            t_aicc = timed(lambda: runner.launch(ptrs))
+            t_torch = timed(lambda: torch_fn(*dx))
+            ref = torch_fn(*dx)
+            err = float((outs[0] - ref).abs().max() / max(1.0, float(ref.abs().max())))
+            row = {"name": name, "aicc_ms": t_aicc, "torch_ms": t_torch,
+                   "torch_over_aicc": t_torch / t_aicc, "kernels": len(m.executable.program.kernels),
+                   "compile_s": compile_s, "max_scaled_err": err}
+            if bar == "matmul":
+                row["aicc_tflops"] = work / t_aicc / 1e9
+                row["cublas_tflops"] = work / t_torch / 1e9
+                row["bar"] = "aicc >= 50% of cuBLAS"
+                row["bar_ratio"] = row["aicc_tflops"] / row["cublas_tflops"]
+                row["bar_met"] = row["bar_ratio"] >= 0.5
+            elif bar == "bandwidth":
+                src = torch.empty(g * g, device=dev)
+                dst = torch.empty_like(src)
+                t_copy = timed(lambda: dst.copy_(src))
+                row["aicc_GBps"] = work / t_aicc / 1e6
+                row["d2d_copy_GBps"] = 2 * 4 * g * g / t_copy / 1e6
+                row["bar"] = ">= 80% of a device-to-device copy's GB/s"
+                row["bar_ratio"] = row["aicc_GBps"] / row["d2d_copy_GBps"]
+                row["bar_met"] = row["bar_ratio"] >= 0.8
+            elif bar == "faster":
+                row["bar"] = "at least as fast as torch"
+                row["bar_ratio"] = t_torch / t_aicc
+                row["bar_met"] = row["bar_ratio"] >= 1.0
+        except Exception as e:  # noqa: BLE001 - one case's failure is reported, the rest run
+            rows.append({"name": name, "error": f"{type(e).__name__}: {e}".splitlines()[0]})
+            print(f"  {name:28s} FAILED: {rows[-1]['error']}", flush=True)
+            torch.cuda.empty_cache()
+            continue
         rows.append(row)
         extra = f"   {row['bar']}: {row['bar_ratio']:.2f} {'ok' if row['bar_met'] else 'MISSED'}" \
             if "bar" in row else ""
         print(f"  {name:28s} aicc {t_aicc:8.3f} ms   torch {t_torch:8.3f} ms   "
-              f"torch/aicc {t_torch / t_aicc:5.2f}x   err {err:.1e}{extra}", flush=True)
+              f"torch/aicc {t_torch / t_aicc:5.2f}x   err {err:.1e}{' WRONG' if err > 1e-3 else ''}"
+              f"{extra}", flush=True)
         torch.cuda.empty_cache()
 
     device = torch.cuda.get_device_name(0)
@@ -180,6 +187,9 @@ def main(args) -> int:
           "| benchmark | aicc ms | torch ms | torch/aicc | bar | measured | met |",
           "|---|---:|---:|---:|---|---:|---|"]
     for r in rows:
+        if "error" in r:
+            md.append(f"| {r['name']} | failed: {r['error']} | | | | | |")
+            continue
         bar = (r["bar"], f"{r['bar_ratio']:.2f}", "yes" if r["bar_met"] else "**no**") \
             if "bar" in r else ("", "", "")
         md.append(f"| {r['name']} | {r['aicc_ms']:.3f} | {r['torch_ms']:.3f} | "

@@ -214,6 +214,26 @@ def test_on_gpu(case):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not has_gpu(), reason="needs an NVIDIA GPU")
+@pytest.mark.parametrize("launch", ["driver", "pycuda"])
+def test_launch_paths_on_gpu(launch, monkeypatch):
+    """The same model through each launch path: PyCUDA and cuda-bindings' driver API, with fresh
+    inputs on every call (a stale or unwritten output would not match)."""
+    if launch == "pycuda":
+        pytest.importorskip("pycuda.driver")
+    monkeypatch.setenv("AICC_CUDA_LAUNCH", launch)
+    fn = lambda x, w, b: softmax(np.maximum(x @ w + b, 0.0))  # noqa: E731
+    args = (f32(129, 70), f32(70, 33), f32(33))
+    m = compiler.compile(fn, args, target="cuda")
+    runner = m.executable.get(m.func_name)
+    assert type(runner.dev).__name__ == {"driver": "DriverDevice", "pycuda": "PyCudaDevice"}[launch]
+    for _ in range(3):
+        args = (f32(129, 70), f32(70, 33), f32(33))
+        want = fn(*(a.astype(np.float64) for a in args))
+        np.testing.assert_allclose(m(*args), want, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not has_gpu(), reason="needs an NVIDIA GPU")
 @pytest.mark.parametrize("n", [1024, 1031])
 def test_large_matmul_on_gpu(n):
     a, b, c = f32(n, n + 4), f32(n + 4, n - 8), f32(n - 8)

@@ -202,3 +202,27 @@ def test_kernels_build_in_the_background_and_load_on_their_first_launch(monkeypa
     for _ in range(2):
         np.testing.assert_allclose(m(q, k, v), want, rtol=1e-4, atol=1e-5)
         assert m.stats["kernels_loaded"] == 3 and exe.kernels_loaded == 3  # once each
+
+
+def test_launch_path_is_chosen_by_aicc_cuda_launch(monkeypatch):
+    from compiler.targets.cuda import runtime
+
+    made = []
+    monkeypatch.setattr(runtime, "DriverDevice", lambda load: made.append("driver") or "driver")
+    monkeypatch.setattr(runtime, "PyCudaDevice", lambda load: made.append("pycuda") or "pycuda")
+    monkeypatch.setenv("AICC_CUDA_LAUNCH", "driver")
+    assert runtime.open_device(None) == "driver"
+    monkeypatch.setenv("AICC_CUDA_LAUNCH", "cublas")
+    with pytest.raises(CompileError, match="AICC_CUDA_LAUNCH='cublas': expected one of auto, pycuda, driver"):
+        runtime.open_device(None)
+    try:
+        import pycuda.driver  # noqa: F401
+    except ImportError:
+        monkeypatch.setenv("AICC_CUDA_LAUNCH", "pycuda")
+        with pytest.raises(CompileError, match="PyCUDA is not installed"):
+            runtime.open_device(None)
+        monkeypatch.setenv("AICC_CUDA_LAUNCH", "auto")
+        assert runtime.open_device(None) == "driver"  # auto, without PyCUDA
+    else:
+        monkeypatch.setenv("AICC_CUDA_LAUNCH", "auto")
+        assert runtime.open_device(None) == "pycuda"  # auto prefers PyCUDA

@@ -393,12 +393,24 @@ class PyCudaDevice(DriverDevice):
         self.drv.Context.synchronize()
 
 
+LAUNCH_PATHS = ("auto", "pycuda", "driver")
+
+
 def open_device(load: Callable[[str], bytes]):
-    """PyCUDA's device when PyCUDA is installed, else the driver API's; `load(kernel)` gives
-    a kernel's cubin on its first launch."""
+    """The device that launches kernels; `load(kernel)` gives a kernel's cubin on its first
+    launch. AICC_CUDA_LAUNCH picks the path: `pycuda`, `driver` (cuda-bindings' driver API) or
+    `auto` (the default: PyCUDA when it is installed, else the driver API)."""
+    choice = os.environ.get("AICC_CUDA_LAUNCH", "auto") or "auto"
+    if choice not in LAUNCH_PATHS:
+        raise CompileError(f"AICC_CUDA_LAUNCH={choice!r}: expected one of {', '.join(LAUNCH_PATHS)}")
+    if choice == "driver":
+        return DriverDevice(load)
     try:
         import pycuda.driver  # noqa: F401
     except ImportError:
+        if choice == "pycuda":
+            raise CompileError("AICC_CUDA_LAUNCH=pycuda, but PyCUDA is not installed: "
+                               "pip install 'aicc[pycuda]'") from None
         return DriverDevice(load)
     return PyCudaDevice(load)
 
