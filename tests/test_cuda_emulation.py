@@ -57,6 +57,16 @@ CASES = {
     "elementwise": (lambda x: x * 2.0 + 1.0, (f32(7, 129),), {"elementwise"}),
     "broadcast": (lambda x, b: np.maximum(x + b, 0.0), (f32(5, 33), f32(33)), {"elementwise"}),
     "gelu": (gelu, (f32(3, 1000),), {"elementwise"}),
+    # the math library, not its fast intrinsics: __powf is NaN for a negative base, __sinf and
+    # __cosf are far off outside [-pi, pi]
+    "pow_negative_base": (lambda x: x ** 3.0 - np.abs(x) ** 0.5, (f32(7, 129),), {"elementwise"}),
+    "sin_cos_large": (lambda x: np.sin(x * 1000.0) + np.cos(x * 300.0), (f32(5, 77),),
+                      {"elementwise"}),
+    # 2^20 points and more: 4 neighbours per thread (float4 accesses; the last dim a multiple
+    # of 4), or points a grid apart (an odd last dim)
+    "elementwise_vec4": (lambda x, b: np.maximum(x * 2.0 + b, 0.0), (f32(1031, 1028), f32(1028)),
+                         {"elementwise"}),
+    "elementwise_many_odd": (lambda x: x * 2.0 + 1.0, (f32(1031, 1029),), {"elementwise"}),
     "softmax": (softmax, (f32(5, 37),), {"row_reduce"}),
     "softmax_wide": (softmax, (f32(3, 600),), {"row_reduce"}),
     "layernorm": (layernorm, (f32(6, 77),), {"row_reduce"}),
@@ -240,6 +250,31 @@ def test_large_matmul_on_gpu(n):
     fn = lambda a, b, c: np.maximum(a @ b + c, 0.0)  # noqa: E731
     m = compiler.compile(fn, (a, b, c), target="cuda")
     np.testing.assert_allclose(m(a, b, c), fn(a, b, c), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not has_gpu(), reason="needs an NVIDIA GPU")
+def test_vec4_elementwise_on_misaligned_device_pointers():
+    """The float4 path runs when every pointer is 16-byte aligned; a view one float past that
+    takes the scalar path, with the same result."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    from compiler.targets.cuda.runtime import device_pointer
+
+    fn = lambda x, b: np.maximum(x * 2.0 + b, 0.0)  # noqa: E731
+    x, b = f32(1024, 1028), f32(1028)
+    m = compiler.compile(fn, (x, b), target="cuda")
+    assert "float4" in m.ir("cuda")
+    runner = m.executable.get(m.func_name)
+    for shift in (0, 1, 2):
+        dx = torch.empty(x.size + 4, device="cuda")[shift:shift + x.size]
+        dx.copy_(torch.from_numpy(x.ravel()))
+        out = torch.full((x.size + 4,), float("nan"), device="cuda")[shift:shift + x.size]
+        runner.launch([device_pointer(dx), device_pointer(torch.from_numpy(b).cuda()),
+                       device_pointer(out)])
+        torch.cuda.synchronize()
+        np.testing.assert_allclose(out.cpu().numpy().reshape(x.shape), fn(x, b), rtol=1e-6)
 
 
 @pytest.mark.gpu

@@ -94,6 +94,10 @@ def same_type(a: SSAValue, b: SSAValue) -> bool:
     return a.type == b.type
 
 
+def same_element(a: SSAValue, b: SSAValue) -> bool:
+    return aicc.element_type_of(a) == aicc.element_type_of(b)
+
+
 def swaps_last_two(value: SSAValue) -> bool:
     """Is `value` a transpose that swaps the last two dims and keeps the others?"""
     t = owner(value, aicc.TransposeOp)
@@ -175,6 +179,9 @@ RULES: list[Rule] = [
     Rule(A.DivOp, lambda o: pow2_reciprocal(o.rhs) is not None,
          lambda o: times_reciprocal(o, pow2_reciprocal(o.rhs))),                            # x / 2^k = x * 2^-k (exact)
     Rule(A.NegOp, lambda o: owner(o.input, A.NegOp), lambda o: o.input.owner.input),        # -(-x) = x
+    Rule(A.PowOp, lambda o: is_(o.rhs, 1) and same_element(o.lhs, o.result), lambda o: o.lhs),     # x ** 1 = x
+    Rule(A.PowOp, lambda o: is_(o.rhs, 2) and same_element(o.lhs, o.result),
+         lambda o: A.MulOp(o.lhs, o.lhs)),                                                  # x ** 2 = x * x (one rounding of x², exact)
     Rule(A.TransposeOp, lambda o: o.perm == tuple(range(len(o.perm))), lambda o: o.input),  # transpose(x, id) = x
     Rule(A.TransposeOp, lambda o: owner(o.input, A.TransposeOp), compose),                  # transpose(transpose(x, p), q) = transpose(x, p∘q)
     Rule(A.ReshapeOp, lambda o: same_type(o.input, o.result), lambda o: o.input),           # reshape(x, shape(x)) = x

@@ -247,10 +247,10 @@ class _AttentionKernel:
         Ln, T, ch, fq = self.w.line, self.T, self.ch, self.fq
         Ln("const float mn = aicc_max(m, mx);")
         Ln("const float ms = mn == -INFINITY ? 0.0f : mn;  // nothing seen yet: adds nothing")
-        Ln("const float alpha = expf(m - ms);  // rescales what was summed under the old max")
+        Ln("const float alpha = __expf(m - ms);  // rescales what was summed under the old max")
         Ln("float ps = 0.0f;")
         Ln("#pragma unroll")
-        Ln(f"for (int c = 0; c < {ch}; ++c) {{ s[c] = expf(s[c] - ms); ps += s[c]; }}")
+        Ln(f"for (int c = 0; c < {ch}; ++c) {{ s[c] = __expf(s[c] - ms); ps += s[c]; }}")
         Ln("l = l * alpha + ps;")
         Ln(f"#pragma unroll\nfor (int i = 0; i < {fq}; ++i) acc[i] *= alpha;")
         Ln("#pragma unroll")

@@ -13,7 +13,7 @@ sum_k A B - zp * sum_k B, the column sums accumulated alongside by __dp4a(b, 0x0
 
 With `quantize %params` (dynamic quantization) A is float32 and each element is quantized as
 the tile is staged, q = clamp(rint(__fdiv_rn(a, scale)) + zp, -128, 127) (the division rounded
-as IEEE's, whatever --use_fast_math does to `/`; rint rounds half to even), then the same
+as IEEE's, whatever --prec-div=false does to `/`; rint rounds half to even), then the same
 with zp = params[1]. The words are assembled byte by byte: any K and any alignment of A and B.
 """
 

@@ -79,6 +79,11 @@ PURE_HOST_OPS = frozenset({
 DYNAMIC_SIZE_GUESS = 256
 
 ELEMENTWISE_BLOCK = 256
+# A thread of a large elementwise band runs this many points (the emitter spaces them a grid
+# apart, so each step is coalesced): one 4-byte load per thread keeps too few bytes in flight to reach the
+# memory's bandwidth (about 20 KB per SM are needed; 2048 threads x 4 B is 8 KB)
+ELEMENTWISE_POINTS = 4
+ELEMENTWISE_MANY = 1 << 20  # points from which a thread runs ELEMENTWISE_POINTS of them
 MAX_REDUCE_BLOCK = 1024
 ROW_ELEMS = 8  # elements of a row per thread the block size aims for
 MAX_ROW_ELEMS = 16  # most elements of a row a thread keeps in registers
@@ -178,7 +183,8 @@ def elementwise_launch(par: scf.ParallelOp) -> tuple[tuple, tuple]:
     if isinstance(points, Sym):
         return (ceildiv_expr(points, ELEMENTWISE_BLOCK),), (ELEMENTWISE_BLOCK,)
     block = min(ELEMENTWISE_BLOCK, max(32, _cdiv(points, 32) * 32))
-    return (max(1, _cdiv(points, block)),), (block,)
+    per_thread = ELEMENTWISE_POINTS if points >= ELEMENTWISE_MANY else 1
+    return (max(1, _cdiv(points, block * per_thread)),), (block,)
 
 
 def attention_config(op: AttentionOp) -> tuple[tuple, tuple, tuple]:

@@ -138,8 +138,13 @@ class NVRTCCompiler:
 
     def __init__(self, arch: str | None = None, options: tuple[str, ...] = ()):
         self.arch = arch or DEFAULT_ARCH
+        # Fast division and square root (within 2 ulp) and FMA contraction, but not
+        # --use_fast_math: that also swaps the math library for its approximate intrinsics
+        # (__powf is NaN for a negative base, __sinf is wrong away from [-pi, pi]) and flushes
+        # denormals. A kernel that wants an intrinsic where it is exact enough names it
+        # (attention's __expf of arguments <= 0).
         self.options = ("--std=c++17", f"--gpu-architecture={self.arch}", "-Xptxas", "-v",
-                        "--use_fast_math", *options)
+                        "--fmad=true", "--prec-div=false", "--prec-sqrt=false", *options)
 
     def compile(self, source: str, name: str = "aicc.cu") -> Cubin:
         mod = nvrtc()
@@ -341,24 +346,62 @@ class DriverDevice:
         check_driver(self.d.cuCtxSynchronize(), "cuCtxSynchronize")
 
 
+_PYCUDA_CONTEXT = None
+_PYCUDA_PUSHED = threading.local()
+
+
+def _pycuda_context():
+    """Device 0's primary context through PyCUDA, retained once per process."""
+    global _PYCUDA_CONTEXT
+    if _PYCUDA_CONTEXT is None:
+        import pycuda.driver as drv
+
+        drv.init()
+        _PYCUDA_CONTEXT = drv.Device(0).retain_primary_context()
+    return _PYCUDA_CONTEXT
+
+
+class _PopAtExit:
+    """Pops the context this thread pushed when the thread ends, or at exit for the main
+    thread: PyCUDA aborts the process if a thread's context stack is not empty when it goes."""
+
+    def __init__(self, drv, ctx):
+        self.drv, self.ctx = drv, ctx
+        if threading.current_thread() is threading.main_thread():
+            atexit.register(self.pop)
+
+    def pop(self) -> None:
+        try:
+            if self.drv.Context.get_current() == self.ctx:
+                self.drv.Context.pop()
+        except Exception:  # noqa: BLE001 - the driver may be gone with the process
+            pass
+
+    def __del__(self):  # the thread's locals go when it ends
+        if threading.current_thread() is not threading.main_thread():
+            self.pop()
+
+
 class PyCudaDevice(DriverDevice):
     """PyCUDA on device 0's primary context."""
 
     def __init__(self, load: Callable[[str], bytes]):
         import pycuda.driver as drv
 
-        drv.init()
         self.drv = drv
-        self.ctx = drv.Device(0).retain_primary_context()
-        self.ctx.push()
+        self.ctx = _pycuda_context()
+        self.current()
         self.load = load
         self.modules = {}
         self.functions = {}
         self.allocs: dict[int, object] = {}
 
     def current(self) -> None:
+        """Make the primary context current on the calling thread: pushed once per thread,
+        popped when the thread ends (at exit for the main thread)."""
         if self.drv.Context.get_current() != self.ctx:
             self.ctx.push()
+            _PYCUDA_PUSHED.popper = _PopAtExit(self.drv, self.ctx)
 
     def alloc(self, n: int) -> int:
         a = self.drv.mem_alloc(max(n, 1))

@@ -99,8 +99,11 @@ inline int __dp4a(int a, int b, int c) {
     s += (unsigned)((int)(int8_t)(uint8_t)((unsigned)a >> (8 * i)) * (int)(int8_t)(uint8_t)((unsigned)b >> (8 * i)));
   return (int)s;
 }
-// IEEE round-to-nearest division (what the CUDA intrinsic guarantees under --use_fast_math)
+// IEEE round-to-nearest division (what the CUDA intrinsic guarantees under --prec-div=false)
 inline float __fdiv_rn(float a, float b) { return a / b; }
+// The device's fast exp (ex2.approx of x * log2 e) is within a few ulp where kernels use it
+// (arguments <= 0); the host's expf stands in for it.
+inline float __expf(float x) { return expf(x); }
 
 // Run `body` (the kernel called with its arguments) over grid x block.
 template <typename F>

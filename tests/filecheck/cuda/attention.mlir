@@ -35,8 +35,8 @@
 // Online softmax: the new max, exp(old - new) rescales the running sum and the accumulator.
 // CUDA:           const float mn = aicc_max(m, mx);
 // CUDA-NEXT:      const float ms = mn == -INFINITY ? 0.0f : mn;
-// CUDA-NEXT:      const float alpha = expf(m - ms);
-// CUDA:           for (int c = 0; c < 16; ++c) { s[c] = expf(s[c] - ms); ps += s[c]; }
+// CUDA-NEXT:      const float alpha = __expf(m - ms);
+// CUDA:           for (int c = 0; c < 16; ++c) { s[c] = __expf(s[c] - ms); ps += s[c]; }
 // CUDA-NEXT:      l = l * alpha + ps;
 // CUDA:           for (int i = 0; i < 16; ++i) acc[i] *= alpha;
 // CUDA:             acc[g * 4] = fmaf(s[c], vv.x, acc[g * 4]);

@@ -182,3 +182,39 @@ func.func @column_mean(%0: memref<300x7xf32>, %1: memref<7xf32>, %workspace: mem
   }) : (index, index, index) -> ()
   func.return
 }
+
+// -----
+// A large elementwise band (2^20 points, last dim a multiple of 4): a quarter of the threads,
+// each running 4 neighbouring points with one float4 load per input and one float4 store,
+// when every pointer is 16-byte aligned; the same 4 points with scalar accesses otherwise.
+// CHECK-LABEL: bias_relu_k0: elementwise, grid 1024, block 256
+// CHECK:         if (tid >= 262144) return;
+// CHECK-NEXT:    const int gid = tid * 4;
+// CHECK:         const bool aligned = ((reinterpret_cast<unsigned long long>(p0) | reinterpret_cast<unsigned long long>(p1) | reinterpret_cast<unsigned long long>(p2)) & 15) == 0;
+// CHECK-NEXT:    if (aligned) {
+// CHECK-NEXT:      const float4 [[X:f[0-9]+]] = *reinterpret_cast<const float4*>(&p0[[[I:i[0-9]+]] * 1024 + [[J:i[0-9]+]]]);
+// CHECK-NEXT:      const float4 [[B:f[0-9]+]] = *reinterpret_cast<const float4*>(&p1[[[J]]]);
+// CHECK-NEXT:      const float [[S0:v[0-9]+]] = [[X]].x + [[B]].x;
+// CHECK:           const float [[S3:v[0-9]+]] = [[X]].w + [[B]].w;
+// CHECK-NEXT:      const float [[R3:v[0-9]+]] = fmaxf([[S3]], 0.0f);
+// CHECK-NEXT:      *reinterpret_cast<float4*>(&p2[[[I]] * 1024 + [[J]]]) = make_float4({{.*}}, [[R3]]);
+// CHECK-NEXT:    } else {
+// CHECK-NEXT:      const float {{v[0-9]+}} = p0[[[I]] * 1024 + ([[J]] + 0)];
+// CHECK:           p2[[[I]] * 1024 + ([[J]] + 3)] =
+// CHECK-NEXT:    }
+func.func @bias_relu(%x: memref<1024x1024xf32>, %b: memref<1024xf32>, %y: memref<1024x1024xf32>) {
+  %zero = arith.constant 0.000000e+00 : f32
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = arith.constant 1024 : index
+  "scf.parallel"(%c0, %c0, %n, %n, %c1, %c1) <{operandSegmentSizes = array<i32: 2, 2, 2, 0>}> ({
+  ^bb0(%i: index, %j: index):
+    %v = memref.load %x[%i, %j] : memref<1024x1024xf32>
+    %w = memref.load %b[%j] : memref<1024xf32>
+    %s = arith.addf %v, %w : f32
+    %r = arith.maxnumf %s, %zero : f32
+    memref.store %r, %y[%i, %j] : memref<1024x1024xf32>
+    scf.reduce
+  }) : (index, index, index, index, index, index) -> ()
+  func.return
+}

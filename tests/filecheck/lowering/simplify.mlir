@@ -176,3 +176,21 @@ func.func @flag_toggles(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) -> tensor<4x1
   %0 = aicc.matmul %a, %bt {transpose_rhs} : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
   func.return %0 : tensor<4x16xf32>
 }
+
+// -----
+// x ** 1 is x and x ** 2 is x * x (both round the exact square once); x ** 3 stays a pow.
+// CHECK-LABEL: func.func @small_powers
+// CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK-NEXT:    %[[THREE:.*]] = aicc.constant dense<3.000000e+00> : tensor<f32>
+// CHECK-NEXT:    %[[SQ:.*]] = aicc.mul %[[X]], %[[X]] : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %[[CUBE:.*]] = aicc.pow %[[SQ]], %[[THREE]]
+// CHECK-NEXT:    func.return %[[CUBE]]
+func.func @small_powers(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %one = aicc.constant dense<1.0> : tensor<f32>
+  %two = aicc.constant dense<2.0> : tensor<f32>
+  %three = aicc.constant dense<3.0> : tensor<f32>
+  %0 = aicc.pow %x, %one : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  %1 = aicc.pow %0, %two : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  %2 = aicc.pow %1, %three : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  func.return %2 : tensor<4x8xf32>
+}
