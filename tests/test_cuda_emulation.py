@@ -23,6 +23,11 @@ from test_fusion import attention_fn, mha  # noqa: E402  (attention written out 
 
 from compiler.targets.cuda.runtime import has_gpu  # noqa: E402
 
+try:  # imported before any kernel runs: the device-pointer tests share torch's buffers
+    import torch
+except ImportError:
+    torch = None
+
 ROOT = Path(__file__).resolve().parents[1]
 rng = np.random.default_rng(7)
 
@@ -257,9 +262,8 @@ def test_large_matmul_on_gpu(n):
 def test_vec4_elementwise_on_misaligned_device_pointers():
     """The float4 path runs when every pointer is 16-byte aligned; a view one float past that
     takes the scalar path, with the same result."""
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch without CUDA")
+    if torch is None or not torch.cuda.is_available():
+        pytest.skip("needs torch built for CUDA")
     from compiler.targets.cuda.runtime import device_pointer
 
     fn = lambda x, b: np.maximum(x * 2.0 + b, 0.0)  # noqa: E731
@@ -280,9 +284,8 @@ def test_vec4_elementwise_on_misaligned_device_pointers():
 @pytest.mark.gpu
 @pytest.mark.skipif(not has_gpu(), reason="needs an NVIDIA GPU")
 def test_device_pointers_on_gpu():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch without CUDA")
+    if torch is None or not torch.cuda.is_available():
+        pytest.skip("needs torch built for CUDA")
     from compiler.targets.cuda.runtime import device_pointer
 
     x = f32(300, 2000)
