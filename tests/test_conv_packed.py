@@ -276,3 +276,103 @@ def test_packed_residual_in_place():
     assert "res %" in m.ir("loops")
     want = np.maximum(np_conv2d(x, w, (1, 1), (1, 1), 1) + r, 0)
     np.testing.assert_allclose(m(x, r), want, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- depthwise (aicc_cpu.dw_kernel)
+
+DW_CASES = [
+    # n, channels, (h, w), kernel, stride, pad, dilation, bias
+    (1, 7, (14, 14), (3, 3), (1, 1), (1, 1), (1, 1), True),  # 14 columns: a full vector + 6
+    (2, 16, (7, 7), (5, 5), (1, 1), (2, 2), (1, 1), True),  # one partial vector per row
+    (1, 3, (23, 19), (3, 3), (2, 2), (1, 1), (1, 1), False),  # stride 2: two loads + shuffle
+    (1, 9, (56, 57), (3, 3), (2, 2), (1, 1), (1, 1), True),  # 29 columns
+    (3, 2, (9, 11), (5, 3), (2, 1), (2, 1), (1, 1), True),  # per-axis strides, 5x3 kernel
+    (1, 5, (12, 13), (3, 3), (1, 1), (2, 2), (2, 2), False),  # dilation 2
+    (1, 4, (10, 17), (3, 3), (3, 3), (1, 1), (1, 1), True),  # stride 3: element loads
+    (1, 129, (1, 1), (3, 3), (1, 1), (1, 1), (1, 1), True),  # 1x1 image, all but one tap padding
+    (1, 8, (40, 112), (7, 7), (1, 1), (3, 3), (1, 1), True),  # 112 columns: 4 calls a row
+]
+
+
+@pytest.mark.parametrize("vw", [8, 16])
+@pytest.mark.parametrize("case", DW_CASES, ids=str)
+def test_depthwise_conv_matches_torch(monkeypatch, case, vw):
+    n, c, hw, k, s, p, d, bias = case
+    torch.manual_seed(1)
+    conv = torch.nn.Conv2d(c, c, k, stride=s, padding=p, dilation=d, groups=c, bias=bias).eval()
+    x = torch.randn(n, c, *hw)
+    monkeypatch.setenv("AICC_CONV_LOWERING", "packed")
+    monkeypatch.setenv("AICC_CONV_SCHEDULE", f"vw={vw}")
+    m = compiler.compile(conv, (x,), threads=1)
+    loops = m.ir("loops")
+    assert "aicc_cpu.dw_kernel" in loops and f"vw = {vw} : i64" in loops
+    assert "aicc_cpu.conv_kernel" not in loops
+    want = copy.deepcopy(conv).double()(x.double()).detach().numpy()
+    _check(m, x.numpy(), want, k[0] * k[1])
+
+
+class _DwBlock(torch.nn.Module):
+    """A MobileNet-style depthwise conv, batch norm, then an activation, added to the input."""
+
+    def __init__(self, c, act):
+        super().__init__()
+        self.dw = torch.nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False)
+        self.bn = torch.nn.BatchNorm2d(c)
+        self.act = act
+
+    def forward(self, x):
+        y = self.bn(self.dw(x))
+        if self.act == "relu":
+            return torch.relu(y)
+        if self.act == "add":
+            return y + x
+        return torch.relu(y + x)
+
+
+@pytest.mark.parametrize("act,fused", [("relu", "arith.maximumf"), ("add", "arith.addf"),
+                                       ("add_relu", "arith.addf,arith.maximumf")])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_depthwise_block_folds_bias_and_epilogue(act, fused, threads):
+    """On an AVX2 target the heuristic takes the kernel for a depthwise conv with a constant
+    weight; batch norm's bias becomes its start and the activation / residual its epilogue."""
+    torch.manual_seed(4)
+    block = _DwBlock(13, act).eval()
+    with torch.no_grad():
+        block.bn.running_mean.uniform_(-1, 1)
+        block.bn.running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 13, 17, 40)  # 5 vectors of columns: calls of 3, then 2
+    m = compiler.compile(block, (x,), threads=threads, target_cpu=AVX2)
+    loops = m.ir("loops")
+    assert loops.count("aicc_cpu.dw_kernel") == 2  # the row's full calls and its last columns
+    assert f'epilogue = "{fused}"' in loops and "start = 2" in loops
+    want = copy.deepcopy(block).double()(x.double()).detach().numpy()
+    np.testing.assert_allclose(m(x.numpy()), want, rtol=1e-4, atol=1e-4)
+
+
+def test_depthwise_heuristic_and_schedule():
+    from compiler.targets.cpu.schedule import choose_dw_schedule
+
+    assert choose_conv_lowering(1, 96, 96, 96, (14, 14), (5, 5), packed=True) == "packed"
+    assert choose_conv_lowering(1, 96, 96, 96, (14, 14), (5, 5)) == "direct"  # no kernel
+    assert choose_conv_lowering(1, 96, 192, 96, (14, 14), (3, 3), packed=True) != "packed"  # x2
+    assert choose_dw_schedule(256, 112) == {"vw": 8, "owb": 4}  # 14 vectors: 4 calls of 4
+    assert choose_dw_schedule(256, 56) == {"vw": 8, "owb": 4}  # 7 vectors: 4 + 3
+    assert choose_dw_schedule(256, 14) == {"vw": 8, "owb": 2}
+    assert choose_dw_schedule(512, 7) == {"vw": 16, "owb": 1}
+    assert choose_dw_schedule(256, 56, {"owb": 2}) == {"vw": 8, "owb": 2}
+
+
+def test_dw_kernel_verifier():
+    from xdsl.dialects.builtin import Float32Type, IndexType, MemRefType
+    from xdsl.ir import Block
+
+    from compiler.dialects.aicc_cpu import DwKernelOp
+
+    block = Block(arg_types=[MemRefType(Float32Type(), [64]), IndexType()])
+    buf, off = block.args
+    ints = dict(cols=20, owb=2, vw=8, kh=3, kw=3, sw=1, dh=1, dw=1, x_rs=16)
+    with pytest.raises(VerifyException, match="cols = 20 do not fill owb = 2 vectors of vw = 8"):
+        DwKernelOp(buf, off, buf, off, buf, off, **ints).verify()
+    with pytest.raises(VerifyException, match="dw_kernel: a residual needs start 1 or 2"):
+        DwKernelOp(buf, off, buf, off, buf, off, res=(buf, off), **{**ints, "cols": 16}).verify()
+    DwKernelOp(buf, off, buf, off, buf, off, **{**ints, "cols": 16}).verify()

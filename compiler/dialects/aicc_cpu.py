@@ -389,17 +389,97 @@ class ConvKernelOp(IRDLOperation):
         if not (v["ocv"] - 1) * v["vw"] < v["ocn"] <= v["ocv"] * v["vw"]:
             raise VerifyException(f"aicc_cpu.conv_kernel: ocn = {v['ocn']} channels do not fill "
                                   f"ocv = {v['ocv']} vectors of vw = {v['vw']}")
+        self.verify_common("aicc_cpu.conv_kernel")
+
+    def verify_common(self, name: str) -> None:
+        """The checks conv_kernel and dw_kernel share: start, bias, residual, types."""
         if self.start_kind not in (0, 1, 2) or (self.start_kind == 2) != (self.bias is not None):
-            raise VerifyException("aicc_cpu.conv_kernel: start is 0 (O), 1 (zero) or 2 (with "
-                                  "a bias operand)")
+            raise VerifyException(f"{name}: start is 0 (O), 1 (zero) or 2 (with a bias operand)")
         elems = {self.x.type.element_type, self.w.type.element_type, self.o.type.element_type}
         for v in (self.bias, self.res):
             if v is not None:
                 elems.add(v.type.element_type)
         if len(elems) != 1 or not isinstance(self.x.type.element_type, Float32Type):
-            raise VerifyException("aicc_cpu.conv_kernel: X, W, O (and bias, res) must be f32")
+            raise VerifyException(f"{name}: X, W, O (and bias, res) must be f32")
         if self.res is not None and self.start_kind == 0:
-            raise VerifyException("aicc_cpu.conv_kernel: a residual needs start 1 or 2")
+            raise VerifyException(f"{name}: a residual needs start 1 or 2")
 
 
-AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp, ConvKernelOp], [])
+DW_KERNEL_INTS = ("cols", "owb", "vw", "kh", "kw", "sw", "dh", "dw", "x_rs")
+
+
+@irdl_op_definition
+class DwKernelOp(IRDLOperation):
+    """A run of output columns of one channel of a depthwise convolution, for `tile-conv`:
+
+        aicc_cpu.dw_kernel %x[%xoff], %w[%woff], %o[%ooff]
+            {cols = 32, owb = 4, vw = 8, kh = 3, kw = 3, sw = 2, dh = 1, dw = 1, x_rs = 114}
+
+    adds, for j < cols output columns (cols <= owb * vw),
+
+        O[ooff + j] += sum over r < kh, s < kw of X[xoff + r*dh*x_rs + s*dw + j*sw] * W[woff + r*kw + s]
+
+    X is the channel's (padded) input plane, W its kh x kw weights, O its output row. The
+    columns lie in owb vectors of vw lanes (the last one partly, with masked loads and
+    stores): each weight is broadcast and multiplied into owb vectors of X read along the row
+    (with stride 2, two loads and a shuffle of the even lanes), the accumulators staying in
+    registers over the whole window. `start`, `bias`, `res` and `relu` are conv_kernel's,
+    with one bias value for the channel (b[boff])."""
+
+    name = "aicc_cpu.dw_kernel"
+
+    x = operand_def(MemRefType)
+    x_off = operand_def(IndexType)
+    w = operand_def(MemRefType)
+    w_off = operand_def(IndexType)
+    o = operand_def(MemRefType)
+    o_off = operand_def(IndexType)
+    bias = opt_operand_def(MemRefType)
+    bias_off = opt_operand_def(IndexType)
+    res = opt_operand_def(MemRefType)
+    res_off = opt_operand_def(IndexType)
+
+    cols = prop_def(IntegerAttr)
+    owb = prop_def(IntegerAttr)
+    vw = prop_def(IntegerAttr)
+    kh = prop_def(IntegerAttr)
+    kw = prop_def(IntegerAttr)
+    sw = prop_def(IntegerAttr)
+    dh = prop_def(IntegerAttr)
+    dw = prop_def(IntegerAttr)
+    x_rs = prop_def(IntegerAttr)
+    start = opt_prop_def(IntegerAttr)  # absent: 0
+    relu = opt_prop_def(UnitAttr)
+
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+
+    assembly_format = ConvKernelOp.assembly_format
+
+    def __init__(self, x: SSAValue, x_off: SSAValue, w: SSAValue, w_off: SSAValue,
+                 o: SSAValue, o_off: SSAValue, *, start: int = 0,
+                 bias: tuple[SSAValue, SSAValue] | None = None,
+                 res: tuple[SSAValue, SSAValue] | None = None, relu: bool = False, **ints: int):
+        props = {k: IntegerAttr(ints[k], i64) for k in DW_KERNEL_INTS}
+        if start:
+            props["start"] = IntegerAttr(start, i64)
+        if relu:
+            props["relu"] = UnitAttr()
+        biases = ([bias[0]], [bias[1]]) if bias is not None else ([], [])
+        residuals = ([res[0]], [res[1]]) if res is not None else ([], [])
+        super().__init__(operands=[x, x_off, w, w_off, o, o_off, *biases, *residuals],
+                         properties=props)
+
+    start_kind = ConvKernelOp.start_kind
+    int_prop = ConvKernelOp.int_prop
+
+    def verify_(self) -> None:
+        v = {k: self.int_prop(k) for k in DW_KERNEL_INTS}
+        if min(v.values()) < 1:
+            raise VerifyException(f"aicc_cpu.dw_kernel: sizes and strides must be positive, got {v}")
+        if not (v["owb"] - 1) * v["vw"] < v["cols"] <= v["owb"] * v["vw"]:
+            raise VerifyException(f"aicc_cpu.dw_kernel: cols = {v['cols']} do not fill "
+                                  f"owb = {v['owb']} vectors of vw = {v['vw']}")
+        ConvKernelOp.verify_common(self, "aicc_cpu.dw_kernel")
+
+
+AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp, ConvKernelOp, DwKernelOp], [])

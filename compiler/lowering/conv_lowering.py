@@ -31,6 +31,9 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
       "im2col"  an im2col copy of the input into (N, IC*KH*KW, OH*OW), then a batched
                 matmul with the weight (OC, IC*KH*KW) broadcast over the batch (per group)
       "direct"  one generic with loops (n, g, oc, oh, ow | ic, kh, kw)
+      "packed"  that generic, marked for the target's kernel (`packed`: the target has one):
+                KxK convs of one group with PACKED_MIN_OC output channels or more, and
+                depthwise KxK convs
 
     Per group the matmul is M = OC/G rows (one per output channel), N = OH*OW columns and
     K = IC/G*KH*KW; the im2col copy writes K*N elements for M*N*K multiply-adds, so it pays
@@ -53,6 +56,8 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
     icg, ocg = in_channels // groups, out_channels // groups
     if packed and groups == 1 and kernel != (1, 1) and out_channels >= PACKED_MIN_OC:
         return "packed"
+    if packed and is_depthwise(in_channels, out_channels, groups) and kernel != (1, 1):
+        return "packed"  # tile-conv's depthwise kernel: output columns in vectors
     macs = batch * out_channels * out_hw[0] * out_hw[1] * icg * kernel[0] * kernel[1]
     if macs < 1 << 12:
         return "direct"
@@ -64,5 +69,17 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
     return "direct" if ocg < 4 or long_rows else "im2col"
 
 
+def is_depthwise(in_channels: int, out_channels: int, groups: int) -> bool:
+    """A depthwise conv: one input and one output channel per group, more than one group."""
+    return groups > 1 and in_channels == out_channels == groups
+
+
+def depthwise_generic_shapes(x: tuple, w: tuple, out: tuple) -> bool:
+    """Are these the (N, G, IC/G, H, W), (G, OC/G, IC/G, KH, KW), (N, G, OC/G, OH, OW) shapes of
+    a direct conv generic (nn_to_linalg.py) those of a depthwise conv?"""
+    return (len(x) == len(w) == len(out) == 5 and x[1] == w[0] == out[1] and x[1] > 1
+            and x[2] == w[1] == w[2] == out[2] == 1)
+
+
 __all__ = ["CONV_LOWERINGS", "CONV_LOWERING_ATTR", "CONV_SCHEDULE_ATTR", "DIRECT_MIN_WIDTH",
-           "PACKED_MIN_OC", "choose_conv_lowering"]
+           "PACKED_MIN_OC", "choose_conv_lowering", "depthwise_generic_shapes", "is_depthwise"]

@@ -12,6 +12,18 @@ outermost, reductions in between:
 The leading band of parallel dims becomes one `scf.parallel` (threads on the CPU, the grid on a
 GPU); the rest are `scf.for`. An innermost reduction carries its accumulator in `iter_args`
 (a register), and its combiner is marked `fastmath<reassoc>` so LLVM may vectorize it.
+
+With `window-inner=true` (the CPU pipeline), a small window of reductions (two or more static
+reduction dims, at most WINDOW_TRIPS points, that the outputs do not index: a depthwise conv's
+or a pooling's kh, kw) goes inside the contiguous parallel dim instead of outside it:
+
+    depthwise conv (c, oh, ow | kh, kw):
+      default:       scf.parallel (c, oh) { for kh { for kw { for ow { O[c,oh,ow] += ... } } } }
+      window-inner:  scf.parallel (c, oh) { for ow { acc = for kh iter_args { for kw iter_args
+                         { acc + X[c, oh+kh, ow+kw] W[c,kh,kw] } }; O[c,oh,ow] = acc } }
+
+so each output is loaded and stored once instead of once per window point, LLVM unrolls the
+window (constant trips) and vectorizes the ow loop with the accumulator in a register.
 """
 
 from __future__ import annotations
@@ -120,6 +132,25 @@ def loop_order(op: linalg.GenericOp, ranges: Sequence[int]) -> list[int]:
     parallel = [d for d in rest if iters[d] == attrs.IteratorType.PARALLEL]
     reduction = [d for d in rest if iters[d] != attrs.IteratorType.PARALLEL]
     return parallel + reduction + ([inner] if inner is not None else [])
+
+
+WINDOW_TRIPS = 64  # most points of a reduction window that window-inner moves inside
+
+
+def window_dims(op: linalg.GenericOp, order: Sequence[int], ranges: Sequence[int]) -> list[int]:
+    """The reduction dims of `order` that window-inner moves inside its innermost dim: all
+    of them, when there are two or more, all static with at most WINDOW_TRIPS points in all,
+    the outputs index none of them and the innermost dim is parallel (else [])."""
+    iters = [it.data for it in op.iterator_types]
+    maps = [m.data for m in op.indexing_maps]
+    reds = [d for d in order if iters[d] != attrs.IteratorType.PARALLEL]
+    if len(reds) < 2 or not order or iters[order[-1]] != attrs.IteratorType.PARALLEL:
+        return []
+    if any(ranges[d] == DYNAMIC_INDEX for d in reds) or prod(ranges[d] for d in reds) > WINDOW_TRIPS:
+        return []
+    if any(d in m.used_dims() for m in maps[len(op.inputs):] for d in reds):
+        return []
+    return reds
 
 
 class _IndexBuilder:
@@ -252,11 +283,15 @@ def _lower_tiled(op: linalg.GenericOp, rewriter: PatternRewriter, ranges: Sequen
     rewriter.erase(op)
 
 
-def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter, transpose_tile: int = 0) -> None:
+def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter, transpose_tile: int = 0,
+                  window_inner: bool = False) -> None:
     sources = loop_sources(op)
     ranges = [v.type.get_shape()[pos] for v, pos in sources]
     dynamic = DYNAMIC_INDEX in ranges
     order = loop_order(op, _guess(ranges))
+    window = window_dims(op, order, ranges) if window_inner else []
+    if window:
+        order = [d for d in order if d not in window] + window
     tiled = transpose_dims(op, order, ranges) if transpose_tile > 1 and not dynamic else None
     if tiled is not None:
         _lower_tiled(op, rewriter, ranges, order, tiled, transpose_tile)
@@ -278,7 +313,8 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter, transpose_til
             break
         band.append(d)
     seq = order[len(band):]
-    # An innermost reduction whose outputs do not depend on the inner dim accumulates in registers.
+    # An innermost reduction whose outputs do not depend on the inner dim accumulates in
+    # registers (so does a window that window-inner moved inside: its loops carry it).
     inner = seq[-1] if seq else None
     reg_acc = (
         inner is not None
@@ -286,6 +322,7 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter, transpose_til
         and all(inner not in m.used_dims() for m in maps[n_in:])
         and all(_elements(out.type) > 0 for out in op.outputs)
     )
+    acc_dims = (window if window and reg_acc else [inner]) if reg_acc else []
 
     ivs: dict[int, SSAValue] = {}
     b = outer
@@ -301,7 +338,7 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter, transpose_til
     def body(b: Builder, ivs: dict[int, SSAValue], accs: Sequence[SSAValue] | None):
         return emit_body(op, b, ivs, accs)
 
-    for d in seq[:-1] if reg_acc else seq:
+    for d in seq[:len(seq) - len(acc_dims)]:
         block = Block(arg_types=[IndexType()])
         for_op = scf.ForOp(zero, bounds[d], one, [], Region(block))
         b.insert(for_op)
@@ -316,13 +353,23 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter, transpose_til
         inits = [
             b.insert(memref.LoadOp.get(v, ix)).res for v, ix in zip(op.outputs, out_indices)
         ]
-        block = Block(arg_types=[IndexType(), *(v.type for v in inits)])
-        for_op = scf.ForOp(zero, bounds[inner], one, inits, Region(block))
-        b.insert(for_op)
-        inner_b = Builder(InsertPoint.at_end(block))
-        results = body(inner_b, {**ivs, inner: block.args[0]}, block.args[1:])
-        inner_b.insert(scf.YieldOp(*results))
-        for res, v, ix in zip(for_op.results, op.outputs, out_indices):
+
+        def carried(b: Builder, k: int, accs: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            """The loop of acc_dims[k] and those inside it, carrying the accumulators."""
+            block = Block(arg_types=[IndexType(), *(v.type for v in accs)])
+            for_op = scf.ForOp(zero, bounds[acc_dims[k]], one, accs, Region(block))
+            b.insert(for_op)
+            inner_b = Builder(InsertPoint.at_end(block))
+            ivs[acc_dims[k]] = block.args[0]
+            if k + 1 < len(acc_dims):
+                results = carried(inner_b, k + 1, block.args[1:])
+            else:
+                results = body(inner_b, dict(ivs), block.args[1:])
+            inner_b.insert(scf.YieldOp(*results))
+            return for_op.results
+
+        results = carried(b, 0, inits)
+        for res, v, ix in zip(results, op.outputs, out_indices):
             b.insert(memref.StoreOp.get(res, v, ix))
     else:
         body(b, ivs, None)
@@ -378,12 +425,13 @@ class GatherToLoops(RewritePattern):
 @dataclass
 class GenericToLoops(RewritePattern):
     transpose_tile: int = 0
+    window_inner: bool = False
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
         if any(isinstance(v.type, TensorType) for v in op.operands):
             raise CompileError("linalg-to-loops: run bufferize first (linalg.generic on tensors)")
-        lower_generic(op, rewriter, self.transpose_tile)
+        lower_generic(op, rewriter, self.transpose_tile, self.window_inner)
 
 
 @dataclass(frozen=True)
@@ -395,11 +443,14 @@ class LinalgToLoops(ModulePass):
     # Block size for transposing ops (0: none). The CPU pipeline sets it; a GPU maps the
     # untiled band onto threads instead.
     transpose_tile: int = 0
+    # Small reduction windows inside the contiguous parallel dim (see the module's doc). The
+    # CPU pipeline sets it; a GPU maps the band as it is.
+    window_inner: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(GeneralizeNamedOpPattern(), apply_recursively=False).rewrite_module(op)
         PatternRewriteWalker(GatherToLoops(), apply_recursively=False).rewrite_module(op)
-        PatternRewriteWalker(GenericToLoops(self.transpose_tile),
+        PatternRewriteWalker(GenericToLoops(self.transpose_tile, self.window_inner),
                              apply_recursively=False).rewrite_module(op)
         for o in op.walk():
             # aicc_fused.attention is lower-attention's (CPU) or map-to-gpu's (CUDA) to lower

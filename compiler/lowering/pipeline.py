@@ -68,6 +68,7 @@ class StageHooks:
     memref: tuple[ModulePass, ...] = ()  # between bufferize and plan-memory
     loops: tuple[ModulePass, ...] = ()  # before linalg-to-loops
     transpose_tile: int = 0  # linalg-to-loops' block size for transposes (0: none)
+    window_inner: bool = False  # linalg-to-loops' window-inner (small windows in registers)
 
 
 def shared_stages(fuse: bool, hooks: StageHooks) -> list[tuple[str, list[ModulePass]]]:
@@ -77,7 +78,8 @@ def shared_stages(fuse: bool, hooks: StageHooks) -> list[tuple[str, list[ModuleP
         ("linalg", [TensorToLinalg(conv_bias=hooks.conv_bias, conv_packed=hooks.conv_packed),
                     *([FuseElementwise()] if fuse else []), *cleanup(), *hooks.linalg]),
         ("memref", [Bufferize(), *hooks.memref, PlanMemory(workspace_arg=True)]),
-        ("loops", [*hooks.loops, LinalgToLoops(transpose_tile=hooks.transpose_tile),
+        ("loops", [*hooks.loops, LinalgToLoops(transpose_tile=hooks.transpose_tile,
+                                                   window_inner=hooks.window_inner),
                    CanonicalizePass(), CommonSubexpressionElimination()]),
     ]
 

@@ -1,5 +1,7 @@
 """LLVM IR for `aicc_cpu.conv_kernel`: one register tile of a direct convolution whose
-output channels lie in vectors (the weights blocked NCHWc-style).
+output channels lie in vectors (the weights blocked NCHWc-style), and for
+`aicc_cpu.dw_kernel`: a run of output columns of one depthwise channel, the columns in
+vectors (see _emit_dw_body).
 
     acc[j][q] = 0                                           j < owb, q < ocv
     for r < kh, s < kw, c < ic (c unrolled CONV_UNROLL times):
@@ -23,8 +25,10 @@ from __future__ import annotations
 from llvmlite import ir
 
 from compiler.codegen.llvm.emitter import FunctionEmitter, byte_size, handles, memory_type
-from compiler.codegen.llvm.microkernel import Literal
+from compiler.codegen.llvm.microkernel import Literal, _masked
+from compiler.dialects.aicc_cpu import DW_KERNEL_INTS
 
+I1 = ir.IntType(1)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 CONV_UNROLL = 4  # input channels per step of the innermost loop
@@ -37,15 +41,18 @@ def _c64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
-@handles("aicc_cpu.conv_kernel")
+@handles("aicc_cpu.conv_kernel", "aicc_cpu.dw_kernel")
 def emit_conv_kernel(e: FunctionEmitter, op) -> None:
     """A call of the kernel function for op's configuration (emitted once per module)."""
     ety = memory_type(op.o.type.element_type)
-    cfg = {k: op.int_prop(k) for k in _INTS}
+    dw = op.name == "aicc_cpu.dw_kernel"
+    ints = DW_KERNEL_INTS if dw else _INTS
+    cfg = {k: op.int_prop(k) for k in ints}
     cfg["start"] = op.start_kind
     cfg["res"] = op.res is not None
     cfg["relu"] = op.relu is not None
-    fn = _kernel_function(e, cfg, ety)
+    fn = _kernel_function(e, cfg, ety, "aicc.dw_kernel" if dw else "aicc.conv_kernel", ints,
+                          _emit_dw_body if dw else _emit_body)
     b = e.b
     buffers = [(op.x, op.x_off), (op.w, op.w_off), (op.o, op.o_off)]
     if op.bias is not None:
@@ -56,10 +63,11 @@ def emit_conv_kernel(e: FunctionEmitter, op) -> None:
                 for v, off in buffers])
 
 
-def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type) -> ir.Function:
-    """`void @aicc.conv_kernel.<config>(ptr x, ptr w, ptr o [, ptr bias])`, internal and
+def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, ints,
+                     emit_body) -> ir.Function:
+    """`void @<prefix>.<config>(ptr x, ptr w, ptr o [, ptr bias] [, ptr res])`, internal and
     noinline."""
-    name = "aicc.conv_kernel." + ".".join(f"{k}{cfg[k]}" for k in _INTS)
+    name = prefix + "." + ".".join(f"{k}{cfg[k]}" for k in ints)
     if cfg["start"]:
         name += f".start{cfg['start']}"
     name += ".res" * cfg["res"] + ".relu" * cfg["relu"]
@@ -81,7 +89,7 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type) -> ir.Function
             arg.add_attribute("noalias")
         arg.add_attribute("captures(none)")
     k = FunctionEmitter(e.em, fn)
-    _emit_body(k, fn.args, ety, **cfg)
+    emit_body(k, fn.args, ety, **cfg)
     k.b.ret_void()
     k.finish()
     return fn
@@ -177,3 +185,92 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
         if relu:
             row = e.intr("maximum", row, ir.Constant(rty, 0.0) if owb == 1 else Literal(rty, "zeroinitializer"))
         b.store(row, ptr, align=esize)
+
+
+def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, dw, x_rs, start,
+                  res, relu) -> None:
+    """One channel's output columns j < cols in owb vectors (the last with cols % vw lanes
+    when that is not 0), straight-line code over the window:
+
+        acc[v] = 0                                                  v < owb
+        for r < kh, s < kw:                                         (unrolled)
+            w      = splat W[r*kw + s]
+            acc[v] = llvm.fma(X[r*dh*x_rs + s*dw + (v*vw + lanes)*sw], w, acc[v])
+        O[v*vw + lanes] = start + acc[v] (+ R[...]) (max 0)
+
+    A row of X is read with one vector load per vector of columns when sw = 1, with two and a
+    shuffle of the even lanes when sw = 2 (the call's last vector masks the second load to
+    the elements it needs), and element by element otherwise; the last vector's loads and
+    stores are masked to its lanes, so nothing past the columns' inputs and outputs is
+    touched."""
+    b = e.b
+    x_base, w_base, o_base = args[:3]
+    bias_base = args[3] if start == 2 else None
+    res_base = args[-1] if res else None
+    vty = ir.VectorType(ety, vw)
+    esize = byte_size(ety)
+    undef_v = Literal(vty, "undef")
+    zero = Literal(vty, "zeroinitializer")
+    align = ir.Constant(I32, esize)
+    lanes = [min(vw, cols - v * vw) for v in range(owb)]
+
+    def mask(n: int) -> ir.Constant:
+        return ir.Constant(ir.VectorType(I1, vw), [1] * n + [0] * (vw - n))
+
+    def ptr(base, off: int):
+        return b.gep(base, [_c64(off)], inbounds=True, source_etype=ety)
+
+    def load(base, off: int, n: int):
+        """n <= vw consecutive elements from base + off into a vector (zeros past n)."""
+        if n == vw:
+            return b.load(ptr(base, off), typ=vty, align=esize)
+        return b.call(_masked(e, "load", vty), [ptr(base, off), align, mask(n), zero])
+
+    def store(value, base, off: int, n: int) -> None:
+        if n == vw:
+            b.store(value, ptr(base, off), align=esize)
+        else:
+            b.call(_masked(e, "store", vty), [value, ptr(base, off), align, mask(n)])
+
+    def splat(v):
+        return b.shuffle_vector(b.insert_element(undef_v, v, ir.Constant(I32, 0)), undef_v,
+                                Literal(ir.VectorType(I32, vw), "zeroinitializer"))
+
+    def row(off: int, n: int, last: bool):
+        """X[off + l*sw] for l < n (`last`: the call's last vector, past which nothing may
+        be read; before it, the next vector's elements may)."""
+        if sw == 1:
+            return load(x_base, off, n)
+        span = (n - 1) * sw + 1  # elements from the first to the last one needed
+        if sw == 2:
+            if not last:
+                span = 2 * vw
+            lo = load(x_base, off, min(vw, span))
+            hi = load(x_base, off + vw, span - vw) if span > vw else zero
+            return b.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(I32, vw),
+                                                        [2 * l for l in range(vw)]))
+        out = zero
+        for l in range(n):
+            out = b.insert_element(out, b.load(ptr(x_base, off + l * sw), typ=ety, align=esize),
+                                   ir.Constant(I32, l))
+        return out
+
+    accs = [zero] * owb
+    for r in range(kh):
+        for s in range(kw):
+            wv = splat(b.load(ptr(w_base, r * kw + s), typ=ety, align=esize))
+            for v in range(owb):
+                xv = row(r * dh * x_rs + s * dw + v * vw * sw, lanes[v], v == owb - 1)
+                accs[v] = e.intr("fma", xv, wv, accs[v])
+    bias = splat(b.load(bias_base, typ=ety, align=esize)) if bias_base is not None else None
+    for v in range(owb):
+        out = accs[v]
+        if start == 0:  # O += the columns
+            out = b.fadd(load(o_base, v * vw, lanes[v]), out)
+        elif start == 2:  # O = the channel's bias + the columns
+            out = b.fadd(bias, out)
+        if res_base is not None:
+            out = b.fadd(out, load(res_base, v * vw, lanes[v]))
+        if relu:
+            out = e.intr("maximum", out, zero)
+        store(out, o_base, v * vw, lanes[v])

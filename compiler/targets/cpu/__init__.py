@@ -10,6 +10,8 @@ compiler/codegen/llvm and its runtime runtime.py (O3 + MCJIT, the thread pool).
 
 from __future__ import annotations
 
+import os
+
 import time
 from pathlib import Path
 
@@ -69,6 +71,8 @@ class CPUTarget(Target):
                     LowerQGemm(enabled=machine.has_avx2, vnni=machine.vnni_bits)),
             loops=(LowerAttention(),),
             transpose_tile=64,
+            # AICC_WINDOW_INNER=0 keeps the default order (for A/B timing)
+            window_inner=os.environ.get("AICC_WINDOW_INNER", "1") != "0",
             # the packed conv kernel is the default where it was measured to win: AVX2
             # (256-bit) machines; elsewhere AICC_CONV_LOWERING=packed or the op's attribute
             # still ask for it

@@ -34,10 +34,15 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from compiler.errors import CompileError
-from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, CONV_SCHEDULE_ATTR
+from compiler.lowering.conv_lowering import (
+    CONV_LOWERING_ATTR,
+    CONV_SCHEDULE_ATTR,
+    depthwise_generic_shapes,
+)
 from compiler.lowering.utils import PARALLEL, REDUCTION, build_generic
 from compiler.targets.cpu.schedule import (
     choose_conv_schedule,
+    choose_dw_schedule,
     conv_schedule_of,
     parse_conv_schedule,
     SCHEDULE_ATTR,
@@ -168,9 +173,11 @@ class ChooseSchedule(ModulePass):
             if isinstance(o, linalg.GenericOp) and isinstance(mode, StringAttr) \
                     and mode.data == "packed":
                 shape = o.outputs[0].type.get_shape()
-                s = choose_conv_schedule(self.vector_bits, shape[-1], shape[-3],
-                                         fixed={**parse_conv_schedule(self.conv_overrides),
-                                                **conv_schedule_of(o)})
+                fixed = {**parse_conv_schedule(self.conv_overrides), **conv_schedule_of(o)}
+                if depthwise_generic_shapes(*(v.type.get_shape() for v in (*o.inputs, o.outputs[0]))):
+                    s = choose_dw_schedule(self.vector_bits, shape[-1], fixed)
+                else:
+                    s = choose_conv_schedule(self.vector_bits, shape[-1], shape[-3], fixed=fixed)
                 o.attributes[CONV_SCHEDULE_ATTR] = DictionaryAttr(
                     {k: IntegerAttr(v, i64) for k, v in s.items()})
         unused = [k for k in overrides if k is not None and k >= index]

@@ -516,6 +516,23 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
     return {"vw": vw, "owb": min(owb, ow), "ocv": ocv}
 
 
+DW_MAX_VECTORS = 4  # column vectors of one depthwise kernel call (accumulators in registers)
+
+
+def choose_dw_schedule(vector_bits: int, ow: int, fixed: Mapping[str, int] | None = None
+                       ) -> dict[str, int]:
+    """The tile of a depthwise conv kernel (tile_conv.py, aicc_cpu.dw_kernel): `vw` output
+    columns per vector (the target's width in floats) and `owb` vectors of columns per kernel
+    call, at most DW_MAX_VECTORS (their accumulators, a broadcast weight and the row loads of
+    a stride-2 window fit 16 ymm registers), the calls along a row of OW columns as few and
+    as even as can be. `fixed` fields are kept."""
+    fixed = dict(fixed or {})
+    vw = fixed.get("vw", max(1, vector_bits // 32))
+    vectors = -(-ow // vw)
+    calls = -(-vectors // DW_MAX_VECTORS)
+    return {"vw": vw, "owb": fixed.get("owb", -(-vectors // calls))}
+
+
 def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
@@ -667,6 +684,7 @@ __all__ = [
     "MatmulSchedule",
     "SCHEDULE_ATTR",
     "choose_conv_schedule",
+    "choose_dw_schedule",
     "choose_matmul_schedule",
     "conv_schedule_of",
     "parse_conv_schedule",

@@ -14,6 +14,18 @@ width). On memrefs, this pass replaces that generic by
       [one kernel of the OW % owb last columns]
     [one more parallel loop for the OC % (ocv*vw) last channels, ocn of them]
 
+A depthwise conv (one input and one output channel per group) goes to
+`aicc_cpu.dw_kernel` instead, its columns in vectors:
+
+    scf.parallel (n, channel, oh):
+      scf.for ow0 (step owb * vw):
+        aicc_cpu.dw_kernel %x[...], %w[...], %out[...] {cols, owb, vw, kh, kw, ...}
+      [one kernel of the last columns, its last vector masked]
+
+with the tile from `choose_dw_schedule` (owb vectors of vw columns) and the weight read
+where it lies (kh x kw scalars per channel, broadcast); the start and the epilogue fold in
+as below.
+
 The input is read in place (plain NCHW, already padded by aicc.pad): the kernel broadcasts
 one input value at a time against vw output channels of the packed weight, so the conv
 makes no im2col copy. Its owb x ocv accumulators go into the NCHW output, so no layout
@@ -55,12 +67,12 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
-from compiler.dialects.aicc_cpu import ConvKernelOp
+from compiler.dialects.aicc_cpu import ConvKernelOp, DwKernelOp
 from compiler.errors import CompileError
-from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR
+from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, depthwise_generic_shapes
 from compiler.lowering.loop_builder import IndexBuilder
 from compiler.stats import TILED_ATTR, flops
-from compiler.targets.cpu.schedule import choose_conv_schedule, conv_schedule_of
+from compiler.targets.cpu.schedule import choose_conv_schedule, choose_dw_schedule, conv_schedule_of
 
 
 def _d(i: int) -> AffineDimExpr:
@@ -161,6 +173,7 @@ class _Conv:
     sw: int
     dh: int
     dw: int
+    depthwise: bool = False
 
     @staticmethod
     def match(op) -> "_Conv | None":
@@ -175,7 +188,10 @@ class _Conv:
         x, w = op.inputs
         out = op.outputs[0]
         xs, ws, os_ = (v.type.get_shape() for v in (x, w, out))
-        if len(xs) != 5 or len(ws) != 5 or len(os_) != 5 or xs[1] != 1 or ws[0] != 1 \
+        depthwise = depthwise_generic_shapes(xs, ws, os_)
+        if depthwise and not any(d < 0 for d in (*xs, *ws, *os_)):
+            xs, ws, os_ = (xs[0], 1, xs[1], *xs[3:]), (1, ws[0], 1, *ws[3:]), (os_[0], 1, os_[1], *os_[3:])
+        elif len(xs) != 5 or len(ws) != 5 or len(os_) != 5 or xs[1] != 1 or ws[0] != 1 \
                 or any(d < 0 for d in (*xs, *ws, *os_)):
             raise CompileError(f"tile-conv: an packed conv of input {xs}, weight {ws} and "
                                f"output {os_}: expected static (N, 1, IC, H, W), (1, OC, IC, KH, "
@@ -187,7 +203,7 @@ class _Conv:
         rh, rw = xmap.results[3], xmap.results[4]
         ch, cw = _coeffs(rh, 8), _coeffs(rw, 8)
         return _Conv(op, x, w, out, xs[0], xs[2], xs[3], xs[4], ws[1], ws[3], ws[4],
-                     os_[3], os_[4], ch[3], cw[4], ch[6], cw[7])
+                     os_[3], os_[4], ch[3], cw[4], ch[6], cw[7], depthwise)
 
 
 def _start_of(cv: _Conv) -> tuple[int, SSAValue | None, Operation | None]:
@@ -221,10 +237,11 @@ def _start_of(cv: _Conv) -> tuple[int, SSAValue | None, Operation | None]:
     if dst.type.get_shape() != cv.out.type.get_shape() or maps[1] != AffineMap.identity(5) \
             or not isinstance(src.type.layout, NoneAttr) or int(np.prod(shape)) != cv.oc:
         return 0, None, None
-    for e, size in zip(maps[0].results, shape):  # only the channel dim (2) varies
+    chan = 1 if cv.depthwise else 2  # the output's channel dim: (N, C, 1, ..) or (N, 1, OC, ..)
+    for e, size in zip(maps[0].results, shape):  # only the channel dim varies
         if size == 1:
             continue
-        if not (isinstance(e, AffineDimExpr) and e.position == 2):
+        if not (isinstance(e, AffineDimExpr) and e.position == chan):
             return 0, None, None
     return 2, src, prev
 
@@ -374,6 +391,10 @@ class TileConv(ModulePass):
             cv = _Conv.match(o)
             if cv is None:
                 continue
+            if cv.depthwise:
+                s = conv_schedule_of(o) or choose_dw_schedule(self.vector_bits, cv.ow)
+                self._rewrite_dw(cv, s)
+                continue
             g = _global_of(cv.w, op)
             if g is None or not _weight_as_4d(op, g, cv):
                 continue  # a weight known only at run time: the generic stays a loop nest
@@ -393,24 +414,7 @@ class TileConv(ModulePass):
     def _rewrite(module: ModuleOp, cv: _Conv, g: memref.GlobalOp, s: dict[str, int]) -> None:
         vw, owb = s["vw"], min(s["owb"], cv.ow)
         ocv = min(s["ocv"], -(-cv.oc // vw))
-        start, bias_src, init = _start_of(cv)
-        epi = _epilogue_of(cv, init) if start else None
-        if epi is not None:  # what lies between (views, allocations) moves before the conv
-            nxt = cv.op.next_op
-            while nxt is not epi[0]:
-                after = nxt.next_op
-                if not isinstance(nxt, memref.DeallocOp):
-                    nxt.detach()
-                    cv.op.parent_block().insert_op_before(nxt, cv.op)
-                nxt = after
-        if init is not None:
-            Rewriter.erase_op(init)
-        b = Builder(InsertPoint.before(cv.op))
-        # index constants go before a marker (itself the constant 0) ahead of all the code
-        # below, so they dominate every use
-        marker = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType())))
-        ix = IndexBuilder(Builder(InsertPoint.before(marker)))
-        ix.consts[0] = marker.result
+        start, bias_src, epi, b, ix = _fold_start_and_epilogue(cv)
         wp = _pack_weight(module, g, vw, b)
         x = _flat(b, cv.x)
         out = _flat(b, cv.out) if epi is None else None
@@ -457,19 +461,83 @@ class TileConv(ModulePass):
         if rest:
             loops.append(_parallel(b, ix, [cv.n, 1, cv.oh], lambda b, ivs: kernels(
                 b, ivs[0], ix.const(groups * ocv), ivs[2], -(-rest // vw), rest)))
-        # statistics count the conv once, as the generic it replaces (see compiler/stats.py)
-        info = {"op": StringAttr("generic"), "flops": IntegerAttr(
-            flops(cv.op) + (flops(epi[0]) if epi is not None else 0), i64)}
-        if epi is not None:
-            info["epilogue"] = StringAttr(",".join(
-                o.name for o in epi[0].body.block.ops
-                if not isinstance(o, linalg.YieldOp | arith.ConstantOp)))
-        loops[0].attributes[TILED_ATTR] = DictionaryAttr(info)
-        root = _source(cv.out)
-        Rewriter.erase_op(cv.op)
-        if epi is not None:
-            Rewriter.erase_op(epi[0])
-            _erase_if_dead(root)
+        _replace(cv, epi, loops[0])
+
+    @staticmethod
+    def _rewrite_dw(cv: _Conv, s: dict[str, int]) -> None:
+        """A depthwise conv as loops of aicc_cpu.dw_kernel: owb vectors of vw columns per
+        call along each output row of each channel."""
+        vw, owb = s["vw"], s["owb"]
+        span = owb * vw
+        start, bias_src, epi, b, ix = _fold_start_and_epilogue(cv)
+        x, w = _flat(b, cv.x), _flat(b, cv.w)
+        bias = _flat(b, bias_src) if bias_src is not None else None
+        out, res, relu = (_flat(b, cv.out), None, False) if epi is None else (
+            _flat(b, epi[1]), _flat(b, epi[2]) if epi[2] is not None else None, epi[3])
+        c, x_cs, o_cs = cv.ic, cv.hp * cv.wp, cv.oh * cv.ow
+
+        def row(b: Builder, ivs) -> None:
+            def at(b: Builder, ow0: SSAValue, cols: int) -> None:
+                dims = {0: ivs[0], 1: ivs[1], 2: ivs[2], 3: ow0}
+                xo = ix.expr(b, _d(0) * (c * x_cs) + _d(1) * x_cs + _d(2) * (cv.sh * cv.wp)
+                             + _d(3) * cv.sw, dims)
+                oo = ix.expr(b, _d(0) * (c * o_cs) + _d(1) * o_cs + _d(2) * cv.ow + _d(3), dims)
+                wo = ix.expr(b, _d(1) * (cv.kh * cv.kw), dims)
+                b.insert(DwKernelOp(x, xo, w, wo, out, oo, start=start,
+                                    bias=(bias, ivs[1]) if bias is not None else None,
+                                    res=(res, oo) if res is not None else None, relu=relu,
+                                    cols=cols, owb=-(-cols // vw), vw=vw, kh=cv.kh, kw=cv.kw,
+                                    sw=cv.sw, dh=cv.dh, dw=cv.dw, x_rs=cv.wp))
+
+            full = cv.ow - cv.ow % span
+            _for(b, ix, full, span, lambda b, ow0: at(b, ow0, span))
+            if cv.ow % span:
+                at(b, ix.const(full), cv.ow % span)
+
+        _replace(cv, epi, _parallel(b, ix, [cv.n, c, cv.oh], row))
+
+
+def _fold_start_and_epilogue(cv: _Conv):
+    """The output's start and the epilogue that the kernels take over (see _start_of and
+    _epilogue_of): the start's op erased, what lies between the conv and the epilogue moved
+    before the conv. Returns (start, bias or None, epilogue or None, a builder before the
+    conv, an IndexBuilder whose constants dominate it)."""
+    start, bias_src, init = _start_of(cv)
+    epi = _epilogue_of(cv, init) if start else None
+    if epi is not None:  # what lies between (views, allocations) moves before the conv
+        nxt = cv.op.next_op
+        while nxt is not epi[0]:
+            after = nxt.next_op
+            if not isinstance(nxt, memref.DeallocOp):
+                nxt.detach()
+                cv.op.parent_block().insert_op_before(nxt, cv.op)
+            nxt = after
+    if init is not None:
+        Rewriter.erase_op(init)
+    b = Builder(InsertPoint.before(cv.op))
+    # index constants go before a marker (itself the constant 0) ahead of all the code
+    # below, so they dominate every use
+    marker = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType())))
+    ix = IndexBuilder(Builder(InsertPoint.before(marker)))
+    ix.consts[0] = marker.result
+    return start, bias_src, epi, b, ix
+
+
+def _replace(cv: _Conv, epi, first_loop: Operation) -> None:
+    """Erase the conv generic (and the epilogue the kernels took over); the statistics count
+    the conv once, as the generic it replaces (see compiler/stats.py), on `first_loop`."""
+    info = {"op": StringAttr("generic"), "flops": IntegerAttr(
+        flops(cv.op) + (flops(epi[0]) if epi is not None else 0), i64)}
+    if epi is not None:
+        info["epilogue"] = StringAttr(",".join(
+            o.name for o in epi[0].body.block.ops
+            if not isinstance(o, linalg.YieldOp | arith.ConstantOp)))
+    first_loop.attributes[TILED_ATTR] = DictionaryAttr(info)
+    root = _source(cv.out)
+    Rewriter.erase_op(cv.op)
+    if epi is not None:
+        Rewriter.erase_op(epi[0])
+        _erase_if_dead(root)
 
 
 __all__ = ["TileConv"]

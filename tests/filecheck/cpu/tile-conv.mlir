@@ -74,6 +74,37 @@
 // A 1x1 conv stays a matmul on the input.
 // AUTO-LABEL:   func.func @conv_auto1x1
 // AUTO:           aicc.conv_lowering = "matmul"
+// A depthwise conv (one input and one output channel per group) goes to aicc_cpu.dw_kernel,
+// its output columns in vectors: choose-schedule gives owb = 2 vectors of vw = 8 columns (the
+// 10 columns of a row in one call, its second vector masked to 2 lanes), and tile-conv a
+// parallel loop over (channel, output row): the input offset steps a plane (9 x 22 = 198) per
+// channel and sw = 2 rows (44) per output row, the weight 9 floats per channel, read in place.
+// The bias is the kernel's start (start = 2, one value per channel) and the relu after it its
+// epilogue, storing straight into the function's result.
+// AVX2-LABEL:  func.func @dw
+// AVX2:          attrs = {aicc.conv_lowering = "packed", aicc.conv_schedule = {vw = 8 : i64, owb = 2 : i64}}
+// AVX512-LABEL: func.func @dw
+// AVX512:         attrs = {aicc.conv_lowering = "packed", aicc.conv_schedule = {vw = 16 : i64, owb = 1 : i64}}
+// EPI-LABEL:    func.func @dw
+// EPI-SAME:       (%{{.*}}: memref<1x3x9x22xf32>, %{{.*}}: memref<1x3x1x1xf32>, %[[D:.*]]: memref<1x3x4x10xf32>)
+// EPI-NOT:        memref.alloc
+// EPI-DAG:        %[[C198:.*]] = arith.constant 198 : index
+// EPI-DAG:        %[[C44:.*]] = arith.constant 44 : index
+// EPI-DAG:        %[[C9:.*]] = arith.constant 9 : index
+// EPI-DAG:        %[[DF:.*]] = memref.collapse_shape %[[D]] {{.*}} into memref<120xf32>
+// EPI:            "scf.parallel"
+// EPI-NEXT:       ^{{.*}}(%[[C:.*]]: index, %[[Y:.*]]: index):
+// EPI-NEXT:         %[[XC:.*]] = arith.muli %[[C]], %[[C198]] : index
+// EPI-NEXT:         %[[XY:.*]] = arith.muli %[[Y]], %[[C44]] : index
+// EPI:              %[[WO:.*]] = arith.muli %[[C]], %[[C9]] : index
+// EPI-NEXT:         aicc_cpu.dw_kernel %{{.*}}[%{{.*}}], %{{.*}}[%[[WO]]], %[[DF]][%{{.*}}] bias %{{.*}}[%[[C]]] : memref<3xf32> {cols = 10 : i64, owb = 2 : i64, vw = 8 : i64, kh = 3 : i64, kw = 3 : i64, sw = 2 : i64, dh = 1 : i64, dw = 1 : i64, x_rs = 22 : i64, start = 2 : i64, relu}
+// EPI-NEXT:         scf.reduce
+// EPI:            epilogue = "arith.maximumf"
+// EPI-NOT:        linalg.generic
+// EPI:            func.return
+// The heuristic of a target with the kernels takes it for a depthwise conv too.
+// AUTO-LABEL:   func.func @dw_auto
+// AUTO:           aicc.conv_lowering = "packed"
 func.func @conv(%x: tensor<1x2x7x9xf32>) -> tensor<1x10x4x9xf32> {
   %w = aicc.constant dense<[[[[0.13, -0.13, 0.64], [0.10, -0.54, 0.36], [1.30, 0.95, -0.70]], [[-1.27, -0.62, 0.04], [-2.33, -0.22, -1.25], [-0.73, -0.54, -0.32]]], [[[0.41, 1.04, -0.13], [1.37, -0.67, 0.35], [0.90, 0.09, -0.74]], [[-0.92, -0.46, 0.22], [-1.01, -0.21, -0.16], [0.54, 0.21, 0.36]]], [[[-0.65, -0.13, 0.78], [1.49, -1.26, 1.51], [1.35, 0.78, 0.26]], [[-0.31, 1.46, 1.96], [1.80, 1.32, 0.36], [-1.21, -0.00, 0.66]]], [[[-1.29, 0.40, 0.43], [0.70, -1.18, -0.66], [-0.44, -1.17, 1.74]], [[-0.50, 0.33, -0.26], [1.58, 1.32, 0.63], [-2.20, 0.05, 0.68]]], [[[1.00, -0.62, 1.82], [-1.32, -0.66, 0.94], [0.05, 2.00, 0.19]], [[-0.63, -0.38, -1.09], [-1.28, 0.63, 0.58], [1.29, -0.75, 1.69]]], [[[-0.29, 1.57, -0.43], [-0.74, 0.25, 1.03], [0.16, -0.59, -1.34]], [[-1.40, 0.50, 0.99], [-0.16, -1.07, 0.87], [-1.28, -0.71, 0.62]]], [[[-2.25, 0.39, -0.58], [0.11, -0.08, 0.20], [0.69, -0.76, 1.42]], [[0.73, 0.84, 1.16], [0.79, 0.84, 0.08], [-1.43, -0.14, -0.77]]], [[[-1.42, 0.26, -0.57], [-1.03, -1.04, 0.27], [0.36, 1.32, -0.01]], [[1.04, 1.40, 1.15], [-2.37, 1.23, 0.34], [0.42, 0.37, 0.38]]], [[[0.32, -0.36, -1.90], [-0.11, -0.80, 1.08], [-0.29, 0.08, -0.85]], [[-0.51, -0.01, -1.49], [0.30, -0.11, -1.19], [-2.40, 0.51, -0.30]]], [[[-0.53, -0.24, 1.82], [-0.05, 0.09, -1.49], [1.65, 0.92, 1.07]], [[0.05, 0.92, 0.37], [0.61, -0.15, -1.47], [1.03, -1.93, -0.24]]]]> : tensor<10x2x3x3xf32>
   %p = aicc.pad %x {low = array<i64: 0, 0, 1, 1>, high = array<i64: 0, 0, 1, 1>, value = 0.0 : f32} : tensor<1x2x7x9xf32> -> tensor<1x2x9x11xf32>
@@ -113,4 +144,18 @@ func.func @conv_auto1x1(%x: tensor<1x2x13x15xf32>) -> tensor<1x16x13x15xf32> {
   %w = aicc.constant dense<0.5> : tensor<16x2x1x1xf32>
   %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x2x13x15xf32>, tensor<16x2x1x1xf32> -> tensor<1x16x13x15xf32>
   func.return %c : tensor<1x16x13x15xf32>
+}
+
+func.func @dw(%x: tensor<1x3x9x22xf32>, %b: tensor<1x3x1x1xf32>) -> tensor<1x3x4x10xf32> {
+  %w = aicc.constant dense<[[[[0.13, -0.13, 0.64], [0.10, -0.54, 0.36], [1.30, 0.95, -0.70]]], [[[-1.27, -0.62, 0.04], [-2.33, -0.22, -1.25], [-0.73, -0.54, -0.32]]], [[[0.41, 1.04, -0.13], [1.37, -0.67, 0.35], [0.90, 0.09, -0.74]]]]> : tensor<3x1x3x3xf32>
+  %c = aicc.conv2d %x, %w {strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, groups = 3 : i64, aicc.conv_lowering = "packed"} : tensor<1x3x9x22xf32>, tensor<3x1x3x3xf32> -> tensor<1x3x4x10xf32>
+  %y = aicc.add %c, %b : tensor<1x3x4x10xf32>, tensor<1x3x1x1xf32> -> tensor<1x3x4x10xf32>
+  %z = aicc.relu %y : tensor<1x3x4x10xf32>
+  func.return %z : tensor<1x3x4x10xf32>
+}
+
+func.func @dw_auto(%x: tensor<1x3x9x22xf32>) -> tensor<1x3x7x20xf32> {
+  %w = aicc.constant dense<0.5> : tensor<3x1x3x3xf32>
+  %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 3 : i64} : tensor<1x3x9x22xf32>, tensor<3x1x3x3xf32> -> tensor<1x3x7x20xf32>
+  func.return %c : tensor<1x3x7x20xf32>
 }

@@ -1,0 +1,33 @@
+// RUN: aicc-opt %s -t llvm | filecheck %s
+// aicc_cpu.dw_kernel: one channel's 10 output columns in two <8 x float> accumulators,
+// straight-line code over the 3 x 3 window. Stride 2: each vector of columns reads two
+// vectors of the row and keeps the even lanes; the first vector's second load is plain (the
+// next vector's elements), the last vector's loads are masked to what it needs (2 columns:
+// elements 0..2 of its row). Then the channel's bias (start = 2), relu, and the stores: a
+// full vector, then a masked one of 2 lanes.
+// CHECK-LABEL: define void @"dw"
+// CHECK:         call void @"aicc.dw_kernel.cols10.owb2.vw8.kh3.kw3.sw2.dh1.dw1.x_rs22.start2.relu"(ptr %{{.*}}, ptr %{{.*}}, ptr %{{.*}}, ptr %{{.*}})
+// CHECK-LABEL: define internal void @"aicc.dw_kernel.cols10.owb2.vw8.kh3.kw3.sw2.dh1.dw1.x_rs22.start2.relu"
+// CHECK:         %[[W:.*]] = load float, ptr %{{.*}}, align 4
+// CHECK:         %[[WS:.*]] = shufflevector <8 x float> %{{.*}}, <8 x float> undef, <8 x i32> zeroinitializer
+// CHECK:         %[[LO:.*]] = load <8 x float>, ptr %{{.*}}, align 4
+// CHECK:         getelementptr inbounds float, ptr %{{.*}}, i64 8
+// CHECK-NEXT:    %[[HI:.*]] = load <8 x float>, ptr %{{.*}}, align 4
+// CHECK-NEXT:    %[[EVEN:.*]] = shufflevector <8 x float> %[[LO]], <8 x float> %[[HI]], <8 x i32> <i32 0, i32 2, i32 4, i32 6, i32 8, i32 10, i32 12, i32 14>
+// CHECK-NEXT:    call <8 x float> @"llvm.fma.v8f32"(<8 x float> %[[EVEN]], <8 x float> %[[WS]], <8 x float> zeroinitializer)
+// CHECK:         getelementptr inbounds float, ptr %{{.*}}, i64 16
+// CHECK-NEXT:    call <8 x float> @"llvm.masked.load.v8f32.p0"(ptr %{{.*}}, i32 4, <8 x i1> <i1 1, i1 1, i1 1, i1 0, i1 0, i1 0, i1 0, i1 0>, <8 x float> zeroinitializer)
+// The last tap: r = 2 (2 rows of 22 on), s = 2.
+// CHECK:         getelementptr inbounds float, ptr %{{.*}}, i64 8
+// CHECK:         getelementptr inbounds float, ptr %{{.*}}, i64 46
+// CHECK:         %[[B:.*]] = load float, ptr %{{.*}}, align 4
+// CHECK:         fadd <8 x float>
+// CHECK:         call <8 x float> @"llvm.maximum.v8f32"
+// CHECK:         store <8 x float>
+// CHECK:         call void @"llvm.masked.store.v8f32.p0"(<8 x float> %{{.*}}, ptr %{{.*}}, i32 4, <8 x i1> <i1 1, i1 1, i1 0, i1 0, i1 0, i1 0, i1 0, i1 0>)
+// CHECK-NEXT:    ret void
+func.func @dw(%x: memref<594xf32>, %w: memref<27xf32>, %o: memref<120xf32>, %b: memref<3xf32>) {
+  %c0 = arith.constant 0 : index
+  aicc_cpu.dw_kernel %x[%c0], %w[%c0], %o[%c0] bias %b[%c0] : memref<3xf32> {cols = 10 : i64, owb = 2 : i64, vw = 8 : i64, kh = 3 : i64, kw = 3 : i64, sw = 2 : i64, dh = 1 : i64, dw = 1 : i64, x_rs = 22 : i64, start = 2 : i64, relu} : memref<594xf32>, memref<27xf32>, memref<120xf32>
+  func.return
+}
