@@ -343,7 +343,12 @@ def test_depthwise_block_folds_bias_and_epilogue(act, fused, threads):
     x = torch.randn(2, 13, 17, 40)  # 5 vectors of columns: calls of 3, then 2
     m = compiler.compile(block, (x,), threads=threads, target_cpu=AVX2)
     loops = m.ir("loops")
-    assert loops.count("aicc_cpu.dw_kernel") == 2  # the row's full calls and its last columns
+    # the padding is read through: no padded copy; the first, middle and last rows each have
+    # a call of 3 vectors of columns (its loads masked at the left edge) and one of 2 (the
+    # right edge)
+    assert "19x42" not in m.ir("memref") and loops.count("aicc_cpu.dw_kernel") == 6
+    assert loops.count("x_w = 40 : i64, x_c0 = -1 : i64") == 3
+    assert loops.count("r_lo = 1 : i64, r_hi = 3 : i64") == 2  # the first row's calls
     assert f'epilogue = "{fused}"' in loops and "start = 2" in loops
     want = copy.deepcopy(block).double()(x.double()).detach().numpy()
     np.testing.assert_allclose(m(x.numpy()), want, rtol=1e-4, atol=1e-4)

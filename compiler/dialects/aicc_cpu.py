@@ -424,7 +424,12 @@ class DwKernelOp(IRDLOperation):
     stores): each weight is broadcast and multiplied into owb vectors of X read along the row
     (with stride 2, two loads and a shuffle of the even lanes), the accumulators staying in
     registers over the whole window. `start`, `bias`, `res` and `relu` are conv_kernel's,
-    with one bias value for the channel (b[boff])."""
+    with one bias value for the channel (b[boff]).
+
+    Zero padding read through (X unpadded): with `x_w`, X's rows are x_w columns wide and
+    lane j's tap s reads column x_c0 + j*sw + s*dw, a zero outside 0 <= column < x_w (masked
+    loads: nothing outside the row is read); `r_lo` <= r < `r_hi` are the tap rows inside X
+    (the others are zeros: skipped). xoff may then point before X's first element."""
 
     name = "aicc_cpu.dw_kernel"
 
@@ -450,6 +455,10 @@ class DwKernelOp(IRDLOperation):
     x_rs = prop_def(IntegerAttr)
     start = opt_prop_def(IntegerAttr)  # absent: 0
     relu = opt_prop_def(UnitAttr)
+    x_w = opt_prop_def(IntegerAttr)  # padding read through: X's width
+    x_c0 = opt_prop_def(IntegerAttr)  # ... and the column of lane 0's tap s = 0
+    r_lo = opt_prop_def(IntegerAttr)  # the tap rows inside X (absent: 0 and kh)
+    r_hi = opt_prop_def(IntegerAttr)
 
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
@@ -458,8 +467,15 @@ class DwKernelOp(IRDLOperation):
     def __init__(self, x: SSAValue, x_off: SSAValue, w: SSAValue, w_off: SSAValue,
                  o: SSAValue, o_off: SSAValue, *, start: int = 0,
                  bias: tuple[SSAValue, SSAValue] | None = None,
-                 res: tuple[SSAValue, SSAValue] | None = None, relu: bool = False, **ints: int):
+                 res: tuple[SSAValue, SSAValue] | None = None, relu: bool = False,
+                 columns: tuple[int, int] | None = None, rows: tuple[int, int] | None = None,
+                 **ints: int):
+        """`columns`: (x_w, x_c0), `rows`: (r_lo, r_hi), for padding read through."""
         props = {k: IntegerAttr(ints[k], i64) for k in DW_KERNEL_INTS}
+        if columns is not None:
+            props["x_w"], props["x_c0"] = (IntegerAttr(v, i64) for v in columns)
+        if rows is not None:
+            props["r_lo"], props["r_hi"] = (IntegerAttr(v, i64) for v in rows)
         if start:
             props["start"] = IntegerAttr(start, i64)
         if relu:
@@ -472,6 +488,16 @@ class DwKernelOp(IRDLOperation):
     start_kind = ConvKernelOp.start_kind
     int_prop = ConvKernelOp.int_prop
 
+    def tap_rows(self) -> tuple[int, int]:
+        """(r_lo, r_hi): the tap rows the kernel reads."""
+        if self.r_lo is None:
+            return 0, self.int_prop("kh")
+        return self.int_prop("r_lo"), self.int_prop("r_hi")
+
+    def columns(self) -> tuple[int, int] | None:
+        """(x_w, x_c0) when the columns are masked to X's width, else None."""
+        return None if self.x_w is None else (self.int_prop("x_w"), self.int_prop("x_c0"))
+
     def verify_(self) -> None:
         v = {k: self.int_prop(k) for k in DW_KERNEL_INTS}
         if min(v.values()) < 1:
@@ -479,6 +505,12 @@ class DwKernelOp(IRDLOperation):
         if not (v["owb"] - 1) * v["vw"] < v["cols"] <= v["owb"] * v["vw"]:
             raise VerifyException(f"aicc_cpu.dw_kernel: cols = {v['cols']} do not fill "
                                   f"owb = {v['owb']} vectors of vw = {v['vw']}")
+        if (self.x_w is None) != (self.x_c0 is None) or (self.r_lo is None) != (self.r_hi is None):
+            raise VerifyException("aicc_cpu.dw_kernel: x_w and x_c0, r_lo and r_hi go together")
+        lo, hi = self.tap_rows()
+        if not 0 <= lo < hi <= v["kh"] or (self.x_w is not None and self.int_prop("x_w") < 1):
+            raise VerifyException(f"aicc_cpu.dw_kernel: tap rows {lo}..{hi} of kh = {v['kh']}, "
+                                  "or a width x_w < 1")
         ConvKernelOp.verify_common(self, "aicc_cpu.dw_kernel")
 
 

@@ -51,6 +51,10 @@ def emit_conv_kernel(e: FunctionEmitter, op) -> None:
     cfg["start"] = op.start_kind
     cfg["res"] = op.res is not None
     cfg["relu"] = op.relu is not None
+    # padding read through: X's pointer may lie before X (not inbounds)
+    through = dw and (op.columns() is not None or op.tap_rows() != (0, cfg["kh"]))
+    if dw:
+        cfg["columns"], cfg["rows"] = op.columns(), op.tap_rows()
     fn = _kernel_function(e, cfg, ety, "aicc.dw_kernel" if dw else "aicc.conv_kernel", ints,
                           _emit_dw_body if dw else _emit_body)
     b = e.b
@@ -59,8 +63,8 @@ def emit_conv_kernel(e: FunctionEmitter, op) -> None:
         buffers.append((op.bias, op.bias_off))
     if op.res is not None:
         buffers.append((op.res, op.res_off))
-    b.call(fn, [b.gep(e.get(v), [e.get(off)], inbounds=True, source_etype=ety)
-                for v, off in buffers])
+    b.call(fn, [b.gep(e.get(v), [e.get(off)], inbounds=not (through and i == 0),
+                      source_etype=ety) for i, (v, off) in enumerate(buffers)])
 
 
 def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, ints,
@@ -68,6 +72,10 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, i
     """`void @<prefix>.<config>(ptr x, ptr w, ptr o [, ptr bias] [, ptr res])`, internal and
     noinline."""
     name = prefix + "." + ".".join(f"{k}{cfg[k]}" for k in ints)
+    if cfg.get("columns") is not None:
+        name += ".w{}.c{}".format(*cfg["columns"]).replace("-", "m")
+    if cfg.get("rows") is not None and cfg["rows"] != (0, cfg["kh"]):
+        name += ".r{}-{}".format(*cfg["rows"])
     if cfg["start"]:
         name += f".start{cfg['start']}"
     name += ".res" * cfg["res"] + ".relu" * cfg["relu"]
@@ -188,7 +196,7 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
 
 
 def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, dw, x_rs, start,
-                  res, relu) -> None:
+                  res, relu, columns=None, rows=None) -> None:
     """One channel's output columns j < cols in owb vectors (the last with cols % vw lanes
     when that is not 0), straight-line code over the window:
 
@@ -202,7 +210,12 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
     shuffle of the even lanes when sw = 2 (the call's last vector masks the second load to
     the elements it needs), and element by element otherwise; the last vector's loads and
     stores are masked to its lanes, so nothing past the columns' inputs and outputs is
-    touched."""
+    touched.
+
+    Padding read through (`columns` = (x_w, x_c0), `rows` = (r_lo, r_hi)): element e of a
+    row load at tap s is column x_c0 + v*vw*sw + s*dw + e of X, loaded only where it lies in
+    0..x_w (the mask, the rest zeros, which the padding is), and tap rows outside r_lo..r_hi
+    are skipped; X's pointer is then not `inbounds` (it may point before X)."""
     b = e.b
     x_base, w_base, o_base = args[:3]
     bias_base = args[3] if start == 2 else None
@@ -213,64 +226,76 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
     zero = Literal(vty, "zeroinitializer")
     align = ir.Constant(I32, esize)
     lanes = [min(vw, cols - v * vw) for v in range(owb)]
-
-    def mask(n: int) -> ir.Constant:
-        return ir.Constant(ir.VectorType(I1, vw), [1] * n + [0] * (vw - n))
+    x_w, x_c0 = columns if columns is not None else (None, 0)
+    r_lo, r_hi = rows if rows is not None else (0, kh)
 
     def ptr(base, off: int):
-        return b.gep(base, [_c64(off)], inbounds=True, source_etype=ety)
+        return b.gep(base, [_c64(off)], inbounds=base is not x_base or columns is None,
+                     source_etype=ety)
 
-    def load(base, off: int, n: int):
-        """n <= vw consecutive elements from base + off into a vector (zeros past n)."""
-        if n == vw:
+    def load(base, off: int, bits: list[bool]):
+        """The elements e of base + off where bits[e] (zeros elsewhere): a plain load when
+        all are, a masked one otherwise."""
+        if all(bits):
             return b.load(ptr(base, off), typ=vty, align=esize)
-        return b.call(_masked(e, "load", vty), [ptr(base, off), align, mask(n), zero])
+        if not any(bits):
+            return zero
+        m = ir.Constant(ir.VectorType(I1, vw), [int(x) for x in bits])
+        return b.call(_masked(e, "load", vty), [ptr(base, off), align, m, zero])
 
     def store(value, base, off: int, n: int) -> None:
         if n == vw:
             b.store(value, ptr(base, off), align=esize)
         else:
-            b.call(_masked(e, "store", vty), [value, ptr(base, off), align, mask(n)])
+            m = ir.Constant(ir.VectorType(I1, vw), [int(i < n) for i in range(vw)])
+            b.call(_masked(e, "store", vty), [value, ptr(base, off), align, m])
 
     def splat(v):
         return b.shuffle_vector(b.insert_element(undef_v, v, ir.Constant(I32, 0)), undef_v,
                                 Literal(ir.VectorType(I32, vw), "zeroinitializer"))
 
-    def row(off: int, n: int, last: bool):
-        """X[off + l*sw] for l < n (`last`: the call's last vector, past which nothing may
-        be read; before it, the next vector's elements may)."""
+    def inside(col: int) -> bool:
+        """Is X's column `col` (relative to lane 0's first tap) inside the row?"""
+        return x_w is None or 0 <= x_c0 + col < x_w
+
+    def row(r: int, s: int, v: int):
+        """X[r*dh*x_rs + s*dw + (v*vw + l)*sw] for the lanes l of vector v."""
+        n, last = lanes[v], v == owb - 1
+        col = s * dw + v * vw * sw  # of element 0, relative to x_c0
+        off = r * dh * x_rs + col
         if sw == 1:
-            return load(x_base, off, n)
-        span = (n - 1) * sw + 1  # elements from the first to the last one needed
+            return load(x_base, off, [i < n and inside(col + i) for i in range(vw)])
         if sw == 2:
-            if not last:
-                span = 2 * vw
-            lo = load(x_base, off, min(vw, span))
-            hi = load(x_base, off + vw, span - vw) if span > vw else zero
+            # the even elements of two vectors; a vector before the call's last may read the
+            # next one's elements, the last only what it needs
+            span = 2 * vw if not last else (n - 1) * 2 + 1
+            lo = load(x_base, off, [i < span and inside(col + i) for i in range(vw)])
+            hi = load(x_base, off + vw, [vw + i < span and inside(col + vw + i) for i in range(vw)])
             return b.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(I32, vw),
-                                                        [2 * l for l in range(vw)]))
+                                                        [2 * i for i in range(vw)]))
         out = zero
-        for l in range(n):
-            out = b.insert_element(out, b.load(ptr(x_base, off + l * sw), typ=ety, align=esize),
-                                   ir.Constant(I32, l))
+        for i in range(n):
+            if inside(col + i * sw):
+                out = b.insert_element(out, b.load(ptr(x_base, off + i * sw), typ=ety,
+                                                   align=esize), ir.Constant(I32, i))
         return out
 
     accs = [zero] * owb
-    for r in range(kh):
+    for r in range(r_lo, r_hi):
         for s in range(kw):
             wv = splat(b.load(ptr(w_base, r * kw + s), typ=ety, align=esize))
             for v in range(owb):
-                xv = row(r * dh * x_rs + s * dw + v * vw * sw, lanes[v], v == owb - 1)
-                accs[v] = e.intr("fma", xv, wv, accs[v])
+                accs[v] = e.intr("fma", row(r, s, v), wv, accs[v])
     bias = splat(b.load(bias_base, typ=ety, align=esize)) if bias_base is not None else None
     for v in range(owb):
-        out = accs[v]
+        out, n = accs[v], lanes[v]
+        prefix = [i < n for i in range(vw)]
         if start == 0:  # O += the columns
-            out = b.fadd(load(o_base, v * vw, lanes[v]), out)
+            out = b.fadd(load(o_base, v * vw, prefix), out)
         elif start == 2:  # O = the channel's bias + the columns
             out = b.fadd(bias, out)
         if res_base is not None:
-            out = b.fadd(out, load(res_base, v * vw, lanes[v]))
+            out = b.fadd(out, load(res_base, v * vw, prefix))
         if relu:
             out = e.intr("maximum", out, zero)
-        store(out, o_base, v * vw, lanes[v])
+        store(out, o_base, v * vw, n)

@@ -331,6 +331,63 @@ def _epilogue_of(cv: _Conv, init: Operation | None) -> tuple[
     return g, g.outputs[0], res, relu
 
 
+@dataclass
+class _Pad:
+    """A conv input that is a zero-padded copy of `src` (N, C, H, W): top and left pads."""
+    src: SSAValue
+    top: int
+    left: int
+    h: int
+    w: int
+    ops: tuple[Operation, Operation]  # the zero fill and the copy
+
+
+def _padded_input(cv: _Conv) -> _Pad | None:
+    """The padding before the conv, when its input is a buffer that only a zero linalg.fill
+    and a copy of a (N, C, H, W) source into its interior write, read only by the conv: the
+    kernels can read the source instead (padding read through), and the buffer goes."""
+    root = _source(cv.x)
+    if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
+        return None
+    views = _views(root)
+    users = [u.operation for v in views for u in v.uses
+             if not isinstance(u.operation, memref.CollapseShapeOp | memref.ExpandShapeOp
+                               | memref.DeallocOp)]
+    fills = [o for o in users if isinstance(o, linalg.FillOp)]
+    copies = [o for o in users if isinstance(o, linalg.GenericOp) and o is not cv.op]
+    if len(fills) != 1 or len(copies) != 1 or len(users) != 3:
+        return None
+    fill, copy = fills[0], copies[0]
+    value = fill.inputs[0]
+    if not (isinstance(value, OpResult) and isinstance(value.op, arith.ConstantOp)
+            and isinstance(value.op.value, FloatAttr) and value.op.value.value.data == 0.0):
+        return None
+    if fill.outputs[0] is not root or len(copy.inputs) != 1 or len(copy.outputs) != 1 \
+            or copy.outputs[0] is not root:
+        return None
+    src = copy.inputs[0]
+    shape = src.type.get_shape() if isinstance(src.type, MemRefType) else ()
+    ops = [o for o in copy.body.block.ops]
+    if len(shape) != 4 or any(d < 0 for d in shape) or not isinstance(src.type.layout, NoneAttr) \
+            or len(ops) != 1 or list(ops[0].operands) != [copy.body.block.args[0]]:
+        return None
+    in_map, out_map = (m.data for m in copy.indexing_maps.data)
+    if in_map != AffineMap.identity(4) or len(out_map.results) != 4:
+        return None
+    offsets = out_map.eval([0] * 4, [])
+    if [_coeffs(e, 4) for e in out_map.results] != [[int(i == j) for j in range(4)] for i in range(4)] \
+            or offsets[0] or offsets[1] or tuple(shape[:2]) != (cv.n, cv.ic):
+        return None
+    # program order: fill, copy, then the conv, in one block
+    block = cv.op.parent_block()
+    if fill.parent_block() is not block or copy.parent_block() is not block:
+        return None
+    order = {id(o): i for i, o in enumerate(block.ops)}
+    if not order[id(fill)] < order[id(copy)] < order[id(cv.op)]:
+        return None
+    return _Pad(src, offsets[2], offsets[3], shape[2], shape[3], (fill, copy))
+
+
 def _erase_if_dead(root: SSAValue) -> None:
     """Drop an allocation that nothing reads or writes any more (views and deallocs aside)."""
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
@@ -465,36 +522,81 @@ class TileConv(ModulePass):
 
     @staticmethod
     def _rewrite_dw(cv: _Conv, s: dict[str, int]) -> None:
-        """A depthwise conv as loops of aicc_cpu.dw_kernel: owb vectors of vw columns per
-        call along each output row of each channel."""
+        """A depthwise conv as aicc_cpu.dw_kernel calls: owb vectors of vw columns per call
+        along each output row of each channel. When the input is a zero-padded copy, the
+        kernels read the unpadded source instead: rows whose window reaches into the padding
+        (the first and last few) get kernels of their own that skip those tap rows, calls
+        whose columns reach into it mask their loads, and the padded copy goes."""
         vw, owb = s["vw"], s["owb"]
         span = owb * vw
+        pad = _padded_input(cv)
         start, bias_src, epi, b, ix = _fold_start_and_epilogue(cv)
-        x, w = _flat(b, cv.x), _flat(b, cv.w)
+        if pad is not None:
+            root = _source(cv.x)
+            for o in pad.ops:
+                Rewriter.erase_op(o)
+            x = _flat(b, pad.src)
+            h, w, top, left = pad.h, pad.w, pad.top, pad.left
+        else:
+            x = _flat(b, cv.x)
+            h, w, top, left = cv.hp, cv.wp, 0, 0
+        wt = _flat(b, cv.w)
         bias = _flat(b, bias_src) if bias_src is not None else None
         out, res, relu = (_flat(b, cv.out), None, False) if epi is None else (
             _flat(b, epi[1]), _flat(b, epi[2]) if epi[2] is not None else None, epi[3])
-        c, x_cs, o_cs = cv.ic, cv.hp * cv.wp, cv.oh * cv.ow
+        c, x_cs, o_cs = cv.ic, h * w, cv.oh * cv.ow
 
-        def row(b: Builder, ivs) -> None:
-            def at(b: Builder, ow0: SSAValue, cols: int) -> None:
-                dims = {0: ivs[0], 1: ivs[1], 2: ivs[2], 3: ow0}
-                xo = ix.expr(b, _d(0) * (c * x_cs) + _d(1) * x_cs + _d(2) * (cv.sh * cv.wp)
-                             + _d(3) * cv.sw, dims)
-                oo = ix.expr(b, _d(0) * (c * o_cs) + _d(1) * o_cs + _d(2) * cv.ow + _d(3), dims)
+        def taps(y: int) -> tuple[int, int]:
+            """The tap rows r of output row y that read a row of the source."""
+            rows = [r for r in range(cv.kh) if 0 <= y * cv.sh - top + r * cv.dh < h]
+            return (rows[0], rows[-1] + 1) if rows else (0, 0)
+
+        def calls(b: Builder, n: SSAValue, ch: SSAValue, y: SSAValue, rows: tuple[int, int]):
+            """The kernel calls of output row y (an index value) of channel ch of image n."""
+            for ow0 in range(0, cv.ow, span):
+                cols = min(span, cv.ow - ow0)
+                c0 = ow0 * cv.sw - left  # the source column of lane 0's first tap
+                edge = c0 < 0 or c0 + (cols - 1) * cv.sw + (cv.kw - 1) * cv.dw >= w
+                dims = {0: n, 1: ch, 2: y}
+                # the row's source offset, less `top` rows: may be negative, read-through
+                xo = ix.expr(b, _d(0) * (c * x_cs) + _d(1) * x_cs + _d(2) * (cv.sh * w)
+                             + _c(c0 - top * w), dims)
+                oo = ix.expr(b, _d(0) * (c * o_cs) + _d(1) * o_cs + _d(2) * cv.ow + _c(ow0), dims)
                 wo = ix.expr(b, _d(1) * (cv.kh * cv.kw), dims)
-                b.insert(DwKernelOp(x, xo, w, wo, out, oo, start=start,
-                                    bias=(bias, ivs[1]) if bias is not None else None,
+                b.insert(DwKernelOp(x, xo, wt, wo, out, oo, start=start,
+                                    bias=(bias, ch) if bias is not None else None,
                                     res=(res, oo) if res is not None else None, relu=relu,
+                                    columns=(w, c0) if edge else None,
+                                    rows=rows if rows != (0, cv.kh) else None,
                                     cols=cols, owb=-(-cols // vw), vw=vw, kh=cv.kh, kw=cv.kw,
-                                    sw=cv.sw, dh=cv.dh, dw=cv.dw, x_rs=cv.wp))
+                                    sw=cv.sw, dh=cv.dh, dw=cv.dw, x_rs=w))
 
-            full = cv.ow - cv.ow % span
-            _for(b, ix, full, span, lambda b, ow0: at(b, ow0, span))
-            if cv.ow % span:
-                at(b, ix.const(full), cv.ow % span)
+        # output rows by the tap rows they read: a parallel loop over the middle rows (all
+        # taps), a loop over (image, channel) for each edge row
+        kinds = [taps(y) for y in range(cv.oh)]
+        full = [y for y in range(cv.oh) if kinds[y] == (0, cv.kh)]
+        loops = []
+        if full and full == list(range(full[0], full[-1] + 1)):
+            y0 = full[0]
 
-        _replace(cv, epi, _parallel(b, ix, [cv.n, c, cv.oh], row))
+            def middle(b: Builder, ivs) -> None:
+                y = ivs[2] if y0 == 0 else b.insert(arith.AddiOp(ivs[2], ix.const(y0))).result
+                calls(b, ivs[0], ivs[1], y, (0, cv.kh))
+
+            loops.append(_parallel(b, ix, [cv.n, c, len(full)], middle))
+        else:
+            full = []
+        for y in range(cv.oh):
+            if y in full:
+                continue
+            if kinds[y] == (0, 0):
+                raise CompileError(f"tile-conv: output row {y} of a depthwise conv reads only "
+                                   "padding")  # (a pad wider than the window: not made)
+            loops.append(_parallel(b, ix, [cv.n, c, 1], lambda b, ivs, y=y: calls(
+                b, ivs[0], ivs[1], ix.const(y), kinds[y])))
+        _replace(cv, epi, loops[0])
+        if pad is not None:
+            _erase_if_dead(root)
 
 
 def _fold_start_and_epilogue(cv: _Conv):

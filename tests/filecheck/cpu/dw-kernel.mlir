@@ -31,3 +31,22 @@ func.func @dw(%x: memref<594xf32>, %w: memref<27xf32>, %o: memref<120xf32>, %b: 
   aicc_cpu.dw_kernel %x[%c0], %w[%c0], %o[%c0] bias %b[%c0] : memref<3xf32> {cols = 10 : i64, owb = 2 : i64, vw = 8 : i64, kh = 3 : i64, kw = 3 : i64, sw = 2 : i64, dh = 1 : i64, dw = 1 : i64, x_rs = 22 : i64, start = 2 : i64, relu} : memref<594xf32>, memref<27xf32>, memref<120xf32>
   func.return
 }
+
+// Padding read through: x_c0 = -1 (lane 0's first tap is the column left of the input), x_w = 9
+// columns, tap rows 1..2 only (row 0 is padding: no loads, no FMAs). Tap s = 0 masks lane 0
+// out (column -1) and keeps lanes 1..7; the second vector (one lane: column 7 + s) loads its
+// lane for s = 0 and 1 only (s = 2 reads column 9: zeros, no load).
+// CHECK-LABEL: define internal void @"aicc.dw_kernel.cols9.owb2.vw8.kh3.kw3.sw1.dh1.dw1.x_rs9.w9.cm1.r1-3.start1"
+// CHECK-NOT:     getelementptr inbounds float, ptr %".1"
+// CHECK:         getelementptr float, ptr %".1", i64 9
+// CHECK-NEXT:    call <8 x float> @"llvm.masked.load.v8f32.p0"(ptr %{{.*}}, i32 4, <8 x i1> <i1 0, i1 1, i1 1, i1 1, i1 1, i1 1, i1 1, i1 1>, <8 x float> zeroinitializer)
+// CHECK:         getelementptr float, ptr %".1", i64 17
+// CHECK-NEXT:    call <8 x float> @"llvm.masked.load.v8f32.p0"(ptr %{{.*}}, i32 4, <8 x i1> <i1 1, i1 0, i1 0, i1 0, i1 0, i1 0, i1 0, i1 0>, <8 x float> zeroinitializer)
+// CHECK:         getelementptr float, ptr %".1", i64 10
+// CHECK-NEXT:    load <8 x float>
+// CHECK:         ret void
+func.func @dw_through(%x: memref<108xf32>, %w: memref<18xf32>, %o: memref<108xf32>) {
+  %c0 = arith.constant 0 : index
+  aicc_cpu.dw_kernel %x[%c0], %w[%c0], %o[%c0] {cols = 9 : i64, owb = 2 : i64, vw = 8 : i64, kh = 3 : i64, kw = 3 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_rs = 9 : i64, x_w = 9 : i64, x_c0 = -1 : i64, r_lo = 1 : i64, r_hi = 3 : i64, start = 1 : i64} : memref<108xf32>, memref<18xf32>, memref<108xf32>
+  func.return
+}

@@ -102,6 +102,19 @@
 // EPI:            epilogue = "arith.maximumf"
 // EPI-NOT:        linalg.generic
 // EPI:            func.return
+// Zero padding in front of a depthwise conv is read through: the kernels read the unpadded
+// input (x_rs = 9), the padded copy and its fill are gone. The middle rows (1..4, all three
+// tap rows inside the input) are one parallel loop; the first row skips tap row 0 (r_lo = 1)
+// and the last tap row 2 (r_hi = 2), each a loop of its own. Every call's columns reach the
+// padding on the left (x_c0 = -1: lane 0's first tap) or the right, so its loads are masked
+// to the input's x_w = 9 columns.
+// TILED-LABEL:  func.func @dw_pad
+// TILED-NOT:      linalg.fill
+// TILED:          aicc_cpu.dw_kernel {{.*}} {cols = 9 : i64, owb = 2 : i64, vw = 8 : i64, kh = 3 : i64, kw = 3 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_rs = 9 : i64, x_w = 9 : i64, x_c0 = -1 : i64, start = 1 : i64}
+// TILED:          aicc_cpu.dw_kernel {{.*}} x_w = 9 : i64, x_c0 = -1 : i64, r_lo = 1 : i64, r_hi = 3 : i64, start = 1 : i64}
+// TILED:          aicc_cpu.dw_kernel {{.*}} x_w = 9 : i64, x_c0 = -1 : i64, r_lo = 0 : i64, r_hi = 2 : i64, start = 1 : i64}
+// TILED-NOT:      linalg.generic
+// TILED:          func.return
 // The heuristic of a target with the kernels takes it for a depthwise conv too.
 // AUTO-LABEL:   func.func @dw_auto
 // AUTO:           aicc.conv_lowering = "packed"
@@ -158,4 +171,11 @@ func.func @dw_auto(%x: tensor<1x3x9x22xf32>) -> tensor<1x3x7x20xf32> {
   %w = aicc.constant dense<0.5> : tensor<3x1x3x3xf32>
   %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 3 : i64} : tensor<1x3x9x22xf32>, tensor<3x1x3x3xf32> -> tensor<1x3x7x20xf32>
   func.return %c : tensor<1x3x7x20xf32>
+}
+
+func.func @dw_pad(%x: tensor<1x2x6x9xf32>) -> tensor<1x2x6x9xf32> {
+  %w = aicc.constant dense<0.5> : tensor<2x1x3x3xf32>
+  %p = aicc.pad %x {low = array<i64: 0, 0, 1, 1>, high = array<i64: 0, 0, 1, 1>, value = 0.0 : f32} : tensor<1x2x6x9xf32> -> tensor<1x2x8x11xf32>
+  %c = aicc.conv2d %p, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 2 : i64, aicc.conv_lowering = "packed"} : tensor<1x2x8x11xf32>, tensor<2x1x3x3xf32> -> tensor<1x2x6x9xf32>
+  func.return %c : tensor<1x2x6x9xf32>
 }
