@@ -324,13 +324,16 @@ class _DwBlock(torch.nn.Module):
         y = self.bn(self.dw(x))
         if self.act == "relu":
             return torch.relu(y)
+        if self.act == "relu6":
+            return torch.nn.functional.relu6(y)
         if self.act == "add":
             return y + x
         return torch.relu(y + x)
 
 
 @pytest.mark.parametrize("act,fused", [("relu", "arith.maximumf"), ("add", "arith.addf"),
-                                       ("add_relu", "arith.addf,arith.maximumf")])
+                                       ("add_relu", "arith.addf,arith.maximumf"),
+                                       ("relu6", "arith.maximumf,arith.minimumf")])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_depthwise_block_folds_bias_and_epilogue(act, fused, threads):
     """On an AVX2 target the heuristic takes the kernel for a depthwise conv with a constant
@@ -340,7 +343,7 @@ def test_depthwise_block_folds_bias_and_epilogue(act, fused, threads):
     with torch.no_grad():
         block.bn.running_mean.uniform_(-1, 1)
         block.bn.running_var.uniform_(0.5, 2)
-    x = torch.randn(2, 13, 17, 40)  # 5 vectors of columns: calls of 3, then 2
+    x = torch.randn(2, 13, 17, 40) * 4  # 5 vectors of columns: calls of 3, then 2
     m = compiler.compile(block, (x,), threads=threads, target_cpu=AVX2)
     loops = m.ir("loops")
     # the padding is read through: no padded copy; the first, middle and last rows each have
@@ -380,4 +383,6 @@ def test_dw_kernel_verifier():
         DwKernelOp(buf, off, buf, off, buf, off, **ints).verify()
     with pytest.raises(VerifyException, match="dw_kernel: a residual needs start 1 or 2"):
         DwKernelOp(buf, off, buf, off, buf, off, res=(buf, off), **{**ints, "cols": 16}).verify()
+    with pytest.raises(VerifyException, match="clip_hi needs relu"):
+        DwKernelOp(buf, off, buf, off, buf, off, clip_hi=6.0, **{**ints, "cols": 16}).verify()
     DwKernelOp(buf, off, buf, off, buf, off, **{**ints, "cols": 16}).verify()

@@ -27,7 +27,7 @@ copy of a bias into C that `fuse-linear-bias` asks for.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import BoolAttr, Float32Type, IndexType, IntegerAttr, MemRefType, UnitAttr, i1, i64
+from xdsl.dialects.builtin import BoolAttr, FloatAttr, Float32Type, IndexType, IntegerAttr, MemRefType, UnitAttr, i1, i64
 from xdsl.ir import Dialect, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -424,7 +424,8 @@ class DwKernelOp(IRDLOperation):
     stores): each weight is broadcast and multiplied into owb vectors of X read along the row
     (with stride 2, two loads and a shuffle of the even lanes), the accumulators staying in
     registers over the whole window. `start`, `bias`, `res` and `relu` are conv_kernel's,
-    with one bias value for the channel (b[boff]).
+    with one bias value for the channel (b[boff]); `clip_hi` then takes min(., clip_hi) after
+    relu (ReLU6).
 
     Zero padding read through (X unpadded): with `x_w`, X's rows are x_w columns wide and
     lane j's tap s reads column x_c0 + j*sw + s*dw, a zero outside 0 <= column < x_w (masked
@@ -455,6 +456,7 @@ class DwKernelOp(IRDLOperation):
     x_rs = prop_def(IntegerAttr)
     start = opt_prop_def(IntegerAttr)  # absent: 0
     relu = opt_prop_def(UnitAttr)
+    clip_hi = opt_prop_def(FloatAttr)  # after relu: min(., clip_hi) (ReLU6)
     x_w = opt_prop_def(IntegerAttr)  # padding read through: X's width
     x_c0 = opt_prop_def(IntegerAttr)  # ... and the column of lane 0's tap s = 0
     r_lo = opt_prop_def(IntegerAttr)  # the tap rows inside X (absent: 0 and kh)
@@ -468,10 +470,12 @@ class DwKernelOp(IRDLOperation):
                  o: SSAValue, o_off: SSAValue, *, start: int = 0,
                  bias: tuple[SSAValue, SSAValue] | None = None,
                  res: tuple[SSAValue, SSAValue] | None = None, relu: bool = False,
-                 columns: tuple[int, int] | None = None, rows: tuple[int, int] | None = None,
-                 **ints: int):
+                 clip_hi: float | None = None, columns: tuple[int, int] | None = None,
+                 rows: tuple[int, int] | None = None, **ints: int):
         """`columns`: (x_w, x_c0), `rows`: (r_lo, r_hi), for padding read through."""
         props = {k: IntegerAttr(ints[k], i64) for k in DW_KERNEL_INTS}
+        if clip_hi is not None:
+            props["clip_hi"] = FloatAttr(clip_hi, Float32Type())
         if columns is not None:
             props["x_w"], props["x_c0"] = (IntegerAttr(v, i64) for v in columns)
         if rows is not None:
@@ -505,6 +509,8 @@ class DwKernelOp(IRDLOperation):
         if not (v["owb"] - 1) * v["vw"] < v["cols"] <= v["owb"] * v["vw"]:
             raise VerifyException(f"aicc_cpu.dw_kernel: cols = {v['cols']} do not fill "
                                   f"owb = {v['owb']} vectors of vw = {v['vw']}")
+        if self.clip_hi is not None and self.relu is None:
+            raise VerifyException("aicc_cpu.dw_kernel: clip_hi needs relu (it is ReLU6's top)")
         if (self.x_w is None) != (self.x_c0 is None) or (self.r_lo is None) != (self.r_hi is None):
             raise VerifyException("aicc_cpu.dw_kernel: x_w and x_c0, r_lo and r_hi go together")
         lo, hi = self.tap_rows()

@@ -55,6 +55,7 @@ def emit_conv_kernel(e: FunctionEmitter, op) -> None:
     through = dw and (op.columns() is not None or op.tap_rows() != (0, cfg["kh"]))
     if dw:
         cfg["columns"], cfg["rows"] = op.columns(), op.tap_rows()
+        cfg["clip_hi"] = op.clip_hi.value.data if op.clip_hi is not None else None
     fn = _kernel_function(e, cfg, ety, "aicc.dw_kernel" if dw else "aicc.conv_kernel", ints,
                           _emit_dw_body if dw else _emit_body)
     b = e.b
@@ -79,6 +80,8 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, i
     if cfg["start"]:
         name += f".start{cfg['start']}"
     name += ".res" * cfg["res"] + ".relu" * cfg["relu"]
+    if cfg.get("clip_hi") is not None:
+        name += f".hi{cfg['clip_hi']!r}"
     module = e.em.module
     fn = module.globals.get(name)
     if fn is not None:
@@ -196,7 +199,7 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
 
 
 def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, dw, x_rs, start,
-                  res, relu, columns=None, rows=None) -> None:
+                  res, relu, columns=None, rows=None, clip_hi=None) -> None:
     """One channel's output columns j < cols in owb vectors (the last with cols % vw lanes
     when that is not 0), straight-line code over the window:
 
@@ -298,4 +301,6 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
             out = b.fadd(out, load(res_base, v * vw, prefix))
         if relu:
             out = e.intr("maximum", out, zero)
+        if clip_hi is not None:  # ReLU6's top
+            out = e.intr("minimum", out, ir.Constant(vty, [clip_hi] * vw))
         store(out, o_base, v * vw, n)

@@ -263,13 +263,28 @@ def _views(root: SSAValue) -> set[SSAValue]:
     return out
 
 
-def _epilogue_of(cv: _Conv, init: Operation | None) -> tuple[
-        linalg.GenericOp, SSAValue, SSAValue | None, bool] | None:
+def _scalar_constant(v: SSAValue) -> float | None:
+    """The value of a one-element buffer read from a dense constant global, else None."""
+    v = _source(v)
+    if not (isinstance(v, OpResult) and isinstance(v.op, memref.GetGlobalOp)) \
+            or int(np.prod(v.type.get_shape())) != 1:
+        return None
+    module = v.op.get_toplevel_object()
+    g = _global_of(v, module) if isinstance(module, ModuleOp) else None
+    if g is None:
+        return None
+    return float(numpy_from_dense(g.initial_value).reshape(-1)[0])
+
+
+def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> tuple[
+        linalg.GenericOp, SSAValue, SSAValue | None, bool, float | None] | None:
     """The elementwise op right after the conv (constants, views and allocations between)
     that is the only reader of the conv's output, a temporary: D = relu(out), out + r or
-    relu(out + r), all operands (N, OC, OH, OW) read and written in place. Returns (the op,
-    D, r or None, relu), which the kernels then compute (a ResNet block's residual add and
-    ReLU), or None. `init`, the output's start that the kernels take over, is no reader."""
+    relu(out + r), all operands (N, OC, OH, OW) read and written in place, and (with `clip`:
+    the kernel can) D = min(max(out, 0), hi), ReLU6's clamp, its bounds constants or
+    one-element constant buffers. Returns (the op, D, r or None, relu, hi or None), which
+    the kernels then compute (a ResNet block's residual add and ReLU), or None. `init`, the
+    output's start that the kernels take over, is no reader."""
     root = _source(cv.out)
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
         return None
@@ -288,47 +303,65 @@ def _epilogue_of(cv: _Conv, init: Operation | None) -> tuple[
             return None
         nxt = nxt.next_op
     count = int(np.prod(cv.out.type.get_shape()))
-    operands = [*g.inputs, *g.outputs]
-    if len(g.outputs) != 1 or len(g.inputs) not in (1, 2) or not all(
+    args = g.body.block.args
+    # one-element constant inputs (a clamp's bounds) are values, not operands
+    consts = {args[i]: c for i, v in enumerate(g.inputs)
+              if (c := _scalar_constant(v)) is not None and count > 1}
+    kept = [i for i in range(len(g.inputs)) if args[i] not in consts]
+    inputs = [g.inputs[i] for i in kept]
+    operands = [*inputs, *g.outputs]
+    if len(g.outputs) != 1 or len(inputs) not in (1, 2) or not all(
             isinstance(v.type, MemRefType) and isinstance(v.type.layout, NoneAttr)
             and int(np.prod(v.type.get_shape())) == count for v in operands):
         return None
     rank = len(g.outputs[0].type.get_shape())
-    if any(m.data != AffineMap.identity(rank) for m in g.indexing_maps.data) or any(
+    maps = g.indexing_maps.data
+    if any(maps[i].data != AffineMap.identity(rank) for i in (*kept, len(g.inputs))) or any(
             v.type.get_shape() != g.outputs[0].type.get_shape() for v in operands):
         return None
-    c_in = [i for i, v in enumerate(g.inputs) if v in views]
+    c_in = [k for k, v in enumerate(inputs) if v in views]
     if len(c_in) != 1 or _source(g.outputs[0]) in (root,) or any(
-            _source(v) is root for i, v in enumerate(g.inputs) if i != c_in[0]):
+            _source(v) is root for k, v in enumerate(inputs) if k != c_in[0]):
         return None
-    args = g.body.block.args
-    a_out = args[c_in[0]]
-    a_res = args[1 - c_in[0]] if len(g.inputs) == 2 else None
+    a_out = args[kept[c_in[0]]]
+    a_res = args[kept[1 - c_in[0]]] if len(inputs) == 2 else None
     ops = [o for o in g.body.block.ops if not isinstance(o, linalg.YieldOp | arith.ConstantOp)]
 
-    def zero(v) -> bool:
-        return isinstance(v, OpResult) and isinstance(v.op, arith.ConstantOp) \
-            and isinstance(v.op.value, FloatAttr) and v.op.value.value.data == 0.0
+    def value(v) -> float | None:
+        if isinstance(v, OpResult) and isinstance(v.op, arith.ConstantOp) \
+                and isinstance(v.op.value, FloatAttr):
+            return v.op.value.value.data
+        return consts.get(v)
 
     def is_relu(o, x) -> bool:
         return isinstance(o, arith.MaximumfOp) and (
-            (o.lhs is x and zero(o.rhs)) or (o.rhs is x and zero(o.lhs)))
+            (o.lhs is x and value(o.rhs) == 0.0) or (o.rhs is x and value(o.lhs) == 0.0))
+
+    def clip_hi(o, x) -> float | None:
+        if not isinstance(o, arith.MinimumfOp):
+            return None
+        hi = value(o.rhs) if o.lhs is x else value(o.lhs) if o.rhs is x else None
+        return hi if hi is not None and hi > 0.0 else None
 
     def is_add(o) -> bool:
         return isinstance(o, arith.AddfOp) and a_res is not None and {o.lhs, o.rhs} == {a_out, a_res}
 
     yielded = list(g.body.block.last_op.operands)
+    hi = None
     if len(ops) == 1 and a_res is None and is_relu(ops[0], a_out):
         relu, res = True, None
+    elif clip and len(ops) == 2 and a_res is None and is_relu(ops[0], a_out) \
+            and (hi := clip_hi(ops[1], ops[0].results[0])) is not None:
+        relu, res = True, None
     elif len(ops) == 1 and is_add(ops[0]):
-        relu, res = False, g.inputs[1 - c_in[0]]
+        relu, res = False, inputs[1 - c_in[0]]
     elif len(ops) == 2 and is_add(ops[0]) and is_relu(ops[1], ops[0].results[0]):
-        relu, res = True, g.inputs[1 - c_in[0]]
+        relu, res = True, inputs[1 - c_in[0]]
     else:
         return None
     if yielded != [ops[-1].results[0]]:
         return None
-    return g, g.outputs[0], res, relu
+    return g, g.outputs[0], res, relu, hi
 
 
 @dataclass
@@ -483,7 +516,7 @@ class TileConv(ModulePass):
         bias = _flat(b, bias_src) if bias_src is not None else None
         res, relu = None, False
         if epi is not None:  # the kernels write the op's result, the conv's output goes
-            _, dest, res_src, relu = epi
+            _, dest, res_src, relu, _ = epi
             out = _flat(b, dest)
             res = _flat(b, res_src) if res_src is not None else None
 
@@ -530,7 +563,7 @@ class TileConv(ModulePass):
         vw, owb = s["vw"], s["owb"]
         span = owb * vw
         pad = _padded_input(cv)
-        start, bias_src, epi, b, ix = _fold_start_and_epilogue(cv)
+        start, bias_src, epi, b, ix = _fold_start_and_epilogue(cv, clip=True)
         if pad is not None:
             root = _source(cv.x)
             for o in pad.ops:
@@ -542,8 +575,8 @@ class TileConv(ModulePass):
             h, w, top, left = cv.hp, cv.wp, 0, 0
         wt = _flat(b, cv.w)
         bias = _flat(b, bias_src) if bias_src is not None else None
-        out, res, relu = (_flat(b, cv.out), None, False) if epi is None else (
-            _flat(b, epi[1]), _flat(b, epi[2]) if epi[2] is not None else None, epi[3])
+        out, res, relu, hi = (_flat(b, cv.out), None, False, None) if epi is None else (
+            _flat(b, epi[1]), _flat(b, epi[2]) if epi[2] is not None else None, epi[3], epi[4])
         c, x_cs, o_cs = cv.ic, h * w, cv.oh * cv.ow
 
         def taps(y: int) -> tuple[int, int]:
@@ -566,7 +599,7 @@ class TileConv(ModulePass):
                 b.insert(DwKernelOp(x, xo, wt, wo, out, oo, start=start,
                                     bias=(bias, ch) if bias is not None else None,
                                     res=(res, oo) if res is not None else None, relu=relu,
-                                    columns=(w, c0) if edge else None,
+                                    clip_hi=hi, columns=(w, c0) if edge else None,
                                     rows=rows if rows != (0, cv.kh) else None,
                                     cols=cols, owb=-(-cols // vw), vw=vw, kh=cv.kh, kw=cv.kw,
                                     sw=cv.sw, dh=cv.dh, dw=cv.dw, x_rs=w))
@@ -599,13 +632,13 @@ class TileConv(ModulePass):
             _erase_if_dead(root)
 
 
-def _fold_start_and_epilogue(cv: _Conv):
+def _fold_start_and_epilogue(cv: _Conv, clip: bool = False):
     """The output's start and the epilogue that the kernels take over (see _start_of and
     _epilogue_of): the start's op erased, what lies between the conv and the epilogue moved
     before the conv. Returns (start, bias or None, epilogue or None, a builder before the
     conv, an IndexBuilder whose constants dominate it)."""
     start, bias_src, init = _start_of(cv)
-    epi = _epilogue_of(cv, init) if start else None
+    epi = _epilogue_of(cv, init, clip) if start else None
     if epi is not None:  # what lies between (views, allocations) moves before the conv
         nxt = cv.op.next_op
         while nxt is not epi[0]:
