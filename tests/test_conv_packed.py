@@ -143,7 +143,8 @@ def test_heuristic_picks_packed_only_where_the_target_has_it():
     assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3)) == "im2col"  # no kernel
     assert choose_conv_lowering(1, 256, 64, 1, (56, 56), (1, 1), packed=True) == "matmul"
     assert choose_conv_lowering(1, 64, 128, 1, (28, 28), (1, 1), (2, 2), packed=True) == "im2col"
-    assert choose_conv_lowering(1, 128, 128, 4, (28, 28), (3, 3), packed=True) == "im2col"  # groups
+    assert choose_conv_lowering(1, 128, 128, 4, (28, 28), (3, 3), packed=True) == "packed"  # groups
+    assert choose_conv_lowering(1, 16, 16, 4, (28, 28), (3, 3), (2, 2), packed=True) == "im2col"  # 4 a group
     assert choose_conv_lowering(1, 64, 8, 1, (56, 56), (3, 3), packed=True) == "direct"
 
 
@@ -386,3 +387,34 @@ def test_dw_kernel_verifier():
     with pytest.raises(VerifyException, match="clip_hi needs relu"):
         DwKernelOp(buf, off, buf, off, buf, off, clip_hi=6.0, **{**ints, "cols": 16}).verify()
     DwKernelOp(buf, off, buf, off, buf, off, **{**ints, "cols": 16}).verify()
+
+
+# ---------------------------------------------------------------- grouped (conv_kernel per group)
+
+GROUPED_CASES = [
+    # n, ic, oc, groups, (h, w), kernel, stride, pad, bias
+    (1, 48, 48, 6, (14, 14), (3, 3), (1, 1), (1, 1), True),  # regnet's 8-channel groups
+    (2, 104, 104, 13, (9, 11), (3, 3), (2, 2), (1, 1), True),
+    (1, 12, 36, 3, (7, 9), (3, 3), (1, 1), (1, 1), False),  # 4 in, 12 out per group: a short vector
+    (3, 10, 16, 2, (6, 5), (5, 3), (1, 2), (2, 1), True),
+]
+
+
+@pytest.mark.parametrize("vw", [8, 16])
+@pytest.mark.parametrize("case", GROUPED_CASES, ids=str)
+def test_grouped_conv_matches_torch(monkeypatch, case, vw):
+    """A grouped conv runs the packed kernel a group at a time (the weight packed per group);
+    a per-channel bias is still the kernels' start."""
+    n, ic, oc, g, hw, k, s, p, bias = case
+    torch.manual_seed(2)
+    conv = torch.nn.Conv2d(ic, oc, k, stride=s, padding=p, groups=g, bias=bias).eval()
+    x = torch.randn(n, ic, *hw)
+    monkeypatch.setenv("AICC_CONV_LOWERING", "packed")
+    monkeypatch.setenv("AICC_CONV_SCHEDULE", f"vw={vw}")
+    m = compiler.compile(conv, (x,), threads=1)
+    loops = m.ir("loops")
+    assert "aicc_cpu.conv_kernel" in loops and f"vw = {vw} : i64" in loops
+    assert f"_packed{vw}g{g} : memref<{g * -(-(oc // g) // vw) * vw * (ic // g) * k[0] * k[1]}xf32>" in m.ir("memref")
+    assert ("start = 2" in loops) == bias
+    want = copy.deepcopy(conv).double()(x.double()).detach().numpy()
+    _check(m, x.numpy(), want, ic // g * k[0] * k[1])

@@ -20,6 +20,9 @@ CONV_SCHEDULE_ATTR = "aicc.conv_schedule"
 # The output channels from which a target with the packed kernel (`packed=True`) takes it for
 # a KxK (K > 1) conv of one group (see choose_conv_lowering).
 PACKED_MIN_OC = 16
+# The output channels per group from which a grouped KxK conv takes the packed kernel, a
+# group at a time (one vector of 8 channels on AVX2).
+PACKED_MIN_OCG = 8
 
 
 def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups: int,
@@ -32,8 +35,8 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
                 matmul with the weight (OC, IC*KH*KW) broadcast over the batch (per group)
       "direct"  one generic with loops (n, g, oc, oh, ow | ic, kh, kw)
       "packed"  that generic, marked for the target's kernel (`packed`: the target has one):
-                KxK convs of one group with PACKED_MIN_OC output channels or more, and
-                depthwise KxK convs
+                KxK convs of one group with PACKED_MIN_OC output channels or more,
+                grouped ones with PACKED_MIN_OCG per group or more, and depthwise KxK convs
 
     Per group the matmul is M = OC/G rows (one per output channel), N = OH*OW columns and
     K = IC/G*KH*KW; the im2col copy writes K*N elements for M*N*K multiply-adds, so it pays
@@ -58,6 +61,8 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
         return "packed"
     if packed and is_depthwise(in_channels, out_channels, groups) and kernel != (1, 1):
         return "packed"  # tile-conv's depthwise kernel: output columns in vectors
+    if packed and groups > 1 and kernel != (1, 1) and ocg >= PACKED_MIN_OCG:
+        return "packed"  # the packed kernel per group (regnet's 8-channel groups)
     macs = batch * out_channels * out_hw[0] * out_hw[1] * icg * kernel[0] * kernel[1]
     if macs < 1 << 12:
         return "direct"
@@ -82,4 +87,4 @@ def depthwise_generic_shapes(x: tuple, w: tuple, out: tuple) -> bool:
 
 
 __all__ = ["CONV_LOWERINGS", "CONV_LOWERING_ATTR", "CONV_SCHEDULE_ATTR", "DIRECT_MIN_WIDTH",
-           "PACKED_MIN_OC", "choose_conv_lowering", "depthwise_generic_shapes", "is_depthwise"]
+           "PACKED_MIN_OC", "PACKED_MIN_OCG", "choose_conv_lowering", "depthwise_generic_shapes", "is_depthwise"]

@@ -78,7 +78,6 @@ from compiler.lowering.conv_lowering import (
     CONV_LOWERINGS,
     CONV_SCHEDULE_ATTR,
     choose_conv_lowering,
-    is_depthwise,
 )
 from compiler.lowering.utils import (
     PARALLEL,
@@ -133,8 +132,8 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False) 
     option), else $AICC_CONV_LOWERING, else `choose_conv_lowering` on its shape (`packed`: the
     target has the packed kernel, which takes f32 convs with a constant weight and a static
     batch). "matmul" on a conv that needs the im2col copy means
-    "im2col"; "packed" on a grouped conv (depthwise aside), a dynamic batch or a weight that
-    is not a constant means "direct"."""
+    "im2col"; "packed" on a dynamic batch or a weight that is not a constant means
+    "direct"."""
     attr = op.attributes.get(CONV_LOWERING_ATTR)
     mode = attr.data if isinstance(attr, StringAttr) else (forced or os.environ.get(CONV_LOWERING_ENV, ""))
     n, c, _, _ = aicc.shape_of(op.input)
@@ -151,8 +150,7 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False) 
         raise CompileError(f"conv lowering '{mode}': expected one of {', '.join(CONV_LOWERINGS)} (or auto)")
     if mode == "matmul" and ((kh, kw) != (1, 1) or strides != (1, 1)):
         mode = "im2col"
-    one_group = op.groups.value.data == 1 or is_depthwise(c, oc, op.groups.value.data)
-    if mode == "packed" and (not one_group or not isinstance(n, int) or not _is_constant(op.weight)):
+    if mode == "packed" and (not isinstance(n, int) or not _is_constant(op.weight)):
         mode = "direct"
     return mode
 

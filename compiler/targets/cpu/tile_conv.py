@@ -174,6 +174,7 @@ class _Conv:
     dh: int
     dw: int
     depthwise: bool = False
+    groups: int = 1  # ic and oc are then per group
 
     @staticmethod
     def match(op) -> "_Conv | None":
@@ -191,7 +192,7 @@ class _Conv:
         depthwise = depthwise_generic_shapes(xs, ws, os_)
         if depthwise and not any(d < 0 for d in (*xs, *ws, *os_)):
             xs, ws, os_ = (xs[0], 1, xs[1], *xs[3:]), (1, ws[0], 1, *ws[3:]), (os_[0], 1, os_[1], *os_[3:])
-        elif len(xs) != 5 or len(ws) != 5 or len(os_) != 5 or xs[1] != 1 or ws[0] != 1 \
+        elif len(xs) != 5 or len(ws) != 5 or len(os_) != 5 or not xs[1] == ws[0] == os_[1] \
                 or any(d < 0 for d in (*xs, *ws, *os_)):
             raise CompileError(f"tile-conv: an packed conv of input {xs}, weight {ws} and "
                                f"output {os_}: expected static (N, 1, IC, H, W), (1, OC, IC, KH, "
@@ -203,7 +204,7 @@ class _Conv:
         rh, rw = xmap.results[3], xmap.results[4]
         ch, cw = _coeffs(rh, 8), _coeffs(rw, 8)
         return _Conv(op, x, w, out, xs[0], xs[2], xs[3], xs[4], ws[1], ws[3], ws[4],
-                     os_[3], os_[4], ch[3], cw[4], ch[6], cw[7], depthwise)
+                     os_[3], os_[4], ch[3], cw[4], ch[6], cw[7], depthwise, xs[1])
 
 
 def _start_of(cv: _Conv) -> tuple[int, SSAValue | None, Operation | None]:
@@ -235,14 +236,19 @@ def _start_of(cv: _Conv) -> tuple[int, SSAValue | None, Operation | None]:
     maps = [m.data for m in prev.indexing_maps.data]
     shape = src.type.get_shape() if isinstance(src.type, MemRefType) else ()
     if dst.type.get_shape() != cv.out.type.get_shape() or maps[1] != AffineMap.identity(5) \
-            or not isinstance(src.type.layout, NoneAttr) or int(np.prod(shape)) != cv.oc:
+            or not isinstance(src.type.layout, NoneAttr) or int(np.prod(shape)) != cv.oc * cv.groups:
         return 0, None, None
-    chan = 1 if cv.depthwise else 2  # the output's channel dim: (N, C, 1, ..) or (N, 1, OC, ..)
-    for e, size in zip(maps[0].results, shape):  # only the channel dim varies
+    # the output's channel dims: (N, C, 1, ..) depthwise, (N, G, OC/G, ..) else (G = 1 or not)
+    chans = [1] if cv.depthwise else [1, 2] if cv.groups > 1 else [2]
+    varying = []
+    for e, size in zip(maps[0].results, shape):  # only the channel dims vary, in order
         if size == 1:
             continue
-        if not (isinstance(e, AffineDimExpr) and e.position == chan):
+        if not (isinstance(e, AffineDimExpr) and e.position in chans):
             return 0, None, None
+        varying.append(e.position)
+    if varying != sorted(varying):
+        return 0, None, None
     return 2, src, prev
 
 
@@ -440,22 +446,22 @@ def _erase_if_dead(root: SSAValue) -> None:
     Rewriter.erase_op(root.op)
 
 
-def _pack_weight(module: ModuleOp, g: memref.GlobalOp, vw: int, b: Builder) -> SSAValue:
-    """The weight (OC, IC, KH, KW) packed as [OC/vw][KH][KW][IC][vw], zero past OC, in a new
-    global (made once per weight and width)."""
-    name = f"{g.sym_name.data}_packed{vw}"
+def _pack_weight(module: ModuleOp, g: memref.GlobalOp, vw: int, b: Builder,
+                 groups: int = 1) -> SSAValue:
+    """The weight (OC, IC/G, KH, KW) packed as [G][OC/G/vw][KH][KW][IC/G][vw], zero past each
+    group's OC/G, in a new global (made once per weight and width)."""
+    name = f"{g.sym_name.data}_packed{vw}" + (f"g{groups}" if groups > 1 else "")
     existing = next((o for o in module.ops if isinstance(o, memref.GlobalOp)
                      and o.sym_name.data == name), None)
     if existing is None:
         data = numpy_from_dense(g.initial_value)
-        oc = data.shape[0] if data.ndim == 4 else None
-        w = data.reshape(-1, *data.shape[-3:]) if data.ndim >= 4 else data
-        oc, ic, kh, kw = w.shape
+        w = data.reshape(groups, -1, *data.shape[-3:])
+        _, oc, ic, kh, kw = w.shape
         ocb = -(-oc // vw)
-        padded = np.zeros((ocb * vw, ic, kh, kw), w.dtype)
-        padded[:oc] = w
+        padded = np.zeros((groups, ocb * vw, ic, kh, kw), w.dtype)
+        padded[:, :oc] = w
         packed = np.ascontiguousarray(
-            padded.reshape(ocb, vw, ic, kh, kw).transpose(0, 3, 4, 2, 1)).reshape(-1)
+            padded.reshape(groups, ocb, vw, ic, kh, kw).transpose(0, 1, 4, 5, 3, 2)).reshape(-1)
         existing = memref.GlobalOp.get(
             StringAttr(name), MemRefType(Float32Type(), [packed.size]), dense_from_numpy(packed),
             sym_visibility=StringAttr("private"), constant=UnitAttr())
@@ -464,7 +470,7 @@ def _pack_weight(module: ModuleOp, g: memref.GlobalOp, vw: int, b: Builder) -> S
 
 
 def _weight_as_4d(module: ModuleOp, g: memref.GlobalOp, cv: _Conv) -> bool:
-    return int(np.prod(g.type.get_shape())) == cv.oc * cv.ic * cv.kh * cv.kw
+    return int(np.prod(g.type.get_shape())) == cv.groups * cv.oc * cv.ic * cv.kh * cv.kw
 
 
 @dataclass(frozen=True)
@@ -505,12 +511,13 @@ class TileConv(ModulePass):
         vw, owb = s["vw"], min(s["owb"], cv.ow)
         ocv = min(s["ocv"], -(-cv.oc // vw))
         start, bias_src, epi, b, ix = _fold_start_and_epilogue(cv)
-        wp = _pack_weight(module, g, vw, b)
+        wp = _pack_weight(module, g, vw, b, cv.groups)
         x = _flat(b, cv.x)
         out = _flat(b, cv.out) if epi is None else None
         x_cs, x_rs = cv.hp * cv.wp, cv.wp
         o_cs = cv.oh * cv.ow
         w_ocs = cv.kh * cv.kw * cv.ic * vw
+        ocb = -(-cv.oc // vw)  # channel vectors of a group
         ints = dict(vw=vw, ic=cv.ic, kh=cv.kh, kw=cv.kw, sw=cv.sw, dh=cv.dh, dw=cv.dw,
                     x_cs=x_cs, x_rs=x_rs, w_ocs=w_ocs, o_cs=o_cs)
         bias = _flat(b, bias_src) if bias_src is not None else None
@@ -519,16 +526,20 @@ class TileConv(ModulePass):
             _, dest, res_src, relu, _ = epi
             out = _flat(b, dest)
             res = _flat(b, res_src) if res_src is not None else None
+        G = cv.groups
 
-        def kernels(b: Builder, n: SSAValue, q0: SSAValue, y: SSAValue, nq: int, ocn: int) -> None:
-            """Row y of the ocn output channels from vector block q0 on, of image n."""
+        def kernels(b: Builder, n: SSAValue, gi: SSAValue, q0: SSAValue, y: SSAValue, nq: int,
+                    ocn: int) -> None:
+            """Row y of the ocn output channels from vector block q0 on, of group gi of
+            image n."""
             def at(b: Builder, ow0: SSAValue, cols: int) -> None:
-                dims = {0: n, 1: q0, 2: y, 3: ow0}
-                xo = ix.expr(b, _d(0) * (cv.ic * x_cs) + _d(2) * (cv.sh * x_rs) + _d(3) * cv.sw, dims)
-                wo = ix.expr(b, _d(1) * w_ocs, dims)
-                oo = ix.expr(b, _d(0) * (cv.oc * o_cs) + _d(1) * (vw * o_cs) + _d(2) * cv.ow + _d(3),
-                             dims)
-                bo = ix.expr(b, _d(1) * vw, dims) if bias is not None else None
+                dims = {0: n, 1: q0, 2: y, 3: ow0, 4: gi}
+                xo = ix.expr(b, _d(0) * (G * cv.ic * x_cs) + _d(4) * (cv.ic * x_cs)
+                             + _d(2) * (cv.sh * x_rs) + _d(3) * cv.sw, dims)
+                wo = ix.expr(b, _d(4) * (ocb * w_ocs) + _d(1) * w_ocs, dims)
+                oo = ix.expr(b, _d(0) * (G * cv.oc * o_cs) + _d(4) * (cv.oc * o_cs)
+                             + _d(1) * (vw * o_cs) + _d(2) * cv.ow + _d(3), dims)
+                bo = ix.expr(b, _d(4) * cv.oc + _d(1) * vw, dims) if bias is not None else None
                 b.insert(ConvKernelOp(x, xo, wp, wo, out, oo, owb=cols, ocv=nq, ocn=ocn,
                                       start=start, bias=(bias, bo) if bias is not None else None,
                                       res=(res, oo) if res is not None else None, relu=relu,
@@ -539,18 +550,18 @@ class TileConv(ModulePass):
             if cv.ow % owb:
                 at(b, ix.const(full), cv.ow % owb)
 
-        groups = cv.oc // (ocv * vw)  # tiles of ocv full vectors
-        rest = cv.oc - groups * ocv * vw  # channels left: one tile of fewer lanes
+        tiles = cv.oc // (ocv * vw)  # tiles of ocv full vectors
+        rest = cv.oc - tiles * ocv * vw  # channels left: one tile of fewer lanes
         loops = []
-        if groups:
+        if tiles:
             def body(b: Builder, ivs) -> None:
-                n, qg, y = ivs
-                q0 = b.insert(arith.MuliOp(qg, ix.const(ocv))).result if groups > 1 else ix.const(0)
-                kernels(b, n, q0, y, ocv, ocv * vw)
-            loops.append(_parallel(b, ix, [cv.n, groups, cv.oh], body))
+                n, gi, qg, y = ivs
+                q0 = b.insert(arith.MuliOp(qg, ix.const(ocv))).result if tiles > 1 else ix.const(0)
+                kernels(b, n, gi, q0, y, ocv, ocv * vw)
+            loops.append(_parallel(b, ix, [cv.n, G, tiles, cv.oh], body))
         if rest:
-            loops.append(_parallel(b, ix, [cv.n, 1, cv.oh], lambda b, ivs: kernels(
-                b, ivs[0], ix.const(groups * ocv), ivs[2], -(-rest // vw), rest)))
+            loops.append(_parallel(b, ix, [cv.n, G, 1, cv.oh], lambda b, ivs: kernels(
+                b, ivs[0], ivs[1], ix.const(tiles * ocv), ivs[3], -(-rest // vw), rest)))
         _replace(cv, epi, loops[0])
 
     @staticmethod

@@ -115,8 +115,17 @@
 // TILED:          aicc_cpu.dw_kernel {{.*}} x_w = 9 : i64, x_c0 = -1 : i64, r_lo = 0 : i64, r_hi = 2 : i64, start = 1 : i64}
 // TILED-NOT:      linalg.generic
 // TILED:          func.return
+// A grouped conv with 8 or more output channels per group runs the packed kernel a group at
+// a time: the weight packed per group ([G][OC/G/vw][KH][KW][IC/G][vw]), the groups a dim of
+// the parallel loop.
+// TILED-LABEL:  func.func @grouped
+// TILED:          memref.get_global @{{.*}}_packed8g2 : memref<1152xf32>
+// TILED:          "scf.parallel"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// TILED:            aicc_cpu.conv_kernel {{.*}} {owb = {{[0-9]+}} : i64, ocv = 1 : i64, ocn = 8 : i64, vw = 8 : i64, ic = 8 : i64, kh = 3 : i64, kw = 3 : i64
 // The heuristic of a target with the kernels takes it for a depthwise conv too.
 // AUTO-LABEL:   func.func @dw_auto
+// AUTO:           aicc.conv_lowering = "packed"
+// AUTO-LABEL:   func.func @grouped_auto
 // AUTO:           aicc.conv_lowering = "packed"
 func.func @conv(%x: tensor<1x2x7x9xf32>) -> tensor<1x10x4x9xf32> {
   %w = aicc.constant dense<[[[[0.13, -0.13, 0.64], [0.10, -0.54, 0.36], [1.30, 0.95, -0.70]], [[-1.27, -0.62, 0.04], [-2.33, -0.22, -1.25], [-0.73, -0.54, -0.32]]], [[[0.41, 1.04, -0.13], [1.37, -0.67, 0.35], [0.90, 0.09, -0.74]], [[-0.92, -0.46, 0.22], [-1.01, -0.21, -0.16], [0.54, 0.21, 0.36]]], [[[-0.65, -0.13, 0.78], [1.49, -1.26, 1.51], [1.35, 0.78, 0.26]], [[-0.31, 1.46, 1.96], [1.80, 1.32, 0.36], [-1.21, -0.00, 0.66]]], [[[-1.29, 0.40, 0.43], [0.70, -1.18, -0.66], [-0.44, -1.17, 1.74]], [[-0.50, 0.33, -0.26], [1.58, 1.32, 0.63], [-2.20, 0.05, 0.68]]], [[[1.00, -0.62, 1.82], [-1.32, -0.66, 0.94], [0.05, 2.00, 0.19]], [[-0.63, -0.38, -1.09], [-1.28, 0.63, 0.58], [1.29, -0.75, 1.69]]], [[[-0.29, 1.57, -0.43], [-0.74, 0.25, 1.03], [0.16, -0.59, -1.34]], [[-1.40, 0.50, 0.99], [-0.16, -1.07, 0.87], [-1.28, -0.71, 0.62]]], [[[-2.25, 0.39, -0.58], [0.11, -0.08, 0.20], [0.69, -0.76, 1.42]], [[0.73, 0.84, 1.16], [0.79, 0.84, 0.08], [-1.43, -0.14, -0.77]]], [[[-1.42, 0.26, -0.57], [-1.03, -1.04, 0.27], [0.36, 1.32, -0.01]], [[1.04, 1.40, 1.15], [-2.37, 1.23, 0.34], [0.42, 0.37, 0.38]]], [[[0.32, -0.36, -1.90], [-0.11, -0.80, 1.08], [-0.29, 0.08, -0.85]], [[-0.51, -0.01, -1.49], [0.30, -0.11, -1.19], [-2.40, 0.51, -0.30]]], [[[-0.53, -0.24, 1.82], [-0.05, 0.09, -1.49], [1.65, 0.92, 1.07]], [[0.05, 0.92, 0.37], [0.61, -0.15, -1.47], [1.03, -1.93, -0.24]]]]> : tensor<10x2x3x3xf32>
@@ -178,4 +187,16 @@ func.func @dw_pad(%x: tensor<1x2x6x9xf32>) -> tensor<1x2x6x9xf32> {
   %p = aicc.pad %x {low = array<i64: 0, 0, 1, 1>, high = array<i64: 0, 0, 1, 1>, value = 0.0 : f32} : tensor<1x2x6x9xf32> -> tensor<1x2x8x11xf32>
   %c = aicc.conv2d %p, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 2 : i64, aicc.conv_lowering = "packed"} : tensor<1x2x8x11xf32>, tensor<2x1x3x3xf32> -> tensor<1x2x6x9xf32>
   func.return %c : tensor<1x2x6x9xf32>
+}
+
+func.func @grouped(%x: tensor<1x16x9x11xf32>) -> tensor<1x16x7x9xf32> {
+  %w = aicc.constant dense<0.5> : tensor<16x8x3x3xf32>
+  %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 2 : i64, aicc.conv_lowering = "packed"} : tensor<1x16x9x11xf32>, tensor<16x8x3x3xf32> -> tensor<1x16x7x9xf32>
+  func.return %c : tensor<1x16x7x9xf32>
+}
+
+func.func @grouped_auto(%x: tensor<1x16x9x11xf32>) -> tensor<1x16x7x9xf32> {
+  %w = aicc.constant dense<0.5> : tensor<16x8x3x3xf32>
+  %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 2 : i64} : tensor<1x16x9x11xf32>, tensor<16x8x3x3xf32> -> tensor<1x16x7x9xf32>
+  func.return %c : tensor<1x16x7x9xf32>
 }
