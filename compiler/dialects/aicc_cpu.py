@@ -27,6 +27,8 @@ copy of a bias into C that `fuse-linear-bias` asks for.
 
 from __future__ import annotations
 
+from abc import ABC
+
 from xdsl.dialects.builtin import BoolAttr, FloatAttr, Float32Type, IndexType, IntegerAttr, MemRefType, UnitAttr, i1, i64
 from xdsl.ir import Dialect, SSAValue
 from xdsl.irdl import (
@@ -297,8 +299,66 @@ CONV_KERNEL_INTS = ("owb", "ocv", "ocn", "vw", "ic", "kh", "kw", "sw", "dh", "dw
                     "x_rs", "w_ocs", "o_cs")
 
 
+class _ConvKernelBase(IRDLOperation, ABC):
+    """What conv_kernel and dw_kernel share: X, W and O at offsets, the optional bias and
+    residual, the start and relu, the assembly format and the checks on them."""
+
+    x = operand_def(MemRefType)
+    x_off = operand_def(IndexType)
+    w = operand_def(MemRefType)
+    w_off = operand_def(IndexType)
+    o = operand_def(MemRefType)
+    o_off = operand_def(IndexType)
+    bias = opt_operand_def(MemRefType)
+    bias_off = opt_operand_def(IndexType)
+    res = opt_operand_def(MemRefType)
+    res_off = opt_operand_def(IndexType)
+
+    start = opt_prop_def(IntegerAttr)  # absent: 0
+    relu = opt_prop_def(UnitAttr)
+
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+
+    assembly_format = ("$x `[` $x_off `]` `,` $w `[` $w_off `]` `,` $o `[` $o_off `]` "
+                       "(`bias` $bias^ `[` $bias_off `]` `:` type($bias))? "
+                       "(`res` $res^ `[` $res_off `]` `:` type($res))? "
+                       "attr-dict `:` type($x) `,` type($w) `,` type($o)")
+
+    def _build(self, x, x_off, w, w_off, o, o_off, props: dict, start: int,
+               bias: tuple[SSAValue, SSAValue] | None, res: tuple[SSAValue, SSAValue] | None,
+               relu: bool) -> None:
+        if start:
+            props["start"] = IntegerAttr(start, i64)
+        if relu:
+            props["relu"] = UnitAttr()
+        biases = ([bias[0]], [bias[1]]) if bias is not None else ([], [])
+        residuals = ([res[0]], [res[1]]) if res is not None else ([], [])
+        super().__init__(operands=[x, x_off, w, w_off, o, o_off, *biases, *residuals],
+                         properties=props)
+
+    @property
+    def start_kind(self) -> int:
+        return self.start.value.data if self.start is not None else 0
+
+    def int_prop(self, name: str) -> int:
+        return getattr(self, name).value.data
+
+    def verify_common(self, name: str) -> None:
+        """The checks conv_kernel and dw_kernel share: start, bias, residual, types."""
+        if self.start_kind not in (0, 1, 2) or (self.start_kind == 2) != (self.bias is not None):
+            raise VerifyException(f"{name}: start is 0 (O), 1 (zero) or 2 (with a bias operand)")
+        elems = {self.x.type.element_type, self.w.type.element_type, self.o.type.element_type}
+        for v in (self.bias, self.res):
+            if v is not None:
+                elems.add(v.type.element_type)
+        if len(elems) != 1 or not isinstance(self.x.type.element_type, Float32Type):
+            raise VerifyException(f"{name}: X, W, O (and bias, res) must be f32")
+        if self.res is not None and self.start_kind == 0:
+            raise VerifyException(f"{name}: a residual needs start 1 or 2")
+
+
 @irdl_op_definition
-class ConvKernelOp(IRDLOperation):
+class ConvKernelOp(_ConvKernelBase):
     """One register tile of a direct convolution, its output channels in vectors, for
     `tile-conv`:
 
@@ -326,17 +386,6 @@ class ConvKernelOp(IRDLOperation):
 
     name = "aicc_cpu.conv_kernel"
 
-    x = operand_def(MemRefType)
-    x_off = operand_def(IndexType)
-    w = operand_def(MemRefType)
-    w_off = operand_def(IndexType)
-    o = operand_def(MemRefType)
-    o_off = operand_def(IndexType)
-    bias = opt_operand_def(MemRefType)
-    bias_off = opt_operand_def(IndexType)
-    res = opt_operand_def(MemRefType)
-    res_off = opt_operand_def(IndexType)
-
     owb = prop_def(IntegerAttr)
     ocv = prop_def(IntegerAttr)
     ocn = prop_def(IntegerAttr)
@@ -351,36 +400,14 @@ class ConvKernelOp(IRDLOperation):
     x_rs = prop_def(IntegerAttr)
     w_ocs = prop_def(IntegerAttr)
     o_cs = prop_def(IntegerAttr)
-    start = opt_prop_def(IntegerAttr)  # absent: 0
-    relu = opt_prop_def(UnitAttr)
-
-    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
-
-    assembly_format = ("$x `[` $x_off `]` `,` $w `[` $w_off `]` `,` $o `[` $o_off `]` "
-                       "(`bias` $bias^ `[` $bias_off `]` `:` type($bias))? "
-                       "(`res` $res^ `[` $res_off `]` `:` type($res))? "
-                       "attr-dict `:` type($x) `,` type($w) `,` type($o)")
 
     def __init__(self, x: SSAValue, x_off: SSAValue, w: SSAValue, w_off: SSAValue,
                  o: SSAValue, o_off: SSAValue, *, start: int = 0,
                  bias: tuple[SSAValue, SSAValue] | None = None,
                  res: tuple[SSAValue, SSAValue] | None = None, relu: bool = False, **ints: int):
-        props = {k: IntegerAttr(ints[k], i64) for k in CONV_KERNEL_INTS}
-        if start:
-            props["start"] = IntegerAttr(start, i64)
-        if relu:
-            props["relu"] = UnitAttr()
-        biases = ([bias[0]], [bias[1]]) if bias is not None else ([], [])
-        residuals = ([res[0]], [res[1]]) if res is not None else ([], [])
-        super().__init__(operands=[x, x_off, w, w_off, o, o_off, *biases, *residuals],
-                         properties=props)
-
-    @property
-    def start_kind(self) -> int:
-        return self.start.value.data if self.start is not None else 0
-
-    def int_prop(self, name: str) -> int:
-        return getattr(self, name).value.data
+        self._build(x, x_off, w, w_off, o, o_off,
+                    {k: IntegerAttr(ints[k], i64) for k in CONV_KERNEL_INTS}, start, bias, res,
+                    relu)
 
     def verify_(self) -> None:
         v = {k: self.int_prop(k) for k in CONV_KERNEL_INTS}
@@ -391,25 +418,12 @@ class ConvKernelOp(IRDLOperation):
                                   f"ocv = {v['ocv']} vectors of vw = {v['vw']}")
         self.verify_common("aicc_cpu.conv_kernel")
 
-    def verify_common(self, name: str) -> None:
-        """The checks conv_kernel and dw_kernel share: start, bias, residual, types."""
-        if self.start_kind not in (0, 1, 2) or (self.start_kind == 2) != (self.bias is not None):
-            raise VerifyException(f"{name}: start is 0 (O), 1 (zero) or 2 (with a bias operand)")
-        elems = {self.x.type.element_type, self.w.type.element_type, self.o.type.element_type}
-        for v in (self.bias, self.res):
-            if v is not None:
-                elems.add(v.type.element_type)
-        if len(elems) != 1 or not isinstance(self.x.type.element_type, Float32Type):
-            raise VerifyException(f"{name}: X, W, O (and bias, res) must be f32")
-        if self.res is not None and self.start_kind == 0:
-            raise VerifyException(f"{name}: a residual needs start 1 or 2")
-
 
 DW_KERNEL_INTS = ("cols", "owb", "vw", "kh", "kw", "sw", "dh", "dw", "x_rs")
 
 
 @irdl_op_definition
-class DwKernelOp(IRDLOperation):
+class DwKernelOp(_ConvKernelBase):
     """A run of output columns of one channel of a depthwise convolution, for `tile-conv`:
 
         aicc_cpu.dw_kernel %x[%xoff], %w[%woff], %o[%ooff]
@@ -434,17 +448,6 @@ class DwKernelOp(IRDLOperation):
 
     name = "aicc_cpu.dw_kernel"
 
-    x = operand_def(MemRefType)
-    x_off = operand_def(IndexType)
-    w = operand_def(MemRefType)
-    w_off = operand_def(IndexType)
-    o = operand_def(MemRefType)
-    o_off = operand_def(IndexType)
-    bias = opt_operand_def(MemRefType)
-    bias_off = opt_operand_def(IndexType)
-    res = opt_operand_def(MemRefType)
-    res_off = opt_operand_def(IndexType)
-
     cols = prop_def(IntegerAttr)
     owb = prop_def(IntegerAttr)
     vw = prop_def(IntegerAttr)
@@ -454,17 +457,11 @@ class DwKernelOp(IRDLOperation):
     dh = prop_def(IntegerAttr)
     dw = prop_def(IntegerAttr)
     x_rs = prop_def(IntegerAttr)
-    start = opt_prop_def(IntegerAttr)  # absent: 0
-    relu = opt_prop_def(UnitAttr)
     clip_hi = opt_prop_def(FloatAttr)  # after relu: min(., clip_hi) (ReLU6)
     x_w = opt_prop_def(IntegerAttr)  # padding read through: X's width
     x_c0 = opt_prop_def(IntegerAttr)  # ... and the column of lane 0's tap s = 0
     r_lo = opt_prop_def(IntegerAttr)  # the tap rows inside X (absent: 0 and kh)
     r_hi = opt_prop_def(IntegerAttr)
-
-    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
-
-    assembly_format = ConvKernelOp.assembly_format
 
     def __init__(self, x: SSAValue, x_off: SSAValue, w: SSAValue, w_off: SSAValue,
                  o: SSAValue, o_off: SSAValue, *, start: int = 0,
@@ -480,17 +477,7 @@ class DwKernelOp(IRDLOperation):
             props["x_w"], props["x_c0"] = (IntegerAttr(v, i64) for v in columns)
         if rows is not None:
             props["r_lo"], props["r_hi"] = (IntegerAttr(v, i64) for v in rows)
-        if start:
-            props["start"] = IntegerAttr(start, i64)
-        if relu:
-            props["relu"] = UnitAttr()
-        biases = ([bias[0]], [bias[1]]) if bias is not None else ([], [])
-        residuals = ([res[0]], [res[1]]) if res is not None else ([], [])
-        super().__init__(operands=[x, x_off, w, w_off, o, o_off, *biases, *residuals],
-                         properties=props)
-
-    start_kind = ConvKernelOp.start_kind
-    int_prop = ConvKernelOp.int_prop
+        self._build(x, x_off, w, w_off, o, o_off, props, start, bias, res, relu)
 
     def tap_rows(self) -> tuple[int, int]:
         """(r_lo, r_hi): the tap rows the kernel reads."""
@@ -517,7 +504,7 @@ class DwKernelOp(IRDLOperation):
         if not 0 <= lo < hi <= v["kh"] or (self.x_w is not None and self.int_prop("x_w") < 1):
             raise VerifyException(f"aicc_cpu.dw_kernel: tap rows {lo}..{hi} of kh = {v['kh']}, "
                                   "or a width x_w < 1")
-        ConvKernelOp.verify_common(self, "aicc_cpu.dw_kernel")
+        self.verify_common("aicc_cpu.dw_kernel")
 
 
 AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp, ConvKernelOp, DwKernelOp], [])

@@ -106,12 +106,15 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, i
     return fn
 
 
+def _kernel_args(args, start: int, res: bool) -> tuple:
+    """(x, w, o, bias or None, res or None): a kernel function's pointer arguments."""
+    return (*args[:3], args[3] if start == 2 else None, args[-1] if res else None)
+
+
 def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw, dh, dw, x_cs,
                x_rs, w_ocs, o_cs, start, res, relu) -> None:
     b = e.b
-    x_base, w_base, o_base = args[:3]
-    bias_base = args[3] if start == 2 else None
-    res_base = args[-1] if res else None
+    x_base, w_base, o_base, bias_base, res_base = _kernel_args(args, start, res)
     vty = ir.VectorType(ety, vw)
     esize = byte_size(ety)
     undef_v = Literal(vty, "undef")
@@ -220,9 +223,7 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
     0..x_w (the mask, the rest zeros, which the padding is), and tap rows outside r_lo..r_hi
     are skipped; X's pointer is then not `inbounds` (it may point before X)."""
     b = e.b
-    x_base, w_base, o_base = args[:3]
-    bias_base = args[3] if start == 2 else None
-    res_base = args[-1] if res else None
+    x_base, w_base, o_base, bias_base, res_base = _kernel_args(args, start, res)
     vty = ir.VectorType(ety, vw)
     esize = byte_size(ety)
     undef_v = Literal(vty, "undef")
