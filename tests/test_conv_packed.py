@@ -418,3 +418,31 @@ def test_grouped_conv_matches_torch(monkeypatch, case, vw):
     assert ("start = 2" in loops) == bias
     want = copy.deepcopy(conv).double()(x.double()).detach().numpy()
     _check(m, x.numpy(), want, ic // g * k[0] * k[1])
+
+
+class _DwAfterIntermediate(torch.nn.Module):
+    """A pointwise conv and hardswish, then a padded depthwise conv into a temporary: the
+    conv's input is a temporary that bufferization frees after its last reader, the
+    padding's copy; once tile-conv reads the padding through from it, it must live on until
+    the conv, or plan-memory lays the conv's output over it."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.pw = torch.nn.Conv2d(c, c, 1)
+        self.dw = torch.nn.Conv2d(c, c, 5, padding=2, groups=c)
+
+    def forward(self, x):
+        return self.dw(torch.nn.functional.hardswish(self.pw(x))) * 3.0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_depthwise_reads_a_temporary_through(threads):
+    torch.manual_seed(5)
+    mod = _DwAfterIntermediate(24).eval()
+    x = torch.randn(1, 24, 14, 14)
+    m = compiler.compile(mod, (x,), threads=threads, target_cpu=AVX2)
+    loops = m.ir("loops")
+    assert "x_w = 14 : i64" in loops  # read through: no padded copy
+    want = copy.deepcopy(mod).double()(x.double()).detach().numpy()
+    for _ in range(2):
+        np.testing.assert_allclose(m(x.numpy()), want, rtol=1e-4, atol=1e-4)

@@ -13,7 +13,11 @@ A producer is fused into a consumer generic (elementwise or reducing) when
     contraction when the operand would stop being matmul-shaped (batch dims, then its two
     matrix dims innermost): the head-split transpose of q in (b, s, h, d) -> (b, h, s, d)
     @ k^T would make the matmul read (b, s, h, d) with a batch dim between the matrix dims,
-    which no matmul schedule takes; the transpose runs on its own, once.
+    which no matmul schedule takes; the transpose runs on its own, once. Nor does anything
+    fuse into the copy of a zero padding (a generic writing into its output at offsets)
+    that a packed depthwise conv reads: tile-conv reads the padding through, from the
+    copy's source, which fusion would hide (MobileNetV3's hardswish before a depthwise conv
+    would be computed into the padded buffer, which must then be filled and kept).
 The consumer then reads the producer's inputs directly, through the composed map
     producer_input_map ∘ inverse(producer_output_map) ∘ consumer_operand_map,
 and computes the producer's body inline. Repeated to a fixed point, a chain of elementwise
@@ -27,7 +31,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import math as xmath
 from xdsl.dialects.linalg import attrs, ops as linalg
-from xdsl.dialects.builtin import AffineMapAttr, ModuleOp, TensorType
+from xdsl.dialects.builtin import AffineMapAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
@@ -40,6 +44,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, depthwise_generic_shapes
 from compiler.lowering.quant_to_linalg import QGEMM_ATTR
 
 # Ops whose recomputation per broadcast element is not worth saving a buffer for.
@@ -136,6 +141,27 @@ def _breaks_matmul(op: linalg.GenericOp, index: int, fused: linalg.GenericOp) ->
     if batch is None or not _matmul_shaped(_maps(op)[index], batch):
         return False
     return not all(_matmul_shaped(m, batch) for m in _maps(fused)[:len(fused.inputs)])
+
+
+def _pads_depthwise_packed(op: linalg.GenericOp) -> bool:
+    """Is `op` a padding's copy (its output written at offsets) whose result, through
+    reshapes, a packed depthwise conv reads?"""
+    if _is_permutation(_maps(op)[-1]):
+        return False
+    todo = [op.results[0]] if op.results else []
+    while todo:
+        for u in todo.pop().uses:
+            o = u.operation
+            if o.name in ("tensor.collapse_shape", "tensor.expand_shape"):
+                todo.append(o.results[0])
+                continue
+            mode = o.attributes.get(CONV_LOWERING_ATTR)
+            if isinstance(o, linalg.GenericOp) and isinstance(mode, StringAttr) \
+                    and mode.data == "packed" and len(o.inputs) == 2 \
+                    and depthwise_generic_shapes(*(v.type.get_shape()
+                                                   for v in (*o.inputs, o.outputs[0]))):
+                return True
+    return False
 
 
 def _cheap(producer: linalg.GenericOp) -> bool:
@@ -238,6 +264,8 @@ class FuseProducerIntoConsumer(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
         if QGEMM_ATTR in op.attributes:  # a target runs it as a kernel on these operands
+            return
+        if _pads_depthwise_packed(op):  # tile-conv reads the padding through
             return
         maps = _maps(op)
         for index, operand in enumerate(op.inputs):

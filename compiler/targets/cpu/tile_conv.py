@@ -427,6 +427,20 @@ def _padded_input(cv: _Conv) -> _Pad | None:
     return _Pad(src, offsets[2], offsets[3], shape[2], shape[3], (fill, copy))
 
 
+def _keep_alive_through(v: SSAValue, op: Operation) -> None:
+    """Move the deallocations of v's buffer that come before `op` (in its block) to right
+    after it: `op` now reads the buffer, which the padding's copy was the last to read."""
+    block = op.parent_block()
+    order = {id(o): i for i, o in enumerate(block.ops)}
+    for view in _views(_source(v)):
+        for u in list(view.uses):
+            d = u.operation
+            if isinstance(d, memref.DeallocOp) and d.parent_block() is block \
+                    and order[id(d)] < order[id(op)]:
+                d.detach()
+                block.insert_op_after(d, op)
+
+
 def _erase_if_dead(root: SSAValue) -> None:
     """Drop an allocation that nothing reads or writes any more (views and deallocs aside)."""
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
@@ -579,6 +593,7 @@ class TileConv(ModulePass):
             root = _source(cv.x)
             for o in pad.ops:
                 Rewriter.erase_op(o)
+            _keep_alive_through(pad.src, cv.op)
             x = _flat(b, pad.src)
             h, w, top, left = pad.h, pad.w, pad.top, pad.left
         else:
