@@ -170,3 +170,41 @@ func.func @head_split_transpose_stays_out_of_matmul(%q: tensor<1x8x2x4xf32>, %k:
   } -> tensor<1x2x8x8xf32>
   func.return %s : tensor<1x2x8x8xf32>
 }
+
+// -----
+// Nothing fuses into the copy of a zero padding that a packed depthwise conv reads: tile-conv
+// reads that padding through, from the copy's source, so the relu stays a generic of its own
+// (fused, it would be computed into the padded buffer, which would then have to be kept).
+// CHECK-LABEL: func.func @relu_pad_dw
+// CHECK:         %[[R:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x4x6x9xf32>)
+// CHECK:           arith.maximumf
+// CHECK:         %[[P:.*]] = linalg.generic {{.*}} ins(%[[R]] : tensor<1x4x6x9xf32>) outs(%{{.*}} : tensor<1x4x8x11xf32>)
+// CHECK-NEXT:    ^{{.*}}(%[[A:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT:      linalg.yield %[[A]] : f32
+func.func @relu_pad_dw(%x: tensor<1x4x6x9xf32>, %w: tensor<4x1x1x3x3xf32>) -> tensor<1x4x1x6x9xf32> {
+  %0 = tensor.empty() : tensor<1x4x6x9xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%x : tensor<1x4x6x9xf32>) outs(%0 : tensor<1x4x6x9xf32>) {
+  ^bb0(%1: f32, %2: f32):
+    %3 = arith.constant 0.000000e+00 : f32
+    %4 = arith.maximumf %1, %3 : f32
+    linalg.yield %4 : f32
+  } -> tensor<1x4x6x9xf32>
+  %5 = tensor.empty() : tensor<1x4x8x11xf32>
+  %6 = arith.constant 0.000000e+00 : f32
+  %7 = linalg.fill ins(%6 : f32) outs(%5 : tensor<1x4x8x11xf32>) -> tensor<1x4x8x11xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> ((d0 + 0), (d1 + 0), (d2 + 1), (d3 + 1))>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%r : tensor<1x4x6x9xf32>) outs(%7 : tensor<1x4x8x11xf32>) {
+  ^bb0(%8: f32, %9: f32):
+    linalg.yield %8 : f32
+  } -> tensor<1x4x8x11xf32>
+  %10 = tensor.collapse_shape %p [[0, 1, 2, 3]] : tensor<1x4x8x11xf32> into tensor<352xf32>
+  %11 = tensor.expand_shape %10 [[0, 1, 2, 3, 4]] output_shape [1, 4, 1, 8, 11] : tensor<352xf32> into tensor<1x4x1x8x11xf32>
+  %14 = tensor.empty() : tensor<1x4x1x6x9xf32>
+  %16 = linalg.fill ins(%6 : f32) outs(%14 : tensor<1x4x1x6x9xf32>) -> tensor<1x4x1x6x9xf32>
+  %17 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d5, (d3 + d6), (d4 + d7))>, affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d1, d2, d5, d6, d7)>, affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%11, %w : tensor<1x4x1x8x11xf32>, tensor<4x1x1x3x3xf32>) outs(%16 : tensor<1x4x1x6x9xf32>) attrs =  {aicc.conv_lowering = "packed"} {
+  ^bb0(%18: f32, %19: f32, %20: f32):
+    %21 = arith.mulf %18, %19 : f32
+    %22 = arith.addf %20, %21 : f32
+    linalg.yield %22 : f32
+  } -> tensor<1x4x1x6x9xf32>
+  func.return %17 : tensor<1x4x1x6x9xf32>
+}
