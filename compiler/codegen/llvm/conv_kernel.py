@@ -25,7 +25,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from compiler.codegen.llvm.emitter import FunctionEmitter, byte_size, handles, memory_type
-from compiler.codegen.llvm.microkernel import Literal, _masked
+from compiler.codegen.llvm.microkernel import Literal, masked_intrinsic
 from compiler.dialects.aicc_cpu import DW_KERNEL_INTS
 
 I1 = ir.IntType(1)
@@ -245,14 +245,14 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
         if not any(bits):
             return zero
         m = ir.Constant(ir.VectorType(I1, vw), [int(x) for x in bits])
-        return b.call(_masked(e, "load", vty), [ptr(base, off), align, m, zero])
+        return b.call(masked_intrinsic(e, "load", vty), [ptr(base, off), align, m, zero])
 
     def store(value, base, off: int, n: int) -> None:
         if n == vw:
             b.store(value, ptr(base, off), align=esize)
         else:
             m = ir.Constant(ir.VectorType(I1, vw), [int(i < n) for i in range(vw)])
-            b.call(_masked(e, "store", vty), [value, ptr(base, off), align, m])
+            b.call(masked_intrinsic(e, "store", vty), [value, ptr(base, off), align, m])
 
     def splat(v):
         return b.shuffle_vector(b.insert_element(undef_v, v, ir.Constant(I32, 0)), undef_v,

@@ -46,7 +46,7 @@ def _c64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
-def _masked(e: FunctionEmitter, kind: str, vty: ir.VectorType) -> ir.Function:
+def masked_intrinsic(e: FunctionEmitter, kind: str, vty: ir.VectorType) -> ir.Function:
     """llvm.masked.load / llvm.masked.store for vty (the explicit-alignment form, which
     LLVM 22 still accepts and upgrades)."""
     module = e.em.module
@@ -197,7 +197,7 @@ class _KernelBody:
             if masks is None:
                 bvec.append(b.load(p, typ=vty, align=esize))
             else:
-                bvec.append(b.call(_masked(e, "load", vty),
+                bvec.append(b.call(masked_intrinsic(e, "load", vty),
                                    [p, ir.Constant(I32, esize), masks[q], self.zero_v]))
         if b_pf and masks is None:  # B streams from L2: fetch the rows b_pf steps ahead
             for j in range(0, self.nr, 64 // esize):
@@ -397,10 +397,10 @@ class _KernelBody:
             b.position_at_end(row_bb)
             for q in range(nq):
                 p = self.c_ptr(r, q)
-                old = self.row_start(r, b.call(_masked(e, "load", vty), [
+                old = self.row_start(r, b.call(masked_intrinsic(e, "load", vty), [
                     self.src_ptr(r, q, p) if self.init_cs else p, ir.Constant(I32, esize),
                     masks[q], self.zero_v]))
-                b.call(_masked(e, "store", vty),
+                b.call(masked_intrinsic(e, "store", vty),
                        [self.update(old, accs[r * nq + q]), p, ir.Constant(I32, esize), masks[q]])
             b.branch(next_bb)
             b.position_at_end(next_bb)
