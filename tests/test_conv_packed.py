@@ -51,6 +51,15 @@ def _check(m, x, want, k):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * math.sqrt(k))
 
 
+def _compile_packed(monkeypatch, conv, x, vw):
+    """`conv` compiled with the packed lowering forced at vector width `vw`: (the model, its
+    loop IR, torch's result in float64)."""
+    monkeypatch.setenv("AICC_CONV_LOWERING", "packed")
+    monkeypatch.setenv("AICC_CONV_SCHEDULE", f"vw={vw}")
+    m = compiler.compile(conv, (x,), threads=1)
+    return m, m.ir("loops"), copy.deepcopy(conv).double()(x.double()).detach().numpy()
+
+
 @pytest.mark.parametrize("vw", [8, 16])
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_packed_conv_matches_torch(monkeypatch, case, vw):
@@ -58,16 +67,12 @@ def test_packed_conv_matches_torch(monkeypatch, case, vw):
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(ic, oc, k, stride=s, padding=p, dilation=d, bias=bias).eval()
     x = torch.randn(n, ic, *hw)
-    monkeypatch.setenv("AICC_CONV_LOWERING", "packed")
-    monkeypatch.setenv("AICC_CONV_SCHEDULE", f"vw={vw}")
-    m = compiler.compile(conv, (x,), threads=1)
-    loops = m.ir("loops")
+    m, loops, want = _compile_packed(monkeypatch, conv, x, vw)
     assert "aicc_cpu.conv_kernel" in loops and f"vw = {vw} : i64" in loops
     assert 'aicc.conv_lowering = "packed"' in m.ir("linalg")
     memref_ir = m.ir("memref")  # the weight packed at compile time, the original dropped
     assert f"_packed{vw} : memref<{-(-oc // vw) * vw * ic * k[0] * k[1]}xf32>" in memref_ir
     assert f"memref<{oc}x{ic}x" not in memref_ir
-    want = copy.deepcopy(conv).double()(x.double()).detach().numpy()
     _check(m, x.numpy(), want, ic * k[0] * k[1])
 
 
@@ -302,13 +307,9 @@ def test_depthwise_conv_matches_torch(monkeypatch, case, vw):
     torch.manual_seed(1)
     conv = torch.nn.Conv2d(c, c, k, stride=s, padding=p, dilation=d, groups=c, bias=bias).eval()
     x = torch.randn(n, c, *hw)
-    monkeypatch.setenv("AICC_CONV_LOWERING", "packed")
-    monkeypatch.setenv("AICC_CONV_SCHEDULE", f"vw={vw}")
-    m = compiler.compile(conv, (x,), threads=1)
-    loops = m.ir("loops")
+    m, loops, want = _compile_packed(monkeypatch, conv, x, vw)
     assert "aicc_cpu.dw_kernel" in loops and f"vw = {vw} : i64" in loops
     assert "aicc_cpu.conv_kernel" not in loops
-    want = copy.deepcopy(conv).double()(x.double()).detach().numpy()
     _check(m, x.numpy(), want, k[0] * k[1])
 
 
@@ -409,14 +410,10 @@ def test_grouped_conv_matches_torch(monkeypatch, case, vw):
     torch.manual_seed(2)
     conv = torch.nn.Conv2d(ic, oc, k, stride=s, padding=p, groups=g, bias=bias).eval()
     x = torch.randn(n, ic, *hw)
-    monkeypatch.setenv("AICC_CONV_LOWERING", "packed")
-    monkeypatch.setenv("AICC_CONV_SCHEDULE", f"vw={vw}")
-    m = compiler.compile(conv, (x,), threads=1)
-    loops = m.ir("loops")
+    m, loops, want = _compile_packed(monkeypatch, conv, x, vw)
     assert "aicc_cpu.conv_kernel" in loops and f"vw = {vw} : i64" in loops
     assert f"_packed{vw}g{g} : memref<{g * -(-(oc // g) // vw) * vw * (ic // g) * k[0] * k[1]}xf32>" in m.ir("memref")
     assert ("start = 2" in loops) == bias
-    want = copy.deepcopy(conv).double()(x.double()).detach().numpy()
     _check(m, x.numpy(), want, ic // g * k[0] * k[1])
 
 

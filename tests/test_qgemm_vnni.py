@@ -225,39 +225,12 @@ def test_vnni_kernel_requantizes_a_qdq_conv_like_the_avx2_kernel(monkeypatch, un
     """A QDQ Conv (int32 bias) -> Relu -> QuantizeLinear, 129 output channels (a masked last
     group at 8 and 16 lanes): the VNNI kernel stores the requantized int8 tile itself (col_bias,
     out_zp, relu) and its outputs equal the AVX2 packed kernel's, bit for bit."""
-    onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper, numpy_helper
-
     import compiler
+    from test_quantize import qdq_conv_relu_model
 
     monkeypatch.setenv("AICC_CACHE", "0")
     monkeypatch.setenv("AICC_TARGET_CPU", "x86-64-v3")
-    rng = np.random.default_rng(11)
-    qtype, zdt = (TensorProto.UINT8, np.uint8) if unsigned else (TensorProto.INT8, np.int8)
-    w = rng.integers(-127, 128, (129, 5, 3, 3)).astype(np.int8)
-    w_scale = rng.uniform(0.002, 0.01, 129).astype(np.float32)
-    x_scale, y_scale = np.float32(0.03), np.float32(0.02)
-    x_zp, y_zp = np.array(128 if unsigned else 3, zdt), np.array(7 if unsigned else -9, zdt)
-    inits = [numpy_helper.from_array(a, n) for a, n in [
-        (w, "w_q"), (w_scale, "w_scale"), (np.zeros(129, np.int8), "w_zp"), (x_scale, "x_scale"),
-        (x_zp, "x_zp"), (y_scale, "y_scale"), (y_zp, "y_zp"),
-        (rng.integers(-2000, 2000, 129).astype(np.int32), "b_q"), (x_scale * w_scale, "b_scale"),
-        (np.zeros(129, np.int32), "b_zp")]]
-    nodes = [
-        helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zp"], ["xq"]),
-        helper.make_node("DequantizeLinear", ["xq", "x_scale", "x_zp"], ["xd"]),
-        helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zp"], ["wd"], axis=0),
-        helper.make_node("DequantizeLinear", ["b_q", "b_scale", "b_zp"], ["bd"], axis=0),
-        helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["r"]),
-        helper.make_node("QuantizeLinear", ["r", "y_scale", "y_zp"], ["yq"]),
-        helper.make_node("DequantizeLinear", ["yq", "y_scale", "y_zp"], ["y"]),
-    ]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 7, 6])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 129, 7, 6])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    x = (rng.standard_normal((2, 5, 7, 6)) * 2).astype(np.float32)
+    model, x, _ = qdq_conv_relu_model(11, unsigned, (3, 3), (2, 5, 7, 6), (7, 6), pads=[1, 1, 1, 1])
     avx2 = compiler.compile(model, example_inputs=(x,))
     real = qgemm_pass.LowerQGemm
     for bits in (256, 512):

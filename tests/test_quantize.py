@@ -532,19 +532,17 @@ def test_qdq_cnn_runs_in_int8_like_onnxruntime(tmp_path, shape, activations, per
     assert _cos(got, fused) >= 0.99
 
 
-@pytest.mark.parametrize("unsigned", [True, False])
-def test_qdq_conv_relu_quantize_by_hand(unsigned):
-    """A hand-written QDQ graph whose Relu stays between the Conv and the QuantizeLinear (and
-    a stride-2, padded, non-square conv of 129 output channels on a 7x13 image): the kernel's
-    requantization applies the relu before rounding; against ONNX Runtime running the graph
-    as written (float32 conv, relu, quantize), at most one output step apart."""
-    ort = pytest.importorskip("onnxruntime")
+def qdq_conv_relu_model(seed: int, unsigned: bool, kernel: tuple[int, int], x_shape: tuple,
+                        out_hw: tuple[int, int], **conv_attrs):
+    """A hand-written QDQ graph: x quantized and dequantized, a Conv of 129 output channels
+    (int8 weight per channel, int32 bias), Relu, then QuantizeLinear / DequantizeLinear of the
+    output (u8 or s8 activations). Returns (the checked model, an input x, the output scale)."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
-    rng = np.random.default_rng(5)
-    qtype, zdt = (TensorProto.UINT8, np.uint8) if unsigned else (TensorProto.INT8, np.int8)
-    w = rng.integers(-127, 128, (129, 5, 3, 2)).astype(np.int8)
+    rng = np.random.default_rng(seed)
+    zdt = np.uint8 if unsigned else np.int8
+    w = rng.integers(-127, 128, (129, x_shape[1], *kernel)).astype(np.int8)
     w_scale = rng.uniform(0.002, 0.01, 129).astype(np.float32)
     x_scale, y_scale = np.float32(0.03), np.float32(0.02)
     x_zp, y_zp = (np.array(128 if unsigned else 3, zdt), np.array(7 if unsigned else -9, zdt))
@@ -558,17 +556,29 @@ def test_qdq_conv_relu_quantize_by_hand(unsigned):
         helper.make_node("DequantizeLinear", ["xq", "x_scale", "x_zp"], ["xd"]),
         helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zp"], ["wd"], axis=0),
         helper.make_node("DequantizeLinear", ["b_q", "b_scale", "b_zp"], ["bd"], axis=0),
-        helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], strides=[2, 2], pads=[1, 0, 1, 1]),
+        helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], **conv_attrs),
         helper.make_node("Relu", ["c"], ["r"]),
         helper.make_node("QuantizeLinear", ["r", "y_scale", "y_zp"], ["yq"]),
         helper.make_node("DequantizeLinear", ["yq", "y_scale", "y_zp"], ["y"]),
     ]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 7, 13])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 129, 4, 7])], inits)
+    y_shape = [x_shape[0], 129, *out_hw]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.checker.check_model(model)
-    x = (rng.standard_normal((2, 5, 7, 13)) * 2).astype(np.float32)
+    return model, (rng.standard_normal(x_shape) * 2).astype(np.float32), y_scale
+
+
+@pytest.mark.parametrize("unsigned", [True, False])
+def test_qdq_conv_relu_quantize_by_hand(unsigned):
+    """A hand-written QDQ graph whose Relu stays between the Conv and the QuantizeLinear (and
+    a stride-2, padded, non-square conv of 129 output channels on a 7x13 image): the kernel's
+    requantization applies the relu before rounding; against ONNX Runtime running the graph
+    as written (float32 conv, relu, quantize), at most one output step apart."""
+    ort = pytest.importorskip("onnxruntime")
+    model, x, y_scale = qdq_conv_relu_model(5, unsigned, (3, 2), (2, 5, 7, 13), (4, 7),
+                                            strides=[2, 2], pads=[1, 0, 1, 1])
     m = compiler.compile(model, example_inputs=(x,))
     assert m.stats["quantized_ops"] == 1 and "aicc.conv2d" not in m.stats["tensor_ops"]
     assert "relu = true" in m.ir("loops") and "out_zp" in m.ir("loops")  # requantized in the kernel

@@ -489,6 +489,10 @@ class DwKernelOp(_ConvKernelBase):
         """(x_w, x_c0) when the columns are masked to X's width, else None."""
         return None if self.x_w is None else (self.int_prop("x_w"), self.int_prop("x_c0"))
 
+    def reads_padding_through(self) -> bool:
+        """Does the kernel skip tap rows or mask columns (X's offset may then lie before X)?"""
+        return self.columns() is not None or self.tap_rows() != (0, self.int_prop("kh"))
+
     def verify_(self) -> None:
         v = {k: self.int_prop(k) for k in DW_KERNEL_INTS}
         if min(v.values()) < 1:

@@ -43,8 +43,9 @@ def emit_elementwise(w: KernelWriter, ops: list[Operation]) -> None:
         w.emit_ops(par.body.block.ops)
         return
     w.line(f"const {w.idx} tid = {wide}blockIdx.x * blockDim.x + threadIdx.x;")
-    access = _vector_accesses(par) if per == VEC and ranges[-1][:3:2] == (0, 1) \
-        and ranges[-1][1] % VEC == 0 else None
+    lb, ub, step = ranges[-1]
+    access = _vector_accesses(par) if per == VEC and (lb, step) == (0, 1) and ub % VEC == 0 \
+        else None
     if access is not None:
         _emit_vec4(w, par, total, *access)
         return

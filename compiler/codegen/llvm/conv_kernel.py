@@ -52,7 +52,7 @@ def emit_conv_kernel(e: FunctionEmitter, op) -> None:
     cfg["res"] = op.res is not None
     cfg["relu"] = op.relu is not None
     # padding read through: X's pointer may lie before X (not inbounds)
-    through = dw and (op.columns() is not None or op.tap_rows() != (0, cfg["kh"]))
+    through = dw and op.reads_padding_through()
     if dw:
         cfg["columns"], cfg["rows"] = op.columns(), op.tap_rows()
         cfg["clip_hi"] = op.clip_hi.value.data if op.clip_hi is not None else None
@@ -232,9 +232,10 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
     lanes = [min(vw, cols - v * vw) for v in range(owb)]
     x_w, x_c0 = columns if columns is not None else (None, 0)
     r_lo, r_hi = rows if rows is not None else (0, kh)
+    through = columns is not None or (r_lo, r_hi) != (0, kh)  # X's pointer may lie before X
 
     def ptr(base, off: int):
-        return b.gep(base, [_c64(off)], inbounds=base is not x_base or columns is None,
+        return b.gep(base, [_c64(off)], inbounds=base is not x_base or not through,
                      source_etype=ety)
 
     def load(base, off: int, bits: list[bool]):

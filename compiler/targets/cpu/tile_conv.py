@@ -282,6 +282,15 @@ def _scalar_constant(v: SSAValue) -> float | None:
     return float(numpy_from_dense(g.initial_value).reshape(-1)[0])
 
 
+def _buffer_users(root: SSAValue) -> tuple[set[SSAValue], list[Operation]]:
+    """`root`'s views (itself and its reshapes) and the ops that use them, reshapes and
+    deallocations aside."""
+    views = _views(root)
+    return views, [u.operation for v in views for u in v.uses
+                   if not isinstance(u.operation, memref.CollapseShapeOp | memref.ExpandShapeOp
+                                     | memref.DeallocOp)]
+
+
 def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> tuple[
         linalg.GenericOp, SSAValue, SSAValue | None, bool, float | None] | None:
     """The elementwise op right after the conv (constants, views and allocations between)
@@ -294,10 +303,8 @@ def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> tuple
     root = _source(cv.out)
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
         return None
-    views = _views(root)
-    readers = [u.operation for v in views for u in v.uses
-               if not isinstance(u.operation, memref.CollapseShapeOp | memref.ExpandShapeOp
-                                 | memref.DeallocOp) and u.operation not in (cv.op, init)]
+    views, users = _buffer_users(root)
+    readers = [o for o in users if o not in (cv.op, init)]
     if len(readers) != 1 or not isinstance(readers[0], linalg.GenericOp):
         return None
     g = readers[0]
@@ -388,10 +395,7 @@ def _padded_input(cv: _Conv) -> _Pad | None:
     root = _source(cv.x)
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
         return None
-    views = _views(root)
-    users = [u.operation for v in views for u in v.uses
-             if not isinstance(u.operation, memref.CollapseShapeOp | memref.ExpandShapeOp
-                               | memref.DeallocOp)]
+    _, users = _buffer_users(root)
     fills = [o for o in users if isinstance(o, linalg.FillOp)]
     copies = [o for o in users if isinstance(o, linalg.GenericOp) and o is not cv.op]
     if len(fills) != 1 or len(copies) != 1 or len(users) != 3:
@@ -406,7 +410,7 @@ def _padded_input(cv: _Conv) -> _Pad | None:
         return None
     src = copy.inputs[0]
     shape = src.type.get_shape() if isinstance(src.type, MemRefType) else ()
-    ops = [o for o in copy.body.block.ops]
+    ops = list(copy.body.block.ops)
     if len(shape) != 4 or any(d < 0 for d in shape) or not isinstance(src.type.layout, NoneAttr) \
             or len(ops) != 1 or list(ops[0].operands) != [copy.body.block.args[0]]:
         return None
@@ -418,11 +422,7 @@ def _padded_input(cv: _Conv) -> _Pad | None:
             or offsets[0] or offsets[1] or tuple(shape[:2]) != (cv.n, cv.ic):
         return None
     # program order: fill, copy, then the conv, in one block
-    block = cv.op.parent_block()
-    if fill.parent_block() is not block or copy.parent_block() is not block:
-        return None
-    order = {id(o): i for i, o in enumerate(block.ops)}
-    if not order[id(fill)] < order[id(copy)] < order[id(cv.op)]:
+    if not (fill.is_before_in_block(copy) and copy.is_before_in_block(cv.op)):
         return None
     return _Pad(src, offsets[2], offsets[3], shape[2], shape[3], (fill, copy))
 
@@ -431,12 +431,10 @@ def _keep_alive_through(v: SSAValue, op: Operation) -> None:
     """Move the deallocations of v's buffer that come before `op` (in its block) to right
     after it: `op` now reads the buffer, which the padding's copy was the last to read."""
     block = op.parent_block()
-    order = {id(o): i for i, o in enumerate(block.ops)}
     for view in _views(_source(v)):
         for u in list(view.uses):
             d = u.operation
-            if isinstance(d, memref.DeallocOp) and d.parent_block() is block \
-                    and order[id(d)] < order[id(op)]:
+            if isinstance(d, memref.DeallocOp) and d.is_before_in_block(op):
                 d.detach()
                 block.insert_op_after(d, op)
 
