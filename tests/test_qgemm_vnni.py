@@ -130,12 +130,41 @@ def test_vnni_matmul_integer_is_exact(kernel, m_, k, n, zp):
 
 
 def test_vnni_batched_lhs_and_7bit_weight(kernel):
-    """A batched A (rows of every batch in one GEMM) and a weight within [-64, 63], which the
+    """A batched A (rows of every batch in one GEMM) and a weight within [-64, 64], which the
     AVX2 path gives to vpmaddubsw: the VNNI kernel takes every constant B."""
     w = RNG.integers(-64, 64, (5, 40)).astype(np.int8)
     m = _compile(_matmul(3, 40, 5, -7, w, batch=(2,)), kernel)
     a = RNG.integers(-128, 128, (2, 3, 40)).astype(np.int8)
     np.testing.assert_array_equal(m(a)[0], (a.astype(np.int64) + 7) @ w.T.astype(np.int64))
+
+
+@pytest.fixture
+def avx2(monkeypatch):
+    """lower-qgemm as on a CPU with AVX2 and no VNNI, whatever the host has."""
+    real = qgemm_pass.LowerQGemm
+    monkeypatch.setattr(qgemm_pass, "LowerQGemm", lambda enabled=True, vnni=0, vnni_portable=False: real())
+
+
+@pytest.mark.parametrize("m_,k,n", SHAPES, ids=str)
+@pytest.mark.parametrize("zp", [-128, 0, 127])
+def test_7bit_weights_take_vpmaddubsw_exactly(avx2, m_, k, n, zp):
+    """Without VNNI a weight within [-64, 64] gets the quad kernel by vpmaddubsw (u8 x s8 pairs
+    into i16) and vpmaddwd by ones: exact at the edge of int16, where a pair of 255 * -64 or
+    255 * 64 products (A + 128 = 255: a = 127) sums to -32640 or 32640, and for every tile and
+    tail shape; a weight beyond (65) keeps the vpmaddwd kernel."""
+    w = RNG.integers(-64, 65, (n, k)).astype(np.int8)
+    w[0, :] = -64
+    w[-1, ::2] = 64
+    module = Parser(make_context(), _matmul(m_, k, n, zp, w)).parse_module()
+    m = compile_module(module, "mm", output_is_tuple=True, options=CompileOptions("cpu"), use_cache=False)
+    assert "pmaddubsw" in m.ir("loops") and "vpmaddubsw" in m.ir("asm")
+    for a in (RNG.integers(-128, 128, (m_, k)), np.full((m_, k), 127), np.full((m_, k), -128)):
+        a = a.astype(np.int8)
+        np.testing.assert_array_equal(m(a)[0], (a.astype(np.int64) - zp) @ w.T.astype(np.int64))
+    w[0, 0] = 65
+    module = Parser(make_context(), _matmul(m_, k, n, zp, w)).parse_module()
+    assert "pmaddubsw" not in compile_module(module, "mm", output_is_tuple=True, options=CompileOptions("cpu"),
+                                             use_cache=False).ir("loops")
 
 
 @pytest.mark.parametrize("batch,m_,k,n", [((), 9, 27, 3), ((2,), 5, 40, 17), ((), 33, 288, 64)], ids=str)
@@ -213,8 +242,10 @@ def test_vnni_quantized_models_match_the_avx2_kernels(monkeypatch):
     monkeypatch.setattr(qgemm_pass, "LowerQGemm",
                         lambda enabled=True, vnni=0: real(enabled=enabled, vnni=256, vnni_portable=True))
     vnni = build()
-    for a, v, inp in zip(avx2, vnni, (x, xd, xd)):
-        assert "vnni" not in a.ir("loops") and "vnni = 256" in v.ir("loops")
+    for i, (a, v, inp) in enumerate(zip(avx2, vnni, (x, xd, xd))):
+        seven = i == 2  # 7-bit weights: on AVX2 too the quad layout, multiplied by vpmaddubsw
+        assert ("pmaddubsw" in a.ir("loops")) == ("vnni = 256" in a.ir("loops")) == seven
+        assert "vnni_portable" in v.ir("loops") and "pmaddubsw" not in v.ir("loops")
         np.testing.assert_array_equal(v(inp), a(inp))
     # the matmuls whose only reader is the per-channel scale store it from the kernel, as on AVX2
     assert vnni[0].ir("loops").count("col_scale") == avx2[0].ir("loops").count("col_scale") >= 2

@@ -387,7 +387,7 @@ def test_errors_and_nothing_to_quantize():
 @pytest.mark.parametrize("m_,k,n", [(1, 33, 3), (7, 64, 5), (129, 100, 17)], ids=str)
 @pytest.mark.parametrize("zp", [-128, 0, 37, 127])
 def test_7bit_weight_kernel_on_int8_activations(m_, k, n, zp):
-    """A matmul_integer of a constant weight within [-64, 63] (any int8 lhs and zero point, as
+    """A matmul_integer of a constant weight within [-64, 64] (any int8 lhs and zero point, as
     static quantization and QOperator models give) runs in the vpmaddubsw kernel, exactly."""
     from xdsl.parser import Parser
 
@@ -396,7 +396,7 @@ def test_7bit_weight_kernel_on_int8_activations(m_, k, n, zp):
 
     w = RNG.integers(-64, 64, (n, k)).astype(np.int8)
     w[0, :] = -64  # the extremes: pair sums of 2 * 255 * 64 in magnitude
-    w[-1, :] = 63
+    w[-1, :] = 64
     dense = "[" + ", ".join("[" + ", ".join(map(str, r)) + "]" for r in w) + "]"
     text = f"""func.func @f(%a: tensor<{m_}x{k}xi8>) -> tensor<{m_}x{n}xi32> {{
       %w = aicc.constant dense<{dense}> : tensor<{n}x{k}xi8>

@@ -143,15 +143,6 @@ class QGemmOp(IRDLOperation):
     A[...] - zp above becomes clamp(rne(A[...] / scale) + zp, -128, 127) - zp, the run-time
     zero point replacing the attribute (dynamic quantization).
 
-    With `colsum %s : memref<Nxi32>` (the sums of B's rows) every B value is within [-64, 63]
-    (7-bit weights): the kernel multiplies A + 128 (uint8) by B with `vpmaddubsw`, 32
-    products per instruction, whose pair sums then stay within int16 (2 * 255 * 64 < 2^15),
-    and subtracts (zp + 128) * colsum[j] at the end.
-
-    B's rows may be longer than k (memref<N x KB>, KB > k a multiple of the kernel's chunk):
-    a constant B padded with zeros, so that the kernel reads whole chunks and never a scalar
-    tail (A's row buffer is zero beyond k).
-
     A packed B, memref<G x K2 x 16 x i8> (G = ceil(N / 8), K2 = ceil(k / 2)): a constant B
     laid out by lower-qgemm for the broadcast kernel, Bp[g, p, 2c + t] = B[8g + c, 2p + t]
     (zeros beyond N and k); see compiler/codegen/llvm/qgemm.py's _BodyPacked.
@@ -172,7 +163,11 @@ class QGemmOp(IRDLOperation):
     memref<G*L x i32> (zeros beyond N), is always there: the kernel multiplies A + 128 (uint8)
     by B, four products per i32 lane, and subtracts (zp + 128) * colsum[j]. `vnni_portable`
     computes the same sums with generic vector code instead of the instruction (for a CPU
-    without VNNI: tests of the kernel's layout on any x86-64 host)."""
+    without VNNI: tests of the kernel's layout on any x86-64 host). `pmaddubsw` (with vnni =
+    256) computes them with AVX2's `vpmaddubsw`, pairs of u8 x s8 products summed into i16,
+    then `vpmaddwd` by ones: exact only for a B within [-64, 64] (7-bit weights: a pair sum
+    is at most 2 * 255 * 64 < 2^15 in magnitude), the B lower-qgemm gives it on a CPU without
+    VNNI."""
 
     name = "aicc_cpu.qgemm"
 
@@ -193,6 +188,7 @@ class QGemmOp(IRDLOperation):
     zp = prop_def(IntegerAttr)
     vnni = opt_prop_def(IntegerAttr)
     vnni_portable = opt_prop_def(UnitAttr)
+    pmaddubsw = opt_prop_def(UnitAttr)
     out_zp = opt_prop_def(IntegerAttr)
     relu = opt_prop_def(BoolAttr)
 
@@ -208,7 +204,7 @@ class QGemmOp(IRDLOperation):
                  m: SSAValue, *, n: int, k: int, zp: int, quantize: tuple[SSAValue, SSAValue] | None = None,
                  colsum: SSAValue | None = None, col_scale: SSAValue | None = None,
                  col_bias: SSAValue | None = None, out_zp: int | None = None, relu: bool = False,
-                 vnni: int = 0, vnni_portable: bool = False):
+                 vnni: int = 0, vnni_portable: bool = False, pmaddubsw: bool = False):
         scale, zero_point = ([quantize[0]], [quantize[1]]) if quantize else ([], [])
         props = {"n": IntegerAttr(n, i64), "k": IntegerAttr(k, i64), "zp": IntegerAttr(zp, i64)}
         if out_zp is not None:
@@ -219,6 +215,8 @@ class QGemmOp(IRDLOperation):
             props["vnni"] = IntegerAttr(vnni, i64)
             if vnni_portable:
                 props["vnni_portable"] = UnitAttr()
+            if pmaddubsw:
+                props["pmaddubsw"] = UnitAttr()
         super().__init__(operands=[a, a_off, b, c, c_off, m, scale, zero_point, [colsum] if colsum else [],
                                    [col_scale] if col_scale else [], [col_bias] if col_bias else []],
                          properties=props)
@@ -245,17 +243,17 @@ class QGemmOp(IRDLOperation):
             raise VerifyException("aicc_cpu.qgemm: n and k must be positive")
         if (self.scale is None) != (self.zero_point is None):
             raise VerifyException("aicc_cpu.qgemm: quantize takes a scale and a zero point")
-        if self.colsum is not None and (self.colsum.type.get_shape() != (self.n.value.data,) and self.vnni is None or
-                                        getattr(self.colsum.type.element_type, "width", None) is None or
+        if self.colsum is not None and (getattr(self.colsum.type.element_type, "width", None) is None or
                                         self.colsum.type.element_type.width.data != 32):
-            raise VerifyException(f"aicc_cpu.qgemm: colsum must be a memref<{self.n.value.data}xi32>, got "
-                                  f"{self.colsum.type}")
+            raise VerifyException(f"aicc_cpu.qgemm: colsum must be i32, got {self.colsum.type}")
         n, k, b_shape = self.n.value.data, self.k.value.data, self.b.type.get_shape()
         lanes = self.vnni_lanes
         if self.vnni is not None and self.vnni.value.data not in (256, 512):
             raise VerifyException(f"aicc_cpu.qgemm: vnni must be 256 or 512, got {self.vnni.value.data}")
         if self.vnni_portable is not None and not lanes:
             raise VerifyException("aicc_cpu.qgemm: vnni_portable needs vnni")
+        if self.pmaddubsw is not None and (lanes != 8 or self.vnni_portable is not None):
+            raise VerifyException("aicc_cpu.qgemm: pmaddubsw needs vnni = 256 (and not vnni_portable)")
         if lanes:
             g = -(-n // lanes)
             if b_shape != (g, -(-k // 4), 4 * lanes):
@@ -267,8 +265,9 @@ class QGemmOp(IRDLOperation):
             if b_shape != (-(-n // 8), -(-k // 2), 16) or self.colsum is not None:
                 raise VerifyException(f"aicc_cpu.qgemm: a packed B must be a memref<{-(-n // 8)}x{-(-k // 2)}x16xi8> "
                                       f"(and takes no colsum), got {self.b.type}")
-        elif len(b_shape) != 2 or b_shape[0] != n or b_shape[1] < k:
-            raise VerifyException(f"aicc_cpu.qgemm: B must be a memref<{n}xKB> with KB >= k = {k}, got {self.b.type}")
+        elif b_shape != (n, k) or self.colsum is not None:
+            raise VerifyException(f"aicc_cpu.qgemm: B must be a memref<{n}x{k}xi8> (and takes no colsum), got "
+                                  f"{self.b.type}")
         if self.col_scale is not None and (not self.packed or self.col_scale.type.get_shape() != (n,)
                                            or not isinstance(self.col_scale.type.element_type, Float32Type)):
             raise VerifyException(f"aicc_cpu.qgemm: col_scale takes a packed B and a memref<{n}xf32>, got "

@@ -18,20 +18,16 @@ that conversion quantizes it, 16 lanes at a time: clamp(rne(a / scale) + zp, -12
 (the division, as ONNX Runtime's quantizer); the buffer then holds the whole row, its tail
 included, so the tiles never read A itself.
 
-With a `colsum` (a B within [-64, 63], 7-bit weights) the buffer holds A + 128 as bytes and
-each 32-element chunk is one `vpmaddubsw` (u8 x s8, pair sums exact in i16) and one `vpmaddwd`
-by ones into the i32 accumulators; (zp + 128) * colsum[j] is subtracted at the end
-(`_BodyU8`).
-
-A B whose rows are longer than k (memref<N x KB>: a constant padded with zeros to a multiple
-of the chunk by lower-qgemm) is read in whole chunks up to KB: the buffer then holds A's whole
-row, zeros beyond k, and no dot product has a scalar tail.
-
 A packed B (any other constant, memref<G x K2 x 16 x i8>) gets the broadcast kernel
 (`_BodyPacked`): each vpmaddwd multiplies one row's broadcast i16 pair of A by 8 columns, the
 accumulators hold C's row segments (no horizontal sums) and, with a `col_scale`, the tile is
 stored as float(sum) * scale[j]. On AVX2 without VNNI (Zen 3: one vpmaddwd per cycle) this is
 the int8 peak, 16 multiply-adds per cycle, which the dot-product kernel above only approaches.
+
+A B packed by quads of k with a `colsum` gets the quad kernel (`_BodyVNNI`): VNNI's vpdpbusd
+on A + 128 as bytes, or, for a 7-bit B (within [-64, 64]) on AVX2, `vpmaddubsw` (u8 x s8, pair
+sums exact in i16) and `vpmaddwd` by ones: 32 multiply-adds per two multiplies instead of 16
+per one plus the widening of B, the same instructions as ONNX Runtime's AVX2 u8 x s8 kernel.
 """
 
 from __future__ import annotations
@@ -57,18 +53,18 @@ def _c(v: int, ty=I64) -> ir.Constant:
 @handles("aicc_cpu.qgemm")
 def emit_qgemm(e: FunctionEmitter, op) -> None:
     n, k, zp = (getattr(op, p).value.data for p in ("n", "k", "zp"))
-    dynamic, u8 = op.scale is not None, op.colsum is not None
+    dynamic, quads = op.scale is not None, op.colsum is not None
     scaled = op.col_scale is not None
     out = _Out(op.col_bias is not None, op.out_zp.value.data if op.requantized else None,
                op.relu is not None and op.relu.value.data) if scaled else None
-    fn = _kernel(e, n, k, zp, dynamic, u8, None if op.packed else op.b.type.get_shape()[1], out,
-                 op.vnni_lanes, op.vnni_portable is not None)
+    fn = _kernel(e, n, k, zp, dynamic, op.packed, out, op.vnni_lanes,
+                 "e" if op.vnni_portable is not None else "u7" if op.pmaddubsw is not None else "")
     b = e.b
     a = b.gep(e.get(op.a), [e.get(op.a_off)], inbounds=True, source_etype=F32 if dynamic else I8)
     c_ty = I8 if op.requantized else F32 if scaled else I32
     c = b.gep(e.get(op.c), [e.get(op.c_off)], inbounds=True, source_etype=c_ty)
     extra = [e.get(op.scale), e.get(op.zero_point)] if dynamic else []
-    b.call(fn, [a, e.get(op.b), c, e.get(op.m), *([e.get(op.colsum)] if u8 else []),
+    b.call(fn, [a, e.get(op.b), c, e.get(op.m), *([e.get(op.colsum)] if quads else []),
                 *([e.get(op.col_scale)] if scaled else []), *([e.get(op.col_bias)] if out and out.bias else []),
                 *extra])
 
@@ -87,28 +83,25 @@ class _Out:
             + (".r" if self.relu else "")
 
 
-def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, u8: bool = False,
-            kb: int | None = None, out: _Out | None = None, vnni: int = 0,
-            portable: bool = False) -> ir.Function:
+def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, packed: bool = False,
+            out: _Out | None = None, vnni: int = 0, dot: str = "") -> ir.Function:
     """`void @aicc.qgemm.<n>.<k>.<zp>(ptr a, ptr b, ptr c, i64 rows)`, once per module;
     dynamic: `@aicc.dqgemm.<n>.<k>(ptr a, ptr b, ptr c, i64 rows, float scale, float zp)`;
-    with a colsum (7-bit B, vpmaddubsw) `.u8` in the name and `ptr colsum` after `rows`; with
-    B's rows padded to kb > k, `.b<kb>`; kb None: B packed (`_BodyPacked`), `.p`, and with a
-    column scale (an f32 C) `.s` and `ptr col_scale` after `rows` (and after the colsum), then
-    with a column bias `.b` and `ptr col_bias`, requantized to i8 `.q<zp>`, after a relu `.r`
-    (`_Out`); vnni (lanes, packed B and a colsum): `.v<32 * lanes>`, `.e` when portable
-    (`_BodyVNNI`)."""
+    B packed (`_BodyPacked`): `.p`, and with a column scale (an f32 C) `.s` and `ptr col_scale`
+    after `rows` (and after the colsum), then with a column bias `.b` and `ptr col_bias`,
+    requantized to i8 `.q<zp>`, after a relu `.r` (`_Out`); vnni (lanes, B packed by quads and
+    a colsum, `ptr colsum` after `rows`): `.v<32 * lanes>`, then `.<dot>` for the quads'
+    products without vpdpbusd, `e` portable code or `u7` vpmaddubsw (`_BodyVNNI`)."""
     module = e.em.module
-    packed = kb is None
-    kb = (4 * -(-k // 4) if vnni else 2 * -(-k // 2)) if packed else kb
-    name = (f"aicc.dqgemm.{n}.{k}" if dynamic else f"aicc.qgemm.{n}.{k}.{zp}") + (".u8" if u8 and not vnni else "") \
-        + (f".v{32 * vnni}" + (".e" if portable else "") if vnni else "") \
-        + (".p" if packed else f".b{kb}" if kb > k else "") + (out.suffix() if out else "")
+    kb = (4 * -(-k // 4) if vnni else 2 * -(-k // 2)) if packed else k
+    name = (f"aicc.dqgemm.{n}.{k}" if dynamic else f"aicc.qgemm.{n}.{k}.{zp}") \
+        + (f".v{32 * vnni}" + (f".{dot}" if dot else "") if vnni else "") \
+        + (".p" if packed else "") + (out.suffix() if out else "")
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     ptr = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, I64, *([ptr] * (u8 + bool(out))),
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, I64, *([ptr] * (bool(vnni) + bool(out))),
                                                              *([ptr] if out and out.bias else []),
                                                              *([F32, F32] if dynamic else [])]), name=name)
     fn.linkage = "internal"
@@ -119,9 +112,9 @@ def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, 
         arg.add_attribute("captures(none)")
     body = FunctionEmitter(e.em, fn)
     if vnni:
-        _BodyVNNI(body, fn.args, n, k, zp, kb, out, vnni, portable).emit()
+        _BodyVNNI(body, fn.args, n, k, zp, kb, out, vnni, dot).emit()
     else:
-        (_BodyPacked if packed else _BodyU8 if u8 else _Body)(body, fn.args, n, k, zp, kb, out).emit()
+        (_BodyPacked if packed else _Body)(body, fn.args, n, k, zp, kb, out).emit()
     body.b.ret_void()
     body.finish()
     return fn
@@ -159,7 +152,7 @@ class _Body:
 
     def over_k(self, convert) -> None:
         """`convert(CHUNK)` over the whole chunks of k, then `convert(1)` over its tail: A's row
-        converted to u8 (the vpmaddubsw and VNNI kernels)."""
+        converted to u8 (the quad kernels)."""
         k16 = self.k - self.k % CHUNK
         if k16:
             self.e.loop(_c(0), _c(k16), _c(CHUNK), [], convert(CHUNK), known_nonempty=True)
@@ -312,103 +305,6 @@ class _Body:
 
 
 V32I8 = ir.VectorType(I8, 32)
-CHUNK_U8 = 32
-
-
-class _BodyU8(_Body):
-    """B within [-64, 63]: A + 128 as uint8 in the row buffer, 32-element chunks multiplied by
-    B's with `vpmaddubsw` (pairs of u8 x s8 products summed into i16, at most 2 * 255 * 64 in
-    magnitude: exact), widened and summed into i32 by `vpmaddwd` with ones; at the end
-    C = sum - (zp + 128) * colsum[j], since sum_k (a - zp) b = sum_k (a + 128) b - (zp + 128) sum_k b."""
-
-    def extra(self, args: list) -> list:
-        self.colsum = args[0]
-        return args[1:]
-
-    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, out: _Out | None = None):
-        super().__init__(e, args, n, k, zp, kb)
-        self.kc = kb if self.padded else k - k % CHUNK_U8  # the vpmaddubsw chunks
-        self.ks = kb  # the buffer holds every k (and the padding's zeros)
-        module = e.em.module
-        self.pmaddubsw = module.globals.get("llvm.x86.avx2.pmadd.ub.sw") or ir.Function(
-            module, ir.FunctionType(V16I16, [V32I8, V32I8]), name="llvm.x86.avx2.pmadd.ub.sw")
-        self.ones = ir.Constant(V16I16, [1] * 16)
-
-    def row_block(self, r0: ir.Value, mr: int) -> None:
-        b = self.b
-        a_rows = [self._row(self.a, b.add(r0, _c(i)), self.k, F32 if self.dynamic else I8) for i in range(mr)]
-        self.a16 = self.scratch(mr)  # bytes: A + 128 as uint8
-        ety = F32 if self.dynamic else I8
-
-        def convert(width):
-            def body(kk, _):
-                for i, row in enumerate(a_rows):
-                    at = b.add(b.mul(_c(i), _c(self.ks)), kk)
-                    ptr = b.gep(row, [kk], inbounds=True, source_etype=ety)
-                    if width > 1:
-                        x = b.load(ptr, typ=ir.VectorType(ety, width), align=4 if self.dynamic else 1)
-                    else:
-                        x = b.load(ptr, typ=ety)
-                    b.store(self.to_u8(x, width), b.gep(self.a16, [at], inbounds=True, source_etype=I8), align=1)
-                return []
-            return body
-
-        self.over_k(convert)
-        for i in range(mr):
-            self.zero_pad(_c(i * self.ks), I8)
-        self.column_tiles(r0, mr)
-
-    def to_u8(self, x: ir.Value, width: int) -> ir.Value:
-        """A's held int8 values (or its floats quantized) plus 128, as bytes."""
-        b = self.b
-        if not self.dynamic:
-            flip = ir.Constant(ir.VectorType(I8, width), [-128] * width) if width > 1 else ir.Constant(I8, -128)
-            return b.xor(x, flip)  # v + 128 mod 256: the uint8 bit pattern
-        ity = ir.VectorType(I32, width) if width > 1 else I32
-        q = self.quantize(x, x.type, ity, shift=False)
-        q = b.add(q, ir.Constant(ity, [128] * width) if width > 1 else ir.Constant(I32, 128))
-        return b.trunc(q, ir.VectorType(I8, width) if width > 1 else I8)
-
-    def scratch(self, mr: int) -> ir.Value:
-        buf = self.buffers.get(mr)
-        if buf is None:
-            buf = self.buffers[mr] = self.e.alloca_builder.alloca(ir.ArrayType(I8, mr * self.ks))
-            buf.align = 32
-            buf.type = ir.PointerType()
-        return buf
-
-    def tile(self, r0: ir.Value, j0: ir.Value, mr: int, nr: int) -> None:
-        b, e = self.b, self.e
-        b_rows = [self._row(self.bm, b.add(j0, _c(q)), self.kb, I8) for q in range(nr)]
-        a_rows = [b.gep(self.a16, [_c(i * self.ks)], inbounds=True, source_etype=I8) for i in range(mr)]
-
-        def load(row, kk, ty, align):
-            return b.load(b.gep(row, [kk], inbounds=True, source_etype=I8), typ=ty, align=align)
-
-        def chunk(kk, accs):
-            av = [load(r, kk, V32I8, 1) for r in a_rows]
-            bv = [load(r, kk, V32I8, 1) for r in b_rows]
-            return [b.add(accs[i * nr + q], b.call(self.pmaddwd, [b.call(self.pmaddubsw, [av[i], bv[q]]), self.ones]))
-                    for i in range(mr) for q in range(nr)]
-
-        accs = [ir.Constant(V8I32, None)] * (mr * nr)
-        if self.kc:
-            accs = e.loop(_c(0), _c(self.kc), _c(CHUNK_U8), accs, chunk, known_nonempty=True)
-        sums = [b.call(self.reduce, [v]) for v in accs]
-        if self.kc < self.k:
-            def tail(kk, carried):
-                av = [b.zext(load(r, kk, I8, 1), I32) for r in a_rows]
-                bv = [b.sext(load(r, kk, I8, 1), I32) for r in b_rows]
-                return [b.add(carried[i * nr + q], b.mul(av[i], bv[q])) for i in range(mr) for q in range(nr)]
-            sums = e.loop(_c(self.kc), _c(self.k), _c(1), sums, tail, known_nonempty=True)
-        zu = b.add(b.fptosi(self.zpf, I32), _c(128, I32)) if self.dynamic else _c(self.zp + 128, I32)
-        for q in range(nr):
-            j = b.add(j0, _c(q))
-            cs = b.load(b.gep(self.colsum, [j], inbounds=True, source_etype=I32), typ=I32, align=4)
-            fix = b.mul(zu, cs)
-            for i in range(mr):
-                c_row = self._row(self.c, b.add(r0, _c(i)), self.n, I32)
-                b.store(b.sub(sums[i * nr + q], fix), b.gep(c_row, [j], inbounds=True, source_etype=I32), align=4)
 
 
 PACK_COLS, PACK_ROWS = 8, 8  # a packed B's column groups; the rows converted at a time
@@ -591,11 +487,12 @@ class _BodyVNNI(_BodyPacked):
     (zp + 128) sum_k b (colsum is padded to G * L with zeros). An int32 sum of u8 x s8 products
     is exact for k < 2^31 / (255 * 128), as the int32 result itself must be. With `portable`,
     the same sums by generic vector code: bytes widened to i32, multiplied, quads summed by
-    shuffles (what a CPU without VNNI runs, for tests)."""
+    shuffles (`dot` "e": what a CPU without VNNI runs, for tests). With `dot` "u7" (8 lanes, a B
+    within [-64, 64]), vpmaddubsw and vpmaddwd by ones on AVX2 (see aicc_cpu.qgemm)."""
 
     def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, out: _Out | None,
-                 lanes: int, portable: bool):
-        self.out, self.lanes, self.portable = out, lanes, portable
+                 lanes: int, dot: str = ""):
+        self.out, self.lanes, self.portable, self.u7 = out, lanes, dot == "e", dot == "u7"
         self.scaled = out is not None
         self.requant = out is not None and out.out_zp is not None
         self.width = lanes
@@ -611,17 +508,36 @@ class _BodyVNNI(_BodyPacked):
         self.masked_store = module.globals.get(name) or ir.Function(
             module, ir.FunctionType(ir.VoidType(), [ety, ir.PointerType(), I32, self.vbool]), name=name)
         name = f"llvm.x86.avx512.vpdpbusd.{32 * lanes}"  # AVX-VNNI's too (LLVM picks the VEX form)
-        self.vpdpbusd = None if portable else module.globals.get(name) or ir.Function(
+        self.vpdpbusd = None if dot else module.globals.get(name) or ir.Function(
             module, ir.FunctionType(self.vi32, [self.vi32] * 3), name=name)
+        if self.u7:
+            self.pmaddubsw = module.globals.get("llvm.x86.avx2.pmadd.ub.sw") or ir.Function(
+                module, ir.FunctionType(V16I16, [V32I8, V32I8]), name="llvm.x86.avx2.pmadd.ub.sw")
+            self.ones = ir.Constant(V16I16, [1] * 16)
 
     def extra(self, args: list) -> list:
         self.colsum = args[0]
         return _BodyPacked.extra(self, args[1:])
 
-    to_u8 = _BodyU8.to_u8
+    def to_u8(self, x: ir.Value, width: int) -> ir.Value:
+        """A's held int8 values (or its floats quantized) plus 128, as bytes."""
+        b = self.b
+        if not self.dynamic:
+            flip = ir.Constant(ir.VectorType(I8, width), [-128] * width) if width > 1 else ir.Constant(I8, -128)
+            return b.xor(x, flip)  # v + 128 mod 256: the uint8 bit pattern
+        ity = ir.VectorType(I32, width) if width > 1 else I32
+        q = self.quantize(x, x.type, ity, shift=False)
+        q = b.add(q, ir.Constant(ity, [128] * width) if width > 1 else ir.Constant(I32, 128))
+        return b.trunc(q, ir.VectorType(I8, width) if width > 1 else I8)
 
     def scratch(self, mr: int) -> ir.Value:
-        return _BodyU8.scratch(self, mr)
+        """An entry-block stack buffer of mr * ks bytes (one per row count, reused)."""
+        buf = self.buffers.get(mr)
+        if buf is None:
+            buf = self.buffers[mr] = self.e.alloca_builder.alloca(ir.ArrayType(I8, mr * self.ks))
+            buf.align = 32
+            buf.type = ir.PointerType()
+        return buf
 
     def convert_row(self, r: ir.Value, at0: ir.Value) -> None:
         """A's row r + 128 as bytes into the buffer from byte at0: 16 at a time, the tail one by
@@ -651,9 +567,12 @@ class _BodyVNNI(_BodyPacked):
 
     def dot(self, acc: ir.Value, a: ir.Value, bv: ir.Value) -> ir.Value:
         """acc + the sums of a's unsigned by bv's signed byte quads, lane by lane."""
-        if not self.portable:
-            return self.b.call(self.vpdpbusd, [acc, a, bv])
         b, lanes = self.b, self.lanes
+        if self.u7:
+            pairs = b.call(self.pmaddubsw, [b.bitcast(a, V32I8), b.bitcast(bv, V32I8)])
+            return b.add(acc, b.call(self.pmaddwd, [pairs, self.ones]))
+        if not self.portable:
+            return b.call(self.vpdpbusd, [acc, a, bv])
         wide, bytes_ = ir.VectorType(I32, 4 * lanes), ir.VectorType(I8, 4 * lanes)
         prod_ = b.mul(b.zext(b.bitcast(a, bytes_), wide), b.sext(b.bitcast(bv, bytes_), wide))
         for t in range(4):

@@ -18,20 +18,21 @@ A dynamic_matmul_integer's generic (`aicc.qgemm_dynamic`: a float lhs and its ru
 [scale, zero point]) becomes the same row blocks of `aicc_cpu.qgemm ... quantize %s, %z`,
 which quantize each float row as the kernel packs it: the int8 lhs is never stored.
 
-A constant B whose values all lie within [-64, 63] (7-bit weights: `quantize_dynamic(...,
-reduce_range=True)`, or an ONNX model quantized with reduce_range) gets a constant of its row
-sums, `colsum`: the kernel then multiplies uint8 A by B with `vpmaddubsw` (see the op).
-Any other constant B is replaced by a copy packed for the broadcast kernel (`<name>_packed`,
-`pack`): pairs of k for groups of 8 columns, so that each vpmaddwd multiplies one row's
-broadcast pair of A by 8 columns at once (accumulators hold C's rows: no horizontal sums), and
-no dot product has a scalar tail. A 7-bit B whose k is not a multiple of 32 gets a copy whose
-rows are padded with zeros to one (`<name>_padded`), which the vpmaddubsw kernel reads in whole
-chunks. The original global goes if nothing else reads it.
+A constant B is replaced by a copy packed for the broadcast kernel (`<name>_packed`, `pack`):
+pairs of k for groups of 8 columns, so that each vpmaddwd multiplies one row's broadcast pair
+of A by 8 columns at once (accumulators hold C's rows: no horizontal sums), and no dot product
+has a scalar tail. The original global goes if nothing else reads it.
 
 On a CPU with VNNI (`vnni = 256 | 512`, from CPUMachine.vnni_bits) every constant B goes to
 the vpdpbusd kernel instead (`pack_vnni`: quads of k for groups of vnni / 32 columns, and a
-colsum padded to whole groups), whatever its range: u8 x s8 quads summed into i32 cannot
-saturate. `vnni_portable` asks for that kernel without the instruction (tests).
+colsum, B's row sums padded to whole groups), whatever its range: u8 x s8 quads summed into i32
+cannot saturate. `vnni_portable` asks for that kernel without the instruction (tests).
+
+Without VNNI, a constant B whose values all lie within [-64, 64] (7-bit weights:
+`quantize_dynamic(..., reduce_range=True)`, `quantize(..., reduce_range=True)`, or an ONNX
+model quantized with reduce_range) gets the same quad layout for 8 lanes and the kernel's
+`pmaddubsw` form: uint8 A by B with `vpmaddubsw`, whose i16 pair sums cannot saturate, then
+`vpmaddwd` by ones, as ONNX Runtime's AVX2 u8 x s8 kernel does (see the op).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from compiler.codegen.llvm.qgemm import CHUNK_U8, PACK_COLS
+from compiler.codegen.llvm.qgemm import PACK_COLS
 from compiler.dialects import aicc
 from compiler.dialects.aicc_cpu import QGemmOp
 from compiler.lowering.loop_builder import IndexBuilder
@@ -69,7 +70,7 @@ from compiler.lowering.quant_to_linalg import QGEMM_ATTR, QGEMM_DYNAMIC_ATTR
 ROWS_PER_TASK = 8
 
 
-U8_WEIGHT_MIN, U8_WEIGHT_MAX = -64, 63  # B within these: vpmaddubsw's int16 pair sums cannot saturate
+U8_WEIGHT_MIN, U8_WEIGHT_MAX = -64, 64  # B within these: vpmaddubsw's int16 pair sums cannot saturate (2 * 255 * 64 < 2^15)
 
 
 def _constant(module: ModuleOp, bm) -> tuple[str, np.ndarray] | None:
@@ -118,11 +119,9 @@ def pack_vnni(w: np.ndarray, lanes: int) -> np.ndarray:
     return np.ascontiguousarray(wp.reshape(g, lanes, k4, 4).transpose(0, 2, 1, 3)).reshape(g, k4, 4 * lanes)
 
 
-def _colsum(name: str, w: np.ndarray, n: int, module: ModuleOp, b: Builder):
-    """A memref of B's row sums (i32) when all of B lies within [-64, 63], read at `b`; else None."""
-    if w.size == 0 or w.min() < U8_WEIGHT_MIN or w.max() > U8_WEIGHT_MAX:
-        return None
-    return _global(module, f"{name}_colsum", w.astype(np.int32).reshape(n, -1).sum(1, dtype=np.int32), b)
+def seven_bit(w: np.ndarray) -> bool:
+    """Whether every value of the int8 B lies within [-64, 64]: vpmaddubsw multiplies it exactly."""
+    return w.size > 0 and U8_WEIGHT_MIN <= int(w.min()) and int(w.max()) <= U8_WEIGHT_MAX
 
 
 def _drop_unused(module: ModuleOp, value) -> None:
@@ -309,23 +308,22 @@ def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
     colsum = epilogue = None
     const = _constant(module, bm)
     vnni = options.vnni if const is not None else 0  # the VNNI kernel takes a constant B
+    u7 = const is not None and not vnni and seven_bit(const[1])
+    if u7:  # the quad kernel by vpmaddubsw
+        vnni = 256
     lanes = vnni // 32
-    if lanes:  # any constant B: vpdpbusd, u8 A x s8 B, minus (zp + 128) * colsum
+    if lanes:  # vpdpbusd (or vpmaddubsw), u8 A x s8 B, minus (zp + 128) * colsum
         name, w = const
         w = w.reshape(n, k)
         sums = np.zeros(-(-n // lanes) * lanes, np.int32)
         sums[:n] = w.astype(np.int32).sum(1, dtype=np.int32)
         colsum = _global(module, f"{name}_colsum", sums, b)
         epilogue = _scale_epilogue(op, fill, c, n, module)
-        bm = _global(module, f"{name}_vnni", pack_vnni(w, lanes), b)
+        bm = _global(module, f"{name}_{'u7' if u7 else 'vnni'}", pack_vnni(w, lanes), b)
     elif const is not None:
         name, w = const
-        colsum = _colsum(name, w, n, module, b)
-        if colsum is None:
-            epilogue = _scale_epilogue(op, fill, c, n, module)
-            bm = _global(module, f"{name}_packed", pack(w.reshape(n, k)), b)
-        elif k % CHUNK_U8:  # whole chunks of zeros-padded rows: no scalar tail in the kernel
-            bm = _global(module, f"{name}_padded", np.pad(w.reshape(n, k), ((0, 0), (0, -k % CHUNK_U8))), b)
+        epilogue = _scale_epilogue(op, fill, c, n, module)
+        bm = _global(module, f"{name}_packed", pack(w.reshape(n, k)), b)
     outer = IndexBuilder(b)
     tasks = -(-rows // ROWS_PER_TASK)
     block = Block(arg_types=[IndexType()])
@@ -345,7 +343,7 @@ def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
     ep = epilogue or _Epilogue(op, None)
     inner.insert(QGemmOp(a, a_off, bm, out, c_off, m, n=n, k=k, zp=zp, quantize=quantize, colsum=colsum,
                          col_scale=ep.scale, col_bias=ep.bias, out_zp=ep.out_zp, relu=ep.relu,
-                         vnni=vnni, vnni_portable=options.vnni_portable))
+                         vnni=vnni, vnni_portable=options.vnni_portable and not u7, pmaddubsw=u7))
     inner.insert(scf.ReduceOp())
     if isinstance(fill, linalg.FillOp) and tuple(fill.outputs) == (c,):  # the kernel stores every C
         Rewriter.erase_op(fill)

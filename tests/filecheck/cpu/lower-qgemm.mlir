@@ -42,18 +42,24 @@ func.func @dqgemm(%a: tensor<9x37xf32>, %w: tensor<6x37xi8>, %p: tensor<2xf32>) 
   func.return %y : tensor<9x6xi32>
 }
 
-// A constant weight within [-64, 63] (7 bits) gets a constant of its row sums: the kernel
-// multiplies A + 128 (uint8) by it with vpmaddubsw, then subtracts (zp + 128) * colsum. Its
-// rows (k = 33) are padded with zeros to 64, two whole 32-wide chunks.
+// A constant weight within [-64, 64] (7 bits), on a CPU without VNNI: packed by quads of k
+// (ceil(33 / 4) = 9, zeros beyond k) for a group of 8 columns, with its row sums padded to 8
+// (the colsum). The kernel multiplies A + 128 (uint8) by it with vpmaddubsw, whose i16 pair
+// sums cannot saturate, then vpmaddwd by ones, and subtracts (zp + 128) * colsum = 133 * colsum.
 // CHECK-LABEL: func.func @qgemm_7bit
-// CHECK:         %[[S:.*]] = memref.get_global @[[G:.*]]_colsum : memref<3xi32>
-// CHECK:         %[[P:.*]] = memref.get_global @[[G]]_padded : memref<3x64xi8>
-// CHECK:         aicc_cpu.qgemm %{{.*}}[%{{.*}}], %[[P]], %{{.*}}[%{{.*}}] rows %{{.*}} colsum %[[S]] : memref<3xi32> {n = 3 : i64, k = 33 : i64, zp = 5 : i64} : memref<5x33xi8>, memref<3x64xi8>, memref<5x3xi32>
-// LLVM: define internal void @"aicc.qgemm.3.33.5.u8.b64"(ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, i64 %{{.*}}, ptr %{{.*}})
+// CHECK-NOT:     memref<3x33xi8>
+// CHECK-DAG:     %[[S:.*]] = memref.get_global @[[G:.*]]_colsum : memref<8xi32>
+// CHECK-DAG:     %[[P:.*]] = memref.get_global @[[G]]_u7 : memref<1x9x32xi8>
+// CHECK:         aicc_cpu.qgemm %{{.*}}[%{{.*}}], %[[P]], %{{.*}}[%{{.*}}] rows %{{.*}} colsum %[[S]] : memref<8xi32> {n = 3 : i64, k = 33 : i64, zp = 5 : i64, vnni = 256 : i64, pmaddubsw} : memref<5x33xi8>, memref<1x9x32xi8>, memref<5x3xi32>
+// LLVM: define internal void @"aicc.qgemm.3.33.5.v256.u7.p"(ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, i64 %{{.*}}, ptr %{{.*}})
 // LLVM: xor <16 x i8> %{{.*}}, <i8 -128,
-// LLVM: call <16 x i16> @"llvm.x86.avx2.pmadd.ub.sw"(<32 x i8>
+// LLVM: store i8 0, ptr
+// LLVM: %[[PAIRS:.*]] = call <16 x i16> @"llvm.x86.avx2.pmadd.ub.sw"(<32 x i8> %{{.*}}, <32 x i8> %{{.*}})
+// LLVM-NEXT: call <8 x i32> @"llvm.x86.avx2.pmadd.wd"(<16 x i16> %[[PAIRS]], <16 x i16> <i16 1, i16 1,
+// LLVM: mul <8 x i32> <i32 133,
+// LLVM: call void @"llvm.masked.store.v8i32.p0"
 func.func @qgemm_7bit(%a: tensor<5x33xi8>) -> tensor<5x3xi32> {
-  %w = aicc.constant dense<[[-64, 63, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], [-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1]]> : tensor<3x33xi8>
+  %w = aicc.constant dense<[[-64, 64, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], [-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1]]> : tensor<3x33xi8>
   %y = aicc.matmul_integer %a, %w {lhs_zero_point = 5 : i64, transpose_rhs} : tensor<5x33xi8>, tensor<3x33xi8> -> tensor<5x3xi32>
   func.return %y : tensor<5x3xi32>
 }
