@@ -121,17 +121,18 @@ def torch_cnn(c1, c2, c3, head):
     return CNN().eval()
 
 
-def ort_cnn_row(fn, calib, x, q, f, threads: int, reps: int, out_dir: Path) -> tuple:
+def ort_cnn_row(fn, calib, x, q, f, threads: int, reps: int, out_dir: Path, reduce_range: bool = False) -> tuple:
     """(wall, cpu) and cosine with float32 of aicc int8 `q`, aicc float32 `f`, aicc compiling the
     QDQ model onnxruntime.quantization.quantize_static writes (uint8 activations, int8 weights
-    per channel, the same calibration batches), ONNX Runtime on that model and ONNX Runtime
-    float32."""
+    per channel, 7-bit with `reduce_range`, the same calibration batches), ONNX Runtime on that
+    model and ONNX Runtime float32; then the cosine of aicc's output on the QDQ model with ONNX
+    Runtime's."""
     import onnxruntime as ort
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     from models import to_onnx
 
-    f32, q8 = out_dir / "cnn.onnx", out_dir / "cnn_q.onnx"
+    f32, q8 = out_dir / "cnn.onnx", out_dir / f"cnn_q{7 if reduce_range else 8}.onnx"
     f32.write_bytes(to_onnx(torch_cnn(*fn.weights), (x,)).SerializeToString())
 
     class Reader(CalibrationDataReader):
@@ -143,7 +144,7 @@ def ort_cnn_row(fn, calib, x, q, f, threads: int, reps: int, out_dir: Path) -> t
             return None if b is None else {"x": b[0]}
 
     quantize_static(str(f32), str(q8), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=reduce_range)
     so = ort.SessionOptions()
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
     ort_q, ort_f = (ort.InferenceSession(str(p), so, providers=["CPUExecutionProvider"]) for p in (q8, f32))
@@ -152,7 +153,7 @@ def ort_cnn_row(fn, calib, x, q, f, threads: int, reps: int, out_dir: Path) -> t
     peers = [lambda: q(x), lambda: f(x), lambda: aicc_oq(x), lambda: ort_q.run(None, {"x": x})[0],
              lambda: ort_f.run(None, {"x": x})[0]]
     cos = [_cos(p(), ref) for p in peers]
-    return timed(peers, reps), cos
+    return timed(peers, reps), cos, _cos(peers[2](), peers[3]())
 
 
 def dynamic_rows(threads: int, reps: int, out_dir: Path) -> list[tuple]:
@@ -201,7 +202,7 @@ def main() -> None:
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "quant.md"))
     args = p.parse_args()
     rng = np.random.default_rng(0)
-    rows, ort_cnn = [], None
+    rows, ort_cnn = [], []
     tmp = tempfile.TemporaryDirectory()
     for name, (fn, shape) in ({} if args.skip_static else models(args.batch, rng)).items():
         calib = [(rng.standard_normal(shape).astype(np.float32),) for _ in range(8)]
@@ -215,9 +216,12 @@ def main() -> None:
         print(f"{name}: int8 {c_q:.3f} ms, float32 {c_f:.3f} ms (CPU) -> {c_f / c_q:.2f}x; cosine {cos:.5f}",
               flush=True)
         if name.startswith("CNN"):
-            ort_cnn = (name, *ort_cnn_row(fn, calib, x, q, f, args.threads, args.reps, Path(tmp.name)))
-            print(name, "aicc int8 / float32 / on the QDQ model, ORT int8 QDQ / float32:",
-                  " | ".join(f"{c:.3f} ms (cos {k:.4f})" for (_, c), k in zip(*ort_cnn[1:])), flush=True)
+            for bits in (8, 7):
+                qb = q if bits == 8 else compiler.quantize(fn, calib, (x,), threads=args.threads, reduce_range=True)
+                row = ort_cnn_row(fn, calib, x, qb, f, args.threads, args.reps, Path(tmp.name), bits == 7)
+                ort_cnn.append((f"{name}, {bits}-bit weights", *row))
+                print(ort_cnn[-1][0], "aicc int8 / float32 / on the QDQ model, ORT int8 QDQ / float32:",
+                      " | ".join(f"{c:.3f} ms (cos {k:.4f})" for (_, c), k in zip(*row[:2])), flush=True)
     dyn = dynamic_rows(args.threads, max(5, args.reps // 2), Path(tmp.name))
     tmp.cleanup()
     lines = [
@@ -233,19 +237,22 @@ def main() -> None:
         "|---|---|---|---|---|---|",
         *(f"| {n} | {k} | {wq:.3f} / {cq:.3f} | {wf:.3f} / {cf:.3f} | {cf / cq:.2f}x | {c:.5f} |"
           for n, k, wq, cq, wf, cf, c in rows),
-        *([] if ort_cnn is None else [
+        *([] if not ort_cnn else [
             "",
             "The CNN against ONNX Runtime: the same network exported from torch, quantized by",
             "`onnxruntime.quantization.quantize_static` (QDQ, uint8 activations, int8 weights per channel, the",
-            "same calibration batches) and run by ONNX Runtime with one intra-op thread (its AVX2 u8 x s8",
-            "kernel may saturate int16 pair sums); each cell: median wall ms / least CPU ms (cosine with",
-            "float32); speed-ups from CPU ms.",
+            "same calibration batches; 7-bit: `reduce_range=True`, and `compiler.quantize(...,",
+            "reduce_range=True)`) and run by ONNX Runtime with one intra-op thread (its AVX2 u8 x s8 kernel",
+            "may saturate int16 pair sums of 8-bit weights); each cell: median wall ms / least CPU ms",
+            "(cosine with float32); speed-ups from CPU ms; the last column: cosine of aicc's output on the",
+            "QDQ model with ONNX Runtime's.",
             "",
             "| model | aicc int8 | aicc float32 | aicc on ORT's QDQ model | ORT int8 (QDQ) | ORT float32 "
-            "| aicc int8 vs ORT int8 | aicc on the QDQ model vs ORT int8 |",
-            "|---|---|---|---|---|---|---|---|",
-            f"| {ort_cnn[0]} | " + " | ".join(f"{w:.2f} / {c:.2f} ({k:.4f})" for (w, c), k in zip(*ort_cnn[1:]))
-            + f" | {ort_cnn[1][3][1] / ort_cnn[1][0][1]:.2f}x | {ort_cnn[1][3][1] / ort_cnn[1][2][1]:.2f}x |"]),
+            "| aicc int8 vs ORT int8 | aicc on the QDQ model vs ORT int8 | aicc vs ORT on the QDQ model |",
+            "|---|---|---|---|---|---|---|---|---|",
+            *(f"| {n} | " + " | ".join(f"{w:.2f} / {c:.2f} ({k:.4f})" for (w, c), k in zip(t, cos))
+              + f" | {t[3][1] / t[0][1]:.2f}x | {t[3][1] / t[2][1]:.2f}x | {agree:.5f} |"
+              for n, t, cos, agree in ort_cnn)]),
         "",
         "## Dynamic quantization (compiler.quantize_dynamic) of transformer encoder layers",
         "",

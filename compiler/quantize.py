@@ -13,7 +13,10 @@
    - "entropy": the clipping threshold of |x| whose 128-level quantization loses the least
      information (the KL divergence of the histograms, as TensorRT calibrates), symmetric.
 3. Weights are quantized symmetrically, per output column (`per_channel`) or per tensor, at
-   compile time; activations per tensor. The graph gets quantize / dequantize pairs around
+   compile time, within [-127, 127], or with `reduce_range` within [-63, 63] (7 bits, as
+   onnxruntime's reduce_range: on a CPU without VNNI the int8 kernel then multiplies them with
+   vpmaddubsw, twice the products per instruction of its exact 8-bit kernel, at the cost of
+   one bit of weight precision); activations per tensor. The graph gets quantize / dequantize pairs around
    each candidate, which quantize-matmul turns into int8 x int8 -> int32 matmuls with a float
    epilogue (scale, bias), and the result is compiled as usual.
 
@@ -64,10 +67,12 @@ class QuantizationReport:
     per_channel: bool
     batches: int
     layers: list[LayerQuant] = field(default_factory=list)
+    reduce_range: bool = False
 
     def table(self) -> str:
         lines = [f"int8 quantization: {len(self.layers)} layer(s), activations per tensor ({self.method}, "
-                 f"{self.batches} calibration batch(es)), weights {'per channel' if self.per_channel else 'per tensor'}",
+                 f"{self.batches} calibration batch(es)), weights {'per channel' if self.per_channel else 'per tensor'}"
+                 f"{' in 7 bits' if self.reduce_range else ''}",
                  f"{'#':>3}  {'layer':<7} {'weight':>11}  {'act scale':>10}  {'zp':>4}  {'SQNR dB':>8}  origin"]
         for q in self.layers:
             lines.append(f"{q.index:>3}  {q.kind:<7} {q.shape[0]:>5}x{q.shape[1]:<5}  {q.act_scale:>10.4g}  "
@@ -243,17 +248,19 @@ def _sqnr(ref: np.ndarray, got: np.ndarray) -> float:
 def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inputs: Sequence[Any] | None = None,
              *, method: str = "minmax", per_channel: bool = True, target: str = "cpu",
              threads: int | None = None, percentile: float = 99.99,
-             input_shapes: dict[str, Sequence[int]] | None = None):
+             input_shapes: dict[str, Sequence[int]] | None = None, reduce_range: bool = False):
     """An int8 `CompiledModel` of `model` (anything `compiler.compile` takes), calibrated on
     `calibration_data` (an iterable of input tuples, each like one call's inputs); see the
     module's docstring. `example_inputs` default to the first calibration batch."""
     from compiler.api import import_model, set_uint8_io
+    from compiler.lowering.dynamic_quantize import REDUCED_QMAX
     from compiler.lowering.fold_constants import FoldConstants
     from compiler.lowering.pipeline import make_context
     from compiler.lowering.simplify import Simplify
     from compiler.pipeline import CompileOptions, compile_module
     from compiler.targets import get_target
 
+    qmax = REDUCED_QMAX if reduce_range else QMAX
     if method not in METHODS:
         raise CompileError(f"quantize: method must be one of {', '.join(METHODS)}, got {method!r}")
     batches = [tuple(np.asarray(getattr(x, "numpy", lambda: x)()) for x in
@@ -311,7 +318,7 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
             if b == 0:
                 first_inputs.append(np.array(outs[n_out + i]))
 
-    report = QuantizationReport(method, per_channel, len(batches))
+    report = QuantizationReport(method, per_channel, len(batches), reduce_range=reduce_range)
     to_nchw: list[aicc.TransposeOp] = []  # each int8 conv's output transpose
     for i, (op, obs) in enumerate(zip(candidates, observers)):
         scale, zp = obs.params()
@@ -320,7 +327,7 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
         if isinstance(op, aicc_nn.Conv2dOp):
             w = aicc.numpy_from_dense(op.weight.owner.value)
             o = w.shape[0]
-            qw2, w_scale = _weights(w.reshape(o, -1), per_channel, 0)
+            qw2, w_scale = _weights(w.reshape(o, -1), per_channel, 0, qmax)
             qw = qw2.reshape(w.shape)
             new = _int8_conv(op, scale, zp, qw, w_scale)
             fop.body.block.insert_ops_before(new, op)
@@ -337,7 +344,7 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
             continue
         n_axis = 0 if op.trans_rhs else 1
         w = aicc.numpy_from_dense(op.rhs.owner.value)
-        qw, w_scale = _weights(w, per_channel, n_axis)
+        qw, w_scale = _weights(w, per_channel, n_axis, qmax)
         q = QuantizeOp(op.lhs, [scale], [zp])
         dq = DequantizeOp(q.result, [scale], [zp])
         cw = aicc.ConstantOp.from_array(qw)

@@ -296,3 +296,45 @@ func.func @f(%a: memref<7x33xi8>, %b: {b_type}, %s: {colsum_type}, %c: memref<7x
             ("memref<2x9x64xi8>", "memref<32xi32>", 128, "vnni must be 256 or 512")]:
         with pytest.raises(VerifyException, match="aicc_cpu.qgemm: " + message):
             Parser(make_context(), text(b_type, colsum_type, vnni)).parse_module().verify()
+
+
+@pytest.mark.parametrize("kind", ["packed", "7bit", "vnni_portable"])
+def test_conv_rows_are_gathered_from_the_nhwc_input(monkeypatch, kind):
+    """compiler.quantize's int8 convs whose input has a multiple of 16 channels read it through
+    a `window` (the kernel gathers each im2col row as it converts it): bit for bit the output
+    of the same model with the im2col matrix stored (strides 2 and (1, 2), dilation 2, padding,
+    a non-square image, batch 2, 33 and 7 output channels), through the 8-bit packed kernel,
+    the 7-bit vpmaddubsw one and the portable VNNI one; a 3-channel input keeps its im2col."""
+    import compiler
+
+    monkeypatch.setenv("AICC_CACHE", "0")  # the forced kernels are not part of a cache key
+    monkeypatch.setenv("AICC_TARGET_CPU", "x86-64-v3")
+    if kind == "vnni_portable":
+        real = qgemm_pass.LowerQGemm
+        monkeypatch.setattr(qgemm_pass, "LowerQGemm",
+                            lambda enabled=True, vnni=0: real(enabled=enabled, vnni=256, vnni_portable=True))
+    w0 = (RNG.standard_normal((16, 3, 3, 3)) / 5).astype(np.float32)
+    w1 = (RNG.standard_normal((32, 16, 3, 3)) / 10).astype(np.float32)
+    w2 = (RNG.standard_normal((33, 32, 3, 2)) / 15).astype(np.float32)
+    w3 = (RNG.standard_normal((7, 33, 1, 1)) / 5).astype(np.float32)
+
+    def cnn(x):
+        h = compiler.ops.relu(compiler.ops.conv2d(x, w0, padding=1))
+        h = compiler.ops.relu(compiler.ops.conv2d(h, w1, stride=2, padding=1))
+        h = compiler.ops.relu(compiler.ops.conv2d(h, w2, stride=(1, 2), padding=(2, 1), dilation=2))
+        return compiler.ops.conv2d(h, w3)
+
+    shape = (2, 3, 13, 10)
+    calib = [(RNG.standard_normal(shape).astype(np.float32),) for _ in range(2)]
+    x = RNG.standard_normal(shape).astype(np.float32)
+    seven = kind == "7bit"
+    windowed = compiler.quantize(cnn, calib, (x,), reduce_range=seven)
+    loops = windowed.ir("loops")
+    assert loops.count("window = array") == 2  # the 16- and 32-channel inputs; not the RGB one
+    assert ("pmaddubsw" in loops) == seven and ("vnni_portable" in loops) == (kind == "vnni_portable")
+    monkeypatch.setattr(qgemm_pass, "_im2col", lambda op, a: None)
+    stored = compiler.quantize(cnn, calib, (x,), reduce_range=seven)
+    assert "window" not in stored.ir("loops")
+    np.testing.assert_array_equal(windowed(x), stored(x))
+    y, ref = windowed(x).astype(np.float64).ravel(), cnn(x).astype(np.float64).ravel()
+    assert y @ ref / (np.linalg.norm(y) * np.linalg.norm(ref)) >= 0.99

@@ -316,6 +316,10 @@ def test_cli(tmp_path, capsys):
     assert main([str(example), "--quantize", str(calib), "--report", "--repeat", "2", "--threads", "1"]) == 0
     out = capsys.readouterr().out
     assert "2 int8 matmul(s)" in out and "SQNR dB" in out and "cosine similarity with float32 0.99" in out
+    assert "in 7 bits" not in out
+    assert main([str(example), "--quantize", str(calib), "--report", "--reduce-range", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "weights per channel in 7 bits" in out and "cosine similarity with float32 0.99" in out
     bad = tmp_path / "bad.npz"
     np.savez(bad, x=np.zeros((2, 64, 784), np.float32), y=np.zeros((2, 3), np.float32))
     assert main([str(example), "--quantize", str(bad)]) == 1
@@ -345,15 +349,20 @@ def test_quantized_cnn_matches_float():
     assert all(layer.sqnr_db > 20 for layer in q.quantization.layers)
 
 
-@pytest.mark.parametrize("batch", [1, 3])
-def test_quantized_convs_keep_nhwc_and_match_fake_quantization(batch):
+@pytest.mark.parametrize("batch,reduce_range", [(1, False), (3, False), (3, True)], ids=["b1", "b3", "b3_7bit"])
+def test_quantized_convs_keep_nhwc_and_match_fake_quantization(batch, reduce_range, monkeypatch):
     """Consecutive int8 convs pass NHWC activations on: the bias add, relu, pads and pools
     between them run in NHWC and only the model's input and the flatten at the end transpose;
     a conv's zero padding comes after its quantize, as the zero point in int8.
     The result is the float model with each conv's input and weight fake-quantized by the
     report's parameters (odd shapes: 7 input channels, 129 channels, a non-square image, a
-    padded max pool and an average pool)."""
+    padded max pool and an average pool). With `reduce_range` the weights are 7-bit, which an
+    AVX2 CPU without VNNI (x86-64-v3, forced) multiplies with vpmaddubsw."""
     from compiler.lowering.dynamic_quantize import symmetric_weights
+
+    if reduce_range:
+        monkeypatch.setenv("AICC_TARGET_CPU", "x86-64-v3")
+        monkeypatch.setenv("AICC_CACHE", "0")
 
     w1 = (RNG.standard_normal((129, 7, 3, 3)) / 8).astype(np.float32)
     b1 = (RNG.standard_normal(129) * 0.1).astype(np.float32)
@@ -369,7 +378,8 @@ def test_quantized_convs_keep_nhwc_and_match_fake_quantization(batch):
     shape = (batch, 7, 11, 14)
     calib = [(RNG.standard_normal(shape).astype(np.float32),) for _ in range(3)]
     x = RNG.standard_normal(shape).astype(np.float32)
-    q = compiler.quantize(cnn, calib, (x,))
+    q = compiler.quantize(cnn, calib, (x,), reduce_range=reduce_range)
+    assert ("pmaddubsw" in q.ir("loops")) == reduce_range
     assert q.stats["tensor_ops"]["aicc.transpose"] == 2
     pads = [line for line in q.ir("tensor").splitlines() if "aicc.pad" in line]
     assert len(pads) == 2 and "xi8>" in pads[0] and "xf32>" in pads[1]  # the conv's zero padding, the pool's -inf
@@ -379,7 +389,8 @@ def test_quantized_convs_keep_nhwc_and_match_fake_quantization(batch):
         layer = next(layers)
         s, zp = np.float32(layer.act_scale), layer.act_zero_point
         xq = (np_quantize(x, s, zp).astype(np.float64) - zp) * s
-        qw, ws = symmetric_weights(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1), True, 0)
+        qw, ws = symmetric_weights(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1), True, 0,
+                                   63 if reduce_range else 127)
         return xq, np.moveaxis((qw * ws[:, None]).reshape(np.moveaxis(w, axis, 0).shape), 0, axis)
 
     def conv(x, w, b=None, **kw):

@@ -87,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quant-method", choices=("minmax", "percentile", "entropy"), default="minmax",
                    help="--quantize: how activation ranges are calibrated (default: minmax)")
     p.add_argument("--report", action="store_true", help="--quantize: print each int8 layer's SQNR")
+    p.add_argument("--reduce-range", action="store_true",
+                   help="--quantize: 7-bit weights, which a CPU without VNNI multiplies faster (vpmaddubsw)")
     p.add_argument("--tune", action="store_true",
                    help="cpu: measure schedules for the model's matmuls and convs on this machine "
                    "first, and keep the fastest in the tuning record that later compiles use")
@@ -261,7 +263,7 @@ def run_quantize(args: argparse.Namespace) -> int:
     with _blame_user_code(Path(args.model)):
         t0 = time.perf_counter()
         q = compiler.quantize(model, batches, inputs, method=args.quant_method, target=args.target,
-                              threads=args.threads)
+                              threads=args.threads, reduce_range=args.reduce_range)
         quant_s = time.perf_counter() - t0
         f = compiler.compile(model, inputs, target=args.target, threads=args.threads)
     print(f"aicc {args.model} --quantize {args.quantize}: {q.stats['quantized_ops']} int8 matmul(s), "

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from abc import ABC
 
-from xdsl.dialects.builtin import BoolAttr, FloatAttr, Float32Type, IndexType, IntegerAttr, MemRefType, UnitAttr, i1, i64
+from xdsl.dialects.builtin import (BoolAttr, DenseArrayBase, FloatAttr, Float32Type, IndexType, IntegerAttr, MemRefType,
+                                   UnitAttr, i1, i64)
 from xdsl.ir import Dialect, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -167,7 +168,14 @@ class QGemmOp(IRDLOperation):
     256) computes them with AVX2's `vpmaddubsw`, pairs of u8 x s8 products summed into i16,
     then `vpmaddwd` by ones: exact only for a B within [-64, 64] (7-bit weights: a pair sum
     is at most 2 * 255 * 64 < 2^15 in magnitude), the B lower-qgemm gives it on a CPU without
-    VNNI."""
+    VNNI.
+
+    With `window = array<i64: OH, OW, KH, KW, SH, SW, DH, DW>` (a packed or quad-packed B) A is
+    the padded NHWC input of a convolution, memref<N x HP x WP x C>, read as its im2col: row r
+    (a_off the first one's index, not an element offset) is output pixel (n, p, q) of
+    (N, OH, OW), and its k = KH * KW * C elements are A[n, SH p + DH i, SW q + DW j, c] for
+    (i, j, c) in (KH, KW, C) order: the kernel gathers each row as it converts it, and the
+    im2col matrix is never stored."""
 
     name = "aicc_cpu.qgemm"
 
@@ -189,6 +197,7 @@ class QGemmOp(IRDLOperation):
     vnni = opt_prop_def(IntegerAttr)
     vnni_portable = opt_prop_def(UnitAttr)
     pmaddubsw = opt_prop_def(UnitAttr)
+    window = opt_prop_def(DenseArrayBase)
     out_zp = opt_prop_def(IntegerAttr)
     relu = opt_prop_def(BoolAttr)
 
@@ -204,7 +213,8 @@ class QGemmOp(IRDLOperation):
                  m: SSAValue, *, n: int, k: int, zp: int, quantize: tuple[SSAValue, SSAValue] | None = None,
                  colsum: SSAValue | None = None, col_scale: SSAValue | None = None,
                  col_bias: SSAValue | None = None, out_zp: int | None = None, relu: bool = False,
-                 vnni: int = 0, vnni_portable: bool = False, pmaddubsw: bool = False):
+                 vnni: int = 0, vnni_portable: bool = False, pmaddubsw: bool = False,
+                 window: tuple[int, ...] | None = None):
         scale, zero_point = ([quantize[0]], [quantize[1]]) if quantize else ([], [])
         props = {"n": IntegerAttr(n, i64), "k": IntegerAttr(k, i64), "zp": IntegerAttr(zp, i64)}
         if out_zp is not None:
@@ -217,6 +227,8 @@ class QGemmOp(IRDLOperation):
                 props["vnni_portable"] = UnitAttr()
             if pmaddubsw:
                 props["pmaddubsw"] = UnitAttr()
+        if window is not None:
+            props["window"] = DenseArrayBase.from_list(i64, list(window))
         super().__init__(operands=[a, a_off, b, c, c_off, m, scale, zero_point, [colsum] if colsum else [],
                                    [col_scale] if col_scale else [], [col_bias] if col_bias else []],
                          properties=props)
@@ -224,6 +236,13 @@ class QGemmOp(IRDLOperation):
     @property
     def requantized(self) -> bool:
         return self.out_zp is not None
+
+    def window_of(self) -> tuple[int, ...] | None:
+        """(OH, OW, KH, KW, SH, SW, DH, DW, HP, WP) of a windowed A (see the op), else None."""
+        if self.window is None:
+            return None
+        _, hp, wp, _ = self.a.type.get_shape()
+        return (*(int(v) for v in self.window.get_values()), hp, wp)
 
     @property
     def vnni_lanes(self) -> int:
@@ -254,6 +273,16 @@ class QGemmOp(IRDLOperation):
             raise VerifyException("aicc_cpu.qgemm: vnni_portable needs vnni")
         if self.pmaddubsw is not None and (lanes != 8 or self.vnni_portable is not None):
             raise VerifyException("aicc_cpu.qgemm: pmaddubsw needs vnni = 256 (and not vnni_portable)")
+        if self.window is not None:
+            w, a_shape = self.window.get_values(), self.a.type.get_shape()
+            if len(w) != 8 or min(w) < 1 or len(a_shape) != 4 or min(a_shape) < 1 or self.dynamic \
+                    or not (self.packed or lanes) or w[2] * w[3] * a_shape[3] != k \
+                    or (w[0] - 1) * w[4] + (w[2] - 1) * w[6] >= a_shape[1] \
+                    or (w[1] - 1) * w[5] + (w[3] - 1) * w[7] >= a_shape[2]:
+                raise VerifyException(
+                    "aicc_cpu.qgemm: a window [OH, OW, KH, KW, SH, SW, DH, DW] takes a packed B, an int8 A "
+                    f"memref<N x HP x WP x C> with KH * KW * C = k = {k} whose window stays inside it, got "
+                    f"{list(w)} and {self.a.type}")
         if lanes:
             g = -(-n // lanes)
             if b_shape != (g, -(-k // 4), 4 * lanes):

@@ -57,16 +57,19 @@ def emit_qgemm(e: FunctionEmitter, op) -> None:
     scaled = op.col_scale is not None
     out = _Out(op.col_bias is not None, op.out_zp.value.data if op.requantized else None,
                op.relu is not None and op.relu.value.data) if scaled else None
+    window = op.window_of()
     fn = _kernel(e, n, k, zp, dynamic, op.packed, out, op.vnni_lanes,
-                 "e" if op.vnni_portable is not None else "u7" if op.pmaddubsw is not None else "")
+                 "e" if op.vnni_portable is not None else "u7" if op.pmaddubsw is not None else "", window)
     b = e.b
-    a = b.gep(e.get(op.a), [e.get(op.a_off)], inbounds=True, source_etype=F32 if dynamic else I8)
+    # with a window A is the padded NHWC input and a_off the first row's index
+    a = e.get(op.a) if window else b.gep(e.get(op.a), [e.get(op.a_off)], inbounds=True,
+                                        source_etype=F32 if dynamic else I8)
     c_ty = I8 if op.requantized else F32 if scaled else I32
     c = b.gep(e.get(op.c), [e.get(op.c_off)], inbounds=True, source_etype=c_ty)
     extra = [e.get(op.scale), e.get(op.zero_point)] if dynamic else []
     b.call(fn, [a, e.get(op.b), c, e.get(op.m), *([e.get(op.colsum)] if quads else []),
                 *([e.get(op.col_scale)] if scaled else []), *([e.get(op.col_bias)] if out and out.bias else []),
-                *extra])
+                *extra, *([e.get(op.a_off)] if window else [])])
 
 
 @dataclass(frozen=True)
@@ -84,26 +87,31 @@ class _Out:
 
 
 def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, packed: bool = False,
-            out: _Out | None = None, vnni: int = 0, dot: str = "") -> ir.Function:
+            out: _Out | None = None, vnni: int = 0, dot: str = "",
+            window: tuple[int, ...] | None = None) -> ir.Function:
     """`void @aicc.qgemm.<n>.<k>.<zp>(ptr a, ptr b, ptr c, i64 rows)`, once per module;
     dynamic: `@aicc.dqgemm.<n>.<k>(ptr a, ptr b, ptr c, i64 rows, float scale, float zp)`;
     B packed (`_BodyPacked`): `.p`, and with a column scale (an f32 C) `.s` and `ptr col_scale`
     after `rows` (and after the colsum), then with a column bias `.b` and `ptr col_bias`,
     requantized to i8 `.q<zp>`, after a relu `.r` (`_Out`); vnni (lanes, B packed by quads and
     a colsum, `ptr colsum` after `rows`): `.v<32 * lanes>`, then `.<dot>` for the quads'
-    products without vpdpbusd, `e` portable code or `u7` vpmaddubsw (`_BodyVNNI`)."""
+    products without vpdpbusd, `e` portable code or `u7` vpmaddubsw (`_BodyVNNI`); with a window
+    (A an NHWC input read as its im2col, see aicc_cpu.qgemm) `.w<OH>x<OW>x<KH>x<KW>x<SH>x<SW>x<DH>x
+    <DW>x<HP>x<WP>` and `i64 row0` (the first row's index) last."""
     module = e.em.module
     kb = (4 * -(-k // 4) if vnni else 2 * -(-k // 2)) if packed else k
     name = (f"aicc.dqgemm.{n}.{k}" if dynamic else f"aicc.qgemm.{n}.{k}.{zp}") \
         + (f".v{32 * vnni}" + (f".{dot}" if dot else "") if vnni else "") \
-        + (".p" if packed else "") + (out.suffix() if out else "")
+        + (".p" if packed else "") + (out.suffix() if out else "") \
+        + (".w" + "x".join(map(str, window)) if window else "")
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     ptr = ir.PointerType()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, I64, *([ptr] * (bool(vnni) + bool(out))),
                                                              *([ptr] if out and out.bias else []),
-                                                             *([F32, F32] if dynamic else [])]), name=name)
+                                                             *([F32, F32] if dynamic else []),
+                                                             *([I64] if window else [])]), name=name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     fn.attributes.add("nounwind")
@@ -112,19 +120,24 @@ def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, 
         arg.add_attribute("captures(none)")
     body = FunctionEmitter(e.em, fn)
     if vnni:
-        _BodyVNNI(body, fn.args, n, k, zp, kb, out, vnni, dot).emit()
+        _BodyVNNI(body, fn.args, n, k, zp, kb, out, vnni, dot, window=window).emit()
     else:
-        (_BodyPacked if packed else _Body)(body, fn.args, n, k, zp, kb, out).emit()
+        (_BodyPacked if packed else _Body)(body, fn.args, n, k, zp, kb, out, window=window).emit()
     body.b.ret_void()
     body.finish()
     return fn
 
 
 class _Body:
-    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, out: _Out | None = None):
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, out: _Out | None = None,
+                 window: tuple[int, ...] | None = None):
         self.e, self.b = e, e.b
         self.a, self.bm, self.c, self.rows = args[:4]
-        args = self.extra(list(args[4:]))
+        args = list(args[4:])
+        self.window = window  # (OH, OW, KH, KW, SH, SW, DH, DW, HP, WP): A read as an im2col
+        if window:
+            self.row0 = args.pop()
+        args = self.extra(args)
         self.dynamic = len(args) > 0
         self.n, self.k, self.zp, self.kb = n, k, zp, kb  # kb: B's row length, k or padded
         self.padded = kb > k
@@ -150,14 +163,45 @@ class _Body:
         """The arguments after `rows` that a subclass takes first; the rest."""
         return args
 
-    def over_k(self, convert) -> None:
-        """`convert(CHUNK)` over the whole chunks of k, then `convert(1)` over its tail: A's row
-        converted to u8 (the quad kernels)."""
-        k16 = self.k - self.k % CHUNK
+    def over_k(self, convert, count: int) -> None:
+        """`convert(CHUNK)` over the whole chunks of `count` elements, then `convert(1)` over its
+        tail: a span of A's row converted to u8 (the quad kernels)."""
+        k16 = count - count % CHUNK
         if k16:
             self.e.loop(_c(0), _c(k16), _c(CHUNK), [], convert(CHUNK), known_nonempty=True)
-        if self.k % CHUNK:
-            self.e.loop(_c(k16), _c(self.k), _c(1), [], convert(1), known_nonempty=True)
+        if count % CHUNK:
+            self.e.loop(_c(k16), _c(count), _c(1), [], convert(1), known_nonempty=True)
+
+    def spans(self, r: ir.Value, convert) -> None:
+        """`convert(src, dst, count)` for the spans of A's row r, `count` contiguous elements from
+        `src` that go to the row's buffer from element `dst`: the whole row (dst 0, count k); with
+        a window, r = (n, p, q) in (N, OH, OW) (after row0) and the C channels of each tap (i, j)
+        of the KH x KW window, read at A[n, SH p + DH i, SW q + DW j, :] (A: the padded NHWC
+        input, memref<N x HP x WP x C>) into dst = (i KW + j) C: im2col's row, never stored."""
+        b, e = self.b, self.e
+        if self.window is None:
+            convert(self._row(self.a, r, self.k, F32 if self.dynamic else I8), _c(0), self.k)
+            return
+        oh, ow, kh, kw, sh, sw, dh, dw, hp, wp = self.window
+        c = self.k // (kh * kw)
+        r = b.add(r, self.row0)
+        img, pq = b.udiv(r, _c(oh * ow)), b.urem(r, _c(oh * ow))
+        h0 = b.add(b.mul(img, _c(hp)), b.mul(b.udiv(pq, _c(ow)), _c(sh)))
+        w0 = b.mul(b.urem(pq, _c(ow)), _c(sw))
+
+        def tap_row(i, _):
+            h = b.add(h0, b.mul(i, _c(dh)))
+
+            def tap(j, _):
+                pixel = b.add(b.mul(h, _c(wp)), b.add(w0, b.mul(j, _c(dw))))
+                src = b.gep(self.a, [b.mul(pixel, _c(c))], inbounds=True, source_etype=I8)
+                convert(src, b.mul(b.add(b.mul(i, _c(kw)), j), _c(c)), c)
+                return []
+
+            e.loop(_c(0), _c(kw), _c(1), [], tap, known_nonempty=True)
+            return []
+
+        e.loop(_c(0), _c(kh), _c(1), [], tap_row, known_nonempty=True)
 
     def emit(self) -> None:
         b, e = self.b, self.e
@@ -177,10 +221,16 @@ class _Body:
 
     def convert_row(self, r: ir.Value, at0: ir.Value) -> None:
         """A's row r as i16 minus the zero point (quantized first when dynamic) into the buffer
-        from element at0: 16-wide chunks, then, where the buffer holds them, the tail one by one
-        and zeros up to B's padded row length."""
+        from element at0: 16-wide chunks of each span, then, where the buffer holds them, its tail
+        one by one, and zeros up to B's padded row length."""
         e, b = self.e, self.b
-        row = self._row(self.a, r, self.k, F32 if self.dynamic else I8)
+        self.spans(r, lambda src, dst, count: self.convert_span(src, b.add(at0, dst), count))
+        self.zero_pad(at0, I16)
+
+    def convert_span(self, row: ir.Value, at0: ir.Value, count: int) -> None:
+        """`count` elements of A from `row` into the buffer from element at0 (see convert_row)."""
+        e, b = self.e, self.b
+        kv = count - count % CHUNK
 
         def convert(kk, _):
             if self.dynamic:
@@ -201,12 +251,10 @@ class _Body:
             b.store(v, b.gep(self.a16, [b.add(at0, kk)], inbounds=True, source_etype=I16), align=2)
             return []
 
-        if self.kv:
-            e.loop(_c(0), _c(self.kv), _c(CHUNK), [], convert, known_nonempty=True)
-        if self.ks > self.kv:
-            if self.k > self.kv:
-                e.loop(_c(self.kv), _c(self.k), _c(1), [], convert_tail, known_nonempty=True)
-            self.zero_pad(at0, I16)
+        if kv:
+            e.loop(_c(0), _c(kv), _c(CHUNK), [], convert, known_nonempty=True)
+        if self.ks >= self.k and count > kv:  # the buffer holds the tail
+            e.loop(_c(kv), _c(count), _c(1), [], convert_tail, known_nonempty=True)
 
     def zero_pad(self, at0: ir.Value, ety) -> None:
         """Zeros in a row of the buffer (from element at0) beyond k, up to B's padded row length."""
@@ -326,12 +374,13 @@ class _BodyPacked(_Body):
     panel of B (16 * k bytes) stays in L1 across the block's tiles; B stays int8 so that a wide
     layer's, streamed from L2 or L3 once per block, costs half the bytes of an i16 copy."""
 
-    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, out: _Out | None = None):
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, out: _Out | None = None,
+                 window: tuple[int, ...] | None = None):
         self.out = out
         self.scaled = out is not None
         self.requant = out is not None and out.out_zp is not None
         self.width = PACK_COLS  # the columns of one group: one vector of C
-        super().__init__(e, args, n, k, zp, kb)
+        super().__init__(e, args, n, k, zp, kb, window=window)
         self.ks = kb  # the whole (even) row
         self.k2, self.groups = kb // 2, -(-n // PACK_COLS)
         module = e.em.module
@@ -491,12 +540,12 @@ class _BodyVNNI(_BodyPacked):
     within [-64, 64]), vpmaddubsw and vpmaddwd by ones on AVX2 (see aicc_cpu.qgemm)."""
 
     def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, out: _Out | None,
-                 lanes: int, dot: str = ""):
+                 lanes: int, dot: str = "", window: tuple[int, ...] | None = None):
         self.out, self.lanes, self.portable, self.u7 = out, lanes, dot == "e", dot == "u7"
         self.scaled = out is not None
         self.requant = out is not None and out.out_zp is not None
         self.width = lanes
-        _Body.__init__(self, e, args, n, k, zp, kb)
+        _Body.__init__(self, e, args, n, k, zp, kb, window=window)
         self.ks = kb  # 4 * K4 bytes per row
         self.k2, self.groups = kb // 4, -(-n // lanes)  # k2: the quads of k
         self.vi32, self.vf32 = ir.VectorType(I32, lanes), ir.VectorType(F32, lanes)
@@ -540,23 +589,25 @@ class _BodyVNNI(_BodyPacked):
         return buf
 
     def convert_row(self, r: ir.Value, at0: ir.Value) -> None:
-        """A's row r + 128 as bytes into the buffer from byte at0: 16 at a time, the tail one by
-        one, zeros up to the whole quads."""
+        """A's row r + 128 as bytes into the buffer from byte at0: each span 16 at a time, its
+        tail one by one, then zeros up to the whole quads."""
         b = self.b
         ety = F32 if self.dynamic else I8
-        row = self._row(self.a, r, self.k, ety)
 
-        def convert(width):
-            def body(kk, _):
-                ptr = b.gep(row, [kk], inbounds=True, source_etype=ety)
-                x = b.load(ptr, typ=ir.VectorType(ety, width) if width > 1 else ety,
-                           align=4 if self.dynamic else 1)
-                b.store(self.to_u8(x, width), b.gep(self.a16, [b.add(at0, kk)], inbounds=True, source_etype=I8),
-                        align=1)
-                return []
-            return body
+        def span(row, dst, count):
+            def convert(width):
+                def body(kk, _):
+                    ptr = b.gep(row, [kk], inbounds=True, source_etype=ety)
+                    x = b.load(ptr, typ=ir.VectorType(ety, width) if width > 1 else ety,
+                               align=4 if self.dynamic else 1)
+                    at = b.add(b.add(at0, dst), kk)
+                    b.store(self.to_u8(x, width), b.gep(self.a16, [at], inbounds=True, source_etype=I8), align=1)
+                    return []
+                return body
 
-        self.over_k(convert)
+            self.over_k(convert, count)
+
+        self.spans(r, span)
         for kk in range(self.k, self.ks):
             b.store(ir.Constant(I8, 0), b.gep(self.a16, [b.add(at0, _c(kk))], inbounds=True, source_etype=I8))
 

@@ -33,6 +33,18 @@ Without VNNI, a constant B whose values all lie within [-64, 64] (7-bit weights:
 model quantized with reduce_range) gets the same quad layout for 8 lanes and the kernel's
 `pmaddubsw` form: uint8 A by B with `vpmaddubsw`, whose i16 pair sums cannot saturate, then
 `vpmaddwd` by ones, as ONNX Runtime's AVX2 u8 x s8 kernel does (see the op).
+
+An int8 conv's im2col (quantize-matmul's gather of a padded NHWC input into the GEMM's A,
+a copy generic out[n, p, q, i, j, c] = in[n, SH p + DH i, SW q + DW j, c]) whose buffer
+nothing else reads is read through (`_im2col`): with a constant B, the kernel gets the NHWC
+input and a `window`, and gathers each row into its row buffer as it converts it, so the
+im2col matrix (KH * KW times the input's bytes) is neither written nor read back:
+
+    linalg.generic ins(%x : memref<1x10x10x8xi8>) outs(%cols : memref<1x8x8x3x3x8xi8>)  // im2col
+    %a = collapse_shape / expand_shape %cols : memref<64x72xi8>
+    linalg.generic {aicc.qgemm = 0} ins(%a, %w) ...
+  ==>
+    aicc_cpu.qgemm %x[%row0], %w_packed, %c[%coff] rows %m {..., window = array<i64: 8, 8, 3, 3, 1, 1, 1, 1>}
 """
 
 from __future__ import annotations
@@ -52,12 +64,13 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     StringAttr,
+    NoneAttr,
     TensorType,
     UnitAttr,
     f32,
 )
 from xdsl.dialects.linalg import ops as linalg
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, OpResult, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -67,6 +80,7 @@ from compiler.dialects import aicc
 from compiler.dialects.aicc_cpu import QGemmOp
 from compiler.lowering.loop_builder import IndexBuilder
 from compiler.lowering.quant_to_linalg import QGEMM_ATTR, QGEMM_DYNAMIC_ATTR
+from compiler.targets.cpu.tile_conv import buffer_users, erase_if_dead, keep_alive_through, source
 ROWS_PER_TASK = 8
 
 
@@ -291,6 +305,53 @@ def _scale_epilogue(op: linalg.GenericOp, fill, c, n: int, module: ModuleOp) -> 
     return ep
 
 
+# the windowed kernel gathers whole 16-byte chunks of channels; fewer channels (an RGB input's
+# first conv: 3) keep the im2col copy, whose rows of a few bytes LLVM's gather code (byte
+# shuffles, SSE4a insertq on Zen) ran 10x slower than that copy (measured on Zen 3)
+WINDOW_CHANNELS = 16
+
+
+def _im2col(op: linalg.GenericOp, a: SSAValue) -> tuple[linalg.GenericOp, tuple[int, ...]] | None:
+    """The im2col copy that alone writes A's buffer, read by nothing but the matmul `op` (A a
+    reshape of it, rows (N, OH, OW) by (KH, KW, C)): out[n, p, q, i, j, c] = in[n, SH p + DH i,
+    SW q + DW j, c] of a contiguous int8 memref<N x HP x WP x C> (C a multiple of
+    WINDOW_CHANNELS), in the same block before `op`;
+    returns (the copy, (OH, OW, KH, KW, SH, SW, DH, DW)), else None."""
+    root = source(a)
+    if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
+        return None
+    _, users = buffer_users(root)
+    copies = [u for u in users if u is not op]
+    if len(copies) != 1 or len(users) != 2 or not isinstance(copies[0], linalg.GenericOp):
+        return None
+    g = copies[0]
+    if len(g.inputs) != 1 or len(g.outputs) != 1 or g.outputs[0] is not root or g.parent_block() is not op.parent_block():
+        return None
+    x = g.inputs[0]
+    ops = list(g.body.block.ops)
+    if not isinstance(x.type, MemRefType) or len(ops) != 1 or list(ops[0].operands) != [g.body.block.args[0]] \
+            or x.type.element_type != IntegerType(8) or not isinstance(x.type.layout, NoneAttr):
+        return None
+    shape, out_shape = x.type.get_shape(), root.type.get_shape()
+    in_map, out_map = (m.data for m in g.indexing_maps.data)
+    if len(shape) != 4 or len(out_shape) != 6 or out_map != AffineMap.identity(6) or len(in_map.results) != 4 \
+            or out_shape[0] != shape[0] or out_shape[5] != shape[3] or shape[3] % WINDOW_CHANNELS:
+        return None
+    # the map's coefficients, from its values at 0 and at the unit vectors; then linearity
+    zero = in_map.eval([0] * 6, [])
+    unit = [[v - z for v, z in zip(in_map.eval([int(d == i) for d in range(6)], []), zero)] for i in range(6)]
+    want = [[1, 0, 0, 0], [0, None, 0, 0], [0, 0, None, 0], [0, None, 0, 0], [0, 0, None, 0], [0, 0, 0, 1]]
+    if any(z != 0 for z in zero) or any(w is not None and u != w for uv, wv in zip(unit, want) for u, w in zip(uv, wv)):
+        return None
+    probe = [2, 3, 5, 7, 11, 13]
+    if list(in_map.eval(probe, [])) != [sum(p * u[r] for p, u in zip(probe, unit)) for r in range(4)]:
+        return None
+    sh, sw, dh, dw = unit[1][1], unit[2][2], unit[3][1], unit[4][2]
+    if min(sh, sw, dh, dw) < 1:
+        return None
+    return g, (*out_shape[1:5], sh, sw, dh, dw)
+
+
 def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
     dynamic = QGEMM_DYNAMIC_ATTR in op.attributes
     a, bm, *params = op.inputs
@@ -324,26 +385,29 @@ def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
         name, w = const
         epilogue = _scale_epilogue(op, fill, c, n, module)
         bm = _global(module, f"{name}_packed", pack(w.reshape(n, k)), b)
+    gather = _im2col(op, a) if const is not None and not dynamic else None
+    a_read = gather[0].inputs[0] if gather else a  # the windowed kernel reads the NHWC input
     outer = IndexBuilder(b)
     tasks = -(-rows // ROWS_PER_TASK)
     block = Block(arg_types=[IndexType()])
-    b.insert(scf.ParallelOp([outer.const(0)], [outer.const(tasks)], [outer.const(1)], Region(block)))
+    par = b.insert(scf.ParallelOp([outer.const(0)], [outer.const(tasks)], [outer.const(1)], Region(block)))
     inner = Builder(InsertPoint.at_end(block))
     ix = IndexBuilder(inner)  # the body's own constants: it runs as a task of the thread pool
     (t,) = block.args
     r0 = inner.insert(arith.MuliOp(t, ix.const(ROWS_PER_TASK))).result
     left = inner.insert(arith.SubiOp(ix.const(rows), r0)).result
     m = inner.insert(arith.MinSIOp(left, ix.const(ROWS_PER_TASK))).result
-    a_off = inner.insert(arith.MuliOp(r0, ix.const(k))).result
+    a_off = r0 if gather else inner.insert(arith.MuliOp(r0, ix.const(k))).result
     c_off = inner.insert(arith.MuliOp(r0, ix.const(n))).result
     quantize = None
     if dynamic:  # [scale, zero point] of the float A, computed earlier in this call
         quantize = tuple(inner.insert(memref.LoadOp.get(params[0], [ix.const(i)])).res for i in (0, 1))
     out = epilogue.op.outputs[0] if epilogue else c
     ep = epilogue or _Epilogue(op, None)
-    inner.insert(QGemmOp(a, a_off, bm, out, c_off, m, n=n, k=k, zp=zp, quantize=quantize, colsum=colsum,
+    inner.insert(QGemmOp(a_read, a_off, bm, out, c_off, m, n=n, k=k, zp=zp, quantize=quantize, colsum=colsum,
                          col_scale=ep.scale, col_bias=ep.bias, out_zp=ep.out_zp, relu=ep.relu,
-                         vnni=vnni, vnni_portable=options.vnni_portable and not u7, pmaddubsw=u7))
+                         vnni=vnni, vnni_portable=options.vnni_portable and not u7, pmaddubsw=u7,
+                         window=gather[1] if gather else None))
     inner.insert(scf.ReduceOp())
     if isinstance(fill, linalg.FillOp) and tuple(fill.outputs) == (c,):  # the kernel stores every C
         Rewriter.erase_op(fill)
@@ -360,6 +424,11 @@ def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
             Rewriter.erase_op(c.owner)
     if const is not None and bm is not op_b:  # the original B, now read by nothing
         _drop_unused(module, op_b)
+    if gather:  # the im2col matrix, never written now; its input read by the kernel instead
+        copy, _ = gather
+        Rewriter.erase_op(copy)
+        erase_if_dead(source(a))
+        keep_alive_through(a_read, par)
 
 
 @dataclass(frozen=True)

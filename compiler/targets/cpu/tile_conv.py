@@ -94,7 +94,7 @@ def _coeffs(e, ndims: int) -> list[int]:
     return out
 
 
-def _source(v: SSAValue) -> SSAValue:
+def source(v: SSAValue) -> SSAValue:
     while isinstance(v, OpResult) and isinstance(v.op, memref.CollapseShapeOp | memref.ExpandShapeOp):
         v = v.op.operands[0]
     return v
@@ -102,7 +102,7 @@ def _source(v: SSAValue) -> SSAValue:
 
 def _global_of(v: SSAValue, module: ModuleOp) -> memref.GlobalOp | None:
     """The dense global that `v` reads, through reshapes."""
-    v = _source(v)
+    v = source(v)
     if not (isinstance(v, OpResult) and isinstance(v.op, memref.GetGlobalOp)):
         return None
     name = v.op.name_.root_reference.data
@@ -216,11 +216,11 @@ def _start_of(cv: _Conv) -> tuple[int, SSAValue | None, Operation | None]:
     while isinstance(prev, arith.ConstantOp | memref.GetGlobalOp | memref.CollapseShapeOp
                      | memref.ExpandShapeOp):
         prev = prev.prev_op
-    root, count = _source(cv.out), int(np.prod(cv.out.type.get_shape()))
+    root, count = source(cv.out), int(np.prod(cv.out.type.get_shape()))
     if not isinstance(prev, linalg.FillOp | linalg.GenericOp) or len(prev.outputs) != 1:
         return 0, None, None
     dst = prev.outputs[0]
-    if _source(dst) is not root or not isinstance(dst.type, MemRefType) \
+    if source(dst) is not root or not isinstance(dst.type, MemRefType) \
             or int(np.prod(dst.type.get_shape())) != count:
         return 0, None, None
     if isinstance(prev, linalg.FillOp):
@@ -271,7 +271,7 @@ def _views(root: SSAValue) -> set[SSAValue]:
 
 def _scalar_constant(v: SSAValue) -> float | None:
     """The value of a one-element buffer read from a dense constant global, else None."""
-    v = _source(v)
+    v = source(v)
     if not (isinstance(v, OpResult) and isinstance(v.op, memref.GetGlobalOp)) \
             or int(np.prod(v.type.get_shape())) != 1:
         return None
@@ -282,7 +282,7 @@ def _scalar_constant(v: SSAValue) -> float | None:
     return float(numpy_from_dense(g.initial_value).reshape(-1)[0])
 
 
-def _buffer_users(root: SSAValue) -> tuple[set[SSAValue], list[Operation]]:
+def buffer_users(root: SSAValue) -> tuple[set[SSAValue], list[Operation]]:
     """`root`'s views (itself and its reshapes) and the ops that use them, reshapes and
     deallocations aside."""
     views = _views(root)
@@ -300,19 +300,19 @@ def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> tuple
     one-element constant buffers. Returns (the op, D, r or None, relu, hi or None), which
     the kernels then compute (a ResNet block's residual add and ReLU), or None. `init`, the
     output's start that the kernels take over, is no reader."""
-    root = _source(cv.out)
+    root = source(cv.out)
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
         return None
-    views, users = _buffer_users(root)
+    views, users = buffer_users(root)
     readers = [o for o in users if o not in (cv.op, init)]
     if len(readers) != 1 or not isinstance(readers[0], linalg.GenericOp):
         return None
     g = readers[0]
-    roots = {_source(v) for v in (*g.inputs, *g.outputs)}
+    roots = {source(v) for v in (*g.inputs, *g.outputs)}
     nxt = cv.op.next_op
     while nxt is not g:  # between: pure ops, and deallocations of other buffers
         if nxt is None or not (isinstance(nxt, _PURE) or (
-                isinstance(nxt, memref.DeallocOp) and _source(nxt.memref) not in roots)):
+                isinstance(nxt, memref.DeallocOp) and source(nxt.memref) not in roots)):
             return None
         nxt = nxt.next_op
     count = int(np.prod(cv.out.type.get_shape()))
@@ -333,8 +333,8 @@ def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> tuple
             v.type.get_shape() != g.outputs[0].type.get_shape() for v in operands):
         return None
     c_in = [k for k, v in enumerate(inputs) if v in views]
-    if len(c_in) != 1 or _source(g.outputs[0]) in (root,) or any(
-            _source(v) is root for k, v in enumerate(inputs) if k != c_in[0]):
+    if len(c_in) != 1 or source(g.outputs[0]) in (root,) or any(
+            source(v) is root for k, v in enumerate(inputs) if k != c_in[0]):
         return None
     a_out = args[kept[c_in[0]]]
     a_res = args[kept[1 - c_in[0]]] if len(inputs) == 2 else None
@@ -392,10 +392,10 @@ def _padded_input(cv: _Conv) -> _Pad | None:
     """The padding before the conv, when its input is a buffer that only a zero linalg.fill
     and a copy of a (N, C, H, W) source into its interior write, read only by the conv: the
     kernels can read the source instead (padding read through), and the buffer goes."""
-    root = _source(cv.x)
+    root = source(cv.x)
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
         return None
-    _, users = _buffer_users(root)
+    _, users = buffer_users(root)
     fills = [o for o in users if isinstance(o, linalg.FillOp)]
     copies = [o for o in users if isinstance(o, linalg.GenericOp) and o is not cv.op]
     if len(fills) != 1 or len(copies) != 1 or len(users) != 3:
@@ -427,11 +427,11 @@ def _padded_input(cv: _Conv) -> _Pad | None:
     return _Pad(src, offsets[2], offsets[3], shape[2], shape[3], (fill, copy))
 
 
-def _keep_alive_through(v: SSAValue, op: Operation) -> None:
+def keep_alive_through(v: SSAValue, op: Operation) -> None:
     """Move the deallocations of v's buffer that come before `op` (in its block) to right
-    after it: `op` now reads the buffer, which the padding's copy was the last to read."""
+    after it: `op` now reads the buffer, whose last reader was an earlier copy (a padding, an im2col)."""
     block = op.parent_block()
-    for view in _views(_source(v)):
+    for view in _views(source(v)):
         for u in list(view.uses):
             d = u.operation
             if isinstance(d, memref.DeallocOp) and d.is_before_in_block(op):
@@ -439,7 +439,7 @@ def _keep_alive_through(v: SSAValue, op: Operation) -> None:
                 block.insert_op_after(d, op)
 
 
-def _erase_if_dead(root: SSAValue) -> None:
+def erase_if_dead(root: SSAValue) -> None:
     """Drop an allocation that nothing reads or writes any more (views and deallocs aside)."""
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
         return
@@ -588,10 +588,10 @@ class TileConv(ModulePass):
         pad = _padded_input(cv)
         start, bias_src, epi, b, ix = _fold_start_and_epilogue(cv, clip=True)
         if pad is not None:
-            root = _source(cv.x)
+            root = source(cv.x)
             for o in pad.ops:
                 Rewriter.erase_op(o)
-            _keep_alive_through(pad.src, cv.op)
+            keep_alive_through(pad.src, cv.op)
             x = _flat(b, pad.src)
             h, w, top, left = pad.h, pad.w, pad.top, pad.left
         else:
@@ -653,7 +653,7 @@ class TileConv(ModulePass):
                 b, ivs[0], ivs[1], ix.const(y), kinds[y])))
         _replace(cv, epi, loops[0])
         if pad is not None:
-            _erase_if_dead(root)
+            erase_if_dead(root)
 
 
 def _fold_start_and_epilogue(cv: _Conv, clip: bool = False):
@@ -692,11 +692,11 @@ def _replace(cv: _Conv, epi, first_loop: Operation) -> None:
             o.name for o in epi[0].body.block.ops
             if not isinstance(o, linalg.YieldOp | arith.ConstantOp)))
     first_loop.attributes[TILED_ATTR] = DictionaryAttr(info)
-    root = _source(cv.out)
+    root = source(cv.out)
     Rewriter.erase_op(cv.op)
     if epi is not None:
         Rewriter.erase_op(epi[0])
-        _erase_if_dead(root)
+        erase_if_dead(root)
 
 
 __all__ = ["TileConv"]
