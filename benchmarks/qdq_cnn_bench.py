@@ -6,7 +6,7 @@ alternated in one process (batch 32, one thread, least CPU ms of the calling thr
 The model is quant_bench.py's CNN (3x3 convs 32-64-64 on 32x32 images, max pools, a linear
 head) exported from torch and quantized by onnxruntime.quantization.quantize_static (QDQ,
 uint8 activations, int8 weights per channel, 8 random calibration batches), as in
-quant_bench's ort_cnn_row. `compiler` is imported before this tree's benchmarks, so that the
+quant_bench's ort_row. `compiler` is imported before this tree's benchmarks, so that the
 aicc on PYTHONPATH is the one measured (an older checkout for a before / after comparison,
 ONNX Runtime being the control in both processes). Prints the times and the cosines.
 """
@@ -46,7 +46,7 @@ def main() -> None:
     x = rng.standard_normal(shape).astype(np.float32)
     tmp = Path(tempfile.mkdtemp())
     f32, q8 = tmp / "cnn.onnx", tmp / "cnn_q.onnx"
-    f32.write_bytes(to_onnx(qb.torch_cnn(*fn.weights), (x,)).SerializeToString())
+    f32.write_bytes(to_onnx(fn.torch(), (x,)).SerializeToString())
     batches = iter(calib)
 
     class Reader(CalibrationDataReader):

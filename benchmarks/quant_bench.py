@@ -12,9 +12,10 @@ calling thread (which other processes on a shared machine disturb less), the spe
 CPU times, and the cosine similarity of the int8 output with float32. No assertion is made on
 any time. Writes benchmarks/results/quant.md.
 
-The CNN also runs against ONNX Runtime: the same network exported from torch and quantized by
-onnxruntime.quantization.quantize_static (QDQ), run by ONNX Runtime and compiled by aicc
-(`compiler.compile` of the QDQ model), next to ONNX Runtime's float32 (ort_cnn_row).
+The MLP and the CNN also run against ONNX Runtime: the same network exported from torch and
+quantized by onnxruntime.quantization.quantize_static (QDQ; 8-bit weights, then 7-bit with
+reduce_range, against `compiler.quantize(..., reduce_range=True)`), run by ONNX Runtime and
+compiled by aicc (`compiler.compile` of the QDQ model), next to ONNX Runtime's float32 (ort_row).
 
 Dynamic quantization: a stack of two post-norm encoder layers (benchmarks/models.py's
 EncoderLayer, d 256, 4 heads, FFN 1024) at batch 1 x 128 tokens and batch 32 x 64 tokens, as a
@@ -59,6 +60,8 @@ def models(batch: int, rng: np.random.Generator):
         h = np.maximum(h @ w2 + b2, 0.0)
         return h @ w3
 
+    mlp.torch = lambda: torch_mlp(w1, b1, w2, b2, w3)  # the same network in torch (ort_row)
+
     f1, f2 = w(256, 1024), w(1024, 256)
     c1, c2, c3 = (rng.standard_normal(s).astype(np.float32) / np.sqrt(np.prod(s[1:])) for s in
                   ((32, 3, 3, 3), (64, 32, 3, 3), (64, 64, 3, 3)))
@@ -70,7 +73,7 @@ def models(batch: int, rng: np.random.Generator):
         h = ops.max_pool2d(ops.relu(ops.conv2d(h, c3, padding=1)), 2)
         return h.reshape(x.shape[0], -1) @ head
 
-    cnn.weights = (c1, c2, c3, head)  # for the same network in torch (ort_cnn_row)
+    cnn.torch = lambda: torch_cnn(c1, c2, c3, head)
 
     def ffn(x):
         return x + ops.gelu(x @ f1) @ f2
@@ -101,6 +104,30 @@ def _cos(a, b) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
+def _params(*arrays):
+    import torch
+
+    return torch.nn.ParameterList(torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)))
+                                  for a in arrays)
+
+
+def torch_mlp(w1, b1, w2, b2, w3):
+    """models()'s MLP as a torch module with the same weights."""
+    import torch
+
+    class MLP(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = _params(w1, b1, w2, b2, w3)
+
+        def forward(self, x):
+            h = torch.relu(x @ self.w[0] + self.w[1])
+            h = torch.relu(h @ self.w[2] + self.w[3])
+            return h @ self.w[4]
+
+    return MLP().eval()
+
+
 def torch_cnn(c1, c2, c3, head):
     """models()'s CNN as a torch module with the same weights."""
     import torch
@@ -108,8 +135,7 @@ def torch_cnn(c1, c2, c3, head):
     class CNN(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.w = torch.nn.ParameterList(torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)))
-                                            for a in (c1, c2, c3, head))
+            self.w = _params(c1, c2, c3, head)
 
         def forward(self, x):
             f = torch.nn.functional
@@ -121,7 +147,7 @@ def torch_cnn(c1, c2, c3, head):
     return CNN().eval()
 
 
-def ort_cnn_row(fn, calib, x, q, f, threads: int, reps: int, out_dir: Path, reduce_range: bool = False) -> tuple:
+def ort_row(fn, calib, x, q, f, threads: int, reps: int, out_dir: Path, reduce_range: bool = False) -> tuple:
     """(wall, cpu) and cosine with float32 of aicc int8 `q`, aicc float32 `f`, aicc compiling the
     QDQ model onnxruntime.quantization.quantize_static writes (uint8 activations, int8 weights
     per channel, 7-bit with `reduce_range`, the same calibration batches), ONNX Runtime on that
@@ -132,8 +158,8 @@ def ort_cnn_row(fn, calib, x, q, f, threads: int, reps: int, out_dir: Path, redu
 
     from models import to_onnx
 
-    f32, q8 = out_dir / "cnn.onnx", out_dir / f"cnn_q{7 if reduce_range else 8}.onnx"
-    f32.write_bytes(to_onnx(torch_cnn(*fn.weights), (x,)).SerializeToString())
+    f32, q8 = out_dir / f"{fn.__name__}.onnx", out_dir / f"{fn.__name__}_q{7 if reduce_range else 8}.onnx"
+    f32.write_bytes(to_onnx(fn.torch(), (x,)).SerializeToString())
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -202,7 +228,7 @@ def main() -> None:
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "quant.md"))
     args = p.parse_args()
     rng = np.random.default_rng(0)
-    rows, ort_cnn = [], []
+    rows, ort_rows = [], []
     tmp = tempfile.TemporaryDirectory()
     for name, (fn, shape) in ({} if args.skip_static else models(args.batch, rng)).items():
         calib = [(rng.standard_normal(shape).astype(np.float32),) for _ in range(8)]
@@ -215,12 +241,12 @@ def main() -> None:
         rows.append((name, q.stats["quantized_ops"], w_q, c_q, w_f, c_f, cos))
         print(f"{name}: int8 {c_q:.3f} ms, float32 {c_f:.3f} ms (CPU) -> {c_f / c_q:.2f}x; cosine {cos:.5f}",
               flush=True)
-        if name.startswith("CNN"):
+        if hasattr(fn, "torch"):
             for bits in (8, 7):
                 qb = q if bits == 8 else compiler.quantize(fn, calib, (x,), threads=args.threads, reduce_range=True)
-                row = ort_cnn_row(fn, calib, x, qb, f, args.threads, args.reps, Path(tmp.name), bits == 7)
-                ort_cnn.append((f"{name}, {bits}-bit weights", *row))
-                print(ort_cnn[-1][0], "aicc int8 / float32 / on the QDQ model, ORT int8 QDQ / float32:",
+                row = ort_row(fn, calib, x, qb, f, args.threads, args.reps, Path(tmp.name), bits == 7)
+                ort_rows.append((f"{name}, {bits}-bit weights", *row))
+                print(ort_rows[-1][0], "aicc int8 / float32 / on the QDQ model, ORT int8 QDQ / float32:",
                       " | ".join(f"{c:.3f} ms (cos {k:.4f})" for (_, c), k in zip(*row[:2])), flush=True)
     dyn = dynamic_rows(args.threads, max(5, args.reps // 2), Path(tmp.name))
     tmp.cleanup()
@@ -237,9 +263,9 @@ def main() -> None:
         "|---|---|---|---|---|---|",
         *(f"| {n} | {k} | {wq:.3f} / {cq:.3f} | {wf:.3f} / {cf:.3f} | {cf / cq:.2f}x | {c:.5f} |"
           for n, k, wq, cq, wf, cf, c in rows),
-        *([] if not ort_cnn else [
+        *([] if not ort_rows else [
             "",
-            "The CNN against ONNX Runtime: the same network exported from torch, quantized by",
+            "The MLP and the CNN against ONNX Runtime: the same network exported from torch, quantized by",
             "`onnxruntime.quantization.quantize_static` (QDQ, uint8 activations, int8 weights per channel, the",
             "same calibration batches; 7-bit: `reduce_range=True`, and `compiler.quantize(...,",
             "reduce_range=True)`) and run by ONNX Runtime with one intra-op thread (its AVX2 u8 x s8 kernel",
@@ -252,7 +278,7 @@ def main() -> None:
             "|---|---|---|---|---|---|---|---|---|",
             *(f"| {n} | " + " | ".join(f"{w:.2f} / {c:.2f} ({k:.4f})" for (w, c), k in zip(t, cos))
               + f" | {t[3][1] / t[0][1]:.2f}x | {t[3][1] / t[2][1]:.2f}x | {agree:.5f} |"
-              for n, t, cos, agree in ort_cnn)]),
+              for n, t, cos, agree in ort_rows)]),
         "",
         "## Dynamic quantization (compiler.quantize_dynamic) of transformer encoder layers",
         "",

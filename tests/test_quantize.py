@@ -349,6 +349,47 @@ def test_quantized_cnn_matches_float():
     assert all(layer.sqnr_db > 20 for layer in q.quantization.layers)
 
 
+def test_quantized_cnn_requantizes_in_the_conv_kernels(monkeypatch):
+    """Each quantize of a layer's input moves up to the conv before it, past the reshape,
+    transpose and max pool between (which then move int8), and fuses with that conv's
+    epilogue (bias as int32, relu, requantization): the kernels store int8 (out_zp). The
+    output matches the graph without those rewrites within a quantization step of rounding
+    (the rescale m / s rounded once, the bias in int32 units of x_scale * w_scale), and float32."""
+    import importlib
+
+    cq = importlib.import_module("compiler.quantize")  # the module (compiler.quantize is its function)
+
+    w1 = (RNG.standard_normal((16, 3, 3, 3)) / 5).astype(np.float32)
+    b1 = (RNG.standard_normal(16) * 0.1).astype(np.float32)
+    w2 = (RNG.standard_normal((16, 16, 3, 3)) / 12).astype(np.float32)
+    b2 = (RNG.standard_normal(16) * 0.1).astype(np.float32)
+    w3 = (RNG.standard_normal((16 * 3 * 3, 5)) / 10).astype(np.float32)
+
+    def cnn(x):
+        h = compiler.ops.relu(compiler.ops.conv2d(x, w1, b1, padding=1))
+        h = compiler.ops.max_pool2d(compiler.ops.relu(compiler.ops.conv2d(h, w2, b2, padding=1)), 2)
+        return h.reshape(x.shape[0], -1) @ w3
+
+    calib = [(RNG.standard_normal((2, 3, 7, 7)).astype(np.float32),) for _ in range(3)]
+    x = RNG.standard_normal((2, 3, 7, 7)).astype(np.float32)
+    monkeypatch.setenv("AICC_CACHE", "0")
+    q = compiler.quantize(cnn, calib, (x,))
+    tensor, loops = q.ir("tensor"), q.ir("loops")
+    assert tensor.count("scale = array<f64: 1.000000e+00>") == 2  # both convs requantize
+    assert "max[i, j]" in tensor and "tensor<2x3x3x16xi8>" in tensor  # the pool on int8
+    if cpu_machine("host").has_avx2:
+        assert loops.count("out_zp = -128") == 2 and loops.count("relu = true") == 2
+    for pattern in (cq.QuantizeBeforeLayout, cq.QuantizeBeforeMaxPool, cq.RequantizeInTheConv):
+        monkeypatch.setattr(pattern, "match_and_rewrite", lambda self, op, rewriter: None)
+    plain = compiler.quantize(cnn, calib, (x,))
+    assert "scale = array<f64: 1.000000e+00>" not in plain.ir("tensor")
+    got, want = q(x), plain(x)
+    assert _cos(got, want) >= 0.9999 and _cos(got, cnn(x)) >= 0.99
+    s_last = np.float32(q.quantization.layers[-1].act_scale)
+    # a head input one step apart moves an output by s_last * |w3|: allow a few such steps
+    np.testing.assert_allclose(got, want, atol=4 * s_last * np.abs(w3).max())
+
+
 @pytest.mark.parametrize("batch,reduce_range", [(1, False), (3, False), (3, True)], ids=["b1", "b3", "b3_7bit"])
 def test_quantized_convs_keep_nhwc_and_match_fake_quantization(batch, reduce_range, monkeypatch):
     """Consecutive int8 convs pass NHWC activations on: the bias add, relu, pads and pools

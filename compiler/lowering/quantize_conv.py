@@ -341,6 +341,28 @@ def _same_params(q: QuantizeOp, d: DequantizeOp) -> bool:
         and list(q.zero_point.get_values()) == list(d.zero_point.get_values())
 
 
+def max_pool_of(pool: Operation | None) -> tuple[SSAValue, str, dict[str, int]] | None:
+    """(input, tensor_op text, ranges) of a max pool: an aicc.tensor_op max reduction of one
+    access to one input (NHWC, after SinkNHWCTranspose), or an NCHW aicc.pool2d as the same
+    tensor_op; else None."""
+    from compiler.dialects import index_notation as ixn
+    from compiler.dialects.aicc_index import TensorOp
+
+    if isinstance(pool, TensorOp) and len(pool.inputs) == 1:
+        stmt = pool.statement
+        if not (isinstance(stmt.body, ixn.Reduce) and stmt.body.kind == "max"
+                and isinstance(stmt.body.body, ixn.Access)):
+            return None
+        return pool.inputs[0], pool.expr.data, {k: v.value.data for k, v in pool.ranges.data.items()}
+    if isinstance(pool, aicc_nn.Pool2dOp) and pool.kind.data == "max":
+        (kh, kw), (sh, sw) = aicc_nn.int_values(pool.kernel), aicc_nn.int_values(pool.strides)
+        (dh, dw), (n, c, oh, ow) = aicc_nn.int_values(pool.dilations), aicc.shape_of(pool.result)
+        text = (f"out[n, c, p, q] = max[i, j](in0[n, c, {window(sh, 'p', dh, 'i')}, "
+                f"{window(sw, 'q', dw, 'j')}])")
+        return pool.input, text, {"n": n, "c": c, "p": oh, "q": ow, "i": kh, "j": kw}
+    return None
+
+
 class Int8MaxPool(RewritePattern):
     """quantize(max pool(dequantize(x))) with the same per-tensor parameters (a QDQ max pool)
     is the max pool of the int8 x itself: dequantize increases strictly and quantize inverts
@@ -349,31 +371,17 @@ class Int8MaxPool(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: QuantizeOp, rewriter: PatternRewriter) -> None:
-        from compiler.dialects import index_notation as ixn
         from compiler.dialects.aicc_index import TensorOp
 
-        pool = op.input.owner
-        if isinstance(pool, TensorOp) and len(pool.inputs) == 1:
-            stmt = pool.statement
-            if not (isinstance(stmt.body, ixn.Reduce) and stmt.body.kind == "max"
-                    and isinstance(stmt.body.body, ixn.Access)):
-                return
-            d, text = pool.inputs[0].owner, pool.expr.data
-            ranges = {k: v.value.data for k, v in pool.ranges.data.items()}
-        elif isinstance(pool, aicc_nn.Pool2dOp) and pool.kind.data == "max":
-            (kh, kw), (sh, sw) = aicc_nn.int_values(pool.kernel), aicc_nn.int_values(pool.strides)
-            (dh, dw), (n, c, oh, ow) = aicc_nn.int_values(pool.dilations), aicc.shape_of(pool.result)
-            d = pool.input.owner
-            text = (f"out[n, c, p, q] = max[i, j](in0[n, c, {window(sh, 'p', dh, 'i')}, "
-                    f"{window(sw, 'q', dw, 'j')}])")
-            ranges = {"n": n, "c": c, "p": oh, "q": ow, "i": kh, "j": kw}
-        else:
+        pool = max_pool_of(op.input.owner)
+        if pool is None:
             return
+        x, text, ranges = pool
+        d = x.owner
         if not (isinstance(d, DequantizeOp) and _same_params(op, d)):
             return
-        new = TensorOp(text, [d.input], ranges, op.result.type)
-        rewriter.replace(op, new)
+        rewriter.replace(op, TensorOp(text, [d.input], ranges, op.result.type))
 
 
 __all__ = ["IntegerConv", "Int8MaxPool", "NHWC_ATTR", "QUANTIZED_ATTR", "SinkNHWCTranspose", "TO_NCHW", "TO_NHWC",
-           "hw_pad", "im2col_matmul", "nhwc_pad", "window"]
+           "hw_pad", "im2col_matmul", "max_pool_of", "nhwc_pad", "window"]
