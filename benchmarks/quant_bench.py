@@ -99,6 +99,14 @@ def timed(fns, reps: int) -> list[tuple[float, float]]:
     return [(statistics.median(w) * 1e3, min(c) * 1e3) for w, c in zip(wall, cpu)]
 
 
+def _isa() -> str:
+    """The host as the int8 kernels see it: LLVM CPU name, vector width, VNNI."""
+    from compiler.targets.cpu.machine import cpu_machine
+
+    m = cpu_machine("host")
+    return f"LLVM CPU {m.name}, {m.vector_bits}-bit vectors, " + (f"VNNI {m.vnni_bits}" if m.vnni_bits else "no VNNI")
+
+
 def _cos(a, b) -> float:
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
@@ -253,7 +261,7 @@ def main() -> None:
     lines = [
         "# int8 (compiler.quantize) against float32 (compiler.compile)",
         "",
-        f"Machine: {cpu_name()} ({platform.machine()}), {args.threads} thread(s). "
+        f"Machine: {cpu_name()} ({platform.machine()}; {_isa()}), {args.threads} thread(s). "
         f"Command: `python benchmarks/quant_bench.py {' '.join(sys.argv[1:])}`.",
         "Alternating runs: median wall-clock ms and least CPU ms of the calling thread; speed-up =",
         "float32 CPU ms / int8 CPU ms; cosine of the int8 output with float32's. Calibration: 8",
