@@ -223,7 +223,7 @@ class _Body:
         """A's row r as i16 minus the zero point (quantized first when dynamic) into the buffer
         from element at0: 16-wide chunks of each span, then, where the buffer holds them, its tail
         one by one, and zeros up to B's padded row length."""
-        e, b = self.e, self.b
+        b = self.b
         self.spans(r, lambda src, dst, count: self.convert_span(src, b.add(at0, dst), count))
         self.zero_pad(at0, I16)
 

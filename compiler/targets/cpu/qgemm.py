@@ -63,8 +63,8 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
-    StringAttr,
     NoneAttr,
+    StringAttr,
     TensorType,
     UnitAttr,
     f32,
@@ -306,8 +306,9 @@ def _scale_epilogue(op: linalg.GenericOp, fill, c, n: int, module: ModuleOp) -> 
 
 
 # the windowed kernel gathers whole 16-byte chunks of channels; fewer channels (an RGB input's
-# first conv: 3) keep the im2col copy, whose rows of a few bytes LLVM's gather code (byte
-# shuffles, SSE4a insertq on Zen) ran 10x slower than that copy (measured on Zen 3)
+# first conv: 3) keep the im2col copy: for 3-byte runs LLVM turned the 8-bit kernel's gather
+# into byte shuffles that ran about 10x slower than that copy (Zen 3, conv 3 -> 32 at batch
+# 32: 0.8 -> 9 ms; the exact cause not established)
 WINDOW_CHANNELS = 16
 
 
