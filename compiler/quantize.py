@@ -183,10 +183,6 @@ def _sink_to_nchw(block, t: aicc.TransposeOp) -> None:
         block.erase_op(t)
 
 
-def _only_use(v: SSAValue) -> bool:
-    return v.has_one_use()
-
-
 def _per_tensor(q: QuantizeOp) -> tuple[float, int] | None:
     scale, zp = q.scale.get_values(), q.zero_point.get_values()
     return (float(scale[0]), int(zp[0])) if len(scale) == 1 else None
@@ -200,7 +196,7 @@ class QuantizeBeforeLayout(RewritePattern):
     def match_and_rewrite(self, op: QuantizeOp, rewriter: PatternRewriter) -> None:
         t = op.input.owner
         params = _per_tensor(op)
-        if not isinstance(t, aicc.TransposeOp | aicc.ReshapeOp) or params is None or not _only_use(t.results[0]):
+        if not isinstance(t, aicc.TransposeOp | aicc.ReshapeOp) or params is None or not t.results[0].has_one_use():
             return
         q = QuantizeOp(t.operands[0], [params[0]], [params[1]])
         if isinstance(t, aicc.TransposeOp):
@@ -223,7 +219,7 @@ class QuantizeBeforeMaxPool(RewritePattern):
 
         pool_op = op.input.owner
         pool, params = max_pool_of(pool_op), _per_tensor(op)
-        if pool is None or params is None or not _only_use(op.input):
+        if pool is None or params is None or not op.input.has_one_use():
             return
         x, text, ranges = pool
         q = QuantizeOp(x, [params[0]], [params[1]])
@@ -255,7 +251,7 @@ class RequantizeInTheConv(RewritePattern):
 
         def step(kind, v):
             o = v.owner
-            if isinstance(o, kind) and _only_use(o.results[0]):
+            if isinstance(o, kind) and o.results[0].has_one_use():
                 chain.append(o)
                 return o
             return None

@@ -133,7 +133,7 @@ def pack_vnni(w: np.ndarray, lanes: int) -> np.ndarray:
     return np.ascontiguousarray(wp.reshape(g, lanes, k4, 4).transpose(0, 2, 1, 3)).reshape(g, k4, 4 * lanes)
 
 
-def seven_bit(w: np.ndarray) -> bool:
+def _seven_bit(w: np.ndarray) -> bool:
     """Whether every value of the int8 B lies within [-64, 64]: vpmaddubsw multiplies it exactly."""
     return w.size > 0 and U8_WEIGHT_MIN <= int(w.min()) and int(w.max()) <= U8_WEIGHT_MAX
 
@@ -370,7 +370,7 @@ def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
     colsum = epilogue = None
     const = _constant(module, bm)
     vnni = options.vnni if const is not None else 0  # the VNNI kernel takes a constant B
-    u7 = const is not None and not vnni and seven_bit(const[1])
+    u7 = const is not None and not vnni and _seven_bit(const[1])
     if u7:  # the quad kernel by vpmaddubsw
         vnni = 256
     lanes = vnni // 32
