@@ -21,7 +21,7 @@
    epilogue (scale, bias), and the result is compiled as usual. Convs run as int8 im2col
    GEMMs in NHWC; the quantize of a layer's input then moves up past layout changes and max
    pools to the conv that produced it and fuses with that conv's epilogue (int32 bias, relu,
-   requantization: `RequantizeInTheConv`), so that int8 activations pass between the layers
+   requantization: `RequantizeInTheGemm`), so that int8 activations pass between the layers
    as in a QDQ graph.
 
 `quant_report()` gives each quantized layer's SQNR: its float output against its int8 output
@@ -38,15 +38,16 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, f32
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import (GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker, RewritePattern,
                                    op_type_rewrite_pattern)
 
 from compiler import ops
 from compiler.dialects import aicc, aicc_nn
-from compiler.dialects.aicc_quant import QMAX, QMIN, DequantizeOp, MatmulIntegerOp, QuantizeOp
+from compiler.dialects.aicc_quant import QMAX, QMIN, DequantizeOp, QuantizeOp
 from compiler.lowering.dynamic_quantize import symmetric_weights as _weights
-from compiler.lowering.quantize_conv import (QUANTIZED_ATTR, TO_NCHW, TO_NHWC, hw_pad, im2col_matmul, max_pool_of,
+from compiler.lowering.quantize_matmul import RequantizeInTheGemm
+from compiler.lowering.quantize_conv import (TO_NCHW, TO_NHWC, hw_pad, im2col_matmul, max_pool_of,
                                              nhwc_pad, nhwc_pool)
 from compiler.errors import CompileError
 
@@ -225,82 +226,6 @@ class QuantizeBeforeMaxPool(RewritePattern):
         q = QuantizeOp(x, [params[0]], [params[1]])
         rewriter.replace(op, [q, TensorOp(text, [q.result], ranges, op.result.type)])
         rewriter.erase(pool_op)
-
-
-class RequantizeInTheConv(RewritePattern):
-    """An int8 conv's float epilogue and the quantize of the next layer's input after it,
-
-        quantize{s, zp}([relu]([add %bias]([reshape](mul(cast(%acc), m)))))   %acc: its matmul_integer
-
-    (bias a constant per output channel), becomes ONNX Runtime's requantization, the form that
-    lower-qgemm's kernel stores directly (C in int8; neither the int32 nor the float32 result
-    is written):
-
-        [reshape](quantize{1, zp}([relu](mul(cast(%acc [+ rne(bias / m)]), m / s))))
-
-    relu(v) / s = relu(v / s) for s > 0; the bias becomes int32 in units of m = x_scale *
-    w_scale[o] (as ONNX Runtime's quantizer writes it: off by at most half of such a unit), and
-    m / s is rounded once in float32."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: QuantizeOp, rewriter: PatternRewriter) -> None:
-        params = _per_tensor(op)
-        if params is None or params[0] == 1.0:  # none, or already the requantization
-            return
-        chain: list[Operation] = []
-
-        def step(kind, v):
-            o = v.owner
-            if isinstance(o, kind) and o.results[0].has_one_use():
-                chain.append(o)
-                return o
-            return None
-
-        v = op.input
-        relu = step(aicc.ReluOp, v)
-        v = relu.input if relu else v
-        add = step(aicc.AddOp, v)
-        bias = None
-        if add is not None:
-            const = add.rhs.owner
-            if not isinstance(const, aicc.ConstantOp):
-                return
-            bias = aicc.numpy_from_dense(const.value)
-            v = add.lhs
-        reshape = step(aicc.ReshapeOp, v)
-        v = reshape.operands[0] if reshape else v
-        mul = step(aicc.MulOp, v)
-        cast = step(aicc.CastOp, mul.lhs) if mul else None
-        acc = cast.operands[0].owner if cast else None
-        if not (isinstance(acc, MatmulIntegerOp) and QUANTIZED_ATTR in acc.attributes
-                and isinstance(mul.rhs.owner, aicc.ConstantOp)):
-            return
-        m = aicc.numpy_from_dense(mul.rhs.owner.value)
-        o = aicc.shape_of(acc.result)[-1]
-        if m.dtype != np.float32 or m.shape != (o,) or np.any(m <= 0):
-            return
-        new: list[Operation] = []
-        acc_v = acc.result
-        if bias is not None:
-            if bias.size != o or bias.shape[-1] != o or bias.dtype != np.float32:
-                return
-            bias_i32 = np.rint(bias.reshape(o).astype(np.float64) / m)
-            if np.any(np.abs(bias_i32) >= 2 ** 31):
-                return
-            bi = aicc.ConstantOp.from_array(bias_i32.astype(np.int32))
-            new += [bi, aicc.AddOp(acc_v, bi.result)]
-            acc_v = new[-1].result
-        new.append(aicc.CastOp(acc_v, f32))
-        ms = aicc.ConstantOp.from_array((m / np.float32(params[0])).astype(np.float32))
-        new += [ms, aicc.MulOp(new[-1].result, ms.result)]
-        if relu is not None:
-            new.append(aicc.ReluOp(new[-1].result))
-        new.append(QuantizeOp(new[-1].result, [1.0], [params[1]]))
-        if reshape is not None:
-            new.append(aicc.ReshapeOp(new[-1].result, aicc.shape_of(op.result)))
-        rewriter.replace(op, new)
-        for dead in chain:  # the float epilogue, outermost first
-            rewriter.erase(dead)
 
 
 class _RangeObserver:
@@ -490,7 +415,7 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
     # each quantize moves up to the conv before it (past layout changes and max pools) and
     # fuses with its epilogue, as in a QDQ graph: int8 activations between the layers
     PatternRewriteWalker(GreedyRewritePatternApplier(
-        [QuantizeBeforeLayout(), QuantizeBeforeMaxPool(), RequantizeInTheConv()])).rewrite_module(module)
+        [QuantizeBeforeLayout(), QuantizeBeforeMaxPool(), RequantizeInTheGemm()])).rewrite_module(module)
     m = compile_module(module, program.func_name, output_is_tuple=program.output_is_tuple,
                        options=options, locations=locations)
     m.input_names = getattr(program, "input_names", None)

@@ -379,7 +379,7 @@ def test_quantized_cnn_requantizes_in_the_conv_kernels(monkeypatch):
     assert "max[i, j]" in tensor and "tensor<2x3x3x16xi8>" in tensor  # the pool on int8
     if cpu_machine("host").has_avx2:
         assert loops.count("out_zp = -128") == 2 and loops.count("relu = true") == 2
-    for pattern in (cq.QuantizeBeforeLayout, cq.QuantizeBeforeMaxPool, cq.RequantizeInTheConv):
+    for pattern in (cq.QuantizeBeforeLayout, cq.QuantizeBeforeMaxPool, cq.RequantizeInTheGemm):
         monkeypatch.setattr(pattern, "match_and_rewrite", lambda self, op, rewriter: None)
     plain = compiler.quantize(cnn, calib, (x,))
     assert "scale = array<f64: 1.000000e+00>" not in plain.ir("tensor")
@@ -389,6 +389,42 @@ def test_quantized_cnn_requantizes_in_the_conv_kernels(monkeypatch):
     # a head input one step apart moves an output by s_last * |w3|: allow a few such steps
     np.testing.assert_allclose(got, want, atol=4 * s_last * np.abs(w3).max())
 
+
+
+@pytest.mark.parametrize("relu", ["np.maximum", "ops.relu"])
+def test_quantized_mlp_requantizes_in_the_gemm_kernels(monkeypatch, relu):
+    """A NumPy MLP's hidden layers (bias and relu, written np.maximum(h, 0.0) or ops.relu)
+    requantize in the GEMM kernel as the convs do: quantize-matmul's RequantizeInTheGemm
+    fuses each next layer's quantize with the matmul's epilogue, so the hidden int8 GEMMs
+    store int8 (out_zp), not int32 for a loop after them. Odd sizes (batch 7, 129 and 33
+    features); the output matches the unfused graph within a few quantization steps of the
+    last layer's input, and float32."""
+    import importlib
+
+    cq = importlib.import_module("compiler.lowering.quantize_matmul")
+    act = (lambda h: np.maximum(h, 0.0)) if relu == "np.maximum" else compiler.ops.relu
+    w1, w2, w3 = ((RNG.standard_normal(s) / np.sqrt(s[0])).astype(np.float32) for s in ((129, 33), (33, 40), (40, 5)))
+    b1, b2 = (RNG.standard_normal(33) * 0.1).astype(np.float32), (RNG.standard_normal(40) * 0.1).astype(np.float32)
+
+    def mlp(x):
+        return act(act(x @ w1 + b1) @ w2 + b2) @ w3
+
+    calib = [(RNG.standard_normal((7, 129)).astype(np.float32),) for _ in range(3)]
+    x = RNG.standard_normal((7, 129)).astype(np.float32)
+    monkeypatch.setenv("AICC_CACHE", "0")
+    q = compiler.quantize(mlp, calib, (x,))
+    assert q.ir("tensor").count("scale = array<f64: 1.000000e+00>") == 2
+    if cpu_machine("host").has_avx2:
+        loops = q.ir("loops")
+        assert loops.count("aicc_cpu.qgemm") == 3 and loops.count("relu = true") == 2
+        assert loops.count("out_zp = ") == 2
+    monkeypatch.setattr(cq.RequantizeInTheGemm, "match_and_rewrite", lambda self, op, rewriter: None)
+    plain = compiler.quantize(mlp, calib, (x,))
+    assert "scale = array<f64: 1.000000e+00>" not in plain.ir("tensor")
+    got, want = q(x), plain(x)
+    assert _cos(got, want) >= 0.9999 and _cos(got, mlp(x)) >= 0.99
+    s_last = np.float32(q.quantization.layers[-1].act_scale)
+    np.testing.assert_allclose(got, want, atol=4 * s_last * np.abs(w3).max())
 
 @pytest.mark.parametrize("batch,reduce_range", [(1, False), (3, False), (3, True)], ids=["b1", "b3", "b3_7bit"])
 def test_quantized_convs_keep_nhwc_and_match_fake_quantization(batch, reduce_range, monkeypatch):

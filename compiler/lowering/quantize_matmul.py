@@ -12,8 +12,11 @@
 since sum_k (qa - za) sa (qw - 0) s_n = sa s_n sum_k (qa - za) qw. The lhs must be quantized
 per tensor and the rhs (2-D) per output column with zero point 0, as `compiler.quantize`
 writes them and as symmetric per-channel weights are. A following quantize (the next
-layer's input) stays an elementwise op, which fuse-elementwise folds into the loop that reads
-the accumulators: the requantization epilogue. The pass runs before fold-constants, which
+layer's input) after a constant bias and a relu (`aicc.relu` or maximum(x, 0.0)) fuses with
+that epilogue (`RequantizeInTheGemm`: the bias in int32 units of sa * s_n, the rescale
+sa * s_n / s, relu, a quantize of scale 1), the form whose int8 result lower-qgemm's kernel
+stores; any other quantize stays an elementwise op, which fuse-elementwise folds into the
+loop that reads the accumulators. The pass runs before fold-constants, which
 would otherwise turn a dequantized constant weight back into floats; it folds the transpose
 of a constant weight instead, so the (N, K) int8 copy is made at compile time.
 """
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, f32
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -35,7 +39,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from compiler.dialects import aicc
-from compiler.dialects.aicc_quant import DequantizeOp, MatmulIntegerOp
+from compiler.dialects.aicc_quant import DequantizeOp, MatmulIntegerOp, QuantizeOp
 
 from compiler.lowering.quantize_conv import QUANTIZED_ATTR, Int8MaxPool, IntegerConv, SinkNHWCTranspose
 
@@ -82,6 +86,99 @@ class IntegerMatmul(RewritePattern):
         rewriter.replace(op, new[-1])
 
 
+def _max_with_zero(op: aicc.MaximumOp) -> SSAValue | None:
+    """x of maximum(x, 0) or maximum(0, x), the zero a constant that does not broadcast x
+    (np.maximum(h, 0.0), as a NumPy model writes a relu); else None."""
+    for x, c in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+        if isinstance(c.owner, aicc.ConstantOp) and aicc.shape_of(x) == aicc.shape_of(op.result) \
+                and not np.any(aicc.numpy_from_dense(c.owner.value)):
+            return x
+    return None
+
+
+class RequantizeInTheGemm(RewritePattern):
+    """An int8 conv's (or matmul's) float epilogue and the quantize of the next layer's input
+    after it,
+
+        quantize{s, zp}([relu]([add %bias]([reshape](mul(cast(%acc), m)))))   %acc: its matmul_integer
+
+    (bias a constant per output channel; relu also as maximum(x, 0.0), a NumPy model's), becomes ONNX Runtime's requantization, the form that
+    lower-qgemm's kernel stores directly (C in int8; neither the int32 nor the float32 result
+    is written):
+
+        [reshape](quantize{1, zp}([relu](mul(cast(%acc [+ rne(bias / m)]), m / s))))
+
+    relu(v) / s = relu(v / s) for s > 0; the bias becomes int32 in units of m = x_scale *
+    w_scale[o] (as ONNX Runtime's quantizer writes it: off by at most half of such a unit), and
+    m / s is rounded once in float32."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: QuantizeOp, rewriter: PatternRewriter) -> None:
+        scale, zp = op.scale.get_values(), op.zero_point.get_values()
+        params = (float(scale[0]), int(zp[0])) if len(scale) == 1 else None
+        if params is None or params[0] == 1.0:  # none, or already the requantization
+            return
+        chain: list[Operation] = []
+
+        def step(kind, v):
+            o = v.owner
+            if isinstance(o, kind) and o.results[0].has_one_use():
+                chain.append(o)
+                return o
+            return None
+
+        v = op.input
+        relu = step(aicc.ReluOp, v) or step(aicc.MaximumOp, v)
+        if isinstance(relu, aicc.MaximumOp):  # np.maximum(x, 0.0): a relu when 0 is a constant
+            v = _max_with_zero(relu)
+            if v is None:
+                return
+        else:
+            v = relu.input if relu else v
+        add = step(aicc.AddOp, v)
+        bias = None
+        if add is not None:
+            const = add.rhs.owner
+            if not isinstance(const, aicc.ConstantOp):
+                return
+            bias = aicc.numpy_from_dense(const.value)
+            v = add.lhs
+        reshape = step(aicc.ReshapeOp, v)
+        v = reshape.operands[0] if reshape else v
+        mul = step(aicc.MulOp, v)
+        cast = step(aicc.CastOp, mul.lhs) if mul else None
+        acc = cast.operands[0].owner if cast else None
+        if not (isinstance(acc, MatmulIntegerOp) and QUANTIZED_ATTR in acc.attributes
+                and isinstance(mul.rhs.owner, aicc.ConstantOp)):
+            return
+        m = aicc.numpy_from_dense(mul.rhs.owner.value)
+        o = aicc.shape_of(acc.result)[-1]
+        if m.dtype != np.float32 or m.shape != (o,) or np.any(m <= 0):
+            return
+        new: list[Operation] = []
+        acc_v = acc.result
+        if bias is not None:
+            if bias.size != o or bias.shape[-1] != o or bias.dtype != np.float32:
+                return
+            bias_i32 = np.rint(bias.reshape(o).astype(np.float64) / m)
+            if np.any(np.abs(bias_i32) >= 2 ** 31):
+                return
+            bi = aicc.ConstantOp.from_array(bias_i32.astype(np.int32))
+            new += [bi, aicc.AddOp(acc_v, bi.result)]
+            acc_v = new[-1].result
+        new.append(aicc.CastOp(acc_v, f32))
+        ms = aicc.ConstantOp.from_array((m / np.float32(params[0])).astype(np.float32))
+        new += [ms, aicc.MulOp(new[-1].result, ms.result)]
+        if relu is not None:
+            new.append(aicc.ReluOp(new[-1].result))
+        new.append(QuantizeOp(new[-1].result, [1.0], [params[1]]))
+        if reshape is not None:
+            new.append(aicc.ReshapeOp(new[-1].result, aicc.shape_of(op.result)))
+        rewriter.replace(op, new)
+        for dead in chain:  # the float epilogue, outermost first
+            rewriter.erase(dead)
+
+
 @dataclass(frozen=True)
 class QuantizeMatmul(ModulePass):
     """Rewrite matmuls and convolutions of dequantized int8 operands into integer ones (a conv
@@ -93,4 +190,5 @@ class QuantizeMatmul(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(GreedyRewritePatternApplier([IntegerMatmul(), IntegerConv()])).rewrite_module(op)
+        PatternRewriteWalker(RequantizeInTheGemm()).rewrite_module(op)
         PatternRewriteWalker(GreedyRewritePatternApplier([SinkNHWCTranspose(), Int8MaxPool()])).rewrite_module(op)

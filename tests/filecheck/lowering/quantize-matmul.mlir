@@ -62,3 +62,33 @@ func.func @gemm_trans_b(%q: tensor<2x4xi8>, %qw: tensor<3x4xi8>) -> tensor<2x3xf
   %y = aicc.matmul %a, %t : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
   func.return %y : tensor<2x3xf32>
 }
+
+// -----
+// The next layer's quantize after a constant bias and a relu (np.maximum(h, 0.0)) becomes the
+// requantization that the GEMM kernel stores (RequantizeInTheGemm): the bias in int32 units of
+// m = sa * s_n (rint([0.01, -0.02, 0.03] / [0.005, 0.01, 0.015]) = [2, -2, 2]), then the rescale
+// m / s (s = 0.1, in float32), relu, and a quantize of scale 1 with the next layer's zero point.
+// CHECK-LABEL: func.func @requantize
+// CHECK:         %[[I:.*]] = aicc.matmul_integer
+// CHECK-NEXT:    %[[B:.*]] = aicc.constant dense<[2, -2, 2]> : tensor<3xi32>
+// CHECK-NEXT:    %[[A:.*]] = aicc.add %[[I]], %[[B]] : tensor<4x3xi32>, tensor<3xi32> -> tensor<4x3xi32>
+// CHECK-NEXT:    %[[F:.*]] = aicc.cast %[[A]] : tensor<4x3xi32> -> tensor<4x3xf32>
+// CHECK-NEXT:    %[[S:.*]] = aicc.constant dense<[0.049999997, 0.099999994, 0.149999991]> : tensor<3xf32>
+// CHECK-NEXT:    %[[M:.*]] = aicc.mul %[[F]], %[[S]]
+// CHECK-NEXT:    %[[R:.*]] = aicc.relu %[[M]]
+// CHECK-NEXT:    %[[Q:.*]] = aicc.quantize %[[R]] {scale = array<f64: 1.000000e+00>, zero_point = array<i64: -128>, axis = -1 : i64} : tensor<4x3xf32> -> tensor<4x3xi8>
+// CHECK-NEXT:    func.return %[[Q]]
+// CHECK-NOT:     aicc.maximum
+func.func @requantize(%x: tensor<4x8xf32>) -> tensor<4x3xi8> {
+  %q = aicc.quantize %x {scale = array<f64: 0.05>, zero_point = array<i64: -3>, axis = -1 : i64} : tensor<4x8xf32> -> tensor<4x8xi8>
+  %a = aicc.dequantize %q {scale = array<f64: 0.05>, zero_point = array<i64: -3>, axis = -1 : i64} : tensor<4x8xi8> -> tensor<4x8xf32>
+  %qw = aicc.constant dense<[[1, -2, 3], [4, 5, -6], [7, 8, 9], [-10, 11, 12], [13, -14, 15], [16, 17, -18], [19, 20, 21], [-22, 23, 127]]> : tensor<8x3xi8>
+  %w = aicc.dequantize %qw {scale = array<f64: 0.1, 0.2, 0.3>, zero_point = array<i64: 0, 0, 0>, axis = 1 : i64} : tensor<8x3xi8> -> tensor<8x3xf32>
+  %y = aicc.matmul %a, %w : tensor<4x8xf32>, tensor<8x3xf32> -> tensor<4x3xf32>
+  %b = aicc.constant dense<[0.01, -0.02, 0.03]> : tensor<3xf32>
+  %z = aicc.add %y, %b : tensor<4x3xf32>, tensor<3xf32> -> tensor<4x3xf32>
+  %zero = aicc.constant dense<0.0> : tensor<f32>
+  %r = aicc.maximum %z, %zero : tensor<4x3xf32>, tensor<f32> -> tensor<4x3xf32>
+  %n = aicc.quantize %r {scale = array<f64: 0.1>, zero_point = array<i64: -128>, axis = -1 : i64} : tensor<4x3xf32> -> tensor<4x3xi8>
+  func.return %n : tensor<4x3xi8>
+}
