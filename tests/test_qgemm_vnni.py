@@ -298,21 +298,21 @@ func.func @f(%a: memref<7x33xi8>, %b: {b_type}, %s: {colsum_type}, %c: memref<7x
             Parser(make_context(), text(b_type, colsum_type, vnni)).parse_module().verify()
 
 
-@pytest.mark.parametrize("kind", ["packed", "7bit", "vnni_portable"])
+@pytest.mark.parametrize("kind", ["packed", "7bit", "vnni_portable256", "vnni_portable512"])
 def test_conv_rows_are_gathered_from_the_nhwc_input(monkeypatch, kind):
     """compiler.quantize's int8 convs whose input has a multiple of 16 channels read it through
     a `window` (the kernel gathers each im2col row as it converts it): bit for bit the output
     of the same model with the im2col matrix stored (strides 2 and (1, 2), dilation 2, padding,
     a non-square image, batch 2, 33 and 7 output channels), through the 8-bit packed kernel,
-    the 7-bit vpmaddubsw one and the portable VNNI one; a 3-channel input keeps its im2col."""
+    the 7-bit vpmaddubsw one and the portable VNNI one at 256 and 512 bits; a 3-channel input keeps its im2col."""
     import compiler
 
     monkeypatch.setenv("AICC_CACHE", "0")  # the forced kernels are not part of a cache key
     monkeypatch.setenv("AICC_TARGET_CPU", "x86-64-v3")
-    if kind == "vnni_portable":
-        real = qgemm_pass.LowerQGemm
+    if kind.startswith("vnni_portable"):  # the layouts of AVX-VNNI (256) and AVX512-VNNI (512)
+        real, bits = qgemm_pass.LowerQGemm, int(kind[-3:])
         monkeypatch.setattr(qgemm_pass, "LowerQGemm",
-                            lambda enabled=True, vnni=0: real(enabled=enabled, vnni=256, vnni_portable=True))
+                            lambda enabled=True, vnni=0: real(enabled=enabled, vnni=bits, vnni_portable=True))
     w0 = (RNG.standard_normal((16, 3, 3, 3)) / 5).astype(np.float32)
     w1 = (RNG.standard_normal((32, 16, 3, 3)) / 10).astype(np.float32)
     w2 = (RNG.standard_normal((33, 32, 3, 2)) / 15).astype(np.float32)
@@ -331,7 +331,7 @@ def test_conv_rows_are_gathered_from_the_nhwc_input(monkeypatch, kind):
     windowed = compiler.quantize(cnn, calib, (x,), reduce_range=seven)
     loops = windowed.ir("loops")
     assert loops.count("window = array") == 2  # the 16- and 32-channel inputs; not the RGB one
-    assert ("pmaddubsw" in loops) == seven and ("vnni_portable" in loops) == (kind == "vnni_portable")
+    assert ("pmaddubsw" in loops) == seven and ("vnni_portable" in loops) == kind.startswith("vnni_portable")
     monkeypatch.setattr(qgemm_pass, "_im2col", lambda op, a: None)
     stored = compiler.quantize(cnn, calib, (x,), reduce_range=seven)
     assert "window" not in stored.ir("loops")
