@@ -304,7 +304,8 @@ def test_conv_rows_are_gathered_from_the_nhwc_input(monkeypatch, kind):
     a `window` (the kernel gathers each im2col row as it converts it): bit for bit the output
     of the same model with the im2col matrix stored (strides 2 and (1, 2), dilation 2, padding,
     a non-square image, batch 2, 33 and 7 output channels), through the 8-bit packed kernel,
-    the 7-bit vpmaddubsw one and the portable VNNI one at 256 and 512 bits; a 3-channel input keeps its im2col."""
+    the 7-bit vpmaddubsw one and the portable VNNI one at 256 and 512 bits; a 3-channel input
+    keeps its im2col."""
     import compiler
 
     monkeypatch.setenv("AICC_CACHE", "0")  # the forced kernels are not part of a cache key

@@ -102,9 +102,9 @@ class RequantizeInTheGemm(RewritePattern):
 
         quantize{s, zp}([relu]([add %bias]([reshape](mul(cast(%acc), m)))))   %acc: its matmul_integer
 
-    (bias a constant per output channel; relu also as maximum(x, 0.0), a NumPy model's), becomes ONNX Runtime's requantization, the form that
-    lower-qgemm's kernel stores directly (C in int8; neither the int32 nor the float32 result
-    is written):
+    (bias a constant per output channel; relu also as maximum(x, 0.0), a NumPy model's),
+    becomes ONNX Runtime's requantization, the form that lower-qgemm's kernel stores directly
+    (C in int8; neither the int32 nor the float32 result is written):
 
         [reshape](quantize{1, zp}([relu](mul(cast(%acc [+ rne(bias / m)]), m / s))))
 
