@@ -298,14 +298,18 @@ func.func @f(%a: memref<7x33xi8>, %b: {b_type}, %s: {colsum_type}, %c: memref<7x
             Parser(make_context(), text(b_type, colsum_type, vnni)).parse_module().verify()
 
 
-@pytest.mark.parametrize("kind", ["packed", "7bit", "vnni_portable256", "vnni_portable512"])
-def test_conv_rows_are_gathered_from_the_nhwc_input(monkeypatch, kind):
+@pytest.mark.parametrize("kind,stem", [("packed", False), ("7bit", False), ("vnni_portable256", False),
+                                       ("vnni_portable512", False), ("packed", True), ("7bit", True),
+                                       ("vnni_portable512", True)])
+def test_conv_rows_are_gathered_from_the_nhwc_input(monkeypatch, kind, stem):
     """compiler.quantize's int8 convs whose input has a multiple of 16 channels read it through
     a `window` (the kernel gathers each im2col row as it converts it): bit for bit the output
     of the same model with the im2col matrix stored (strides 2 and (1, 2), dilation 2, padding,
     a non-square image, batch 2, 33 and 7 output channels), through the 8-bit packed kernel,
-    the 7-bit vpmaddubsw one and the portable VNNI one at 256 and 512 bits; a 3-channel input
-    keeps its im2col."""
+    the 7-bit vpmaddubsw one and the portable VNNI one at 256 and 512 bits. A 3-channel input
+    is read through too when a window row's KW taps, side by side without dilation, make 16
+    bytes or more (a ResNet stem: 7x7, stride 2, 21 bytes), and keeps its im2col under a 3x3
+    (9 bytes)."""
     import compiler
 
     monkeypatch.setenv("AICC_CACHE", "0")  # the forced kernels are not part of a cache key
@@ -314,13 +318,14 @@ def test_conv_rows_are_gathered_from_the_nhwc_input(monkeypatch, kind):
         real, bits = qgemm_pass.LowerQGemm, int(kind[-3:])
         monkeypatch.setattr(qgemm_pass, "LowerQGemm",
                             lambda enabled=True, vnni=0: real(enabled=enabled, vnni=bits, vnni_portable=True))
-    w0 = (RNG.standard_normal((16, 3, 3, 3)) / 5).astype(np.float32)
+    w0 = (RNG.standard_normal((16, 3, 7, 7) if stem else (16, 3, 3, 3)) / 5).astype(np.float32)
     w1 = (RNG.standard_normal((32, 16, 3, 3)) / 10).astype(np.float32)
     w2 = (RNG.standard_normal((33, 32, 3, 2)) / 15).astype(np.float32)
     w3 = (RNG.standard_normal((7, 33, 1, 1)) / 5).astype(np.float32)
 
     def cnn(x):
-        h = compiler.ops.relu(compiler.ops.conv2d(x, w0, padding=1))
+        h = compiler.ops.relu(compiler.ops.conv2d(x, w0, stride=2, padding=3) if stem else
+                              compiler.ops.conv2d(x, w0, padding=1))
         h = compiler.ops.relu(compiler.ops.conv2d(h, w1, stride=2, padding=1))
         h = compiler.ops.relu(compiler.ops.conv2d(h, w2, stride=(1, 2), padding=(2, 1), dilation=2))
         return compiler.ops.conv2d(h, w3)
@@ -331,7 +336,9 @@ def test_conv_rows_are_gathered_from_the_nhwc_input(monkeypatch, kind):
     seven = kind == "7bit"
     windowed = compiler.quantize(cnn, calib, (x,), reduce_range=seven)
     loops = windowed.ir("loops")
-    assert loops.count("window = array") == 2  # the 16- and 32-channel inputs; not the RGB one
+    # the 16-, 32- and 33-channel inputs (the last one's 1x1 a 33-byte span); the RGB one
+    # under the 7x7 only
+    assert loops.count("window = array") == (4 if stem else 3)
     assert ("pmaddubsw" in loops) == seven and ("vnni_portable" in loops) == kind.startswith("vnni_portable")
     monkeypatch.setattr(qgemm_pass, "_im2col", lambda op, a: None)
     stored = compiler.quantize(cnn, calib, (x,), reduce_range=seven)

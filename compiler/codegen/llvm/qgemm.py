@@ -177,7 +177,8 @@ class _Body:
         `src` that go to the row's buffer from element `dst`: the whole row (dst 0, count k); with
         a window, r = (n, p, q) in (N, OH, OW) (after row0) and the C channels of each tap (i, j)
         of the KH x KW window, read at A[n, SH p + DH i, SW q + DW j, :] (A: the padded NHWC
-        input, memref<N x HP x WP x C>) into dst = (i KW + j) C: im2col's row, never stored."""
+        input, memref<N x HP x WP x C>) into dst = (i KW + j) C: im2col's row, never stored.
+        Without dilation along W (DW = 1) the KW taps of each window row are one span of KW C."""
         b, e = self.b, self.e
         if self.window is None:
             convert(self._row(self.a, r, self.k, F32 if self.dynamic else I8), _c(0), self.k)
@@ -191,6 +192,10 @@ class _Body:
 
         def tap_row(i, _):
             h = b.add(h0, b.mul(i, _c(dh)))
+            if dw == 1:  # the KW taps of the window's row i lie side by side: one span
+                src = b.gep(self.a, [b.mul(b.add(b.mul(h, _c(wp)), w0), _c(c))], inbounds=True, source_etype=I8)
+                convert(src, b.mul(i, _c(kw * c)), kw * c)
+                return []
 
             def tap(j, _):
                 pixel = b.add(b.mul(h, _c(wp)), b.add(w0, b.mul(j, _c(dw))))

@@ -305,10 +305,12 @@ def _scale_epilogue(op: linalg.GenericOp, fill, c, n: int, module: ModuleOp) -> 
     return ep
 
 
-# the windowed kernel gathers whole 16-byte chunks of channels; fewer channels (an RGB input's
-# first conv: 3) keep the im2col copy: for 3-byte runs LLVM turned the 8-bit kernel's gather
-# into byte shuffles that ran about 10x slower than that copy (Zen 3, conv 3 -> 32 at batch
-# 32: 0.8 -> 9 ms; the exact cause not established)
+# the windowed kernel gathers spans in 16-byte chunks: a tap's C channels, or without dilation
+# along W a window row's KW taps side by side (KW * C bytes). Spans shorter than 16 bytes (a
+# 3x3 conv on RGB: 9) keep the im2col copy: for 3-byte spans LLVM turned the 8-bit kernel's
+# gather into byte shuffles that ran about 10x slower than that copy (Zen 3, conv 3 -> 32 at
+# batch 32: 0.8 -> 9 ms), while ResNet's 7x7 stride-2 stem on RGB (21-byte spans) runs 1.6x
+# faster read through (Zen 3, batch 1, 7- and 8-bit weights)
 WINDOW_CHANNELS = 16
 
 
@@ -316,7 +318,7 @@ def _im2col(op: linalg.GenericOp, a: SSAValue) -> tuple[linalg.GenericOp, tuple[
     """The im2col copy that alone writes A's buffer, read by nothing but the matmul `op` (A a
     reshape of it, rows (N, OH, OW) by (KH, KW, C)): out[n, p, q, i, j, c] = in[n, SH p + DH i,
     SW q + DW j, c] of a contiguous int8 memref<N x HP x WP x C> (C a multiple of
-    WINDOW_CHANNELS), in the same block before `op`;
+    WINDOW_CHANNELS, or DW = 1 and KW * C at least that), in the same block before `op`;
     returns (the copy, (OH, OW, KH, KW, SH, SW, DH, DW)), else None."""
     root = source(a)
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
@@ -336,7 +338,7 @@ def _im2col(op: linalg.GenericOp, a: SSAValue) -> tuple[linalg.GenericOp, tuple[
     shape, out_shape = x.type.get_shape(), root.type.get_shape()
     in_map, out_map = (m.data for m in g.indexing_maps.data)
     if len(shape) != 4 or len(out_shape) != 6 or out_map != AffineMap.identity(6) or len(in_map.results) != 4 \
-            or out_shape[0] != shape[0] or out_shape[5] != shape[3] or shape[3] % WINDOW_CHANNELS:
+            or out_shape[0] != shape[0] or out_shape[5] != shape[3]:
         return None
     # the map's coefficients, from its values at 0 and at the unit vectors; then linearity
     zero = in_map.eval([0] * 6, [])
@@ -349,6 +351,8 @@ def _im2col(op: linalg.GenericOp, a: SSAValue) -> tuple[linalg.GenericOp, tuple[
         return None
     sh, sw, dh, dw = unit[1][1], unit[2][2], unit[3][1], unit[4][2]
     if min(sh, sw, dh, dw) < 1:
+        return None
+    if shape[3] % WINDOW_CHANNELS and (dw != 1 or out_shape[4] * shape[3] < WINDOW_CHANNELS):
         return None
     return g, (*out_shape[1:5], sh, sw, dh, dw)
 
