@@ -381,13 +381,18 @@ def test_quantized_cnn_requantizes_in_the_conv_kernels(monkeypatch):
         assert loops.count("out_zp = -128") == 2 and loops.count("relu = true") == 2
     for pattern in (cq.QuantizeBeforeLayout, cq.QuantizeBeforeMaxPool, cq.RequantizeInTheGemm):
         monkeypatch.setattr(pattern, "match_and_rewrite", lambda self, op, rewriter: None)
-    plain = compiler.quantize(cnn, calib, (x,))
+    _matches_unfused(q, compiler.quantize(cnn, calib, (x,)), cnn, x, w3)
+
+
+def _matches_unfused(q, plain, model, x, w_last):
+    """`q`, whose kernels requantize, against `plain`, the same quantization without those
+    rewrites: close to it and to float32, within a few quantization steps of the last layer's
+    input (one step apart moves an output by s_last * |w_last|)."""
     assert "scale = array<f64: 1.000000e+00>" not in plain.ir("tensor")
     got, want = q(x), plain(x)
-    assert _cos(got, want) >= 0.9999 and _cos(got, cnn(x)) >= 0.99
+    assert _cos(got, want) >= 0.9999 and _cos(got, model(x)) >= 0.99
     s_last = np.float32(q.quantization.layers[-1].act_scale)
-    # a head input one step apart moves an output by s_last * |w3|: allow a few such steps
-    np.testing.assert_allclose(got, want, atol=4 * s_last * np.abs(w3).max())
+    np.testing.assert_allclose(got, want, atol=4 * s_last * np.abs(w_last).max())
 
 
 
@@ -419,12 +424,8 @@ def test_quantized_mlp_requantizes_in_the_gemm_kernels(monkeypatch, relu):
         assert loops.count("aicc_cpu.qgemm") == 3 and loops.count("relu = true") == 2
         assert loops.count("out_zp = ") == 2
     monkeypatch.setattr(cq.RequantizeInTheGemm, "match_and_rewrite", lambda self, op, rewriter: None)
-    plain = compiler.quantize(mlp, calib, (x,))
-    assert "scale = array<f64: 1.000000e+00>" not in plain.ir("tensor")
-    got, want = q(x), plain(x)
-    assert _cos(got, want) >= 0.9999 and _cos(got, mlp(x)) >= 0.99
-    s_last = np.float32(q.quantization.layers[-1].act_scale)
-    np.testing.assert_allclose(got, want, atol=4 * s_last * np.abs(w3).max())
+    _matches_unfused(q, compiler.quantize(mlp, calib, (x,)), mlp, x, w3)
+
 
 @pytest.mark.parametrize("batch,reduce_range", [(1, False), (3, False), (3, True)], ids=["b1", "b3", "b3_7bit"])
 def test_quantized_convs_keep_nhwc_and_match_fake_quantization(batch, reduce_range, monkeypatch):
