@@ -377,7 +377,7 @@ def test_quantized_cnn_requantizes_in_the_conv_kernels(monkeypatch):
     tensor, loops = q.ir("tensor"), q.ir("loops")
     assert tensor.count("scale = array<f64: 1.000000e+00>") == 2  # both convs requantize
     assert "max[i, j]" in tensor and "tensor<2x3x3x16xi8>" in tensor  # the pool on int8
-    if cpu_machine("host").has_avx2:
+    if cpu_machine().has_avx2:  # the target CPU (AICC_TARGET_CPU or the host)
         assert loops.count("out_zp = -128") == 2 and loops.count("relu = true") == 2
     for pattern in (cq.QuantizeBeforeLayout, cq.QuantizeBeforeMaxPool, cq.RequantizeInTheGemm):
         monkeypatch.setattr(pattern, "match_and_rewrite", lambda self, op, rewriter: None)
@@ -419,7 +419,7 @@ def test_quantized_mlp_requantizes_in_the_gemm_kernels(monkeypatch, relu):
     monkeypatch.setenv("AICC_CACHE", "0")
     q = compiler.quantize(mlp, calib, (x,))
     assert q.ir("tensor").count("scale = array<f64: 1.000000e+00>") == 2
-    if cpu_machine("host").has_avx2:
+    if cpu_machine().has_avx2:
         loops = q.ir("loops")
         assert loops.count("aicc_cpu.qgemm") == 3 and loops.count("relu = true") == 2
         assert loops.count("out_zp = ") == 2
