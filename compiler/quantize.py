@@ -46,7 +46,6 @@ from compiler import ops
 from compiler.dialects import aicc, aicc_nn
 from compiler.dialects.aicc_quant import QMAX, QMIN, DequantizeOp, QuantizeOp
 from compiler.lowering.dynamic_quantize import symmetric_weights as _weights
-from compiler.lowering.quantize_matmul import RequantizeInTheGemm
 from compiler.lowering.quantize_conv import (TO_NCHW, TO_NHWC, hw_pad, im2col_matmul, max_pool_of,
                                              nhwc_pad, nhwc_pool)
 from compiler.errors import CompileError
@@ -184,11 +183,6 @@ def _sink_to_nchw(block, t: aicc.TransposeOp) -> None:
         block.erase_op(t)
 
 
-def _per_tensor(q: QuantizeOp) -> tuple[float, int] | None:
-    scale, zp = q.scale.get_values(), q.zero_point.get_values()
-    return (float(scale[0]), int(zp[0])) if len(scale) == 1 else None
-
-
 class QuantizeBeforeLayout(RewritePattern):
     """quantize(transpose or reshape(x)) per tensor is transpose or reshape(quantize(x)): the
     quantize moves up towards the op that produced x, and the layout change moves int8."""
@@ -196,7 +190,7 @@ class QuantizeBeforeLayout(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: QuantizeOp, rewriter: PatternRewriter) -> None:
         t = op.input.owner
-        params = _per_tensor(op)
+        params = op.per_tensor()
         if not isinstance(t, aicc.TransposeOp | aicc.ReshapeOp) or params is None or not t.results[0].has_one_use():
             return
         q = QuantizeOp(t.operands[0], [params[0]], [params[1]])
@@ -219,7 +213,7 @@ class QuantizeBeforeMaxPool(RewritePattern):
         from compiler.dialects.aicc_index import TensorOp
 
         pool_op = op.input.owner
-        pool, params = max_pool_of(pool_op), _per_tensor(op)
+        pool, params = max_pool_of(pool_op), op.per_tensor()
         if pool is None or params is None or not op.input.has_one_use():
             return
         x, text, ranges = pool
@@ -412,10 +406,11 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
 
     for t in to_nchw:
         _sink_to_nchw(fop.body.block, t)
-    # each quantize moves up to the conv before it (past layout changes and max pools) and
-    # fuses with its epilogue, as in a QDQ graph: int8 activations between the layers
+    # each quantize moves up to the conv before it (past layout changes and max pools), where
+    # quantize-matmul's RequantizeInTheGemm fuses it with the conv's epilogue, as in a QDQ
+    # graph: int8 activations between the layers
     PatternRewriteWalker(GreedyRewritePatternApplier(
-        [QuantizeBeforeLayout(), QuantizeBeforeMaxPool(), RequantizeInTheGemm()])).rewrite_module(module)
+        [QuantizeBeforeLayout(), QuantizeBeforeMaxPool()])).rewrite_module(module)
     m = compile_module(module, program.func_name, output_is_tuple=program.output_is_tuple,
                        options=options, locations=locations)
     m.input_names = getattr(program, "input_names", None)

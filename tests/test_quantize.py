@@ -379,7 +379,9 @@ def test_quantized_cnn_requantizes_in_the_conv_kernels(monkeypatch):
     assert "max[i, j]" in tensor and "tensor<2x3x3x16xi8>" in tensor  # the pool on int8
     if cpu_machine().has_avx2:  # the target CPU (AICC_TARGET_CPU or the host)
         assert loops.count("out_zp = -128") == 2 and loops.count("relu = true") == 2
-    for pattern in (cq.QuantizeBeforeLayout, cq.QuantizeBeforeMaxPool, cq.RequantizeInTheGemm):
+    from compiler.lowering.quantize_matmul import RequantizeInTheGemm
+
+    for pattern in (cq.QuantizeBeforeLayout, cq.QuantizeBeforeMaxPool, RequantizeInTheGemm):
         monkeypatch.setattr(pattern, "match_and_rewrite", lambda self, op, rewriter: None)
     _matches_unfused(q, compiler.quantize(cnn, calib, (x,)), cnn, x, w3)
 
@@ -404,18 +406,18 @@ def test_quantized_mlp_requantizes_in_the_gemm_kernels(monkeypatch, relu):
     store int8 (out_zp), not int32 for a loop after them. Odd sizes (batch 7, 129 and 33
     features); the output matches the unfused graph within a few quantization steps of the
     last layer's input, and float32."""
-    import importlib
+    from compiler.lowering.quantize_matmul import RequantizeInTheGemm
 
-    cq = importlib.import_module("compiler.lowering.quantize_matmul")
     act = (lambda h: np.maximum(h, 0.0)) if relu == "np.maximum" else compiler.ops.relu
-    w1, w2, w3 = ((RNG.standard_normal(s) / np.sqrt(s[0])).astype(np.float32) for s in ((129, 33), (33, 40), (40, 5)))
-    b1, b2 = (RNG.standard_normal(33) * 0.1).astype(np.float32), (RNG.standard_normal(40) * 0.1).astype(np.float32)
+    rng = np.random.default_rng(0)  # its own draws, whatever ran before it in this process
+    w1, w2, w3 = ((rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32) for s in ((129, 33), (33, 40), (40, 5)))
+    b1, b2 = (rng.standard_normal(33) * 0.1).astype(np.float32), (rng.standard_normal(40) * 0.1).astype(np.float32)
 
     def mlp(x):
         return act(act(x @ w1 + b1) @ w2 + b2) @ w3
 
-    calib = [(RNG.standard_normal((7, 129)).astype(np.float32),) for _ in range(3)]
-    x = RNG.standard_normal((7, 129)).astype(np.float32)
+    calib = [(rng.standard_normal((7, 129)).astype(np.float32),) for _ in range(3)]
+    x = rng.standard_normal((7, 129)).astype(np.float32)
     monkeypatch.setenv("AICC_CACHE", "0")
     q = compiler.quantize(mlp, calib, (x,))
     assert q.ir("tensor").count("scale = array<f64: 1.000000e+00>") == 2
@@ -423,7 +425,7 @@ def test_quantized_mlp_requantizes_in_the_gemm_kernels(monkeypatch, relu):
         loops = q.ir("loops")
         assert loops.count("aicc_cpu.qgemm") == 3 and loops.count("relu = true") == 2
         assert loops.count("out_zp = ") == 2
-    monkeypatch.setattr(cq.RequantizeInTheGemm, "match_and_rewrite", lambda self, op, rewriter: None)
+    monkeypatch.setattr(RequantizeInTheGemm, "match_and_rewrite", lambda self, op, rewriter: None)
     _matches_unfused(q, compiler.quantize(mlp, calib, (x,)), mlp, x, w3)
 
 

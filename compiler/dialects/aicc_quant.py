@@ -88,6 +88,11 @@ class _QuantBase(IRDLOperation):
                         "axis": IntegerAttr(axis, i64)},
         )
 
+    def per_tensor(self) -> tuple[float, int] | None:
+        """(scale, zero point) when there is one of each (per tensor), else None."""
+        scale, zp = self.scale.get_values(), self.zero_point.get_values()
+        return (float(scale[0]), int(zp[0])) if len(scale) == 1 else None
+
     def params(self) -> tuple[np.ndarray, np.ndarray, int]:
         """(scales, zero points, axis), the arrays shaped to broadcast against the input."""
         shape = shape_of(self.input)

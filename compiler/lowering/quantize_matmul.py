@@ -114,8 +114,7 @@ class RequantizeInTheGemm(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: QuantizeOp, rewriter: PatternRewriter) -> None:
-        scale, zp = op.scale.get_values(), op.zero_point.get_values()
-        params = (float(scale[0]), int(zp[0])) if len(scale) == 1 else None
+        params = op.per_tensor()
         if params is None or params[0] == 1.0:  # none, or already the requantization
             return
         chain: list[Operation] = []

@@ -190,17 +190,17 @@ class _Body:
         h0 = b.add(b.mul(img, _c(hp)), b.mul(b.udiv(pq, _c(ow)), _c(sh)))
         w0 = b.mul(b.urem(pq, _c(ow)), _c(sw))
 
+        def pixel(h, w):  # A[img, h, w, 0], h counted from the image's first padded row
+            return b.gep(self.a, [b.mul(b.add(b.mul(h, _c(wp)), w), _c(c))], inbounds=True, source_etype=I8)
+
         def tap_row(i, _):
             h = b.add(h0, b.mul(i, _c(dh)))
             if dw == 1:  # the KW taps of the window's row i lie side by side: one span
-                src = b.gep(self.a, [b.mul(b.add(b.mul(h, _c(wp)), w0), _c(c))], inbounds=True, source_etype=I8)
-                convert(src, b.mul(i, _c(kw * c)), kw * c)
+                convert(pixel(h, w0), b.mul(i, _c(kw * c)), kw * c)
                 return []
 
             def tap(j, _):
-                pixel = b.add(b.mul(h, _c(wp)), b.add(w0, b.mul(j, _c(dw))))
-                src = b.gep(self.a, [b.mul(pixel, _c(c))], inbounds=True, source_etype=I8)
-                convert(src, b.mul(b.add(b.mul(i, _c(kw)), j), _c(c)), c)
+                convert(pixel(h, b.add(w0, b.mul(j, _c(dw)))), b.mul(b.add(b.mul(i, _c(kw)), j), _c(c)), c)
                 return []
 
             e.loop(_c(0), _c(kw), _c(1), [], tap, known_nonempty=True)

@@ -311,14 +311,14 @@ def _scale_epilogue(op: linalg.GenericOp, fill, c, n: int, module: ModuleOp) -> 
 # gather into byte shuffles that ran about 10x slower than that copy (Zen 3, conv 3 -> 32 at
 # batch 32: 0.8 -> 9 ms), while ResNet's 7x7 stride-2 stem on RGB (21-byte spans) runs 1.6x
 # faster read through (Zen 3, batch 1, 7- and 8-bit weights)
-WINDOW_CHANNELS = 16
+WINDOW_SPAN_BYTES = 16
 
 
 def _im2col(op: linalg.GenericOp, a: SSAValue) -> tuple[linalg.GenericOp, tuple[int, ...]] | None:
     """The im2col copy that alone writes A's buffer, read by nothing but the matmul `op` (A a
     reshape of it, rows (N, OH, OW) by (KH, KW, C)): out[n, p, q, i, j, c] = in[n, SH p + DH i,
     SW q + DW j, c] of a contiguous int8 memref<N x HP x WP x C> (C a multiple of
-    WINDOW_CHANNELS, or DW = 1 and KW * C at least that), in the same block before `op`;
+    WINDOW_SPAN_BYTES, or DW = 1 and KW * C at least that), in the same block before `op`;
     returns (the copy, (OH, OW, KH, KW, SH, SW, DH, DW)), else None."""
     root = source(a)
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
@@ -352,7 +352,7 @@ def _im2col(op: linalg.GenericOp, a: SSAValue) -> tuple[linalg.GenericOp, tuple[
     sh, sw, dh, dw = unit[1][1], unit[2][2], unit[3][1], unit[4][2]
     if min(sh, sw, dh, dw) < 1:
         return None
-    if shape[3] % WINDOW_CHANNELS and (dw != 1 or out_shape[4] * shape[3] < WINDOW_CHANNELS):
+    if shape[3] % WINDOW_SPAN_BYTES and (dw != 1 or out_shape[4] * shape[3] < WINDOW_SPAN_BYTES):
         return None
     return g, (*out_shape[1:5], sh, sw, dh, dw)
 
