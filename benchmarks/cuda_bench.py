@@ -178,8 +178,9 @@ def main(args) -> int:
         torch.cuda.empty_cache()
 
     device = torch.cuda.get_device_name(0)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "cuda.json").write_text(json.dumps(
+    out = getattr(args, "out", None) or RESULTS
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cuda.json").write_text(json.dumps(
         {"device": device, "torch": torch.__version__, "quick": quick, "rows": rows}, indent=2))
     md = [f"# aicc CUDA benchmarks\n\n{device}, torch {torch.__version__}. Command: "
           f"`python benchmarks/run.py --target cuda{' --quick' if quick else ''}`. "
@@ -194,6 +195,6 @@ def main(args) -> int:
             if "bar" in r else ("", "", "")
         md.append(f"| {r['name']} | {r['aicc_ms']:.3f} | {r['torch_ms']:.3f} | "
                   f"{r['torch_over_aicc']:.2f}x | {' | '.join(bar)} |")
-    (RESULTS / "cuda.md").write_text("\n".join(md) + "\n")
-    print(f"wrote {RESULTS / 'cuda.json'} and {RESULTS / 'cuda.md'}")
+    (out / "cuda.md").write_text("\n".join(md) + "\n")
+    print(f"wrote {out / 'cuda.json'} and {out / 'cuda.md'}")
     return 0
