@@ -523,7 +523,11 @@ class _BodyPacked(_Body):
             v = bound(v, 0.0, "<")
         v = b.fadd(b.call(roundeven, [v]), splat(float(self.out.out_zp)))
         v = bound(bound(v, -128.0, "<"), 127.0, ">")
-        return b.trunc(b.fptosi(v, ir.VectorType(I32, w)), ir.VectorType(I8, w))
+        # Straight to i8 (exact: v is an integer in [-128, 127]), not fptosi to i32 and a
+        # trunc: on AVX-512 targets LLVM folds that trunc into the masked store (vpmovdb) and,
+        # where the mask keeps one lane (n % w == 1, the last group), stores that lane's whole
+        # i32 (vmovss), overwriting the next row's first three bytes.
+        return b.fptosi(v, ir.VectorType(I8, w))
 
 
 class _BodyVNNI(_BodyPacked):
