@@ -536,8 +536,8 @@ def test_onnx_qdq_model_from_quantize_static(tmp_path, per_channel):
 
 
 def _qdq_resnet(tmp_path, shape, activations, per_channel, reduce_range, depthwise):
-    """A small ResNet-style CNN from torch (3x3 convs with bias and padding, relus, a max pool,
-    a residual add, a stride-2 conv, global average pooling, a linear head), exported to ONNX
+    """A small ResNet-style CNN from torch (3x3 convs with bias and padding, relus, a padded
+    3x3 max pool of stride 2 as ResNet's stem has, a residual add, a stride-2 conv, global average pooling, a linear head), exported to ONNX
     and quantized by quantize_static (QDQ) on 4 random batches. Returns (path, model proto,
     an input)."""
     torch = pytest.importorskip("torch")
@@ -555,7 +555,7 @@ def _qdq_resnet(tmp_path, shape, activations, per_channel, reduce_range, depthwi
 
         def forward(self, x):
             h = torch.relu(self.c1(x))
-            h = torch.nn.functional.max_pool2d(h, 2) if min(h.shape[-2:]) >= 2 else h
+            h = torch.nn.functional.max_pool2d(h, 3, 2, padding=1) if min(h.shape[-2:]) >= 2 else h
             r = torch.relu(self.c2(h))
             h = torch.relu(self.c3(r) + h)
             h = torch.relu(self.c4(h))

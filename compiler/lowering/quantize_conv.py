@@ -367,7 +367,11 @@ class Int8MaxPool(RewritePattern):
     """quantize(max pool(dequantize(x))) with the same per-tensor parameters (a QDQ max pool)
     is the max pool of the int8 x itself: dequantize increases strictly and quantize inverts
     it exactly. The pool (an NHWC aicc.tensor_op max after SinkNHWCTranspose, or an NCHW
-    aicc.pool2d) then reads and writes int8, a quarter of the float32 bytes."""
+    aicc.pool2d) then reads and writes int8, a quarter of the float32 bytes.
+
+    A padded pool (ResNet's stem: a pad of -inf between the dequantize and the max) pads the
+    int8 x with its type's least value, QMIN, instead: no value of x is below it, so a window's
+    max is the same, and a window of padding alone gives quantize(-inf) = QMIN either way."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: QuantizeOp, rewriter: PatternRewriter) -> None:
@@ -377,10 +381,16 @@ class Int8MaxPool(RewritePattern):
         if pool is None:
             return
         x, text, ranges = pool
-        d = x.owner
+        pad, d = None, x.owner
+        if isinstance(d, aicc_nn.PadOp) and d.value.value.data == -np.inf:
+            pad, d = d, d.input.owner
         if not (isinstance(d, DequantizeOp) and _same_params(op, d)):
             return
-        rewriter.replace(op, TensorOp(text, [d.input], ranges, op.result.type))
+        if pad is None:
+            rewriter.replace(op, TensorOp(text, [d.input], ranges, op.result.type))
+            return
+        padded = aicc_nn.PadOp(d.input, aicc_nn.int_values(pad.low), aicc_nn.int_values(pad.high), QMIN)
+        rewriter.replace(op, [padded, TensorOp(text, [padded.result], ranges, op.result.type)])
 
 
 __all__ = ["IntegerConv", "Int8MaxPool", "NHWC_ATTR", "QUANTIZED_ATTR", "SinkNHWCTranspose", "TO_NCHW", "TO_NHWC",

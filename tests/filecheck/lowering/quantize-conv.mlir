@@ -123,3 +123,26 @@ func.func @int8_max_pool(%q: tensor<1x2x5x4xi8>) -> (tensor<1x2x2x2xi8>, tensor<
   %y2 = aicc.quantize %m {scale = array<f64: 0.2>, zero_point = array<i64: 3>, axis = -1 : i64} : tensor<1x2x2x2xf32> -> tensor<1x2x2x2xi8>
   func.return %y, %y2 : tensor<1x2x2x2xi8>, tensor<1x2x2x2xi8>
 }
+
+// -----
+// A padded QDQ max pool (ResNet's stem: a pad of -inf between the dequantize and the max):
+// the int8 input is padded with -128, the least int8, and pooled as int8. A pad of another
+// value (0 here) could be above the input's values: that pool stays in float.
+// CHECK-LABEL: func.func @int8_max_pool_padded
+// CHECK-NEXT:    %[[D:.*]] = aicc.dequantize %q
+// CHECK-NEXT:    %[[QP:.*]] = aicc.pad %q {low = array<i64: 0, 0, 1, 1>, high = array<i64: 0, 0, 1, 1>, value = -1.280000e+02 : f64} : tensor<1x2x5x5xi8> -> tensor<1x2x7x7xi8>
+// CHECK-NEXT:    %[[P:.*]] = aicc.tensor_op "out[n, c, p, q] = max[i, j](in0[n, c, 2 * p + i, 2 * q + j])"(%[[QP]]) {{.*}} : (tensor<1x2x7x7xi8>) -> tensor<1x2x3x3xi8>
+// CHECK-NEXT:    %[[Z:.*]] = aicc.pad %[[D]] {{.*}} value = 0.000000e+00 : f64}
+// CHECK-NEXT:    %[[F:.*]] = aicc.pool2d %[[Z]]
+// CHECK-NEXT:    %[[Q:.*]] = aicc.quantize %[[F]]
+// CHECK-NEXT:    func.return %[[P]], %[[Q]]
+func.func @int8_max_pool_padded(%q: tensor<1x2x5x5xi8>) -> (tensor<1x2x3x3xi8>, tensor<1x2x3x3xi8>) {
+  %d = aicc.dequantize %q {scale = array<f64: 0.1>, zero_point = array<i64: 3>, axis = -1 : i64} : tensor<1x2x5x5xi8> -> tensor<1x2x5x5xf32>
+  %p = aicc.pad %d {low = array<i64: 0, 0, 1, 1>, high = array<i64: 0, 0, 1, 1>, value = 0xFFF0000000000000 : f64} : tensor<1x2x5x5xf32> -> tensor<1x2x7x7xf32>
+  %m = aicc.pool2d %p {kind = "max", kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>} : tensor<1x2x7x7xf32> -> tensor<1x2x3x3xf32>
+  %y = aicc.quantize %m {scale = array<f64: 0.1>, zero_point = array<i64: 3>, axis = -1 : i64} : tensor<1x2x3x3xf32> -> tensor<1x2x3x3xi8>
+  %z = aicc.pad %d {low = array<i64: 0, 0, 1, 1>, high = array<i64: 0, 0, 1, 1>, value = 0.0 : f64} : tensor<1x2x5x5xf32> -> tensor<1x2x7x7xf32>
+  %m2 = aicc.pool2d %z {kind = "max", kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>} : tensor<1x2x7x7xf32> -> tensor<1x2x3x3xf32>
+  %y2 = aicc.quantize %m2 {scale = array<f64: 0.1>, zero_point = array<i64: 3>, axis = -1 : i64} : tensor<1x2x3x3xf32> -> tensor<1x2x3x3xi8>
+  func.return %y, %y2 : tensor<1x2x3x3xi8>, tensor<1x2x3x3xi8>
+}
