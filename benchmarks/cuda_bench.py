@@ -32,7 +32,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-RESULTS = HERE / "results"
 
 
 def _fail(msg: str) -> int:
@@ -178,7 +177,7 @@ def main(args) -> int:
         torch.cuda.empty_cache()
 
     device = torch.cuda.get_device_name(0)
-    out = getattr(args, "out", None) or RESULTS
+    out = args.out  # run.py's --out (default benchmarks/results)
     out.mkdir(parents=True, exist_ok=True)
     (out / "cuda.json").write_text(json.dumps(
         {"device": device, "torch": torch.__version__, "quick": quick, "rows": rows}, indent=2))

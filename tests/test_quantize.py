@@ -538,9 +538,9 @@ def test_onnx_qdq_model_from_quantize_static(tmp_path, per_channel):
 
 def _qdq_resnet(tmp_path, shape, activations, per_channel, reduce_range, depthwise):
     """A small ResNet-style CNN from torch (3x3 convs with bias and padding, relus, a padded
-    3x3 max pool of stride 2 as ResNet's stem has, a residual add, a stride-2 conv, global average pooling, a linear head), exported to ONNX
-    and quantized by quantize_static (QDQ) on 4 random batches. Returns (path, model proto,
-    an input)."""
+    3x3 max pool of stride 2 as ResNet's stem has, a residual add, a stride-2 conv, global
+    average pooling, a linear head), exported to ONNX and quantized by quantize_static (QDQ) on
+    4 random batches. Returns (path, model proto, an input)."""
     torch = pytest.importorskip("torch")
     onnx = pytest.importorskip("onnx")
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static

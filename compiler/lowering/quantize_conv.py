@@ -386,11 +386,10 @@ class Int8MaxPool(RewritePattern):
             pad, d = d, d.input.owner
         if not (isinstance(d, DequantizeOp) and _same_params(op, d)):
             return
-        if pad is None:
-            rewriter.replace(op, TensorOp(text, [d.input], ranges, op.result.type))
-            return
-        padded = aicc_nn.PadOp(d.input, aicc_nn.int_values(pad.low), aicc_nn.int_values(pad.high), QMIN)
-        rewriter.replace(op, [padded, TensorOp(text, [padded.result], ranges, op.result.type)])
+        new = [] if pad is None else [aicc_nn.PadOp(d.input, aicc_nn.int_values(pad.low),
+                                                    aicc_nn.int_values(pad.high), QMIN)]
+        src = new[0].result if new else d.input
+        rewriter.replace(op, [*new, TensorOp(text, [src], ranges, op.result.type)])
 
 
 __all__ = ["IntegerConv", "Int8MaxPool", "NHWC_ATTR", "QUANTIZED_ATTR", "SinkNHWCTranspose", "TO_NCHW", "TO_NHWC",
