@@ -193,6 +193,31 @@ def test_nan_semantics_match_cpu():
         np.testing.assert_allclose(gpu, cpu, rtol=1e-6)
 
 
+def _elf_segment_types(path) -> list[int]:
+    """p_type of each program header of an ELF64 little-endian shared library."""
+    import struct
+
+    data = Path(path).read_bytes()
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    return [struct.unpack_from("<I", data, phoff + i * phentsize)[0] for i in range(phnum)]
+
+
+def test_program_libraries_add_no_tls_module():
+    """Each emulated program is a shared library loaded into the test process. Its thread_local
+    state (threadIdx, blockIdx, ...) lives in the one runtime library, so a program has no TLS
+    segment: hundreds of TLS modules in one process made glibc's loader abort a later
+    pthread_create ("_dl_allocate_tls_init: Assertion `listp != NULL' failed")."""
+    from compiler.targets.cuda_emu.emu import build
+
+    PT_TLS = 7
+    x = f32(5, 9)
+    m = compiler.compile(lambda x: np.tanh(x) * 2.0, (x,), target="cuda")
+    lib = build(m.executable.program)
+    assert PT_TLS not in _elf_segment_types(lib._name)
+    np.testing.assert_allclose(run_emulated(m, x), np.tanh(x) * 2.0, rtol=1e-5, atol=1e-6)
+
+
 def test_mlp_example():
     model, inputs = _example("mlp")
     m = compiler.compile(model, inputs, target="cuda")

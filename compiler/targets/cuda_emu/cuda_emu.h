@@ -5,6 +5,12 @@
 // blockIdx/threadIdx are thread_local; __syncthreads is a reusable barrier over the block;
 // __shared__ variables are function statics, so there is one copy for the block that runs;
 // __shfl_xor_sync exchanges values through a per-warp scratch array between two warp barriers.
+//
+// The thread_local state is defined once, in the runtime library that emu.py builds from this
+// header with AICC_EMU_RUNTIME defined; every program library declares it extern and links
+// against that library. A thread_local defined in each program would make every program a new
+// dynamic-TLS module of the process, and glibc's loader fails a TLS assertion in pthread_create
+// after some hundreds of them.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -65,12 +71,18 @@ struct Launch {
   ~Launch() { for (auto* b : warp_barriers) delete b; }
 };
 
-inline thread_local Launch* current = nullptr;
-inline thread_local unsigned linear_tid = 0;
+#ifdef AICC_EMU_RUNTIME
+#define AICC_EMU_TLS thread_local
+#else
+#define AICC_EMU_TLS extern thread_local
+#endif
+
+AICC_EMU_TLS Launch* current;
+AICC_EMU_TLS unsigned linear_tid;
 
 }  // namespace aicc_emu
 
-inline thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+AICC_EMU_TLS dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 inline void __syncthreads() { aicc_emu::current->block_barrier.wait(); }
 

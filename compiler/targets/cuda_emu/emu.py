@@ -29,31 +29,49 @@ def emulation_source(program) -> str:
     return "\n".join(['#include "cuda_emu.h"', program.source, *launchers, ""])
 
 
+def _gxx(key: str, src: str, *extra: str) -> Path:
+    """The shared library g++ builds from `src`, cached in the build directory under `key`."""
+    _BUILD.mkdir(parents=True, exist_ok=True)
+    so = _BUILD / f"{key}.so"
+    if so.exists():
+        return so
+    cu = _BUILD / f"{key}.cpp"
+    cu.write_text(src)
+    tmp = _BUILD / f"{key}.{id(src)}.so"
+    try:
+        r = subprocess.run(
+            ["g++", "-std=c++17", "-O1", "-pthread", "-shared", "-fPIC", f"-I{HERE}",
+             "-o", str(tmp), str(cu), *extra], capture_output=True, text=True)
+    except FileNotFoundError:
+        from compiler.errors import CompileError
+
+        raise CompileError("the cuda-emu target compiles CUDA C with g++, which is not "
+                           "installed here") from None
+    if r.returncode:
+        raise RuntimeError(f"aicc bug: g++ failed on the emulated CUDA C {cu}:\n"
+                           f"{r.stderr[-4000:]}")
+    tmp.replace(so)
+    return so
+
+
+def _runtime() -> Path:
+    """The emulator's runtime library: the one definition of the thread_local state that
+    cuda_emu.h declares (the emulated threadIdx, blockIdx, ...), loaded once per process so that
+    the program libraries add no TLS module of their own."""
+    header = (HERE / "cuda_emu.h").read_text()
+    key = "rt-" + hashlib.sha256(header.encode()).hexdigest()[:24]
+    if key not in _libs:
+        so = _gxx(key, '#define AICC_EMU_RUNTIME\n#include "cuda_emu.h"\n')
+        _libs[key] = ctypes.CDLL(str(so), mode=ctypes.RTLD_GLOBAL)
+    return Path(_libs[key]._name)
+
+
 def build(program) -> ctypes.CDLL:
     src = emulation_source(program)
     key = hashlib.sha256((src + (HERE / "cuda_emu.h").read_text()).encode()).hexdigest()[:24]
-    if key in _libs:
-        return _libs[key]
-    _BUILD.mkdir(parents=True, exist_ok=True)
-    so = _BUILD / f"{key}.so"
-    if not so.exists():
-        cu = _BUILD / f"{key}.cpp"
-        cu.write_text(src)
-        tmp = _BUILD / f"{key}.{id(src)}.so"
-        try:
-            r = subprocess.run(
-                ["g++", "-std=c++17", "-O1", "-pthread", "-shared", "-fPIC", f"-I{HERE}",
-                 "-o", str(tmp), str(cu)], capture_output=True, text=True)
-        except FileNotFoundError:
-            from compiler.errors import CompileError
-
-            raise CompileError("the cuda-emu target compiles CUDA C with g++, which is not "
-                               "installed here") from None
-        if r.returncode:
-            raise RuntimeError(f"aicc bug: g++ failed on the emulated CUDA C {cu}:\n"
-                               f"{r.stderr[-4000:]}")
-        tmp.replace(so)
-    _libs[key] = ctypes.CDLL(str(so))
+    if key not in _libs:
+        rt = _runtime()
+        _libs[key] = ctypes.CDLL(str(_gxx(key, src, str(rt))))  # DT_NEEDED: rt by its path
     return _libs[key]
 
 
