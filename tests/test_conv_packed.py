@@ -186,8 +186,19 @@ def test_conv_kernel_verifier():
         ConvKernelOp(m, i, m, i, m, i, ocn=8, **ints).verify()
 
 
+# Activations that the kernels apply in their `epilogue` region (any function of the output
+# alone), with the ops the region holds.
+REGION_ACTS = {
+    "silu": (torch.nn.functional.silu, "arith.negf,math.exp,arith.addf,arith.divf,arith.mulf"),
+    "hardswish": (torch.nn.functional.hardswish, None),
+    "sigmoid": (torch.sigmoid, "arith.negf,math.exp,arith.addf,arith.divf"),
+    "gelu": (torch.nn.functional.gelu, None),
+}
+
+
 class _Epilogue(torch.nn.Module):
-    """conv + bias, then relu(.), . + r, relu(. + r) or a second use of the conv's output."""
+    """conv + bias, then relu(.), . + r, relu(. + r), an activation of REGION_ACTS or a second
+    use of the conv's output."""
 
     def __init__(self, kind):
         super().__init__()
@@ -202,24 +213,31 @@ class _Epilogue(torch.nn.Module):
             return y + r
         if self.kind == "add_relu":
             return torch.relu(r + y)
+        if self.kind in REGION_ACTS:
+            return REGION_ACTS[self.kind][0](y)
         return torch.relu(y) + y * r  # two readers: no epilogue
 
 
 @pytest.mark.parametrize("kind,fused", [("relu", "arith.maximumf"), ("add", "arith.addf"),
                                         ("add_relu", "arith.addf,arith.maximumf"),
-                                        ("two_uses", None)])
+                                        ("two_uses", None),
+                                        *((k, v[1] or True) for k, v in REGION_ACTS.items())])
 def test_packed_epilogues(kind, fused):
     """The elementwise op after the conv runs in the kernels (recorded as the conv loop's
-    epilogue) when it is the output's only reader; the result matches torch either way."""
+    epilogue) when it is the output's only reader: relu and the residual add as the kernels'
+    own steps, any other function of the output (SiLU, hardswish, sigmoid, GELU) as their
+    epilogue region. The result matches torch either way (x * 3: hardswish's and GELU's
+    pieces all reached)."""
     torch.manual_seed(3)
     mod = _Epilogue(kind).eval()
-    x, r = torch.randn(2, 5, 7, 13), torch.randn(2, 19, 7, 13)
+    x, r = torch.randn(2, 5, 7, 13) * 3, torch.randn(2, 19, 7, 13)
     m = compiler.compile(mod, (x, r), threads=1, target_cpu=AVX2)
     loops = m.ir("loops")
     assert "aicc_cpu.conv_kernel" in loops
     if fused:
-        assert f'epilogue = "{fused}"' in loops
+        assert "epilogue = " in loops and (fused is True or f'epilogue = "{fused}"' in loops)
         assert ("res %" in loops) == ("add" in kind)
+        assert ("aicc_cpu.yield" in loops) == (kind in REGION_ACTS)
     else:
         assert "epilogue" not in loops
     want = copy.deepcopy(mod).double()(x.double(), r.double()).detach().numpy()
@@ -330,12 +348,16 @@ class _DwBlock(torch.nn.Module):
             return torch.nn.functional.relu6(y)
         if self.act == "add":
             return y + x
+        if self.act in REGION_ACTS:
+            return REGION_ACTS[self.act][0](y)
         return torch.relu(y + x)
 
 
 @pytest.mark.parametrize("act,fused", [("relu", "arith.maximumf"), ("add", "arith.addf"),
                                        ("add_relu", "arith.addf,arith.maximumf"),
-                                       ("relu6", "arith.maximumf,arith.minimumf")])
+                                       ("relu6", "arith.maximumf,arith.minimumf"),
+                                       ("silu", REGION_ACTS["silu"][1]),
+                                       ("hardswish", "")])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_depthwise_block_folds_bias_and_epilogue(act, fused, threads):
     """On an AVX2 target the heuristic takes the kernel for a depthwise conv with a constant
@@ -354,7 +376,8 @@ def test_depthwise_block_folds_bias_and_epilogue(act, fused, threads):
     assert "19x42" not in m.ir("memref") and loops.count("aicc_cpu.dw_kernel") == 6
     assert loops.count("x_w = 40 : i64, x_c0 = -1 : i64") == 3
     assert loops.count("r_lo = 1 : i64, r_hi = 3 : i64") == 2  # the first row's calls
-    assert f'epilogue = "{fused}"' in loops and "start = 2" in loops
+    assert f'epilogue = "{fused}' in loops and "start = 2" in loops
+    assert ("aicc_cpu.yield" in loops) == (act in REGION_ACTS)
     want = copy.deepcopy(block).double()(x.double()).detach().numpy()
     np.testing.assert_allclose(m(x.numpy()), want, rtol=1e-4, atol=1e-4)
 

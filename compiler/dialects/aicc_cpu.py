@@ -31,7 +31,8 @@ from abc import ABC
 
 from xdsl.dialects.builtin import (BoolAttr, DenseArrayBase, FloatAttr, Float32Type, IndexType, IntegerAttr, MemRefType,
                                    UnitAttr, i1, i64)
-from xdsl.ir import Dialect, SSAValue
+from xdsl.dialects.utils import AbstractYieldOperation
+from xdsl.ir import Attribute, Dialect, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     EqAttrConstraint,
@@ -41,8 +42,11 @@ from xdsl.irdl import (
     operand_def,
     opt_operand_def,
     opt_prop_def,
+    opt_region_def,
     prop_def,
+    traits_def,
 )
+from xdsl.traits import IsolatedFromAbove, IsTerminator
 from xdsl.utils.exceptions import VerifyException
 
 # The integer properties of a microkernel, in printing order.
@@ -329,7 +333,20 @@ CONV_KERNEL_INTS = ("owb", "ocv", "ocn", "vw", "ic", "kh", "kw", "sw", "dh", "dw
 
 class _ConvKernelBase(IRDLOperation, ABC):
     """What conv_kernel and dw_kernel share: X, W and O at offsets, the optional bias and
-    residual, the start and relu, the assembly format and the checks on them."""
+    residual, the start and relu, the epilogue region, the assembly format and the checks on
+    them.
+
+    `epilogue`, when present, is an elementwise function applied to each output value last,
+    right before the store (after the start, the residual, relu and clip_hi): one block whose
+    argument is the value (f32), of arith and math ops on f32 scalars, ending in
+    `aicc_cpu.yield` of the result. The kernels apply it to whole vectors of outputs in
+    registers (SiLU, hardswish, sigmoid, GELU after the conv, with no pass over its output):
+
+        aicc_cpu.conv_kernel ... epilogue {
+        ^bb0(%v: f32):
+          %e = math.exp ...
+          aicc_cpu.yield %r : f32
+        } {owb = 14, ...}"""
 
     x = operand_def(MemRefType)
     x_off = operand_def(IndexType)
@@ -344,17 +361,21 @@ class _ConvKernelBase(IRDLOperation, ABC):
 
     start = opt_prop_def(IntegerAttr)  # absent: 0
     relu = opt_prop_def(UnitAttr)
+    epilogue = opt_region_def()
+
+    traits = traits_def(IsolatedFromAbove())  # the epilogue is a function of its argument
 
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
     assembly_format = ("$x `[` $x_off `]` `,` $w `[` $w_off `]` `,` $o `[` $o_off `]` "
                        "(`bias` $bias^ `[` $bias_off `]` `:` type($bias))? "
                        "(`res` $res^ `[` $res_off `]` `:` type($res))? "
+                       "(`epilogue` $epilogue^)? "
                        "attr-dict `:` type($x) `,` type($w) `,` type($o)")
 
     def _build(self, x, x_off, w, w_off, o, o_off, props: dict, start: int,
                bias: tuple[SSAValue, SSAValue] | None, res: tuple[SSAValue, SSAValue] | None,
-               relu: bool) -> None:
+               relu: bool, epilogue: Region | None = None) -> None:
         if start:
             props["start"] = IntegerAttr(start, i64)
         if relu:
@@ -362,7 +383,7 @@ class _ConvKernelBase(IRDLOperation, ABC):
         biases = ([bias[0]], [bias[1]]) if bias is not None else ([], [])
         residuals = ([res[0]], [res[1]]) if res is not None else ([], [])
         super().__init__(operands=[x, x_off, w, w_off, o, o_off, *biases, *residuals],
-                         properties=props)
+                         properties=props, regions=[[epilogue] if epilogue is not None else []])
 
     @property
     def start_kind(self) -> int:
@@ -383,6 +404,15 @@ class _ConvKernelBase(IRDLOperation, ABC):
             raise VerifyException(f"{name}: X, W, O (and bias, res) must be f32")
         if self.res is not None and self.start_kind == 0:
             raise VerifyException(f"{name}: a residual needs start 1 or 2")
+        if self.epilogue is not None:
+            block = self.epilogue.block
+            ety = self.o.type.element_type
+            last = block.last_op
+            if len(block.args) != 1 or block.args[0].type != ety or not isinstance(
+                    last, YieldOp) or [v.type for v in last.operands] != [ety] or any(
+                    o.dialect_name() not in ("arith", "math") for o in block.ops if o is not last):
+                raise VerifyException(f"{name}: the epilogue is one block of arith and math ops "
+                                      f"from one {ety} argument to aicc_cpu.yield of one {ety}")
 
 
 @irdl_op_definition
@@ -432,10 +462,11 @@ class ConvKernelOp(_ConvKernelBase):
     def __init__(self, x: SSAValue, x_off: SSAValue, w: SSAValue, w_off: SSAValue,
                  o: SSAValue, o_off: SSAValue, *, start: int = 0,
                  bias: tuple[SSAValue, SSAValue] | None = None,
-                 res: tuple[SSAValue, SSAValue] | None = None, relu: bool = False, **ints: int):
+                 res: tuple[SSAValue, SSAValue] | None = None, relu: bool = False,
+                 epilogue: Region | None = None, **ints: int):
         self._build(x, x_off, w, w_off, o, o_off,
                     {k: IntegerAttr(ints[k], i64) for k in CONV_KERNEL_INTS}, start, bias, res,
-                    relu)
+                    relu, epilogue)
 
     def verify_(self) -> None:
         v = {k: self.int_prop(k) for k in CONV_KERNEL_INTS}
@@ -496,7 +527,8 @@ class DwKernelOp(_ConvKernelBase):
                  bias: tuple[SSAValue, SSAValue] | None = None,
                  res: tuple[SSAValue, SSAValue] | None = None, relu: bool = False,
                  clip_hi: float | None = None, columns: tuple[int, int] | None = None,
-                 rows: tuple[int, int] | None = None, **ints: int):
+                 rows: tuple[int, int] | None = None, epilogue: Region | None = None,
+                 **ints: int):
         """`columns`: (x_w, x_c0), `rows`: (r_lo, r_hi), for padding read through."""
         props = {k: IntegerAttr(ints[k], i64) for k in DW_KERNEL_INTS}
         if clip_hi is not None:
@@ -505,7 +537,7 @@ class DwKernelOp(_ConvKernelBase):
             props["x_w"], props["x_c0"] = (IntegerAttr(v, i64) for v in columns)
         if rows is not None:
             props["r_lo"], props["r_hi"] = (IntegerAttr(v, i64) for v in rows)
-        self._build(x, x_off, w, w_off, o, o_off, props, start, bias, res, relu)
+        self._build(x, x_off, w, w_off, o, o_off, props, start, bias, res, relu, epilogue)
 
     def tap_rows(self) -> tuple[int, int]:
         """(r_lo, r_hi): the tap rows the kernel reads."""
@@ -539,4 +571,13 @@ class DwKernelOp(_ConvKernelBase):
         self.verify_common("aicc_cpu.dw_kernel")
 
 
-AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp, ConvKernelOp, DwKernelOp], [])
+@irdl_op_definition
+class YieldOp(AbstractYieldOperation[Attribute]):
+    """The end of a conv_kernel's or dw_kernel's epilogue: its result."""
+
+    name = "aicc_cpu.yield"
+
+    traits = traits_def(IsTerminator())
+
+
+AICCCPU = Dialect("aicc_cpu", [MicrokernelOp, QGemmOp, ConvKernelOp, DwKernelOp, YieldOp], [])

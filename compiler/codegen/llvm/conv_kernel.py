@@ -22,7 +22,12 @@ accumulators are loop-carried phis: pick owb * ocv + ocv + 1 within the register
 
 from __future__ import annotations
 
+import hashlib
+from io import StringIO
+
 from llvmlite import ir
+from xdsl.ir import Region
+from xdsl.printer import Printer
 
 from compiler.codegen.llvm.emitter import FunctionEmitter, byte_size, handles, memory_type
 from compiler.codegen.llvm.microkernel import Literal, masked_intrinsic
@@ -51,6 +56,7 @@ def emit_conv_kernel(e: FunctionEmitter, op) -> None:
     cfg["start"] = op.start_kind
     cfg["res"] = op.res is not None
     cfg["relu"] = op.relu is not None
+    cfg["epilogue"] = op.epilogue
     # padding read through: X's pointer may lie before X (not inbounds)
     through = dw and op.reads_padding_through()
     if dw:
@@ -82,6 +88,8 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, i
     name += ".res" * cfg["res"] + ".relu" * cfg["relu"]
     if cfg.get("clip_hi") is not None:
         name += f".hi{cfg['clip_hi']!r}"
+    if cfg.get("epilogue") is not None:
+        name += ".epi" + _region_key(cfg["epilogue"])
     module = e.em.module
     fn = module.globals.get(name)
     if fn is not None:
@@ -106,13 +114,40 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, i
     return fn
 
 
+def _region_key(region: Region) -> str:
+    """A short digest of an epilogue region's text: kernels with the same one share code."""
+    text = StringIO()
+    Printer(stream=text).print_region(region)
+    return hashlib.sha256(text.getvalue().encode()).hexdigest()[:12]
+
+
+def _apply_epilogue(e: FunctionEmitter, region: Region | None, v: ir.Value) -> ir.Value:
+    """The kernel's `epilogue` region applied to v (a vector of outputs, or one): its ops
+    emitted on v's type, constants splat to it."""
+    if region is None:
+        return v
+    block = region.block
+    e.set(block.args[0], v)
+    for op in block.ops:
+        if op.name == "aicc_cpu.yield":
+            return e.get(op.operands[0])
+        if op.name == "arith.constant":
+            c = ir.Constant(v.type.element if isinstance(v.type, ir.VectorType) else v.type,
+                            op.value.value.data)
+            e.set(op.results[0], ir.Constant(v.type, [c] * v.type.count)
+                  if isinstance(v.type, ir.VectorType) else c)
+        else:
+            e.emit_op(op)
+    raise AssertionError("an epilogue region without aicc_cpu.yield")  # the verifier's
+
+
 def _kernel_args(args, start: int, res: bool) -> tuple:
     """(x, w, o, bias or None, res or None): a kernel function's pointer arguments."""
     return (*args[:3], args[3] if start == 2 else None, args[-1] if res else None)
 
 
 def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw, dh, dw, x_cs,
-               x_rs, w_ocs, o_cs, start, res, relu) -> None:
+               x_rs, w_ocs, o_cs, start, res, relu, epilogue=None) -> None:
     b = e.b
     x_base, w_base, o_base, bias_base, res_base = _kernel_args(args, start, res)
     vty = ir.VectorType(ety, vw)
@@ -198,11 +233,11 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
             row = b.fadd(row, b.load(rp, typ=rty, align=esize))
         if relu:
             row = e.intr("maximum", row, ir.Constant(rty, 0.0) if owb == 1 else Literal(rty, "zeroinitializer"))
-        b.store(row, ptr, align=esize)
+        b.store(_apply_epilogue(e, epilogue, row), ptr, align=esize)
 
 
 def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, dw, x_rs, start,
-                  res, relu, columns=None, rows=None, clip_hi=None) -> None:
+                  res, relu, columns=None, rows=None, clip_hi=None, epilogue=None) -> None:
     """One channel's output columns j < cols in owb vectors (the last with cols % vw lanes
     when that is not 0), straight-line code over the window:
 
@@ -305,4 +340,4 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
             out = e.intr("maximum", out, zero)
         if clip_hi is not None:  # ReLU6's top
             out = e.intr("minimum", out, ir.Constant(vty, [clip_hi] * vw))
-        store(out, o_base, v * vw, n)
+        store(_apply_epilogue(e, epilogue, out), o_base, v * vw, n)

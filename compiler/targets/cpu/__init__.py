@@ -66,7 +66,7 @@ class CPUTarget(Target):
                                    l1_bytes=machine.l1_bytes, l2_bytes=machine.l2_bytes,
                                    overrides=format_overrides(options.schedule),
                                    record=self._record(machine)),),
-            memref=(*([FuseRows()] if fuse else []), TileConv(vector_bits=machine.vector_bits),
+            memref=(TileConv(vector_bits=machine.vector_bits), *([FuseRows()] if fuse else []),
                     TileMatmul(threads=threads),
                     LowerQGemm(enabled=machine.has_avx2, vnni=machine.vnni_bits)),
             loops=(LowerAttention(),),

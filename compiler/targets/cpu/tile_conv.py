@@ -67,7 +67,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
-from compiler.dialects.aicc_cpu import ConvKernelOp, DwKernelOp
+from compiler.dialects.aicc_cpu import ConvKernelOp, DwKernelOp, YieldOp
 from compiler.errors import CompileError
 from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, depthwise_generic_shapes
 from compiler.lowering.loop_builder import IndexBuilder
@@ -297,8 +297,10 @@ def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> tuple
     that is the only reader of the conv's output, a temporary: D = relu(out), out + r or
     relu(out + r), all operands (N, OC, OH, OW) read and written in place, and (with `clip`:
     the kernel can) D = min(max(out, 0), hi), ReLU6's clamp, its bounds constants or
-    one-element constant buffers. Returns (the op, D, r or None, relu, hi or None), which
-    the kernels then compute (a ResNet block's residual add and ReLU), or None. `init`, the
+    one-element constant buffers; or any other function of out alone made of the ops in
+    _EPILOGUE_OPS (sigmoid, SiLU, hardswish, GELU), which the kernels compute as their
+    `epilogue` region. Returns (the op, D, r or None, relu, hi or None, the region or None),
+    which the kernels then compute (a ResNet block's residual add and ReLU), or None. `init`, the
     output's start that the kernels take over, is no reader."""
     root = source(cv.out)
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
@@ -370,11 +372,47 @@ def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> tuple
         relu, res = False, inputs[1 - c_in[0]]
     elif len(ops) == 2 and is_add(ops[0]) and is_relu(ops[1], ops[0].results[0]):
         relu, res = True, inputs[1 - c_in[0]]
+    elif a_res is None and (region := _epilogue_region(g, a_out, consts)) is not None:
+        return g, g.outputs[0], None, False, None, region
     else:
         return None
     if yielded != [ops[-1].results[0]]:
         return None
-    return g, g.outputs[0], res, relu, hi
+    return g, g.outputs[0], res, relu, hi, None
+
+
+# The ops an epilogue region may hold: the kernels apply them to vectors (see
+# compiler/codegen/llvm/conv_kernel.py), which these lower to without a call per element.
+_EPILOGUE_OPS = {f"arith.{n}" for n in ("addf", "subf", "mulf", "divf", "negf", "maximumf",
+                                        "minimumf", "maxnumf", "minnumf", "cmpf", "select")} | {
+    f"math.{n}" for n in ("exp", "log", "tanh", "erf", "sqrt", "rsqrt", "absf", "fma", "floor",
+                          "ceil")}
+
+
+def _epilogue_region(g: linalg.GenericOp, a_out: SSAValue,
+                     consts: dict[SSAValue, float]) -> Region | None:
+    """g's body as a function of the conv's output value alone, for the kernels' `epilogue`
+    region (a sigmoid, SiLU, hardswish or GELU after the conv): its one-element constant
+    operands become constants, and it must use nothing else from outside (not D's old value)
+    and only the ops in _EPILOGUE_OPS; else None."""
+    ety = a_out.type
+    block = Block(arg_types=[ety])
+    bb = Builder(InsertPoint.at_end(block))
+    mapping: dict[SSAValue, SSAValue] = {a_out: block.args[0]}
+    for arg, c in consts.items():
+        mapping[arg] = bb.insert(arith.ConstantOp(FloatAttr(c, ety))).result
+    *ops, yield_op = list(g.body.block.ops)
+    for o in ops:
+        if not isinstance(o, arith.ConstantOp) and o.name not in _EPILOGUE_OPS \
+                or any(v not in mapping for v in o.operands) \
+                or any(r.type != ety for r in o.results if not isinstance(o, arith.CmpfOp)):
+            return None
+        bb.insert(o.clone(value_mapper=mapping))
+    out = [mapping.get(v) for v in yield_op.operands]
+    if len(out) != 1 or out[0] is None or out[0].type != ety:
+        return None
+    bb.insert(YieldOp(out[0]))
+    return Region(block)
 
 
 @dataclass
@@ -533,9 +571,9 @@ class TileConv(ModulePass):
         ints = dict(vw=vw, ic=cv.ic, kh=cv.kh, kw=cv.kw, sw=cv.sw, dh=cv.dh, dw=cv.dw,
                     x_cs=x_cs, x_rs=x_rs, w_ocs=w_ocs, o_cs=o_cs)
         bias = _flat(b, bias_src) if bias_src is not None else None
-        res, relu = None, False
+        res, relu, region = None, False, None
         if epi is not None:  # the kernels write the op's result, the conv's output goes
-            _, dest, res_src, relu, _ = epi
+            _, dest, res_src, relu, _, region = epi
             out = _flat(b, dest)
             res = _flat(b, res_src) if res_src is not None else None
         G = cv.groups
@@ -555,6 +593,7 @@ class TileConv(ModulePass):
                 b.insert(ConvKernelOp(x, xo, wp, wo, out, oo, owb=cols, ocv=nq, ocn=ocn,
                                       start=start, bias=(bias, bo) if bias is not None else None,
                                       res=(res, oo) if res is not None else None, relu=relu,
+                                      epilogue=region.clone() if region is not None else None,
                                       **ints))
 
             full = cv.ow - cv.ow % owb
@@ -574,7 +613,7 @@ class TileConv(ModulePass):
         if rest:
             loops.append(_parallel(b, ix, [cv.n, G, 1, cv.oh], lambda b, ivs: kernels(
                 b, ivs[0], ivs[1], ix.const(tiles * ocv), ivs[3], -(-rest // vw), rest)))
-        _replace(cv, epi, loops[0])
+        _replace(cv, epi[0] if epi is not None else None, loops[0])
 
     @staticmethod
     def _rewrite_dw(cv: _Conv, s: dict[str, int]) -> None:
@@ -599,8 +638,8 @@ class TileConv(ModulePass):
             h, w, top, left = cv.hp, cv.wp, 0, 0
         wt = _flat(b, cv.w)
         bias = _flat(b, bias_src) if bias_src is not None else None
-        out, res, relu, hi = (_flat(b, cv.out), None, False, None) if epi is None else (
-            _flat(b, epi[1]), _flat(b, epi[2]) if epi[2] is not None else None, epi[3], epi[4])
+        out, res, relu, hi, region = (_flat(b, cv.out), None, False, None, None) if epi is None \
+            else (_flat(b, epi[1]), _flat(b, epi[2]) if epi[2] is not None else None, *epi[3:])
         c, x_cs, o_cs = cv.ic, h * w, cv.oh * cv.ow
 
         def taps(y: int) -> tuple[int, int]:
@@ -624,6 +663,7 @@ class TileConv(ModulePass):
                                     bias=(bias, ch) if bias is not None else None,
                                     res=(res, oo) if res is not None else None, relu=relu,
                                     clip_hi=hi, columns=(w, c0) if edge else None,
+                                    epilogue=region.clone() if region is not None else None,
                                     rows=rows if rows != (0, cv.kh) else None,
                                     cols=cols, owb=-(-cols // vw), vw=vw, kh=cv.kh, kw=cv.kw,
                                     sw=cv.sw, dh=cv.dh, dw=cv.dw, x_rs=w))
@@ -651,7 +691,7 @@ class TileConv(ModulePass):
                                    "padding")  # (a pad wider than the window: not made)
             loops.append(_parallel(b, ix, [cv.n, c, 1], lambda b, ivs, y=y: calls(
                 b, ivs[0], ivs[1], ix.const(y), kinds[y])))
-        _replace(cv, epi, loops[0])
+        _replace(cv, epi[0] if epi is not None else None, loops[0])
         if pad is not None:
             erase_if_dead(root)
 
@@ -682,20 +722,21 @@ def _fold_start_and_epilogue(cv: _Conv, clip: bool = False):
     return start, bias_src, epi, b, ix
 
 
-def _replace(cv: _Conv, epi, first_loop: Operation) -> None:
-    """Erase the conv generic (and the epilogue the kernels took over); the statistics count
-    the conv once, as the generic it replaces (see compiler/stats.py), on `first_loop`."""
+def _replace(cv: _Conv, fused: linalg.GenericOp | None, first_loop: Operation) -> None:
+    """Erase the conv generic (and the epilogue the kernels took over, `fused`); the
+    statistics count the conv once, as the generic it replaces (see compiler/stats.py), on
+    `first_loop`."""
     info = {"op": StringAttr("generic"), "flops": IntegerAttr(
-        flops(cv.op) + (flops(epi[0]) if epi is not None else 0), i64)}
-    if epi is not None:
+        flops(cv.op) + (flops(fused) if fused is not None else 0), i64)}
+    if fused is not None:
         info["epilogue"] = StringAttr(",".join(
-            o.name for o in epi[0].body.block.ops
+            o.name for o in fused.body.block.ops
             if not isinstance(o, linalg.YieldOp | arith.ConstantOp)))
     first_loop.attributes[TILED_ATTR] = DictionaryAttr(info)
     root = source(cv.out)
     Rewriter.erase_op(cv.op)
-    if epi is not None:
-        Rewriter.erase_op(epi[0])
+    if fused is not None:
+        Rewriter.erase_op(fused)
         erase_if_dead(root)
 
 

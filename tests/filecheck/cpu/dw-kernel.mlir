@@ -50,3 +50,31 @@ func.func @dw_through(%x: memref<108xf32>, %w: memref<18xf32>, %o: memref<108xf3
   aicc_cpu.dw_kernel %x[%c0], %w[%c0], %o[%c0] {cols = 9 : i64, owb = 2 : i64, vw = 8 : i64, kh = 3 : i64, kw = 3 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_rs = 9 : i64, x_w = 9 : i64, x_c0 = -1 : i64, r_lo = 1 : i64, r_hi = 3 : i64, start = 1 : i64} : memref<108xf32>, memref<18xf32>, memref<108xf32>
   func.return
 }
+
+// An epilogue region (SiLU, v * 1 / (1 + exp(-v)), as tile-conv clones it) is applied to each
+// vector of outputs after the bias, on <8 x float>: its constants splat, exp inlined as
+// vector code, then the stores. The kernel function's name carries a digest of the region.
+// CHECK-LABEL: define internal void @"aicc.dw_kernel.cols10.owb2.vw8.kh3.kw3.sw2.dh1.dw1.x_rs22.start2.epi{{[0-9a-f]+}}"
+// CHECK:         %[[B:.*]] = fadd <8 x float> %{{.*}}, %{{.*}}
+// CHECK-NEXT:    %[[N:.*]] = fneg <8 x float> %[[B]]
+// CHECK:         %[[E:.*]] = fadd <8 x float> %{{.*}}, <float 0x3ff0000000000000, float 0x3ff0000000000000, float 0x3ff0000000000000, float 0x3ff0000000000000, float 0x3ff0000000000000, float 0x3ff0000000000000, float 0x3ff0000000000000, float 0x3ff0000000000000>
+// CHECK-NEXT:    %[[S:.*]] = fdiv <8 x float> <float 0x3ff0000000000000, {{.*}}>, %[[E]]
+// CHECK-NEXT:    %[[R:.*]] = fmul <8 x float> %[[B]], %[[S]]
+// CHECK-NEXT:    getelementptr
+// CHECK-NEXT:    store <8 x float> %[[R]]
+// CHECK:         call void @"llvm.masked.store.v8f32.p0"
+// CHECK-NEXT:    ret void
+func.func @dw_silu(%x: memref<594xf32>, %w: memref<27xf32>, %o: memref<120xf32>, %b: memref<3xf32>) {
+  %c0 = arith.constant 0 : index
+  aicc_cpu.dw_kernel %x[%c0], %w[%c0], %o[%c0] bias %b[%c0] : memref<3xf32> epilogue {
+  ^bb0(%v: f32):
+    %n = arith.negf %v : f32
+    %e = math.exp %n : f32
+    %one = arith.constant 1.000000e+00 : f32
+    %d = arith.addf %e, %one : f32
+    %s = arith.divf %one, %d : f32
+    %r = arith.mulf %v, %s : f32
+    aicc_cpu.yield %r : f32
+  } {cols = 10 : i64, owb = 2 : i64, vw = 8 : i64, kh = 3 : i64, kw = 3 : i64, sw = 2 : i64, dh = 1 : i64, dw = 1 : i64, x_rs = 22 : i64, start = 2 : i64} : memref<594xf32>, memref<27xf32>, memref<120xf32>
+  func.return
+}

@@ -102,6 +102,25 @@
 // EPI:            epilogue = "arith.maximumf"
 // EPI-NOT:        linalg.generic
 // EPI:            func.return
+// Any other elementwise function of the conv's output alone (here SiLU, y * sigmoid(y), after
+// the bias) becomes the kernels' `epilogue` region: its scalar body, cloned, from the output
+// value to aicc_cpu.yield, which the kernels apply to each vector of outputs in registers
+// before the store. The op's pass over the conv's output is gone, as with relu.
+// EPI-LABEL:    func.func @dw_silu
+// EPI-SAME:       (%{{.*}}: memref<1x3x9x22xf32>, %{{.*}}: memref<1x3x1x1xf32>, %[[D:.*]]: memref<1x3x4x10xf32>)
+// EPI-NOT:        memref.alloc
+// EPI:            %[[DF:.*]] = memref.collapse_shape %[[D]] {{.*}} into memref<120xf32>
+// EPI:            aicc_cpu.dw_kernel %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %[[DF]][%{{.*}}] bias %{{.*}}[%{{.*}}] : memref<3xf32> epilogue {
+// EPI-NEXT:       ^{{.*}}(%[[V:.*]]: f32):
+// EPI:              math.exp
+// EPI:              %[[S:.*]] = arith.divf
+// EPI-NEXT:         %[[R:.*]] = arith.mulf %[[V]], %[[S]] : f32
+// EPI-NEXT:         aicc_cpu.yield %[[R]] : f32
+// EPI-NEXT:       } {cols = 10 : i64, {{.*}}, start = 2 : i64}
+// EPI:            epilogue = "arith.negf,math.exp,arith.addf,arith.divf,arith.mulf"
+// EPI-NOT:        linalg.generic
+// EPI:            func.return
+
 // Zero padding in front of a depthwise conv is read through: the kernels read the unpadded
 // input (x_rs = 9), the padded copy and its fill are gone. The middle rows (1..4, all three
 // tap rows inside the input) are one parallel loop; the first row skips tap row 0 (r_lo = 1)
@@ -173,6 +192,15 @@ func.func @dw(%x: tensor<1x3x9x22xf32>, %b: tensor<1x3x1x1xf32>) -> tensor<1x3x4
   %c = aicc.conv2d %x, %w {strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, groups = 3 : i64, aicc.conv_lowering = "packed"} : tensor<1x3x9x22xf32>, tensor<3x1x3x3xf32> -> tensor<1x3x4x10xf32>
   %y = aicc.add %c, %b : tensor<1x3x4x10xf32>, tensor<1x3x1x1xf32> -> tensor<1x3x4x10xf32>
   %z = aicc.relu %y : tensor<1x3x4x10xf32>
+  func.return %z : tensor<1x3x4x10xf32>
+}
+
+func.func @dw_silu(%x: tensor<1x3x9x22xf32>, %b: tensor<1x3x1x1xf32>) -> tensor<1x3x4x10xf32> {
+  %w = aicc.constant dense<0.5> : tensor<3x1x3x3xf32>
+  %c = aicc.conv2d %x, %w {strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, groups = 3 : i64, aicc.conv_lowering = "packed"} : tensor<1x3x9x22xf32>, tensor<3x1x3x3xf32> -> tensor<1x3x4x10xf32>
+  %y = aicc.add %c, %b : tensor<1x3x4x10xf32>, tensor<1x3x1x1xf32> -> tensor<1x3x4x10xf32>
+  %s = aicc.sigmoid %y : tensor<1x3x4x10xf32>
+  %z = aicc.mul %y, %s : tensor<1x3x4x10xf32>, tensor<1x3x4x10xf32> -> tensor<1x3x4x10xf32>
   func.return %z : tensor<1x3x4x10xf32>
 }
 
