@@ -66,6 +66,8 @@ class CPUTarget(Target):
                                    l1_bytes=machine.l1_bytes, l2_bytes=machine.l2_bytes,
                                    overrides=format_overrides(options.schedule),
                                    record=self._record(machine)),),
+            # tile-conv first: it folds the activation after a conv into the kernels, which
+            # fuse-rows would otherwise group with a following reduction (an SE block's pool)
             memref=(TileConv(vector_bits=machine.vector_bits), *([FuseRows()] if fuse else []),
                     TileMatmul(threads=threads),
                     LowerQGemm(enabled=machine.has_avx2, vnni=machine.vnni_bits)),
