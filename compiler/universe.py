@@ -30,6 +30,7 @@ SHARED_PASSES = {
     "simplify": _pass("simplify", "Simplify"),
     "fold-conv-bn": _pass("fold_conv_bn", "FoldConvBatchNorm"),
     "fuse-linear-bias": _pass("fuse_linear_bias", "FuseLinearBias"),
+    "fold-conv-input-scale": _pass("fold_conv_input_scale", "FoldConvInputScale"),
     "fuse-attention": _pass("fuse_attention", "FuseAttention"),
     "tensor-to-linalg": _pass("tensor_to_linalg", "TensorToLinalg"),
     "fuse-elementwise": _pass("fuse_elementwise", "FuseElementwise"),

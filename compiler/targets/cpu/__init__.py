@@ -47,6 +47,7 @@ class CPUTarget(Target):
 
         from compiler.lowering import pipeline as shared
         from compiler.lowering.fuse_attention import FuseAttention
+        from compiler.lowering.fold_conv_input_scale import FoldConvInputScale
         from compiler.lowering.fuse_linear_bias import FuseLinearBias
         from compiler.targets.cpu.choose_schedule import ChooseSchedule
         from compiler.targets.cpu.fuse_rows import FuseRows
@@ -60,7 +61,7 @@ class CPUTarget(Target):
         threads = options.threads or 0
         fuse = options.fuse
         hooks = shared.StageHooks(
-            graph=(FuseLinearBias(),),
+            graph=(FuseLinearBias(), *([FoldConvInputScale()] if fuse else [])),
             tensor=(FuseAttention(), DeadCodeElimination()) if fuse else (),
             linalg=(ChooseSchedule(vector_bits=machine.vector_bits, threads=threads,
                                    l1_bytes=machine.l1_bytes, l2_bytes=machine.l2_bytes,
