@@ -8,7 +8,9 @@
 // CHECK-LABEL: define void @"conv"
 // CHECK:         call void @"aicc.conv_kernel.owb3.ocv2.ocn13.vw8.ic5.kh3.kw2.sw2.dh1.dw1.x_cs99.x_rs11.w_ocs240.o_cs20"(ptr %{{.*}}, ptr %{{.*}}, ptr %{{.*}})
 
-// CHECK-LABEL: define internal void @"aicc.conv_kernel.owb3.ocv2.ocn13.vw8.ic5.kh3.kw2.sw2.dh1.dw1.x_cs99.x_rs11.w_ocs240.o_cs20"(ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}) {{.*}}noinline
+// CHECK-LABEL: define internal void @"aicc.conv_kernel.owb3.ocv2.ocn13.vw8.ic5.kh3.kw2.sw2.dh1.dw1.x_cs99.x_rs11.w_ocs240.o_cs20"(ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}) {{.*}}alignstack(64) noinline
+// A 64-byte aligned frame (alignstack(64)): the accumulators the kernel spills get slots of
+// their own cache lines, wherever the caller's stack lies.
 // The kh loop carries the 3 x 2 accumulators; after it (its exit block is printed first) the
 // tile goes out: one <3 x float> row per output channel, o_cs = 20 floats apart, the last of
 // the 13 at 12 * 20 = 240.
