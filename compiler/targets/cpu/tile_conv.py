@@ -40,6 +40,7 @@ generic as it is (a loop nest).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from xdsl.builder import Builder
@@ -291,17 +292,25 @@ def buffer_users(root: SSAValue) -> tuple[set[SSAValue], list[Operation]]:
                                      | memref.DeallocOp)]
 
 
-def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> tuple[
-        linalg.GenericOp, SSAValue, SSAValue | None, bool, float | None] | None:
+class _Epilogue(NamedTuple):
+    """The elementwise op after a conv that its kernels compute (see _epilogue_of)."""
+    op: linalg.GenericOp  # the op the kernels replace
+    dest: SSAValue  # its result D, which the kernels write
+    res: SSAValue | None  # a residual the kernels add
+    relu: bool  # then max(., 0)
+    hi: float | None  # then min(., hi): ReLU6's top
+    region: Region | None  # any other function of the output: the kernels' epilogue region
+
+
+def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> _Epilogue | None:
     """The elementwise op right after the conv (constants, views and allocations between)
     that is the only reader of the conv's output, a temporary: D = relu(out), out + r or
     relu(out + r), all operands (N, OC, OH, OW) read and written in place, and (with `clip`:
     the kernel can) D = min(max(out, 0), hi), ReLU6's clamp, its bounds constants or
     one-element constant buffers; or any other function of out alone made of the ops in
     _EPILOGUE_OPS (sigmoid, SiLU, hardswish, GELU), which the kernels compute as their
-    `epilogue` region. Returns (the op, D, r or None, relu, hi or None, the region or None),
-    which the kernels then compute (a ResNet block's residual add and ReLU), or None. `init`, the
-    output's start that the kernels take over, is no reader."""
+    `epilogue` region. Returns what the kernels then compute (a ResNet block's residual add
+    and ReLU), or None. `init`, the output's start that the kernels take over, is no reader."""
     root = source(cv.out)
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
         return None
@@ -373,12 +382,12 @@ def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> tuple
     elif len(ops) == 2 and is_add(ops[0]) and is_relu(ops[1], ops[0].results[0]):
         relu, res = True, inputs[1 - c_in[0]]
     elif a_res is None and (region := _epilogue_region(g, a_out, consts)) is not None:
-        return g, g.outputs[0], None, False, None, region
+        return _Epilogue(g, g.outputs[0], None, False, None, region)
     else:
         return None
     if yielded != [ops[-1].results[0]]:
         return None
-    return g, g.outputs[0], res, relu, hi, None
+    return _Epilogue(g, g.outputs[0], res, relu, hi, None)
 
 
 # The ops an epilogue region may hold: the kernels apply them to vectors (see
@@ -573,9 +582,9 @@ class TileConv(ModulePass):
         bias = _flat(b, bias_src) if bias_src is not None else None
         res, relu, region = None, False, None
         if epi is not None:  # the kernels write the op's result, the conv's output goes
-            _, dest, res_src, relu, _, region = epi
-            out = _flat(b, dest)
-            res = _flat(b, res_src) if res_src is not None else None
+            out = _flat(b, epi.dest)
+            res = _flat(b, epi.res) if epi.res is not None else None
+            relu, region = epi.relu, epi.region
         G = cv.groups
 
         def kernels(b: Builder, n: SSAValue, gi: SSAValue, q0: SSAValue, y: SSAValue, nq: int,
@@ -613,7 +622,7 @@ class TileConv(ModulePass):
         if rest:
             loops.append(_parallel(b, ix, [cv.n, G, 1, cv.oh], lambda b, ivs: kernels(
                 b, ivs[0], ivs[1], ix.const(tiles * ocv), ivs[3], -(-rest // vw), rest)))
-        _replace(cv, epi[0] if epi is not None else None, loops[0])
+        _replace(cv, epi, loops[0])
 
     @staticmethod
     def _rewrite_dw(cv: _Conv, s: dict[str, int]) -> None:
@@ -639,7 +648,8 @@ class TileConv(ModulePass):
         wt = _flat(b, cv.w)
         bias = _flat(b, bias_src) if bias_src is not None else None
         out, res, relu, hi, region = (_flat(b, cv.out), None, False, None, None) if epi is None \
-            else (_flat(b, epi[1]), _flat(b, epi[2]) if epi[2] is not None else None, *epi[3:])
+            else (_flat(b, epi.dest), _flat(b, epi.res) if epi.res is not None else None,
+                  epi.relu, epi.hi, epi.region)
         c, x_cs, o_cs = cv.ic, h * w, cv.oh * cv.ow
 
         def taps(y: int) -> tuple[int, int]:
@@ -691,7 +701,7 @@ class TileConv(ModulePass):
                                    "padding")  # (a pad wider than the window: not made)
             loops.append(_parallel(b, ix, [cv.n, c, 1], lambda b, ivs, y=y: calls(
                 b, ivs[0], ivs[1], ix.const(y), kinds[y])))
-        _replace(cv, epi[0] if epi is not None else None, loops[0])
+        _replace(cv, epi, loops[0])
         if pad is not None:
             erase_if_dead(root)
 
@@ -705,7 +715,7 @@ def _fold_start_and_epilogue(cv: _Conv, clip: bool = False):
     epi = _epilogue_of(cv, init, clip) if start else None
     if epi is not None:  # what lies between (views, allocations) moves before the conv
         nxt = cv.op.next_op
-        while nxt is not epi[0]:
+        while nxt is not epi.op:
             after = nxt.next_op
             if not isinstance(nxt, memref.DeallocOp):
                 nxt.detach()
@@ -722,10 +732,11 @@ def _fold_start_and_epilogue(cv: _Conv, clip: bool = False):
     return start, bias_src, epi, b, ix
 
 
-def _replace(cv: _Conv, fused: linalg.GenericOp | None, first_loop: Operation) -> None:
-    """Erase the conv generic (and the epilogue the kernels took over, `fused`); the
-    statistics count the conv once, as the generic it replaces (see compiler/stats.py), on
+def _replace(cv: _Conv, epi: _Epilogue | None, first_loop: Operation) -> None:
+    """Erase the conv generic (and the epilogue op the kernels took over); the statistics
+    count the conv once, as the generic it replaces (see compiler/stats.py), on
     `first_loop`."""
+    fused = epi.op if epi is not None else None
     info = {"op": StringAttr("generic"), "flops": IntegerAttr(
         flops(cv.op) + (flops(fused) if fused is not None else 0), i64)}
     if fused is not None:

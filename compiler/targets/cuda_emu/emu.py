@@ -54,11 +54,10 @@ def _gxx(key: str, src: str, *extra: str) -> Path:
     return so
 
 
-def _runtime() -> Path:
-    """The emulator's runtime library: the one definition of the thread_local state that
-    cuda_emu.h declares (the emulated threadIdx, blockIdx, ...), loaded once per process so that
-    the program libraries add no TLS module of their own."""
-    header = (HERE / "cuda_emu.h").read_text()
+def _runtime(header: str) -> Path:
+    """The emulator's runtime library for cuda_emu.h's text `header`: the one definition of
+    the thread_local state that it declares (the emulated threadIdx, blockIdx, ...), loaded once
+    per process so that the program libraries add no TLS module of their own."""
     key = "rt-" + hashlib.sha256(header.encode()).hexdigest()[:24]
     if key not in _libs:
         so = _gxx(key, '#define AICC_EMU_RUNTIME\n#include "cuda_emu.h"\n')
@@ -68,9 +67,10 @@ def _runtime() -> Path:
 
 def build(program) -> ctypes.CDLL:
     src = emulation_source(program)
-    key = hashlib.sha256((src + (HERE / "cuda_emu.h").read_text()).encode()).hexdigest()[:24]
+    header = (HERE / "cuda_emu.h").read_text()
+    key = hashlib.sha256((src + header).encode()).hexdigest()[:24]
     if key not in _libs:
-        rt = _runtime()
+        rt = _runtime(header)
         _libs[key] = ctypes.CDLL(str(_gxx(key, src, str(rt))))  # DT_NEEDED: rt by its path
     return _libs[key]
 
