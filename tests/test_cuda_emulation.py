@@ -134,7 +134,7 @@ def _no_spills(m):
     stats = m.executable.stats
     assert set(stats) == {k.name for k in m.executable.program.kernels}
     for name, s in stats.items():
-        assert s.spill_stores == 0 and s.spill_loads == 0, (name, s)
+        assert not s.spills, (name, s)
         assert 0 < s.registers <= 255
 
 

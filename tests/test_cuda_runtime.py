@@ -118,6 +118,10 @@ def test_spilling_register_cap_is_dropped():
            'extern "C" __global__ void __launch_bounds__(256, 2) a_k1(float* p) {}\n')
     out = relax_launch_bounds(src, {"a_k0": KernelStats(128, 0, 8, 8), "a_k1": KernelStats(90)})
     assert "__launch_bounds__(256) a_k0(" in out and "__launch_bounds__(256, 2) a_k1(" in out
+    # statistics read from the cubin (an empty ptxas log): a stack frame may be spills
+    out = relax_launch_bounds(src, {"a_k0": KernelStats(64, stack_bytes=32, source="cubin"),
+                                    "a_k1": KernelStats(64, stack_bytes=32)})
+    assert "__launch_bounds__(256) a_k0(" in out and "__launch_bounds__(256, 2) a_k1(" in out
 
 
 needs_emulation = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")

@@ -10,7 +10,8 @@ from compiler.errors import CompileError, UnsupportedOpError
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
-from compiler.targets.cuda.runtime import NVRTCCompiler, has_gpu, parse_ptxas_log  # noqa: E402
+from compiler.targets.cuda.runtime import (  # noqa: E402
+    NVRTCCompiler, cubin_stats, has_gpu, kernel_stats, parse_ptxas_log)
 from tools.aicc import main as aicc_main  # noqa: E402
 
 x = np.ones((4, 8), np.float32)
@@ -58,6 +59,56 @@ ptxas         .     0 bytes stack frame, 4 bytes spill stores, 8 bytes spill loa
 ptxas info    : Used 40 registers, used 1 barriers, 8448 bytes smem, 380 bytes cmem[0]"""
     s = parse_ptxas_log(log)["k"]
     assert (s.registers, s.shared_bytes, s.spill_stores, s.spill_loads) == (40, 8448, 4, 8)
+
+
+# four kernels in one program: few registers; static shared memory; many registers; and a
+# register cap that makes ptxas spill (a stack frame)
+STATS_SRC = r"""
+extern "C" __global__ void plain(float* x) { x[threadIdx.x] = x[threadIdx.x] * 2.0f + 1.0f; }
+extern "C" __global__ void __launch_bounds__(256) tiled(float* x) {
+  __shared__ float s[100]; __shared__ double d[7];
+  s[threadIdx.x % 100] = x[threadIdx.x]; d[threadIdx.x % 7] = x[threadIdx.x];
+  __syncthreads();
+  x[threadIdx.x] = s[(threadIdx.x + 1) % 100] + (float)d[(threadIdx.x + 3) % 7];
+}
+extern "C" __global__ void wide(float* x, int k) {
+  float a[64];
+  for (int i = 0; i < 64; i++) a[i] = x[i * blockDim.x + threadIdx.x];
+  x[threadIdx.x] = a[k & 63] + a[(k + 5) & 63];
+}
+extern "C" __global__ void __launch_bounds__(1024, 2) capped(const float* x, float* y) {
+  float a[48];
+#pragma unroll
+  for (int i = 0; i < 48; i++) a[i] = x[i * 1024 + threadIdx.x];
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 48; i++) s += a[i] * a[47 - i] + a[(i * 7) % 48];
+  y[threadIdx.x] = s;
+}
+"""
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_cubin_statistics_agree_with_ptxas(arch, monkeypatch):
+    # NVRTC 13.0 leaves its log empty once the process has initialized the CUDA driver (seen on
+    # an H100): the statistics then come from the cubin's ELF, and must say what ptxas says
+    monkeypatch.setenv("AICC_CACHE", "0")
+    c = NVRTCCompiler(arch).compile(STATS_SRC)
+    if not c.log:
+        pytest.skip("NVRTC left its log empty: this process has initialized a CUDA driver")
+    from_log, from_cubin = parse_ptxas_log(c.log), cubin_stats(c.image)
+    assert set(from_log) == set(from_cubin) == {"plain", "tiled", "wide", "capped"}
+    for name, s in from_log.items():
+        t = from_cubin[name]
+        assert (t.registers, t.shared_bytes, t.stack_bytes) == (
+            s.registers, s.shared_bytes, s.stack_bytes), (name, s, t)
+        assert t.source == "cubin" and not t.spills and t.may_spill == bool(s.stack_bytes)
+    assert from_log["tiled"].shared_bytes == 456 and from_log["capped"].stack_bytes > 0
+    assert from_log["capped"].spills and from_log["capped"].registers <= 32
+    assert not any(from_log[k].spills for k in ("plain", "tiled", "wide"))
+    # with an empty log every kernel's statistics come from the cubin
+    assert kernel_stats("", c.image) == from_cubin
+    assert kernel_stats(c.log, c.image) == from_log
 
 
 def test_unsupported_op_names_op_and_target():

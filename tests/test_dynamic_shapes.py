@@ -362,7 +362,7 @@ def test_cuda_nvrtc_compiles_the_dynamic_kernels(cuda_mlp):
     m = compile_module(Parser(make_context(), MLP).parse_module(), "mlp",
                        options=CompileOptions("cuda"), use_cache=False)
     stats = m.executable.stats  # every kernel through NVRTC and ptxas
-    assert len(stats) == 2 and all(s.registers > 0 and not s.spill_stores for s in stats.values())
+    assert len(stats) == 2 and all(s.registers > 0 and not s.spills for s in stats.values())
 
 
 def test_jit_reshapes_with_symbolic_sizes():

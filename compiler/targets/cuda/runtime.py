@@ -94,8 +94,25 @@ class KernelStats:
     spill_stores: int = 0
     spill_loads: int = 0
     stack_bytes: int = 0
+    # "ptxas": from ptxas' verbose log; "cubin": read from the cubin's ELF because the log had
+    # none (NVRTC 13.0 leaves it empty once the process has initialized the CUDA driver), so the
+    # spill counts are unknown (0): a stack frame may be spills or a local array
+    source: str = "ptxas"
+
+    @property
+    def spills(self) -> bool:
+        """ptxas reported spill stores or loads."""
+        return bool(self.spill_stores or self.spill_loads)
+
+    @property
+    def may_spill(self) -> bool:
+        """Spills, or a stack frame whose spill counts are unknown (statistics from the cubin)."""
+        return self.spills or (self.source == "cubin" and self.stack_bytes > 0)
 
     def __str__(self) -> str:
+        if self.source == "cubin":
+            return (f"{self.registers} registers, {self.shared_bytes} B shared, "
+                    f"{self.stack_bytes} B stack frame (from the cubin)")
         return (f"{self.registers} registers, {self.shared_bytes} B shared, "
                 f"{self.spill_stores} B spill stores, {self.spill_loads} B spill loads")
 
@@ -120,6 +137,69 @@ def parse_ptxas_log(log: str) -> dict[str, KernelStats]:
             current.registers = int(m.group(1))
             s = re.search(r"(\d+) bytes smem", line)
             current.shared_bytes = int(s.group(1)) if s else 0
+    return stats
+
+
+_EIATTR_FRAME_SIZE, _EIATTR_REGCOUNT = 0x11, 0x2F
+_SM90_RESERVED_SMEM = 1024  # sm_90 cubins count the block's reserved shared memory in .nv.shared
+
+
+def cubin_stats(image: bytes) -> dict[str, KernelStats]:
+    """Per-kernel registers, stack frame and static shared memory read from a cubin's ELF: the
+    `.nv.info` section's EIATTR_REGCOUNT and EIATTR_FRAME_SIZE records (format 4: a u32 symbol
+    index and a u32 value) and the size of `.nv.shared.<kernel>`. Spill counts are not in the
+    cubin."""
+    import struct
+
+    if image[:4] != b"\x7fELF" or image[4] != 2:
+        return {}
+    shoff, = struct.unpack_from("<Q", image, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", image, 0x3A)
+    # (name, type, flags, addr, offset, size, link, info, align, entsize)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", image, shoff + i * shentsize) for i in range(shnum)]
+
+    def cstr(table: int, off: int) -> str:
+        start = secs[table][4] + off
+        return image[start:image.index(b"\0", start)].decode()
+
+    names = [cstr(shstrndx, sec[0]) for sec in secs]
+    symtab = names.index(".symtab") if ".symtab" in names else None
+    if symtab is None:
+        return {}
+    sym = secs[symtab]
+    symbols = [cstr(sym[6], struct.unpack_from("<I", image, sym[4] + 24 * i)[0])
+               for i in range(sym[5] // 24)]
+    reserved = any(n.startswith(".nv.reservedSmem") for n in symbols)
+    stats: dict[str, KernelStats] = {}
+    for sec, name in zip(secs, names):
+        if name == ".nv.info":
+            data, i = image[sec[4]:sec[4] + sec[5]], 0
+            while i + 4 <= len(data):
+                fmt, attr, size = data[i], data[i + 1], struct.unpack_from("<H", data, i + 2)[0]
+                if fmt != 4:  # formats 1-3 carry their value in the 2 bytes
+                    i += 4 if fmt != 1 else 2
+                    continue
+                if attr in (_EIATTR_REGCOUNT, _EIATTR_FRAME_SIZE) and size == 8:
+                    index, value = struct.unpack_from("<II", data, i + 4)
+                    st = stats.setdefault(symbols[index], KernelStats(source="cubin"))
+                    if attr == _EIATTR_REGCOUNT:
+                        st.registers = value
+                    else:
+                        st.stack_bytes = value
+                i += 4 + size
+    for sec, name in zip(secs, names):
+        if name.startswith(".nv.shared.") and name[len(".nv.shared."):] in stats:
+            size = sec[5] - (_SM90_RESERVED_SMEM if reserved else 0)
+            stats[name[len(".nv.shared."):]].shared_bytes = max(size, 0)
+    return stats
+
+
+def kernel_stats(log: str, image: bytes) -> dict[str, KernelStats]:
+    """ptxas' statistics from the log, and from the cubin for a kernel the log leaves out."""
+    stats = parse_ptxas_log(log)
+    for name, st in cubin_stats(image).items():
+        if name not in stats or not stats[name].registers:
+            stats[name] = st
     return stats
 
 
@@ -157,8 +237,8 @@ class NVRTCCompiler:
         entry = cache.get(key) if cache is not None else None
         if entry is not None:
             log = entry.meta["log"]
-            return Cubin(bytes(entry.blobs["cubin"]), log, self.arch, parse_ptxas_log(log), 0.0,
-                         cached=True)
+            image = bytes(entry.blobs["cubin"])
+            return Cubin(image, log, self.arch, kernel_stats(log, image), 0.0, cached=True)
         t0 = time.perf_counter()
         err, prog = mod.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
         _check(err, "nvrtcCreateProgram")
@@ -178,7 +258,7 @@ class NVRTCCompiler:
         seconds = time.perf_counter() - t0
         if cache is not None:
             cache.put(key, {"log": log, "arch": self.arch}, {"cubin": bytes(image)})
-        return Cubin(bytes(image), log, self.arch, parse_ptxas_log(log), seconds)
+        return Cubin(bytes(image), log, self.arch, kernel_stats(log, bytes(image)), seconds)
 
 
 def _check(err, what: str) -> None:
@@ -190,9 +270,11 @@ def _check(err, what: str) -> None:
 
 def _program_log(mod, prog) -> str:
     err, size = mod.nvrtcGetProgramLogSize(prog)
-    buf = b" " * size
+    # a mutable buffer: NVRTC writes into it (into `b" " * 1`, CPython's shared one-byte
+    # object, it would turn every space the process encodes afterwards into a NUL)
+    buf = bytearray(size)
     mod.nvrtcGetProgramLog(prog, buf)
-    return buf.rstrip(b"\0 ").decode(errors="replace")
+    return bytes(buf).rstrip(b"\0 ").decode(errors="replace")
 
 
 def describe_nvrtc_failure(source: str, log: str) -> str:
@@ -215,9 +297,9 @@ def describe_nvrtc_failure(source: str, log: str) -> str:
 
 def relax_launch_bounds(source: str, stats: dict[str, KernelStats]) -> str:
     """`source` with the minimum-blocks argument of __launch_bounds__ removed from every kernel
-    that spills."""
+    that spills (or may: a stack frame in a cubin whose log said nothing)."""
     for name, s in stats.items():
-        if s.spill_stores or s.spill_loads:
+        if s.may_spill:
             source = re.sub(rf"__launch_bounds__\((\d+), \d+\) {re.escape(name)}\(",
                             rf"__launch_bounds__(\1) {name}(", source)
     return source
