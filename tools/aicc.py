@@ -526,10 +526,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("aicc: error: --aot writes the library into a folder: give it with -o DIR",
               file=sys.stderr)
         return 2
+    # --threads and --arch hold for this command alone: main() also runs inside other
+    # processes (tests, notebooks), which must not inherit them
+    env = {}
     if args.threads is not None:
-        os.environ["AICC_NUM_THREADS"] = str(args.threads)
+        env["AICC_NUM_THREADS"] = str(args.threads)
     if getattr(args, "arch", None):
-        os.environ["AICC_CUDA_ARCH"] = args.arch
+        env["AICC_CUDA_ARCH"] = args.arch
+    with _environment(env):
+        return _main(args)
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]):
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _main(args) -> int:
     from compiler.errors import CompileError, InternalError
 
     try:
