@@ -151,6 +151,48 @@ def test_heuristic_picks_packed_only_where_the_target_has_it():
     assert choose_conv_lowering(1, 128, 128, 4, (28, 28), (3, 3), packed=True) == "packed"  # groups
     assert choose_conv_lowering(1, 16, 16, 4, (28, 28), (3, 3), (2, 2), packed=True) == "im2col"  # 4 a group
     assert choose_conv_lowering(1, 64, 8, 1, (56, 56), (3, 3), packed=True) == "direct"
+    # 1x1 stride-1 convs of one group: packed on small images (narrowing ones up to 16x16)
+    assert choose_conv_lowering(1, 192, 1152, 1, (7, 7), (1, 1), packed=True) == "packed"
+    assert choose_conv_lowering(1, 2048, 512, 1, (8, 8), (1, 1), packed=True) == "packed"
+    assert choose_conv_lowering(1, 1024, 256, 1, (14, 14), (1, 1), packed=True) == "packed"
+    assert choose_conv_lowering(1, 256, 1024, 1, (14, 14), (1, 1), packed=True) == "matmul"
+    assert choose_conv_lowering(1, 512, 128, 1, (28, 28), (1, 1), packed=True) == "matmul"
+    assert choose_conv_lowering(1, 192, 1152, 1, (7, 7), (1, 1)) == "matmul"  # no kernel
+    assert choose_conv_lowering(1, 192, 8, 1, (7, 7), (1, 1), packed=True) == "matmul"  # 8 channels
+    assert choose_conv_lowering(1, 192, 384, 2, (7, 7), (1, 1), packed=True) == "matmul"  # groups
+    assert choose_conv_lowering(1, 192, 384, 1, (7, 7), (1, 1), (2, 2), packed=True) == "im2col"
+
+
+# 1x1 convs on the packed kernel, the image as one row of H*W columns: n, ic, oc, (h, w), bias
+POINTWISE = [
+    (1, 192, 1152 // 8, (7, 7), True),  # efficientnet's last stage, narrowed
+    (2, 129, 24, (7, 7), False),  # batch 2, one short block of channels
+    (1, 40, 17, (13, 11), True),  # narrowing on a non-square image of 143 pixels
+    (1, 7, 33, (1, 1), True),  # a 1x1 image
+    (3, 16, 16, (3, 5), False),
+]
+
+
+@pytest.mark.parametrize("vw", [8, 16])
+@pytest.mark.parametrize("case", POINTWISE, ids=str)
+def test_packed_pointwise_conv_matches_torch(case, vw, monkeypatch):
+    n, ic, oc, hw, bias = case
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(ic, oc, 1, bias=bias).eval()
+    block = torch.nn.Sequential(conv, torch.nn.ReLU()).eval()
+    x = torch.randn(n, ic, *hw)
+    monkeypatch.setenv("AICC_CONV_SCHEDULE", f"vw={vw}")
+    m = compiler.compile(block, (x,), threads=1, target_cpu=AVX2)
+    loops = m.ir("loops")
+    assert "aicc_cpu.conv_kernel" in loops and "relu" in loops
+    # one row of h*w output columns: the kernel's x_rs (row stride) is the whole image
+    assert f"x_rs = {hw[0] * hw[1]} : i64" in loops, loops
+    want = block.double()(x.double()).detach().numpy()
+    _check(m, x.numpy(), want, ic)
+    monkeypatch.setenv("AICC_CONV_PACKED_1X1", "0")  # the A/B switch: a matmul again
+    m = compiler.compile(block.float(), (x,), threads=1, target_cpu=AVX2)
+    assert "aicc_cpu.conv_kernel" not in m.ir("loops")
+    _check(m, x.numpy(), want, ic)
 
 
 @pytest.mark.parametrize("bits,regs", [(256, 16), (512, 32)])

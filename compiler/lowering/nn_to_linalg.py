@@ -11,6 +11,9 @@ Windows and offsets live in the indexing maps, as affine expressions of the loop
              - direct: loops (n, g, oc, oh, ow | ic, kh, kw) over the input viewed as
                (N, G, IC/G, H, W) read at (n, g, ic, oh*sh + kh*dh, ow*sw + kw*dw), the weight
                viewed as (G, OC/G, IC/G, KH, KW); the (N, G, OC/G, OH, OW) result reshaped back;
+               "packed" is that generic, marked (a 1x1 stride-1 conv of one group with its
+               image viewed as one row, (N, 1, IC, 1, H*W), for the kernel's columns to span
+               rows);
              - im2col: a copy generic col[n, g, ic, kh, kw, oh, ow] = x[n, g, ic, oh*sh + kh*dh,
                ow*sw + kw*dw], viewed as (N, G, K, OH*OW) with K = IC/G*KH*KW, then a batched
                matmul generic out[n, g] = W[g] (OC/G x K) @ col[n, g] that choose-schedule and
@@ -93,6 +96,8 @@ from compiler.lowering.utils import (
 CONV_LOWERING_ENV = "AICC_CONV_LOWERING"
 # "0": the heuristic never picks "packed", even where the target has the kernel (A/B timings)
 CONV_PACKED_ENV = "AICC_CONV_PACKED"
+# "0": 1x1 convs stay matmuls where the heuristic would pack them (A/B timings)
+CONV_PACKED_1X1_ENV = "AICC_CONV_PACKED_1X1"
 
 
 def _reshape(rewriter: PatternRewriter, v: SSAValue, shape) -> SSAValue:
@@ -146,6 +151,8 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False) 
                                     packed=packed and isinstance(n, int) and _is_constant(op.weight)
                                     and isinstance(aicc.element_type_of(op.input), Float32Type)
                                     and os.environ.get(CONV_PACKED_ENV, "") != "0")
+        if mode == "packed" and (kh, kw) == (1, 1) and os.environ.get(CONV_PACKED_1X1_ENV) == "0":
+            mode = "matmul"
     if mode not in CONV_LOWERINGS:
         raise CompileError(f"conv lowering '{mode}': expected one of {', '.join(CONV_LOWERINGS)} (or auto)")
     if mode == "matmul" and ((kh, kw) != (1, 1) or strides != (1, 1)):
@@ -215,6 +222,10 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
     ocg = oc // g
     (sh, sw), (dh, dw) = aicc_nn.int_values(op.strides), aicc_nn.int_values(op.dilations)
     elem = aicc.element_type_of(op.input)
+    flat = (mode == "packed" and (kh, kw) == (1, 1) and (sh, sw) == (1, 1) and g == 1
+            and (h, w) == (oh, ow))
+    if flat:  # a 1x1 conv: the image as one row, so that the kernel's columns span rows
+        h, w, oh, ow = 1, h * w, 1, oh * ow
     x = _reshape(rewriter, op.input, (n, g, icg, h, w))
     if mode in ("direct", "packed"):
         wt = _reshape(rewriter, op.weight, (g, ocg, icg, kh, kw))
@@ -231,7 +242,7 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
             generic.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)
             if CONV_SCHEDULE_ATTR in op.attributes:
                 generic.attributes[CONV_SCHEDULE_ATTR] = op.attributes[CONV_SCHEDULE_ATTR]
-        return _reshape(rewriter, insert_result(rewriter, generic), (n, oc, oh, ow))
+        return _reshape(rewriter, insert_result(rewriter, generic), aicc.shape_of(op.result))
     k, p = icg * kh * kw, oh * ow
     if mode == "matmul":  # 1x1, stride 1: the input is the matrix
         col = x

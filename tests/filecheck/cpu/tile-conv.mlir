@@ -228,3 +228,30 @@ func.func @grouped_auto(%x: tensor<1x16x9x11xf32>) -> tensor<1x16x7x9xf32> {
   %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 2 : i64} : tensor<1x16x9x11xf32>, tensor<16x8x3x3xf32> -> tensor<1x16x7x9xf32>
   func.return %c : tensor<1x16x7x9xf32>
 }
+
+// On a small image (at most 64 pixels, or 256 with more input than output channels) a 1x1
+// conv of one group is packed too, its image viewed as one row of H*W columns (3x5: 1 x 15),
+// so that the kernel's register tile spans the rows.
+// AUTO-LABEL:   func.func @conv_auto1x1_small
+// AUTO:           tensor.expand_shape {{.*}} output_shape [1, 1, 4, 1, 15]
+// AUTO:           linalg.generic {{.*}} outs(%{{.*}} : tensor<1x1x16x1x15xf32>) attrs = {aicc.conv_lowering = "packed"}
+// tile-conv then runs it as one row of 15 columns: a call of owb = 5 columns (x_rs = 15,
+// the whole image) per step of 5, over 24 input channels (x_cs = 15).
+// TILED-LABEL:  func.func @pointwise
+// TILED:          %[[W:.*]] = memref.get_global @{{.*}}_packed8 : memref<384xf32>
+// TILED:          scf.for %{{.*}} = %{{.*}} to %[[C15:.*]] step %[[C5:.*]] {
+// TILED:            aicc_cpu.conv_kernel %{{.*}}, %[[W]][%{{.*}}], %{{.*}} {owb = 5 : i64, ocv = 2 : i64, ocn = 16 : i64, vw = 8 : i64, ic = 24 : i64, kh = 1 : i64, kw = 1 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_cs = 15 : i64, x_rs = 15 : i64, w_ocs = 192 : i64, o_cs = 15 : i64, start = 1 : i64}
+// TILED-NOT:      linalg.generic
+// TILED:          func.return
+
+func.func @conv_auto1x1_small(%x: tensor<1x4x3x5xf32>) -> tensor<1x16x3x5xf32> {
+  %w = aicc.constant dense<0.5> : tensor<16x4x1x1xf32>
+  %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x4x3x5xf32>, tensor<16x4x1x1xf32> -> tensor<1x16x3x5xf32>
+  func.return %c : tensor<1x16x3x5xf32>
+}
+
+func.func @pointwise(%x: tensor<1x24x3x5xf32>) -> tensor<1x16x3x5xf32> {
+  %w = aicc.constant dense<0.25> : tensor<16x24x1x1xf32>
+  %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, aicc.conv_lowering = "packed"} : tensor<1x24x3x5xf32>, tensor<16x24x1x1xf32> -> tensor<1x16x3x5xf32>
+  func.return %c : tensor<1x16x3x5xf32>
+}
