@@ -11,7 +11,9 @@ vectors (see _emit_dw_body).
     O[ooff + (q*vw + l)*o_cs + 0 .. owb] += <acc[0][q][l], ..., acc[owb-1][q][l]>   q*vw + l < ocn
 
 The last step transposes the tile into the NCHW output's rows (shuffles: once per tile,
-against ic*kh*kw*owb*ocv FMAs), so the output needs no layout conversion.
+against ic*kh*kw*owb*ocv FMAs), so the output needs no layout conversion. A tile that is the
+output's whole value gets its bias (one vector per q), relu and epilogue region before the
+transpose, on the accumulators; a residual is added after it, in the output's layout.
 
 This is MLAS's NchwcConv kernel shape (output columns x blocks of output channels, inputs
 broadcast, weights packed so that one vector load serves vw output channels), and the dual
@@ -206,6 +208,22 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
     zero = Literal(vty, "zeroinitializer")
     accs = e.loop(_c64(0), _c64(kh), _c64(1), [zero] * (owb * ocv), tap_row,
                   known_nonempty=True, unroll=False)
+    # A tile that is the output's whole value (start 1: from zero, 2: from the bias) takes its
+    # bias, and its relu and epilogue when no residual comes between, on the accumulators:
+    # vectors of vw channels, one bias load per vector, the epilogue on owb * ocv full
+    # vectors instead of ocn rows of owb columns. The rest follows the transpose.
+    early = start != 0
+    if start == 2:
+        for q in range(ocv):
+            bq = _channel_vector(e, bias_base, q * vw, min(vw, ocn - q * vw), vty)
+            for j in range(owb):
+                accs[j * ocv + q] = b.fadd(accs[j * ocv + q], bq)
+    post = not (early and res_base is None)
+    if not post:
+        for i, acc in enumerate(accs):
+            if relu:
+                acc = e.intr("maximum", acc, zero)
+            accs[i] = _apply_epilogue(e, epilogue, acc)
     rty = ety if owb == 1 else ir.VectorType(ety, owb)
     for p in range(ocn):
         q, lane = divmod(p, vw)
@@ -220,20 +238,28 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
         ptr = b.gep(o_base, [_c64(p * o_cs)], inbounds=True, source_etype=ety)
         if start == 0:  # O += the tile
             row = b.fadd(b.load(ptr, typ=rty, align=esize), row)
-        elif start == 2:  # O = the channel's bias + the tile
-            bv = b.load(b.gep(bias_base, [_c64(p)], inbounds=True, source_etype=ety), typ=ety,
-                        align=esize)
-            if owb > 1:
-                bv = b.shuffle_vector(b.insert_element(Literal(rty, "undef"), bv, ir.Constant(I32, 0)),
-                                      Literal(rty, "undef"),
-                                      Literal(ir.VectorType(I32, owb), "zeroinitializer"))
-            row = b.fadd(bv, row)
         if res_base is not None:  # the epilogue: + the residual, then max(., 0)
             rp = b.gep(res_base, [_c64(p * o_cs)], inbounds=True, source_etype=ety)
             row = b.fadd(row, b.load(rp, typ=rty, align=esize))
-        if relu:
-            row = e.intr("maximum", row, ir.Constant(rty, 0.0) if owb == 1 else Literal(rty, "zeroinitializer"))
-        b.store(_apply_epilogue(e, epilogue, row), ptr, align=esize)
+        if post:
+            if relu:
+                row = e.intr("maximum", row, ir.Constant(rty, 0.0) if owb == 1
+                             else Literal(rty, "zeroinitializer"))
+            row = _apply_epilogue(e, epilogue, row)
+        b.store(row, ptr, align=esize)
+
+
+def _channel_vector(e: FunctionEmitter, base, first: int, count: int, vty: ir.VectorType):
+    """<vw x f32> of base[first .. first + count) (count <= vw), zeros past it (a masked
+    load: the bias has no element past the conv's last channel)."""
+    b = e.b
+    ptr = b.gep(base, [_c64(first)], inbounds=True, source_etype=vty.element)
+    align = byte_size(vty.element)
+    if count == vty.count:
+        return b.load(ptr, typ=vty, align=align)
+    mask = ir.Constant(ir.VectorType(I1, vty.count), [i < count for i in range(vty.count)])
+    return b.call(masked_intrinsic(e, "load", vty),
+                  [ptr, ir.Constant(I32, align), mask, Literal(vty, "zeroinitializer")])
 
 
 def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, dw, x_rs, start,

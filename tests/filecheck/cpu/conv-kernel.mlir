@@ -48,17 +48,28 @@
 // CHECK-NOT:     call <8 x float> @"llvm.fma.v8f32"
 // CHECK:         add nsw i64 %"iv.1", 1
 
-// start = 2: each output row is the channel's bias (a splat) plus the tile, stored without
-// reading the output.
+// start = 2: the tile starts from the bias, added to the accumulators before the transpose
+// (one <8 x float> load of the 8 channels' bias, one fadd per accumulator); then each output
+// row is stored without reading the output.
 // CHECK-LABEL: define internal void @"aicc.conv_kernel.owb4.ocv1.ocn8.vw8.ic1.kh1.kw1.sw1.dh1.dw1.x_cs16.x_rs4.w_ocs8.o_cs16.start2"(ptr {{.*}}, ptr {{.*}}, ptr {{.*}}, ptr {{.*}})
 // CHECK:       loop.exit:
+// CHECK:         %[[B:.*]] = load <8 x float>, ptr %{{.*}}, align 4
+// CHECK-COUNT-4: fadd <8 x float> %{{.*}}, %[[B]]
 // CHECK:         insertelement <4 x float>
 // CHECK-NOT:     load <4 x float>
-// CHECK:         %[[B:.*]] = load float, ptr %{{.*}}, align 4
-// CHECK:         %[[BI:.*]] = insertelement <4 x float> undef, float %[[B]], i32 0
-// CHECK:         %[[BS:.*]] = shufflevector <4 x float> %[[BI]], <4 x float> undef, <4 x i32> zeroinitializer
-// CHECK:         %[[R:.*]] = fadd <4 x float> %[[BS]], %{{.*}}
-// CHECK:         store <4 x float> %[[R]], ptr %{{.*}}, align 4
+// CHECK:         store <4 x float> %{{.*}}, ptr %{{.*}}, align 4
+
+// 13 channels in two vectors of 8: the second vector's bias is a masked load of its 5
+// channels (the bias has no 14th element), zeros past them; relu applies to the 2 x 2
+// accumulators, before the transpose, since no residual comes between.
+// CHECK-LABEL: define internal void @"aicc.conv_kernel.owb2.ocv2.ocn13.vw8.ic1.kh1.kw1.sw1.dh1.dw1.x_cs16.x_rs4.w_ocs8.o_cs4.start2.relu"
+// CHECK:       loop.exit:
+// CHECK:         load <8 x float>, ptr %{{.*}}, align 4
+// CHECK:         call <8 x float> @"llvm.masked.load.v8f32.p0"(ptr %{{.*}}, i32 4, <8 x i1> <i1 true, i1 true, i1 true, i1 true, i1 true, i1 false, i1 false, i1 false>, <8 x float> zeroinitializer)
+// CHECK-COUNT-4: call <8 x float> @"llvm.maximum.v8f32"
+// CHECK-NOT:     llvm.maximum
+// CHECK:         store <2 x float>
+// CHECK:         ret void
 
 func.func @conv(%x: memref<1x5x9x11xf32>, %w: memref<480xf32>, %o: memref<1x13x4x5xf32>) {
   %c0 = arith.constant 0 : index
@@ -71,5 +82,11 @@ func.func @conv(%x: memref<1x5x9x11xf32>, %w: memref<480xf32>, %o: memref<1x13x4
 func.func @conv_bias(%x: memref<16xf32>, %w: memref<8xf32>, %o: memref<128xf32>, %b: memref<8xf32>) {
   %c0 = arith.constant 0 : index
   aicc_cpu.conv_kernel %x[%c0], %w[%c0], %o[%c0] bias %b[%c0] : memref<8xf32> {owb = 4 : i64, ocv = 1 : i64, ocn = 8 : i64, vw = 8 : i64, ic = 1 : i64, kh = 1 : i64, kw = 1 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_cs = 16 : i64, x_rs = 4 : i64, w_ocs = 8 : i64, o_cs = 16 : i64, start = 2 : i64} : memref<16xf32>, memref<8xf32>, memref<128xf32>
+  func.return
+}
+
+func.func @conv_bias_edge(%x: memref<16xf32>, %w: memref<16xf32>, %o: memref<80xf32>, %b: memref<13xf32>) {
+  %c0 = arith.constant 0 : index
+  aicc_cpu.conv_kernel %x[%c0], %w[%c0], %o[%c0] bias %b[%c0] : memref<13xf32> {owb = 2 : i64, ocv = 2 : i64, ocn = 13 : i64, vw = 8 : i64, ic = 1 : i64, kh = 1 : i64, kw = 1 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_cs = 16 : i64, x_rs = 4 : i64, w_ocs = 8 : i64, o_cs = 4 : i64, start = 2 : i64, relu} : memref<16xf32>, memref<16xf32>, memref<80xf32>
   func.return
 }
