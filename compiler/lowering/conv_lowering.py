@@ -1,5 +1,6 @@
-"""How a conv2d is lowered to linalg: "direct", "im2col", "matmul" or "packed" (see
-nn_to_linalg.py). "packed" is the direct generic marked for a target's blocked kernel (the cpu
+"""How a conv2d is lowered to linalg: "direct", "im2col", "matmul", "packed" or "winograd"
+(see nn_to_linalg.py and winograd.py; the heuristic never picks "winograd", which is asked
+for per op or per compile). "packed" is the direct generic marked for a target's blocked kernel (the cpu
 target's tile-conv: output channels in vectors, the input broadcast, no im2col copy); a
 target without one runs it as the direct loop.
 The choice is per op, made by tensor-to-linalg for every target from the conv's shape, and
@@ -7,7 +8,7 @@ recorded on the conv's matmul (`aicc.conv_lowering`) for the targets' schedules 
 
 from __future__ import annotations
 
-CONV_LOWERINGS = ("direct", "im2col", "matmul", "packed")
+CONV_LOWERINGS = ("direct", "im2col", "matmul", "packed", "winograd")
 # On a conv2d: the lowering asked for. On the matmul generic of a conv: the lowering it came
 # from, so that choose-schedule picks the conv's schedule (see choose_matmul_schedule).
 CONV_LOWERING_ATTR = "aicc.conv_lowering"

@@ -3,8 +3,8 @@
 Windows and offsets live in the indexing maps, as affine expressions of the loop dims:
   * pad:     fill the result with the pad value, then a generic copies the input in through
              the output map (d0 + low0, d1 + low1, ...);
-  * conv2d:  one of three lowerings, chosen per op (`conv_lowering`): its
-             `aicc.conv_lowering = "direct" | "im2col" | "matmul"` attribute, else the pass
+  * conv2d:  one of the lowerings, chosen per op (`conv_lowering`): its
+             `aicc.conv_lowering = "direct" | "im2col" | "matmul" | "packed" | "winograd"` attribute, else the pass
              option `tensor-to-linalg{conv-lowering=...}`, else $AICC_CONV_LOWERING, else
              `choose_conv_lowering` in conv_lowering.py on the conv's shape (depthwise-like, tiny K
              or tiny convs direct; 1x1 stride-1 matmul; the rest im2col):
@@ -20,7 +20,11 @@ Windows and offsets live in the indexing maps, as affine expressions of the loop
                tile-matmul take (loops (n, g, m, p | k); the g dims are left out when there
                are no groups, so the weight is a matrix broadcast over the batch);
              - matmul: for 1x1 stride-1 convs, the same matmul on the input itself, viewed as
-               (N, G, IC/G, H*W) (asked of any other conv, it means im2col).
+               (N, G, IC/G, H*W) (asked of any other conv, it means im2col);
+             - winograd: F(2x2, 3x3) for 3x3 stride-1 convs (winograd.py): input transforms,
+               16 matmuls with the weight transformed at compile time, output transforms;
+               only when asked for (attribute, option, environment), and asked of a conv it
+               does not apply to, it means the heuristic's choice.
              A per-channel bias added to the conv (its only use: conv + b with b of shape
              (1, OC, 1, 1), (OC, 1, 1), ...) is lowered with it as the accumulator's start, a
              broadcast copy in place of the zero fill;
@@ -82,6 +86,7 @@ from compiler.lowering.conv_lowering import (
     CONV_SCHEDULE_ATTR,
     choose_conv_lowering,
 )
+from compiler.lowering.winograd import lower_winograd, winograd_applies
 from compiler.lowering.utils import (
     PARALLEL,
     REDUCTION,
@@ -136,29 +141,40 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False) 
     """The lowering of `op`: its `aicc.conv_lowering` attribute, else `forced` (the pass
     option), else $AICC_CONV_LOWERING, else `choose_conv_lowering` on its shape (`packed`: the
     target has the packed kernel, which takes f32 convs with a constant weight and a static
-    batch). "matmul" on a conv that needs the im2col copy means
-    "im2col"; "packed" on a dynamic batch or a weight that is not a constant means
-    "direct"."""
+    batch). "matmul" on a conv that needs the
+    im2col copy means "im2col"; "packed" on a dynamic batch or a weight that is not a
+    constant means "direct"; "winograd" on a conv it does not apply to (winograd.py) means
+    the heuristic's choice without it."""
     attr = op.attributes.get(CONV_LOWERING_ATTR)
     mode = attr.data if isinstance(attr, StringAttr) else (forced or os.environ.get(CONV_LOWERING_ENV, ""))
-    n, c, _, _ = aicc.shape_of(op.input)
-    oc, _, kh, kw = aicc.shape_of(op.weight)
-    _, _, oh, ow = aicc.shape_of(op.result)
+    n, _, _, _ = aicc.shape_of(op.input)
+    kh, kw = aicc.shape_of(op.weight)[2:]
     strides = tuple(aicc_nn.int_values(op.strides))
     if mode in ("", "auto"):  # a dynamic batch: chosen as for one image
-        mode = choose_conv_lowering(n if isinstance(n, int) else 1, c, oc, op.groups.value.data,
-                                    (oh, ow), (kh, kw), strides,
-                                    packed=packed and isinstance(n, int) and _is_constant(op.weight)
-                                    and isinstance(aicc.element_type_of(op.input), Float32Type)
-                                    and os.environ.get(CONV_PACKED_ENV, "") != "0")
-        if mode == "packed" and (kh, kw) == (1, 1) and os.environ.get(CONV_PACKED_1X1_ENV) == "0":
-            mode = "matmul"
+        mode = _heuristic(op, packed)
     if mode not in CONV_LOWERINGS:
         raise CompileError(f"conv lowering '{mode}': expected one of {', '.join(CONV_LOWERINGS)} (or auto)")
     if mode == "matmul" and ((kh, kw) != (1, 1) or strides != (1, 1)):
         mode = "im2col"
     if mode == "packed" and (not isinstance(n, int) or not _is_constant(op.weight)):
         mode = "direct"
+    if mode == "winograd" and not winograd_applies(op):
+        mode = _heuristic(op, packed)
+    return mode
+
+
+def _heuristic(op: aicc_nn.Conv2dOp, packed: bool) -> str:
+    n, c, _, _ = aicc.shape_of(op.input)
+    oc, _, kh, kw = aicc.shape_of(op.weight)
+    _, _, oh, ow = aicc.shape_of(op.result)
+    strides = tuple(aicc_nn.int_values(op.strides))
+    kernel = (packed and isinstance(n, int) and _is_constant(op.weight)
+              and isinstance(aicc.element_type_of(op.input), Float32Type)
+              and os.environ.get(CONV_PACKED_ENV, "") != "0")
+    mode = choose_conv_lowering(n if isinstance(n, int) else 1, c, oc, op.groups.value.data,
+                                (oh, ow), (kh, kw), strides, packed=kernel)
+    if mode == "packed" and (kh, kw) == (1, 1) and os.environ.get(CONV_PACKED_1X1_ENV) == "0":
+        mode = "matmul"
     return mode
 
 
@@ -215,6 +231,8 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
                  rewriter: PatternRewriter) -> SSAValue:
     """The linalg form of conv2d(op) [+ bias], inserted at the rewriter's point; returns the
     (N, OC, OH, OW) result."""
+    if mode == "winograd":
+        return lower_winograd(op, bias, rewriter)
     n, c, h, w = aicc.shape_of(op.input)
     oc, icg, kh, kw = aicc.shape_of(op.weight)
     _, _, oh, ow = aicc.shape_of(op.result)

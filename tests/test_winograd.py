@@ -1,0 +1,107 @@
+"""The "winograd" conv lowering (compiler/lowering/winograd.py, F(2x2, 3x3)) against torch in
+float64: batch 1 to 3, 3 to 64 input channels, 5 to 33 output channels, images from one 2x2
+tile (2x2 output) to 28x28 and non-square, padded and not, with bias, ReLU and a residual
+block; convs it does not apply to (odd output sizes, stride 2, 5x5, groups, a weight known
+only at run time) fall back to the heuristic's lowering. Tolerance as for the other
+lowerings: rtol=1e-4, atol=1e-5*sqrt(K) for sums of K = 9*IC products.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+import compiler
+
+
+@pytest.fixture(autouse=True)
+def _winograd(monkeypatch):
+    monkeypatch.setenv("AICC_CACHE", "0")
+    monkeypatch.setenv("AICC_CONV_LOWERING", "winograd")
+
+
+def _check(model, x, ic):
+    m = compiler.compile(model, (x,), threads=1)
+    want = model.double()(x.double()).detach().numpy()
+    model.float()
+    np.testing.assert_allclose(m(x.numpy()), want, rtol=1e-4, atol=1e-5 * math.sqrt(9 * ic))
+    return m
+
+
+CASES = [
+    # n, ic, oc, (h, w), padding, bias, relu
+    (1, 3, 5, (4, 4), 1, True, True),
+    (2, 8, 16, (6, 10), 1, False, False),  # non-square, no bias
+    (1, 16, 33, (2, 2), 1, True, False),  # one tile
+    (3, 5, 7, (8, 6), 0, True, True),  # unpadded: a 6x4 output
+    (1, 64, 64, (28, 28), 1, True, True),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_winograd_matches_torch(case):
+    n, ic, oc, hw, pad, bias, relu = case
+    torch.manual_seed(0)
+    layers = [torch.nn.Conv2d(ic, oc, 3, padding=pad, bias=bias)] + [torch.nn.ReLU()] * relu
+    model = torch.nn.Sequential(*layers).eval()
+    m = _check(model, torch.randn(n, ic, *hw), ic)
+    linalg = m.ir("linalg")
+    # the 16 matmuls of the transformed weight, marked for choose-schedule
+    assert linalg.count('aicc.conv_lowering = "winograd"') == 16, linalg
+
+
+class _Block(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.a, self.b = torch.nn.Conv2d(c, c, 3, padding=1), torch.nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(self.b(torch.relu(self.a(x))) + x)
+
+
+def test_winograd_resnet_block():
+    torch.manual_seed(1)
+    m = _check(_Block(12).eval(), torch.randn(1, 12, 10, 14), 12)
+    assert m.ir("linalg").count('aicc.conv_lowering = "winograd"') == 32
+
+
+@pytest.mark.parametrize("conv", [
+    torch.nn.Conv2d(4, 6, 3, padding=1),  # 7x7 output: odd
+    torch.nn.Conv2d(4, 6, 3, stride=2, padding=1),
+    torch.nn.Conv2d(4, 6, 5, padding=2),
+    torch.nn.Conv2d(4, 6, 3, padding=1, groups=2),
+    torch.nn.Conv2d(4, 6, 3, dilation=2, padding=2),
+], ids=["odd", "stride2", "5x5", "groups", "dilation"])
+def test_winograd_falls_back_where_it_does_not_apply(conv):
+    torch.manual_seed(2)
+    m = _check(torch.nn.Sequential(conv).eval(), torch.randn(1, 4, 7, 7), 4)
+    assert "winograd" not in m.ir("linalg")
+
+
+def test_weight_known_at_run_time_falls_back():
+    x = np.random.default_rng(0).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    f = compiler.compile(lambda x, w: compiler.ops.conv2d(x, w), (x, w), threads=1)
+    want = torch.nn.functional.conv2d(torch.from_numpy(x).double(),
+                                      torch.from_numpy(w).double()).numpy()
+    np.testing.assert_allclose(f(x, w), want, rtol=1e-4, atol=1e-4)
+    assert "winograd" not in f.ir("linalg")
+
+
+def test_winograd_on_the_cuda_emulator():
+    pytest.importorskip("cuda.bindings.nvrtc")
+    if shutil.which("g++") is None:
+        pytest.skip("the CUDA emulation harness needs g++")
+    from compiler.targets.cuda_emu.emu import run_emulated
+
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 3, 6, 4)
+    m = compiler.compile(model, (x,), target="cuda")
+    assert m.ir("linalg").count('aicc.conv_lowering = "winograd"') == 16
+    want = model.double()(x.double()).detach().numpy()
+    np.testing.assert_allclose(run_emulated(m, x.numpy()), want, rtol=1e-4, atol=1e-4)
