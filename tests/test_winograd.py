@@ -105,3 +105,36 @@ def test_winograd_on_the_cuda_emulator():
     assert m.ir("linalg").count('aicc.conv_lowering = "winograd"') == 16
     want = model.double()(x.double()).detach().numpy()
     np.testing.assert_allclose(run_emulated(m, x.numpy()), want, rtol=1e-4, atol=1e-4)
+
+
+def test_heuristic_picks_winograd_where_it_won(monkeypatch):
+    from compiler.lowering.conv_lowering import choose_conv_lowering, winograd_wins
+    from compiler.stages import CompileOptions
+    from compiler.targets import get_target
+
+    assert winograd_wins(256, 32, 64, 784) and not winograd_wins(256, 16, 16, 12544)
+    assert winograd_wins(512, 64, 64, 3136) and not winograd_wins(512, 32, 64, 784)
+    assert not winograd_wins(128, 256, 256, 3136)  # no packed kernel to compare with
+    assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3), packed=True,
+                                winograd_bits=256) == "winograd"
+    assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3), packed=True) == "packed"
+    # the cpu target passes its vector width to tensor-to-linalg; the cuda one none
+    for target, cpu, bits in (("cpu", "x86-64-v3", 256), ("cpu", "skylake-avx512", 512),
+                              ("cuda", None, 0)):
+        stages = get_target(target).pipeline(CompileOptions(target=target, target_cpu=cpu))
+        t2l = next(p for _, passes in stages for p in passes if p.name == "tensor-to-linalg")
+        assert t2l.conv_vector_bits == bits, (target, cpu)
+    # by default (no lowering asked for) on an AVX2 target: Winograd from 32 channels, and
+    # AICC_CONV_WINOGRAD=0 keeps the heuristic off it
+    monkeypatch.delenv("AICC_CONV_LOWERING")
+    torch.manual_seed(4)
+    model = torch.nn.Sequential(torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 32, 8, 8)
+    want = model.double()(x.double()).detach().numpy()
+    model.float()
+    m = compiler.compile(model, (x,), threads=1, target_cpu="x86-64-v3")
+    assert m.ir("linalg").count('aicc.conv_lowering = "winograd"') == 16
+    np.testing.assert_allclose(m(x.numpy()), want, rtol=1e-4, atol=1e-5 * math.sqrt(9 * 32))
+    monkeypatch.setenv("AICC_CONV_WINOGRAD", "0")
+    m = compiler.compile(model, (x,), threads=1, target_cpu="x86-64-v3")
+    assert "winograd" not in m.ir("linalg") and "aicc_cpu.conv_kernel" in m.ir("loops")

@@ -1,6 +1,5 @@
 """How a conv2d is lowered to linalg: "direct", "im2col", "matmul", "packed" or "winograd"
-(see nn_to_linalg.py and winograd.py; the heuristic never picks "winograd", which is asked
-for per op or per compile). "packed" is the direct generic marked for a target's blocked kernel (the cpu
+(see nn_to_linalg.py and winograd.py). "packed" is the direct generic marked for a target's blocked kernel (the cpu
 target's tile-conv: output channels in vectors, the input broadcast, no im2col copy); a
 target without one runs it as the direct loop.
 The choice is per op, made by tensor-to-linalg for every target from the conv's shape, and
@@ -29,11 +28,15 @@ PACKED_MIN_OCG = 8
 # more input than output channels; larger images stay a matmul (see choose_conv_lowering).
 PACKED_1X1_MAX_PIXELS = 64
 PACKED_1X1_MAX_PIXELS_NARROWING = 256
+# The heuristic takes Winograd's F(2x2, 3x3) for a 3x3 stride-1 conv it applies to from this
+# many input and output channels on (twice as many with 512-bit vectors; see winograd_wins).
+WINOGRAD_MIN_CHANNELS = 32
 
 
 def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups: int,
                          out_hw: tuple[int, int], kernel: tuple[int, int],
-                         strides: tuple[int, int] = (1, 1), packed: bool = False) -> str:
+                         strides: tuple[int, int] = (1, 1), packed: bool = False,
+                         winograd_bits: int = 0) -> str:
     """How a conv2d is lowered to linalg (compiler/lowering/nn_to_linalg.py):
 
       "matmul"  a 1x1 stride-1 conv: the input viewed as (N, IC, H*W) is the matmul's B
@@ -44,6 +47,9 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
                 KxK convs of one group with PACKED_MIN_OC output channels or more, 1x1 convs
                 of one group on small images (below),
                 grouped ones with PACKED_MIN_OCG per group or more, and depthwise KxK convs
+
+    "winograd" (F(2x2, 3x3), winograd.py) when `winograd_bits` (the target's vector width,
+    given only for a conv Winograd applies to) and `winograd_wins` say so, before all else.
 
     A 1x1 stride-1 conv of one group is "packed" too on small images: up to
     PACKED_1X1_MAX_PIXELS output pixels, or PACKED_1X1_MAX_PIXELS_NARROWING with more input
@@ -81,6 +87,8 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
     unstrided direct stays ahead (1.08x, 1.85x)."""
     icg, ocg = in_channels // groups, out_channels // groups
     pixels = out_hw[0] * out_hw[1]
+    if winograd_bits and winograd_wins(winograd_bits, in_channels, out_channels, pixels):
+        return "winograd"
     if (packed and groups == 1 and kernel == (1, 1) and strides == (1, 1)
             and out_channels >= PACKED_MIN_OC
             and (pixels <= PACKED_1X1_MAX_PIXELS
@@ -103,6 +111,26 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
     return "direct" if ocg < 4 or long_rows else "im2col"
 
 
+def winograd_wins(vector_bits: int, in_channels: int, out_channels: int, pixels: int) -> bool:
+    """Does F(2x2, 3x3) beat the packed direct kernel on a 3x3 stride-1 conv it applies to
+    (winograd.py) with this many channels, on a target with vectors of `vector_bits`?
+    Measured on a Zen 4 at one thread, both compiled in one process and timed alternately.
+    One conv + ReLU (packed time / winograd time):
+      AVX2 code (x86-64-v3): 64ch 56x56 1.34, 128ch 28x28 1.56, 256ch 14x14 1.46, 512ch 8x8
+        1.16, 32->64 28x28 1.30, 256ch 28x28 1.75; but 16ch 112x112 0.73;
+      AVX-512 code: 64ch 56x56 1.23-1.37, 32ch 56x56 1.10, 256ch 28x28 1.17; but 128ch 28x28
+        0.85-0.91, 256ch 14x14 0.83-0.99, 32->64 28x28 0.57-0.61.
+    In the networks (onnx_vs_ort.py, ORT / aicc at batch 1) the AVX-512 losses alone do not
+    show: resnet18 with Winograd on its 56x56 convs only 1.07, on every 3x3 stride-1 conv of
+    64 channels or more 1.11 (without it 1.00); resnet50 0.98 and 0.99 (0.96). So: from
+    WINOGRAD_MIN_CHANNELS input and output channels, twice that with 512-bit vectors (where
+    the direct kernel runs closest to peak and 32 channels lost)."""
+    channels = min(in_channels, out_channels)
+    if vector_bits < 256:
+        return False
+    return channels >= WINOGRAD_MIN_CHANNELS * (2 if vector_bits >= 512 else 1) and pixels >= 4
+
+
 def is_depthwise(in_channels: int, out_channels: int, groups: int) -> bool:
     """A depthwise conv: one input and one output channel per group, more than one group."""
     return groups > 1 and in_channels == out_channels == groups
@@ -116,4 +144,5 @@ def depthwise_generic_shapes(x: tuple, w: tuple, out: tuple) -> bool:
 
 
 __all__ = ["CONV_LOWERINGS", "CONV_LOWERING_ATTR", "CONV_SCHEDULE_ATTR", "DIRECT_MIN_WIDTH",
-           "PACKED_1X1_MAX_PIXELS", "PACKED_1X1_MAX_PIXELS_NARROWING", "PACKED_MIN_OC", "PACKED_MIN_OCG", "choose_conv_lowering", "depthwise_generic_shapes", "is_depthwise"]
+           "PACKED_1X1_MAX_PIXELS", "PACKED_1X1_MAX_PIXELS_NARROWING", "PACKED_MIN_OC",
+           "winograd_wins", "PACKED_MIN_OCG", "choose_conv_lowering", "depthwise_generic_shapes", "is_depthwise"]

@@ -103,6 +103,8 @@ CONV_LOWERING_ENV = "AICC_CONV_LOWERING"
 CONV_PACKED_ENV = "AICC_CONV_PACKED"
 # "0": 1x1 convs stay matmuls where the heuristic would pack them (A/B timings)
 CONV_PACKED_1X1_ENV = "AICC_CONV_PACKED_1X1"
+# "0": the heuristic never picks "winograd" (A/B timings)
+CONV_WINOGRAD_ENV = "AICC_CONV_WINOGRAD"
 
 
 def _reshape(rewriter: PatternRewriter, v: SSAValue, shape) -> SSAValue:
@@ -137,11 +139,13 @@ class LowerPad(RewritePattern):
         rewriter.replace(op, generic)
 
 
-def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False) -> str:
+def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False,
+                  vector_bits: int = 0) -> str:
     """The lowering of `op`: its `aicc.conv_lowering` attribute, else `forced` (the pass
     option), else $AICC_CONV_LOWERING, else `choose_conv_lowering` on its shape (`packed`: the
     target has the packed kernel, which takes f32 convs with a constant weight and a static
-    batch). "matmul" on a conv that needs the
+    batch; `vector_bits`: its vector width, for where Winograd's F(2x2, 3x3) wins, 0 for
+    never). "matmul" on a conv that needs the
     im2col copy means "im2col"; "packed" on a dynamic batch or a weight that is not a
     constant means "direct"; "winograd" on a conv it does not apply to (winograd.py) means
     the heuristic's choice without it."""
@@ -151,7 +155,7 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False) 
     kh, kw = aicc.shape_of(op.weight)[2:]
     strides = tuple(aicc_nn.int_values(op.strides))
     if mode in ("", "auto"):  # a dynamic batch: chosen as for one image
-        mode = _heuristic(op, packed)
+        mode = _heuristic(op, packed, vector_bits)
     if mode not in CONV_LOWERINGS:
         raise CompileError(f"conv lowering '{mode}': expected one of {', '.join(CONV_LOWERINGS)} (or auto)")
     if mode == "matmul" and ((kh, kw) != (1, 1) or strides != (1, 1)):
@@ -159,11 +163,11 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False) 
     if mode == "packed" and (not isinstance(n, int) or not _is_constant(op.weight)):
         mode = "direct"
     if mode == "winograd" and not winograd_applies(op):
-        mode = _heuristic(op, packed)
+        mode = _heuristic(op, packed, 0)
     return mode
 
 
-def _heuristic(op: aicc_nn.Conv2dOp, packed: bool) -> str:
+def _heuristic(op: aicc_nn.Conv2dOp, packed: bool, vector_bits: int) -> str:
     n, c, _, _ = aicc.shape_of(op.input)
     oc, _, kh, kw = aicc.shape_of(op.weight)
     _, _, oh, ow = aicc.shape_of(op.result)
@@ -172,7 +176,9 @@ def _heuristic(op: aicc_nn.Conv2dOp, packed: bool) -> str:
               and isinstance(aicc.element_type_of(op.input), Float32Type)
               and os.environ.get(CONV_PACKED_ENV, "") != "0")
     mode = choose_conv_lowering(n if isinstance(n, int) else 1, c, oc, op.groups.value.data,
-                                (oh, ow), (kh, kw), strides, packed=kernel)
+                                (oh, ow), (kh, kw), strides, packed=kernel,
+                                winograd_bits=vector_bits if kernel and winograd_applies(op)
+                                and os.environ.get(CONV_WINOGRAD_ENV, "") != "0" else 0)
     if mode == "packed" and (kh, kw) == (1, 1) and os.environ.get(CONV_PACKED_1X1_ENV) == "0":
         mode = "matmul"
     return mode
@@ -297,13 +303,14 @@ class LowerConv2d(RewritePattern):
     lowering: str = ""  # the pass option: direct, im2col, matmul, packed, or "" (auto)
     with_bias: bool = True
     packed: bool = False  # the target has the packed kernel (see choose_conv_lowering)
+    vector_bits: int = 0  # its vector width, for Winograd (0: never)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc_nn.Conv2dOp, rewriter: PatternRewriter) -> None:
         if self.with_bias and _channel_bias(op) is not None:
             return  # lowered with its add
-        rewriter.replace(op, [], [lower_conv2d(op, None, conv_lowering(op, self.lowering, self.packed),
-                                               rewriter)])
+        mode = conv_lowering(op, self.lowering, self.packed, self.vector_bits)
+        rewriter.replace(op, [], [lower_conv2d(op, None, mode, rewriter)])
 
 
 @dataclass
@@ -314,14 +321,15 @@ class LowerConv2dBias(RewritePattern):
 
     lowering: str = ""
     packed: bool = False
+    vector_bits: int = 0
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc.AddOp, rewriter: PatternRewriter) -> None:
         for v in (op.lhs, op.rhs):
             conv = v.owner
             if isinstance(conv, aicc_nn.Conv2dOp) and (found := _channel_bias(conv)) and found[0] is op:
-                out = lower_conv2d(conv, found[1], conv_lowering(conv, self.lowering, self.packed),
-                                   rewriter)
+                mode = conv_lowering(conv, self.lowering, self.packed, self.vector_bits)
+                out = lower_conv2d(conv, found[1], mode, rewriter)
                 rewriter.replace(op, [], [out])
                 rewriter.erase(conv)
                 return
@@ -751,9 +759,9 @@ class LowerConvTranspose2d(RewritePattern):
 
 
 def nn_patterns(conv_lowering: str = "", conv_bias: bool = True,
-                conv_packed: bool = False) -> list[RewritePattern]:
+                conv_packed: bool = False, conv_vector_bits: int = 0) -> list[RewritePattern]:
     """The NN lowerings, but for LowerConv2dBias (used when `conv_bias`), which goes before
     the elementwise ones."""
     return [LowerConvTranspose2d(), LowerResample(), LowerPad(),
-            LowerConv2d(conv_lowering, conv_bias, conv_packed), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
+            LowerConv2d(conv_lowering, conv_bias, conv_packed, conv_vector_bits), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
             LowerGatherElements(), LowerArgReduce(), LowerCumSum()]

@@ -64,6 +64,7 @@ class StageHooks:
     tensor: tuple[ModulePass, ...] = ()  # after cleanup: the last of the tensor stage
     conv_bias: bool = True  # tensor-to-linalg starts a conv's accumulator from its bias
     conv_packed: bool = False  # the target lowers "packed" convs with a blocked kernel
+    conv_vector_bits: int = 0  # its vector width, for the heuristic's Winograd choice
     linalg: tuple[ModulePass, ...] = ()  # after fuse-elementwise and cleanup
     memref: tuple[ModulePass, ...] = ()  # between bufferize and plan-memory
     loops: tuple[ModulePass, ...] = ()  # before linalg-to-loops
@@ -75,7 +76,8 @@ def shared_stages(fuse: bool, hooks: StageHooks) -> list[tuple[str, list[ModuleP
     """The tensor, linalg, memref and loops stages, as (stage whose IR it produces, passes)."""
     return [
         ("tensor", [*graph_passes(), *hooks.graph, *cleanup(), *hooks.tensor]),
-        ("linalg", [TensorToLinalg(conv_bias=hooks.conv_bias, conv_packed=hooks.conv_packed),
+        ("linalg", [TensorToLinalg(conv_bias=hooks.conv_bias, conv_packed=hooks.conv_packed,
+                                   conv_vector_bits=hooks.conv_vector_bits),
                     *([FuseElementwise()] if fuse else []), *cleanup(), *hooks.linalg]),
         ("memref", [Bufferize(), *hooks.memref, PlanMemory(workspace_arg=True)]),
         ("loops", [*hooks.loops, LinalgToLoops(transpose_tile=hooks.transpose_tile,

@@ -586,13 +586,15 @@ class TensorToLinalg(ModulePass):
     conv_bias: bool = True
     # the target has the packed conv kernel (cpu: tile-conv), which the heuristic may then pick
     conv_packed: bool = False
+    # the target's vector width in bits, for where the heuristic picks Winograd (0: never)
+    conv_vector_bits: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         check_dynamic_support(op)
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
                 [
-                    *([LowerConv2dBias(self.conv_lowering, self.conv_packed)] if self.conv_bias else []),  # before LowerBinary
+                    *([LowerConv2dBias(self.conv_lowering, self.conv_packed, self.conv_vector_bits)] if self.conv_bias else []),  # before LowerBinary
                     LowerConstant(),
                     LowerUnary(),
                     LowerBinary(),
@@ -608,7 +610,8 @@ class TensorToLinalg(ModulePass):
                     LowerReshape(),
                     LowerTensorOp(),  # aicc.tensor_op: index notation
                     *QUANT_PATTERNS,  # quantize, dequantize, matmul_integer
-                    *nn_patterns(self.conv_lowering, self.conv_bias, self.conv_packed),
+                    *nn_patterns(self.conv_lowering, self.conv_bias, self.conv_packed,
+                                 self.conv_vector_bits),
                 ]
             ),
         ).rewrite_module(op)

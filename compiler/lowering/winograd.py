@@ -28,13 +28,13 @@ where the direct conv takes 36. The lowering emits
     (N, OC, OH/2, 2, OW/2, 2).
 
 Every generic is plain linalg, so the pipeline stays printable and any target runs it. It is
-chosen per op (`aicc.conv_lowering = "winograd"`, `tensor-to-linalg{conv-lowering=winograd}`,
-AICC_CONV_LOWERING=winograd), never by the heuristic: on a Zen 4 at one thread (3x3 conv +
-ReLU, 64 channels at 56x56, 128 at 28x28, 256 at 14x14, A/B in one process) it ran at 0.94 to
-1.04 of the packed direct kernel. The 16 matmuls have K = IC, short for the microkernel
-(90-110 GFLOP/s where the direct kernel reaches about 150), and the 16 strided input passes
-and the output planes take about a third of the time; a fused transform kernel and a matmul
-that stores channels-last are what it would need to win.
+asked for per op (`aicc.conv_lowering = "winograd"`), per compile
+(`tensor-to-linalg{conv-lowering=winograd}`, AICC_CONV_LOWERING=winograd), or picked by the
+heuristic where it was measured to beat the packed direct kernel (conv_lowering.py,
+`winograd_wins`): on AVX2 targets from 32 channels, on AVX-512 ones only on large images,
+where the direct kernel runs closer to the machine's peak than the 16 matmuls of K = IC do.
+A fused transform kernel and a matmul that stores channels-last are what it would need to win
+more widely.
 
 The arithmetic differs from the direct sum by rounding only: the transforms add and subtract
 (and halve) f32 values, so the error stays within a few units of the sum's magnitude in the

@@ -80,6 +80,7 @@ class CPUTarget(Target):
             # (Zen 3) and AVX-512 (Zen 4: CNNs 5-36% faster than im2col and the direct loop);
             # on 128-bit targets AICC_CONV_LOWERING=packed or the op's attribute ask for them
             conv_packed=machine.vector_bits >= 256,
+            conv_vector_bits=machine.vector_bits,
         )
         return shared.shared_stages(fuse, hooks)
 
