@@ -67,7 +67,7 @@ import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import AnyFloat, Float32Type, StringAttr, TensorType, i64
-from xdsl.ir import Operation, OpResult, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -86,7 +86,7 @@ from compiler.lowering.conv_lowering import (
     CONV_SCHEDULE_ATTR,
     choose_conv_lowering,
 )
-from compiler.lowering.winograd import lower_winograd, winograd_applies
+from compiler.lowering.winograd import constant_source, lower_winograd, winograd_applies
 from compiler.lowering.utils import (
     PARALLEL,
     REDUCTION,
@@ -186,10 +186,7 @@ def _heuristic(op: aicc_nn.Conv2dOp, packed: bool, vector_bits: int) -> str:
 
 def _is_constant(v: SSAValue) -> bool:
     """A weight known at compile time (a constant, through reshapes): packed packs it then."""
-    while isinstance(v, OpResult) and v.op.name in ("aicc.reshape", "tensor.collapse_shape",
-                                                    "tensor.expand_shape"):
-        v = v.op.operands[0]
-    return isinstance(v, OpResult) and v.op.name in ("aicc.constant", "arith.constant")
+    return constant_source(v) is not None
 
 
 def _channel_bias(conv: aicc_nn.Conv2dOp) -> tuple[aicc.AddOp, SSAValue] | None:

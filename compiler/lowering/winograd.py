@@ -47,7 +47,7 @@ import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import OpResult, SSAValue
+from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -83,14 +83,20 @@ def _off(e: AffineExpr, c: int) -> AffineExpr:
     return AffineBinaryOpExpr(AffineBinaryOpKind.Add, e, AffineConstantExpr(c))
 
 
-def constant_weight(v: SSAValue) -> np.ndarray | None:
-    """The value of a constant (through reshapes), or None."""
+def constant_source(v: SSAValue) -> Operation | None:
+    """The aicc.constant or arith.constant that `v` is, through reshapes, or None."""
     while isinstance(v, OpResult) and v.op.name in ("aicc.reshape", "tensor.collapse_shape",
                                                     "tensor.expand_shape"):
         v = v.op.operands[0]
     if isinstance(v, OpResult) and v.op.name in ("aicc.constant", "arith.constant"):
-        return numpy_from_dense(v.op.value)
+        return v.op
     return None
+
+
+def constant_weight(v: SSAValue) -> np.ndarray | None:
+    """The value of a constant (through reshapes), or None."""
+    op = constant_source(v)
+    return None if op is None else numpy_from_dense(op.value)
 
 
 def winograd_applies(op: aicc_nn.Conv2dOp) -> bool:
@@ -105,7 +111,7 @@ def winograd_applies(op: aicc_nn.Conv2dOp) -> bool:
             and isinstance(oh, int) and isinstance(ow, int) and oh % 2 == 0 and ow % 2 == 0
             and aicc.element_type_of(op.input) == aicc.element_type_of(op.weight)
             and str(aicc.element_type_of(op.input)) == "f32"
-            and constant_weight(op.weight) is not None)
+            and constant_source(op.weight) is not None)
 
 
 def _constant(rewriter: PatternRewriter, array: np.ndarray) -> SSAValue:
@@ -218,4 +224,4 @@ def lower_winograd(op: aicc_nn.Conv2dOp, bias: SSAValue | None,
     return _reshape(rewriter, y, (n, oc, oh, ow))
 
 
-__all__ = ["lower_winograd", "winograd_applies"]
+__all__ = ["constant_source", "constant_weight", "lower_winograd", "winograd_applies"]
