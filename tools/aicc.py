@@ -19,6 +19,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from unittest import mock
 
 STAGES = ("tensor", "linalg", "memref", "loops", "llvm", "asm", "gpu", "cuda")
 
@@ -533,22 +534,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         env["AICC_NUM_THREADS"] = str(args.threads)
     if getattr(args, "arch", None):
         env["AICC_CUDA_ARCH"] = args.arch
-    with _environment(env):
+    with mock.patch.dict(os.environ, env):
         return _main(args)
-
-
-@contextlib.contextmanager
-def _environment(values: dict[str, str]):
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _main(args) -> int:

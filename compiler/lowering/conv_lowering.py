@@ -145,4 +145,5 @@ def depthwise_generic_shapes(x: tuple, w: tuple, out: tuple) -> bool:
 
 __all__ = ["CONV_LOWERINGS", "CONV_LOWERING_ATTR", "CONV_SCHEDULE_ATTR", "DIRECT_MIN_WIDTH",
            "PACKED_1X1_MAX_PIXELS", "PACKED_1X1_MAX_PIXELS_NARROWING", "PACKED_MIN_OC",
-           "winograd_wins", "PACKED_MIN_OCG", "choose_conv_lowering", "depthwise_generic_shapes", "is_depthwise"]
+           "PACKED_MIN_OCG", "WINOGRAD_MIN_CHANNELS", "choose_conv_lowering",
+           "depthwise_generic_shapes", "is_depthwise", "winograd_wins"]

@@ -23,8 +23,8 @@ Windows and offsets live in the indexing maps, as affine expressions of the loop
                (N, G, IC/G, H*W) (asked of any other conv, it means im2col);
              - winograd: F(2x2, 3x3) for 3x3 stride-1 convs (winograd.py): input transforms,
                16 matmuls with the weight transformed at compile time, output transforms;
-               only when asked for (attribute, option, environment), and asked of a conv it
-               does not apply to, it means the heuristic's choice.
+               the heuristic takes it where `winograd_wins` (given the target's vector width),
+               and asked of a conv it does not apply to, it means the heuristic's choice.
              A per-channel bias added to the conv (its only use: conv + b with b of shape
              (1, OC, 1, 1), (OC, 1, 1), ...) is lowered with it as the accumulator's start, a
              broadcast copy in place of the zero fill;
@@ -69,8 +69,6 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import AnyFloat, Float32Type, StringAttr, TensorType, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import (
-    AffineBinaryOpExpr,
-    AffineBinaryOpKind,
     AffineConstantExpr,
     AffineDimExpr,
     AffineExpr,
@@ -86,10 +84,13 @@ from compiler.lowering.conv_lowering import (
     CONV_SCHEDULE_ATTR,
     choose_conv_lowering,
 )
-from compiler.lowering.winograd import constant_source, lower_winograd, winograd_applies
+from compiler.lowering.winograd import lower_winograd, winograd_applies
 from compiler.lowering.utils import (
     PARALLEL,
     REDUCTION,
+    constant_source,
+    plus,
+    reshape,
     broadcast_map,
     build_generic,
     empty_tensor,
@@ -107,22 +108,8 @@ CONV_PACKED_1X1_ENV = "AICC_CONV_PACKED_1X1"
 CONV_WINOGRAD_ENV = "AICC_CONV_WINOGRAD"
 
 
-def _reshape(rewriter: PatternRewriter, v: SSAValue, shape) -> SSAValue:
-    if aicc.shape_of(v) == tuple(shape):
-        return v
-    op = aicc.ReshapeOp(v, shape)
-    rewriter.insert(op)
-    return op.result
-
-
 def _d(i: int) -> AffineDimExpr:
     return AffineDimExpr(i)
-
-
-def _off(e: AffineExpr, c: int) -> AffineExpr:
-    """e + c, kept as an addition even for c == 0: the verifier then takes the loop range from
-    another operand instead of requiring this operand's dim to equal it."""
-    return AffineBinaryOpExpr(AffineBinaryOpKind.Add, e, AffineConstantExpr(c))
 
 
 class LowerPad(RewritePattern):
@@ -131,7 +118,7 @@ class LowerPad(RewritePattern):
         low = aicc_nn.int_values(op.low)
         rank = len(low)
         acc = filled_tensor(rewriter, op, op.result.type, op.value.value.data)
-        out_map = AffineMap(rank, 0, tuple(_off(_d(i), lo) for i, lo in enumerate(low)))
+        out_map = AffineMap(rank, 0, tuple(plus(_d(i), lo) for i, lo in enumerate(low)))
         generic = build_generic(
             [op.input], [acc], [AffineMap.identity(rank), out_map], [PARALLEL] * rank,
             lambda b, a: [a[0]], [op.result.type],
@@ -218,7 +205,7 @@ def _accumulator(rewriter: PatternRewriter, op: Operation, out_t: TensorType, bi
     out_shape = out_t.get_shape()
     if math.prod(aicc.shape_of(bias)) == 1:
         view = (1,) * len(view)
-    b = _reshape(rewriter, bias, view)
+    b = reshape(rewriter, bias, view)
     copy = build_generic([b], [empty_tensor(rewriter, out_t)],
                          [broadcast_map(view, out_shape), AffineMap.identity(len(out_shape))],
                          [PARALLEL] * len(out_shape), lambda bld, a: [a[0]], [out_t])
@@ -247,9 +234,9 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
             and (h, w) == (oh, ow))
     if flat:  # a 1x1 conv: the image as one row, so that the kernel's columns span rows
         h, w, oh, ow = 1, h * w, 1, oh * ow
-    x = _reshape(rewriter, op.input, (n, g, icg, h, w))
+    x = reshape(rewriter, op.input, (n, g, icg, h, w))
     if mode in ("direct", "packed"):
-        wt = _reshape(rewriter, op.weight, (g, ocg, icg, kh, kw))
+        wt = reshape(rewriter, op.weight, (g, ocg, icg, kh, kw))
         out_t = aicc.tensor_type(elem, (n, g, ocg, oh, ow))
         acc = _accumulator(rewriter, op, out_t, bias, (g, ocg, 1, 1))
         # loops: 0 n, 1 g, 2 oc, 3 oh, 4 ow, 5 ic, 6 kh, 7 kw
@@ -263,7 +250,7 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
             generic.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)
             if CONV_SCHEDULE_ATTR in op.attributes:
                 generic.attributes[CONV_SCHEDULE_ATTR] = op.attributes[CONV_SCHEDULE_ATTR]
-        return _reshape(rewriter, insert_result(rewriter, generic), aicc.shape_of(op.result))
+        return reshape(rewriter, insert_result(rewriter, generic), aicc.shape_of(op.result))
     k, p = icg * kh * kw, oh * ow
     if mode == "matmul":  # 1x1, stride 1: the input is the matrix
         col = x
@@ -278,8 +265,8 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
     # g dims are dropped, so the weight is a plain matrix broadcast over the batch.
     grouped = g > 1
     gs = (g,) if grouped else ()
-    col = _reshape(rewriter, col, (n, *gs, k, p))
-    wt = _reshape(rewriter, op.weight, (*gs, ocg, k))
+    col = reshape(rewriter, col, (n, *gs, k, p))
+    wt = reshape(rewriter, op.weight, (*gs, ocg, k))
     nb = 1 + grouped  # loops: batch (n [, g]), m, n, k
     bat = [_d(i) for i in range(nb)]
     dm, dn, dk = _d(nb), _d(nb + 1), _d(nb + 2)
@@ -289,7 +276,7 @@ def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
             AffineMap(nb + 3, 0, (*bat, dm, dn))]
     generic = build_generic([wt, col], [acc], maps, [PARALLEL] * (nb + 2) + [REDUCTION], _mac, [out_t])
     generic.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)  # for choose-schedule
-    return _reshape(rewriter, insert_result(rewriter, generic), (n, oc, oh, ow))
+    return reshape(rewriter, insert_result(rewriter, generic), (n, oc, oh, ow))
 
 
 @dataclass
@@ -367,7 +354,7 @@ class LowerConcat(RewritePattern):
             size = aicc.shape_of(v)[axis]
             if size:
                 out_map = AffineMap(rank, 0, tuple(
-                    _off(_d(i), offset) if i == axis else _d(i) for i in range(rank)))
+                    plus(_d(i), offset) if i == axis else _d(i) for i in range(rank)))
                 generic = build_generic(
                     [v], [acc], [AffineMap.identity(rank), out_map], [PARALLEL] * rank,
                     lambda b, a: [a[0]], [res_t],
@@ -385,7 +372,7 @@ class LowerSlice(RewritePattern):
         rank = len(starts)
         exprs = []
         for i, (s, st) in enumerate(zip(starts, steps)):
-            exprs.append(_off(_d(i) * st if st != 1 else _d(i), s))
+            exprs.append(plus(_d(i) * st if st != 1 else _d(i), s))
         init = empty_tensor(rewriter, op.result.type)
 
         generic = build_generic(
@@ -441,7 +428,7 @@ class LowerGatherElements(RewritePattern):
         k = _d(rank)  # the reduction loop over the data's axis
         # Off the axis the data is read at the result's index; `+ 0` keeps its (possibly larger)
         # dims from setting the loop ranges, which the indices and the result give.
-        data_map = AffineMap(rank + 1, 0, tuple(k if i == axis else _off(_d(i), 0) for i in range(rank)))
+        data_map = AffineMap(rank + 1, 0, tuple(k if i == axis else plus(_d(i), 0) for i in range(rank)))
         res_map = AffineMap(rank + 1, 0, tuple(_d(i) for i in range(rank)))
         k_map = AffineMap(rank + 1, 0, (k,))
         acc = filled_tensor(rewriter, op, op.result.type, 0.0)
@@ -532,7 +519,7 @@ class LowerCumSum(RewritePattern):
             rewriter.insert(span)
 
             def axis_map(offset: int) -> AffineMap:
-                return AffineMap(rank, 0, tuple(_off(_d(i), offset) if i == axis else _d(i) for i in range(rank)))
+                return AffineMap(rank, 0, tuple(plus(_d(i), offset) if i == axis else _d(i) for i in range(rank)))
 
             def body(b: Builder, a):
                 total = a[0]
@@ -651,7 +638,7 @@ class LowerResample(RewritePattern):
             def at(first: int, step: int) -> AffineExpr:
                 if step == 0:
                     return AffineConstantExpr(first)
-                return _off(d * step if step != 1 else d, first)
+                return plus(d * step if step != 1 else d, first)
 
             def axis_map(e: AffineExpr) -> AffineMap:
                 return AffineMap(rank, 0, tuple(e if i == axis else _d(i) for i in range(rank)))
@@ -741,7 +728,7 @@ class LowerConvTranspose2d(RewritePattern):
         rewriter.insert(new)
         new.clear()
         acc = filled_tensor(rewriter, op, buf_t, 0.0)
-        out_map = AffineMap(4, 0, (_d(0), _d(1), *(_off(_d(2 + i) * strides[i], offsets[2 + i]) for i in range(2))))
+        out_map = AffineMap(4, 0, (_d(0), _d(1), *(plus(_d(2 + i) * strides[i], offsets[2 + i]) for i in range(2))))
         scatter = build_generic([x], [acc], [AffineMap.identity(4), out_map], [PARALLEL] * 4,
                                 lambda b, a: [a[0]], [buf_t])
         rewriter.insert(scatter)

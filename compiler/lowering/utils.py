@@ -16,10 +16,19 @@ from xdsl.dialects.builtin import (
     IntegerType,
     TensorType,
 )
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+)
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
+
+from compiler.dialects import aicc
 
 PARALLEL = attrs.IteratorTypeAttr.parallel()
 REDUCTION = attrs.IteratorTypeAttr.reduction()
@@ -50,6 +59,29 @@ def scalar_constant(builder: Builder, value: float | int, type: Attribute) -> SS
         raise TypeError(f"no scalar constant of type {type}")
     builder.insert(op)
     return op.result
+
+
+def plus(e: AffineExpr, c: int) -> AffineExpr:
+    """e + c, kept as an addition even for c == 0: the linalg verifier then takes the loop
+    range from another operand instead of requiring this operand's dim to equal it."""
+    return AffineBinaryOpExpr(AffineBinaryOpKind.Add, e, AffineConstantExpr(c))
+
+
+def reshape(rewriter: PatternRewriter, v: SSAValue, shape) -> SSAValue:
+    """`v` as an aicc.reshape to `shape` inserted at the rewriter's point (`v` if it has it)."""
+    if aicc.shape_of(v) == tuple(shape):
+        return v
+    return insert_result(rewriter, aicc.ReshapeOp(v, tuple(shape)))
+
+
+def constant_source(v: SSAValue) -> Operation | None:
+    """The aicc.constant or arith.constant that `v` is, through reshapes, or None."""
+    while isinstance(v, OpResult) and v.op.name in ("aicc.reshape", "tensor.collapse_shape",
+                                                    "tensor.expand_shape"):
+        v = v.op.operands[0]
+    if isinstance(v, OpResult) and v.op.name in ("aicc.constant", "arith.constant"):
+        return v.op
+    return None
 
 
 def insert_result(b: Builder, op: Operation) -> SSAValue:

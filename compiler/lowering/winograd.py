@@ -47,15 +47,8 @@ import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import Operation, OpResult, SSAValue
-from xdsl.ir.affine import (
-    AffineBinaryOpExpr,
-    AffineBinaryOpKind,
-    AffineConstantExpr,
-    AffineDimExpr,
-    AffineExpr,
-    AffineMap,
-)
+from xdsl.ir import SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.pattern_rewriter import PatternRewriter
 
 from compiler.dialects import aicc, aicc_nn
@@ -65,9 +58,12 @@ from compiler.lowering.utils import (
     PARALLEL,
     REDUCTION,
     build_generic,
+    constant_source,
     empty_tensor,
     filled_tensor,
     insert_result,
+    plus,
+    reshape,
 )
 
 BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
@@ -77,20 +73,6 @@ AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
 
 def _d(i: int) -> AffineDimExpr:
     return AffineDimExpr(i)
-
-
-def _off(e: AffineExpr, c: int) -> AffineExpr:
-    return AffineBinaryOpExpr(AffineBinaryOpKind.Add, e, AffineConstantExpr(c))
-
-
-def constant_source(v: SSAValue) -> Operation | None:
-    """The aicc.constant or arith.constant that `v` is, through reshapes, or None."""
-    while isinstance(v, OpResult) and v.op.name in ("aicc.reshape", "tensor.collapse_shape",
-                                                    "tensor.expand_shape"):
-        v = v.op.operands[0]
-    if isinstance(v, OpResult) and v.op.name in ("aicc.constant", "arith.constant"):
-        return v.op
-    return None
 
 
 def constant_weight(v: SSAValue) -> np.ndarray | None:
@@ -116,12 +98,6 @@ def winograd_applies(op: aicc_nn.Conv2dOp) -> bool:
 
 def _constant(rewriter: PatternRewriter, array: np.ndarray) -> SSAValue:
     return insert_result(rewriter, arith.ConstantOp(dense_from_numpy(array)))
-
-
-def _reshape(rewriter: PatternRewriter, v: SSAValue, shape) -> SSAValue:
-    if aicc.shape_of(v) == tuple(shape):
-        return v
-    return insert_result(rewriter, aicc.ReshapeOp(v, tuple(shape)))
 
 
 def lower_winograd(op: aicc_nn.Conv2dOp, bias: SSAValue | None,
@@ -172,21 +148,21 @@ def lower_winograd(op: aicc_nn.Conv2dOp, bias: SSAValue | None,
     for ab, v in enumerate(vs):
         a, b = divmod(ab, 4)
         mm = build_generic([_constant(rewriter, np.ascontiguousarray(u[a, b])),
-                            _reshape(rewriter, v, (n, c, t))],
+                            reshape(rewriter, v, (n, c, t))],
                            [filled_tensor(rewriter, op, m_t, 0.0)], mm_maps,
                            [PARALLEL] * 3 + [REDUCTION], mac, [m_t])
         mm.attributes[CONV_LOWERING_ATTR] = StringAttr("winograd")
-        ms.append(_reshape(rewriter, insert_result(rewriter, mm), (n, oc, th, tw)))
+        ms.append(reshape(rewriter, insert_result(rewriter, mm), (n, oc, th, tw)))
 
     # output transform, per output position (r, s) of a tile: a plane
     #   P[r, s, n, k, ty, tx] = bias[k] + sum of +-M_ab[n, k, ty, tx] over At[r,a] At[s,b] != 0
     # (9 terms), each plane a generic that writes its (r, s) slice of P (as concat does)
     p_t = aicc.tensor_type(elem, (2, 2, n, oc, th, tw))
     planes = empty_tensor(rewriter, p_t)
-    ms = [_reshape(rewriter, mv, (1, 1, n, oc, th, tw)) for mv in ms]
+    ms = [reshape(rewriter, mv, (1, 1, n, oc, th, tw)) for mv in ms]
     if bias is not None:
         one = int(np.prod(aicc.shape_of(bias))) == 1
-        bias = _reshape(rewriter, bias, (1,) if one else (oc,))
+        bias = reshape(rewriter, bias, (1,) if one else (oc,))
         bias_map = AffineMap(6, 0, (AffineConstantExpr(0),) if one else (_d(3),))
     for r in range(2):
         for s_ in range(2):
@@ -198,7 +174,7 @@ def lower_winograd(op: aicc_nn.Conv2dOp, bias: SSAValue | None,
                 inputs.append(bias)
                 maps.append(bias_map)
             # kept additions (+ 0 too): the loop range comes from the M operands
-            maps.append(AffineMap(6, 0, (_off(_d(0), r), _off(_d(1), s_),
+            maps.append(AffineMap(6, 0, (plus(_d(0), r), plus(_d(1), s_),
                                          *(_d(i) for i in range(2, 6)))))
 
             def plane(bld: Builder, args, terms=terms):
@@ -221,7 +197,7 @@ def lower_winograd(op: aicc_nn.Conv2dOp, bias: SSAValue | None,
     y = insert_result(rewriter, build_generic(
         [planes], [empty_tensor(rewriter, y_t)], [read, AffineMap.identity(6)],
         [PARALLEL] * 6, lambda bld, a: [a[0]], [y_t]))
-    return _reshape(rewriter, y, (n, oc, oh, ow))
+    return reshape(rewriter, y, (n, oc, oh, ow))
 
 
-__all__ = ["constant_source", "constant_weight", "lower_winograd", "winograd_applies"]
+__all__ = ["constant_weight", "lower_winograd", "winograd_applies"]

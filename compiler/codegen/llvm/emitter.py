@@ -337,8 +337,6 @@ class LLVMEmitter:
         # caller's stack happens to lie (it changes with ASLR from process to process) split
         # every spill and reload across two cache lines, or not: resnet50 ran at 86 or 110 ms.
         set.add(fn.attributes, "alignstack(64)")
-        if __import__("os").environ.get("AICC_RCP"):
-            set.add(fn.attributes, '"reciprocal-estimates"="' + __import__("os").environ["AICC_RCP"] + '"')
 
     def runtime_fn(self, name: str) -> ir.Function:
         fn = self._runtime.get(name)
@@ -604,12 +602,7 @@ def _binop(method: str, fast: bool = False):
     def handler(e: FunctionEmitter, op: Operation) -> None:
         lhs, rhs = e.get(op.operands[0]), e.get(op.operands[1])
         kw = {"flags": _fastmath(op)} if fast else {}
-        mth = method
-        if method == "fdiv" and __import__("os").environ.get("AICC_RCP") == "mul":
-            mth = "fmul"
-        elif method == "fdiv" and __import__("os").environ.get("AICC_RCP"):
-            kw = {"flags": tuple(kw.get("flags", ())) + ("arcp", "ninf")}
-        e.set(op.results[0], getattr(e.b, mth)(lhs, rhs, **kw))
+        e.set(op.results[0], getattr(e.b, method)(lhs, rhs, **kw))
     return handler
 
 
