@@ -413,6 +413,18 @@ class LowerReduce(RewritePattern):
             rewriter.insert([s, scale])
             rewriter.replace(op, aicc.MulOp(s.result, scale.result))
             return
+        shape = aicc.shape_of(op.input)
+        rank, k = len(shape), len(shape) - len(axes)
+        if len(axes) > 1 and sorted(axes) == list(range(k, rank)) \
+                and all(isinstance(d, int) and d >= 0 for d in shape):
+            # trailing axes, contiguous in memory: one axis of their product, so that the
+            # loop nest has one long inner reduction loop (a global average pool's H x W)
+            flat = aicc.ReshapeOp(op.input, (*shape[:k], math.prod(shape[k:])))
+            red = type(op)(flat.result, [k], keep)
+            ops = [flat, red] + ([aicc.ReshapeOp(red.result, aicc.shape_of(op.result))]
+                                 if keep else [])
+            rewriter.replace(op, ops, [ops[-1].results[0]])
+            return
         elem = tensor_elem(op.input)
         if isinstance(elem, IntegerType):
             identity, combiner = _int_reduction(op, elem)

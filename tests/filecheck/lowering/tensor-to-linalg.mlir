@@ -83,6 +83,22 @@ func.func @reduce_mean(%x: tensor<2x3x8xf32>) -> tensor<3xf32> {
 }
 
 // -----
+// A reduction over trailing axes (a global average pool's H and W) reduces one axis of their
+// product instead, contiguous in memory: the loop nest then has one long inner reduction
+// loop. The reshapes are views once bufferized.
+// CHECK-LABEL: func.func @global_mean
+// CHECK:         %[[R:.*]] = tensor.expand_shape %{{.*}} output_shape [2, 3, 35] : tensor<210xf32> into tensor<2x3x35xf32>
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, 0)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[R]] : tensor<2x3x35xf32>)
+// CHECK:           arith.addf
+// CHECK:         tensor.expand_shape %{{.*}} output_shape [2, 3, 1, 1] : tensor<6xf32> into tensor<2x3x1x1xf32>
+// CHECK:         arith.constant dense<0.0285714287> : tensor<f32>
+// CHECK:         arith.mulf
+func.func @global_mean(%x: tensor<2x3x5x7xf32>) -> tensor<2x3x1x1xf32> {
+  %0 = aicc.reduce_mean %x {axes = array<i64: 2, 3>, keepdims = true} : tensor<2x3x5x7xf32> -> tensor<2x3x1x1xf32>
+  func.return %0 : tensor<2x3x1x1xf32>
+}
+
+// -----
 // softmax decomposes into max, sub, exp, sum, div along its axis.
 // CHECK-LABEL: func.func @softmax
 // CHECK:         arith.maximumf
