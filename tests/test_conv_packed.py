@@ -51,11 +51,11 @@ def _check(m, x, want, k):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * math.sqrt(k))
 
 
-def _compile_packed(monkeypatch, conv, x, vw):
-    """`conv` compiled with the packed lowering forced at vector width `vw`: (the model, its
-    loop IR, torch's result in float64)."""
+def _compile_packed(monkeypatch, conv, x, vw, schedule=""):
+    """`conv` compiled with the packed lowering forced at vector width `vw` (and any other
+    `schedule` fields): (the model, its loop IR, torch's result in float64)."""
     monkeypatch.setenv("AICC_CONV_LOWERING", "packed")
-    monkeypatch.setenv("AICC_CONV_SCHEDULE", f"vw={vw}")
+    monkeypatch.setenv("AICC_CONV_SCHEDULE", f"vw={vw}" + schedule)
     m = compiler.compile(conv, (x,), threads=1)
     return m, m.ir("loops"), copy.deepcopy(conv).double()(x.double()).detach().numpy()
 
@@ -358,19 +358,35 @@ DW_CASES = [
     (1, 4, (10, 17), (3, 3), (3, 3), (1, 1), (1, 1), True),  # stride 3: element loads
     (1, 129, (1, 1), (3, 3), (1, 1), (1, 1), (1, 1), True),  # 1x1 image, all but one tap padding
     (1, 8, (40, 112), (7, 7), (1, 1), (3, 3), (1, 1), True),  # 112 columns: 4 calls a row
+    # stride 1, as wide as the input: a plane in one row (plane = 1, the default)
+    (1, 11, (7, 7), (5, 5), (1, 1), (2, 2), (1, 1), True),  # 49 pixels: one call
+    (2, 3, (28, 28), (3, 3), (1, 1), (1, 1), (1, 1), True),  # 784: calls sharing masks
+    (1, 4, (13, 5), (3, 5), (1, 1), (1, 2), (1, 1), False),  # 3x5 kernel, 13x5 plane
+    (1, 2, (1, 17), (3, 3), (1, 1), (1, 1), (1, 1), True),  # one row
+    (1, 3, (9, 1), (3, 3), (1, 1), (1, 1), (1, 1), True),  # one column
+    (1, 2, (11, 10), (3, 3), (1, 1), (2, 2), (2, 2), True),  # dilation 2
+    (1, 2, (6, 8), (3, 3), (1, 1), (0, 1), (1, 1), True),  # rows unpadded: 4 x 8
+    (1, 2, (6, 8), (3, 3), (1, 1), (1, 0), (1, 1), True),  # narrower output: by rows
 ]
 
 
+def _plane_applies(hw, k, s, p, d) -> bool:
+    """Is a depthwise conv's output as wide as its input, at stride 1 (plane = 1 applies)?"""
+    return s == (1, 1) and 2 * p[1] == d[1] * (k[1] - 1) and p != (0, 0)
+
+
+@pytest.mark.parametrize("plane", [0, 1])
 @pytest.mark.parametrize("vw", [8, 16])
 @pytest.mark.parametrize("case", DW_CASES, ids=str)
-def test_depthwise_conv_matches_torch(monkeypatch, case, vw):
+def test_depthwise_conv_matches_torch(monkeypatch, case, vw, plane):
     n, c, hw, k, s, p, d, bias = case
     torch.manual_seed(1)
     conv = torch.nn.Conv2d(c, c, k, stride=s, padding=p, dilation=d, groups=c, bias=bias).eval()
     x = torch.randn(n, c, *hw)
-    m, loops, want = _compile_packed(monkeypatch, conv, x, vw)
+    m, loops, want = _compile_packed(monkeypatch, conv, x, vw, f",plane={plane}")
     assert "aicc_cpu.dw_kernel" in loops and f"vw = {vw} : i64" in loops
     assert "aicc_cpu.conv_kernel" not in loops
+    assert ("x_h = " in loops) == (plane == 1 and _plane_applies(hw, k, s, p, d))
     _check(m, x.numpy(), want, k[0] * k[1])
 
 
@@ -413,12 +429,12 @@ def test_depthwise_block_folds_bias_and_epilogue(act, fused, threads):
     x = torch.randn(2, 13, 17, 40) * 4  # 5 vectors of columns: calls of 3, then 2
     m = compiler.compile(block, (x,), threads=threads, target_cpu=AVX2)
     loops = m.ir("loops")
-    # the padding is read through: no padded copy; the first, middle and last rows each have
-    # a call of 3 vectors of columns (its loads masked at the left edge) and one of 2 (the
-    # right edge)
-    assert "19x42" not in m.ir("memref") and loops.count("aicc_cpu.dw_kernel") == 6
-    assert loops.count("x_w = 40 : i64, x_c0 = -1 : i64") == 3
-    assert loops.count("r_lo = 1 : i64, r_hi = 3 : i64") == 2  # the first row's calls
+    # the padding is read through: no padded copy; the 17 x 40 plane of a channel in 85
+    # vectors of 8 pixels, 11 calls of 8 vectors (the last of 5), their loads masked by each
+    # lane's row and column
+    assert "19x42" not in m.ir("memref") and loops.count("aicc_cpu.dw_kernel") == 11
+    assert loops.count("x_w = 40 : i64, x_c0 = -1 : i64, x_h = 17 : i64, x_r0 = -1 : i64") == 11
+    assert "cols = 64 : i64, owb = 8 :" in loops and "cols = 40 : i64, owb = 5 :" in loops
     assert f'epilogue = "{fused}' in loops and "start = 2" in loops
     assert ("aicc_cpu.yield" in loops) == (act in REGION_ACTS)
     want = copy.deepcopy(block).double()(x.double()).detach().numpy()
@@ -431,11 +447,16 @@ def test_depthwise_heuristic_and_schedule():
     assert choose_conv_lowering(1, 96, 96, 96, (14, 14), (5, 5), packed=True) == "packed"
     assert choose_conv_lowering(1, 96, 96, 96, (14, 14), (5, 5)) == "direct"  # no kernel
     assert choose_conv_lowering(1, 96, 192, 96, (14, 14), (3, 3), packed=True) != "packed"  # x2
-    assert choose_dw_schedule(256, 112) == {"vw": 8, "owb": 4}  # 14 vectors: 4 calls of 4
-    assert choose_dw_schedule(256, 56) == {"vw": 8, "owb": 4}  # 7 vectors: 4 + 3
-    assert choose_dw_schedule(256, 14) == {"vw": 8, "owb": 2}
-    assert choose_dw_schedule(512, 7) == {"vw": 16, "owb": 1}
-    assert choose_dw_schedule(256, 56, {"owb": 2}) == {"vw": 8, "owb": 2}
+    # by rows (no height given, a stride 2, or plane = 0 asked for)
+    assert choose_dw_schedule(256, 112) == {"vw": 8, "owb": 4, "plane": 0}  # 14 vectors: 4 x 4
+    assert choose_dw_schedule(256, 56, oh=56, strides=(2, 2)) == {"vw": 8, "owb": 4, "plane": 0}
+    assert choose_dw_schedule(256, 14, {"plane": 0}, oh=14) == {"vw": 8, "owb": 2, "plane": 0}
+    assert choose_dw_schedule(512, 7, oh=7, strides=(1, 2)) == {"vw": 16, "owb": 1, "plane": 0}
+    assert choose_dw_schedule(256, 56, {"owb": 2}) == {"vw": 8, "owb": 2, "plane": 0}
+    # stride 1: the plane flattened, calls of up to 8 vectors as even as can be
+    assert choose_dw_schedule(512, 7, oh=7) == {"vw": 16, "owb": 4, "plane": 1}  # 49 pixels
+    assert choose_dw_schedule(256, 14, oh=14) == {"vw": 8, "owb": 7, "plane": 1}  # 25: 4 calls
+    assert choose_dw_schedule(256, 112, {"owb": 3}, oh=2) == {"vw": 8, "owb": 3, "plane": 1}
 
 
 def test_dw_kernel_verifier():
@@ -454,6 +475,11 @@ def test_dw_kernel_verifier():
     with pytest.raises(VerifyException, match="clip_hi needs relu"):
         DwKernelOp(buf, off, buf, off, buf, off, clip_hi=6.0, **{**ints, "cols": 16}).verify()
     DwKernelOp(buf, off, buf, off, buf, off, **{**ints, "cols": 16}).verify()
+    plane = dict(columns=(16, -1), plane=(4, -1, 0), **{**ints, "cols": 16})
+    DwKernelOp(buf, off, buf, off, buf, off, **plane).verify()
+    for bad in ({"sw": 2}, {"x_rs": 17}, {"columns": None}, {"plane": (4, -1, -8)}):
+        with pytest.raises(VerifyException, match="a plane in one row needs"):
+            DwKernelOp(buf, off, buf, off, buf, off, **{**plane, **bad}).verify()
 
 
 # ---------------------------------------------------------------- grouped (conv_kernel per group)

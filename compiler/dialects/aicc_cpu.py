@@ -503,7 +503,13 @@ class DwKernelOp(_ConvKernelBase):
     Zero padding read through (X unpadded): with `x_w`, X's rows are x_w columns wide and
     lane j's tap s reads column x_c0 + j*sw + s*dw, a zero outside 0 <= column < x_w (masked
     loads: nothing outside the row is read); `r_lo` <= r < `r_hi` are the tap rows inside X
-    (the others are zeros: skipped). xoff may then point before X's first element."""
+    (the others are zeros: skipped). xoff may then point before X's first element.
+
+    A whole plane in one row (`x_h`, `x_r0`, `p0`; needs x_w, sw = 1 and x_rs = x_w, an
+    output as wide as X): the columns are the pixels p0 + j of the channel's output plane,
+    flattened, lane j at row y and column x = divmod(p0 + j, x_w). Tap (r, s) then reads
+    X[xoff + j + r*dh*x_rs + s*dw] as above, a zero unless 0 <= x_r0 + y + r*dh < x_h and
+    0 <= x_c0 + x + s*dw < x_w: a small image fills the vectors across its rows."""
 
     name = "aicc_cpu.dw_kernel"
 
@@ -521,15 +527,19 @@ class DwKernelOp(_ConvKernelBase):
     x_c0 = opt_prop_def(IntegerAttr)  # ... and the column of lane 0's tap s = 0
     r_lo = opt_prop_def(IntegerAttr)  # the tap rows inside X (absent: 0 and kh)
     r_hi = opt_prop_def(IntegerAttr)
+    x_h = opt_prop_def(IntegerAttr)  # a whole plane in one row: X's height
+    x_r0 = opt_prop_def(IntegerAttr)  # ... the row of output row 0's tap r = 0
+    p0 = opt_prop_def(IntegerAttr)  # ... and the plane's pixel in lane 0
 
     def __init__(self, x: SSAValue, x_off: SSAValue, w: SSAValue, w_off: SSAValue,
                  o: SSAValue, o_off: SSAValue, *, start: int = 0,
                  bias: tuple[SSAValue, SSAValue] | None = None,
                  res: tuple[SSAValue, SSAValue] | None = None, relu: bool = False,
                  clip_hi: float | None = None, columns: tuple[int, int] | None = None,
-                 rows: tuple[int, int] | None = None, epilogue: Region | None = None,
-                 **ints: int):
-        """`columns`: (x_w, x_c0), `rows`: (r_lo, r_hi), for padding read through."""
+                 rows: tuple[int, int] | None = None, plane: tuple[int, int, int] | None = None,
+                 epilogue: Region | None = None, **ints: int):
+        """`columns`: (x_w, x_c0), `rows`: (r_lo, r_hi), for padding read through; `plane`:
+        (x_h, x_r0, p0), a whole plane in one row."""
         props = {k: IntegerAttr(ints[k], i64) for k in DW_KERNEL_INTS}
         if clip_hi is not None:
             props["clip_hi"] = FloatAttr(clip_hi, Float32Type())
@@ -537,6 +547,8 @@ class DwKernelOp(_ConvKernelBase):
             props["x_w"], props["x_c0"] = (IntegerAttr(v, i64) for v in columns)
         if rows is not None:
             props["r_lo"], props["r_hi"] = (IntegerAttr(v, i64) for v in rows)
+        if plane is not None:
+            props["x_h"], props["x_r0"], props["p0"] = (IntegerAttr(v, i64) for v in plane)
         self._build(x, x_off, w, w_off, o, o_off, props, start, bias, res, relu, epilogue)
 
     def tap_rows(self) -> tuple[int, int]:
@@ -548,6 +560,10 @@ class DwKernelOp(_ConvKernelBase):
     def columns(self) -> tuple[int, int] | None:
         """(x_w, x_c0) when the columns are masked to X's width, else None."""
         return None if self.x_w is None else (self.int_prop("x_w"), self.int_prop("x_c0"))
+
+    def plane(self) -> tuple[int, int, int] | None:
+        """(x_h, x_r0, p0) when the columns are a flattened plane's pixels, else None."""
+        return None if self.x_h is None else tuple(self.int_prop(k) for k in ("x_h", "x_r0", "p0"))
 
     def reads_padding_through(self) -> bool:
         """Does the kernel skip tap rows or mask columns (X's offset may then lie before X)?"""
@@ -568,6 +584,14 @@ class DwKernelOp(_ConvKernelBase):
         if not 0 <= lo < hi <= v["kh"] or (self.x_w is not None and self.int_prop("x_w") < 1):
             raise VerifyException(f"aicc_cpu.dw_kernel: tap rows {lo}..{hi} of kh = {v['kh']}, "
                                   "or a width x_w < 1")
+        plane = [getattr(self, k) is None for k in ("x_h", "x_r0", "p0")]
+        if len(set(plane)) > 1:
+            raise VerifyException("aicc_cpu.dw_kernel: x_h, x_r0 and p0 go together")
+        if self.x_h is not None and (
+                self.x_w is None or v["sw"] != 1 or v["x_rs"] != self.int_prop("x_w")
+                or self.int_prop("x_h") < 1 or self.int_prop("p0") < 0):
+            raise VerifyException("aicc_cpu.dw_kernel: a plane in one row needs x_w = x_rs, "
+                                  "sw = 1, x_h >= 1 and p0 >= 0")
         self.verify_common("aicc_cpu.dw_kernel")
 
 

@@ -62,7 +62,7 @@ def emit_conv_kernel(e: FunctionEmitter, op) -> None:
     # padding read through: X's pointer may lie before X (not inbounds)
     through = dw and op.reads_padding_through()
     if dw:
-        cfg["columns"], cfg["rows"] = op.columns(), op.tap_rows()
+        cfg["columns"], cfg["rows"], cfg["plane"] = op.columns(), op.tap_rows(), op.plane()
         cfg["clip_hi"] = op.clip_hi.value.data if op.clip_hi is not None else None
     fn = _kernel_function(e, cfg, ety, "aicc.dw_kernel" if dw else "aicc.conv_kernel", ints,
                           _emit_dw_body if dw else _emit_body)
@@ -85,6 +85,8 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, i
         name += ".w{}.c{}".format(*cfg["columns"]).replace("-", "m")
     if cfg.get("rows") is not None and cfg["rows"] != (0, cfg["kh"]):
         name += ".r{}-{}".format(*cfg["rows"])
+    if cfg.get("plane") is not None:  # calls whose lanes read the same taps share code
+        name += ".plane" + _plane_key(cfg)
     if cfg["start"]:
         name += f".start{cfg['start']}"
     name += ".res" * cfg["res"] + ".relu" * cfg["relu"]
@@ -114,6 +116,21 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, i
     k.b.ret_void()
     k.finish()
     return fn
+
+
+def plane_reads(cfg: dict, r: int, s: int, j: int) -> bool:
+    """Does lane j of a dw_kernel that spans a plane (`cfg`'s plane = (x_h, x_r0, p0) and
+    columns = (x_w, x_c0)) read X at tap (r, s)? (See _emit_dw_body.)"""
+    (x_h, x_r0, p0), (x_w, x_c0) = cfg["plane"], cfg["columns"]
+    y, x = divmod(p0 + j, x_w)
+    return 0 <= x_r0 + y + r * cfg["dh"] < x_h and 0 <= x_c0 + x + s * cfg["dw"] < x_w
+
+
+def _plane_key(cfg: dict) -> str:
+    """A digest of which lanes of a plane-spanning dw_kernel read which taps."""
+    bits = bytes(plane_reads(cfg, r, s, j) for r in range(cfg["kh"]) for s in range(cfg["kw"])
+                 for j in range(cfg["cols"]))
+    return hashlib.sha256(bits).hexdigest()[:12]
 
 
 def _region_key(region: Region) -> str:
@@ -263,7 +280,8 @@ def _channel_vector(e: FunctionEmitter, base, first: int, count: int, vty: ir.Ve
 
 
 def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, dw, x_rs, start,
-                  res, relu, columns=None, rows=None, clip_hi=None, epilogue=None) -> None:
+                  res, relu, columns=None, rows=None, plane=None, clip_hi=None,
+                  epilogue=None) -> None:
     """One channel's output columns j < cols in owb vectors (the last with cols % vw lanes
     when that is not 0), straight-line code over the window:
 
@@ -282,9 +300,15 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
     Padding read through (`columns` = (x_w, x_c0), `rows` = (r_lo, r_hi)): element e of a
     row load at tap s is column x_c0 + v*vw*sw + s*dw + e of X, loaded only where it lies in
     0..x_w (the mask, the rest zeros, which the padding is), and tap rows outside r_lo..r_hi
-    are skipped; X's pointer is then not `inbounds` (it may point before X)."""
+    are skipped; X's pointer is then not `inbounds` (it may point before X).
+
+    A plane in one row (`plane` = (x_h, x_r0, p0), sw = 1): lane j is the plane's pixel
+    p0 + j, at row y and column x = divmod(p0 + j, x_w); its tap (r, s) is loaded where
+    0 <= x_r0 + y + r*dh < x_h and 0 <= x_c0 + x + s*dw < x_w, and a tap no lane of a vector
+    reads adds nothing to it."""
     b = e.b
     x_base, w_base, o_base, bias_base, res_base = _kernel_args(args, start, res)
+    cfg = dict(plane=plane, columns=columns, dh=dh, dw=dw)
     vty = ir.VectorType(ety, vw)
     esize = byte_size(ety)
     undef_v = Literal(vty, "undef")
@@ -324,13 +348,19 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
         """Is X's column `col` (relative to lane 0's first tap) inside the row?"""
         return x_w is None or 0 <= x_c0 + col < x_w
 
+    def reads(r: int, s: int, j: int) -> bool:
+        """Does column (or pixel) j of the call read X at tap (r, s), stride 1?"""
+        if plane is None:
+            return inside(s * dw + j)
+        return plane_reads(cfg, r, s, j)
+
     def row(r: int, s: int, v: int):
         """X[r*dh*x_rs + s*dw + (v*vw + l)*sw] for the lanes l of vector v."""
         n, last = lanes[v], v == owb - 1
         col = s * dw + v * vw * sw  # of element 0, relative to x_c0
         off = r * dh * x_rs + col
         if sw == 1:
-            return load(x_base, off, [i < n and inside(col + i) for i in range(vw)])
+            return load(x_base, off, [i < n and reads(r, s, v * vw + i) for i in range(vw)])
         if sw == 2:
             # the even elements of two vectors; a vector before the call's last may read the
             # next one's elements, the last only what it needs
@@ -351,7 +381,9 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
         for s in range(kw):
             wv = splat(b.load(ptr(w_base, r * kw + s), typ=ety, align=esize))
             for v in range(owb):
-                accs[v] = e.intr("fma", row(r, s, v), wv, accs[v])
+                xv = row(r, s, v)
+                if xv is not zero:  # (a tap no lane reads adds nothing)
+                    accs[v] = e.intr("fma", xv, wv, accs[v])
     bias = splat(b.load(bias_base, typ=ety, align=esize)) if bias_base is not None else None
     for v in range(owb):
         out, n = accs[v], lanes[v]

@@ -109,6 +109,15 @@ def matmul_signature(op, match, threads: int) -> str:
                      elem_bytes=element_bytes(match.element_type), threads=threads)
 
 
+def _conv_strides(op: linalg.GenericOp) -> tuple[int, int]:
+    """The (row, column) strides of a direct conv generic (loops n, g, oc, oh, ow | ic, kh,
+    kw): the coefficients of oh and ow in its input map's last two results."""
+    xmap = op.indexing_maps.data[0].data
+    base = xmap.eval([0] * xmap.num_dims, [])
+    oh, ow = (xmap.eval([int(i == d) for i in range(xmap.num_dims)], []) for d in (3, 4))
+    return oh[-2] - base[-2], ow[-1] - base[-1]
+
+
 @dataclass(frozen=True)
 class ChooseSchedule(ModulePass):
     """Attach `aicc.schedule` to each matmul-like linalg op."""
@@ -175,7 +184,8 @@ class ChooseSchedule(ModulePass):
                 shape = o.outputs[0].type.get_shape()
                 fixed = {**parse_conv_schedule(self.conv_overrides), **conv_schedule_of(o)}
                 if depthwise_generic_shapes(*(v.type.get_shape() for v in (*o.inputs, o.outputs[0]))):
-                    s = choose_dw_schedule(self.vector_bits, shape[-1], fixed)
+                    s = choose_dw_schedule(self.vector_bits, shape[-1], fixed, oh=shape[-2],
+                                           strides=_conv_strides(o))
                 else:
                     s = choose_conv_schedule(self.vector_bits, shape[-1], shape[-3], fixed=fixed)
                 o.attributes[CONV_SCHEDULE_ATTR] = DictionaryAttr(

@@ -451,7 +451,12 @@ L1_BYTES = 48 * 1024  # data cache per core, when the host's is unknown
 L2_BYTES = 2048 * 1024
 
 
-CONV_SCHEDULE_FIELDS = ("vw", "owb", "ocv")
+CONV_SCHEDULE_FIELDS = ("vw", "owb", "ocv", "plane")
+
+
+def _field_ok(k: str, v: int) -> bool:
+    """Is v a value of conv schedule field k (positive; `plane` a flag, 0 or 1)?"""
+    return v in (0, 1) if k == "plane" else v >= 1
 
 
 def conv_schedule_of(op: Operation) -> dict[str, int]:
@@ -464,9 +469,10 @@ def conv_schedule_of(op: Operation) -> dict[str, int]:
         raise CompileError(f"{CONV_SCHEDULE_ATTR}: expected a dictionary, got {attr}")
     out = {}
     for k, v in attr.data.items():
-        if k not in CONV_SCHEDULE_FIELDS or not isinstance(v, IntegerAttr) or v.value.data < 1:
+        if k not in CONV_SCHEDULE_FIELDS or not isinstance(v, IntegerAttr) \
+                or not _field_ok(k, v.value.data):
             raise CompileError(f"{CONV_SCHEDULE_ATTR}: '{k} = {v}': expected positive integers "
-                               f"for {', '.join(CONV_SCHEDULE_FIELDS)}")
+                               f"for {', '.join(CONV_SCHEDULE_FIELDS[:3])}, 0 or 1 for plane")
         out[k] = v.value.data
     return out
 
@@ -484,9 +490,10 @@ def parse_conv_schedule(spec: str = "") -> dict[str, int]:
     for item in filter(None, (t.strip() for t in spec.split(","))):
         k, _, v = item.partition("=")
         k = k.strip()
-        if k not in CONV_SCHEDULE_FIELDS or not v.strip().isdigit() or int(v) < 1:
-            raise CompileError(f"conv schedule '{item}': expected {'/'.join(CONV_SCHEDULE_FIELDS)}"
-                               "=<positive integer>")
+        if k not in CONV_SCHEDULE_FIELDS or not v.strip().isdigit() or not _field_ok(k, int(v)):
+            raise CompileError(f"conv schedule '{item}': expected "
+                               f"{'/'.join(CONV_SCHEDULE_FIELDS[:3])}=<positive integer> or "
+                               "plane=0/1")
         out[k] = int(v)
     return out
 
@@ -522,20 +529,33 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
 
 
 DW_MAX_VECTORS = 4  # column vectors of one depthwise kernel call (accumulators in registers)
+DW_PLANE_MAX_VECTORS = 8  # ... of a call that spans a flattened plane (stride 1: one load)
 
 
-def choose_dw_schedule(vector_bits: int, ow: int, fixed: Mapping[str, int] | None = None
-                       ) -> dict[str, int]:
+def choose_dw_schedule(vector_bits: int, ow: int, fixed: Mapping[str, int] | None = None,
+                       oh: int = 0, strides: tuple[int, int] = (1, 1)) -> dict[str, int]:
     """The tile of a depthwise conv kernel (tile_conv.py, aicc_cpu.dw_kernel): `vw` output
     columns per vector (the target's width in floats) and `owb` vectors of columns per kernel
     call, at most DW_MAX_VECTORS (their accumulators, a broadcast weight and the row loads of
     a stride-2 window fit 16 ymm registers), the calls along a row of OW columns as few and
-    as even as can be. `fixed` fields are kept."""
+    as even as can be. With `plane`, the default for stride 1 (given OH; tile-conv takes it
+    where the output is as wide as the input, a padded one it reads through), the calls span
+    the OH x OW plane flattened instead, up to DW_PLANE_MAX_VECTORS vectors each. `fixed`
+    fields are kept.
+
+    Measured (one conv + SiLU, Zen 4, one thread, plane against rows): 2.0-2.2x faster at
+    7x7, 1.2-1.5x at 14x14 to 56x56, 1.1x at 112x112 with AVX-512 code; 1.9-2.1x, 1.5-1.7x,
+    1.06x with AVX2 code. Rows narrower than a vector waste lanes, and each call of a row
+    broadcasts every weight again."""
     fixed = dict(fixed or {})
     vw = fixed.get("vw", max(1, vector_bits // 32))
-    vectors = -(-ow // vw)
-    calls = -(-vectors // DW_MAX_VECTORS)
-    return {"vw": vw, "owb": fixed.get("owb", -(-vectors // calls))}
+    plane = fixed.get("plane", int(oh > 0 and tuple(strides) == (1, 1)))
+    if plane and oh > 0:
+        vectors, most = -(-oh * ow // vw), DW_PLANE_MAX_VECTORS
+    else:
+        vectors, most = -(-ow // vw), DW_MAX_VECTORS
+    calls = -(-vectors // most)
+    return {"vw": vw, "owb": fixed.get("owb", -(-vectors // calls)), "plane": plane}
 
 
 def _round_up(x: int, m: int) -> int:

@@ -547,7 +547,7 @@ class TileConv(ModulePass):
             if cv is None:
                 continue
             if cv.depthwise:
-                s = conv_schedule_of(o) or choose_dw_schedule(self.vector_bits, cv.ow)
+                s = conv_schedule_of(o) or choose_dw_schedule(self.vector_bits, cv.ow, oh=cv.oh)
                 self._rewrite_dw(cv, s)
                 continue
             g = _global_of(cv.w, op)
@@ -631,9 +631,12 @@ class TileConv(ModulePass):
         kernels read the unpadded source instead: rows whose window reaches into the padding
         (the first and last few) get kernels of their own that skip those tap rows, calls
         whose columns reach into it mask their loads, and the padded copy goes."""
+        pad = _padded_input(cv)
+        plane = s.get("plane") and pad is not None and cv.sh == cv.sw == 1 and cv.ow == pad.w
+        if s.get("plane") and not plane:  # (a plane in one row needs an output as wide as X)
+            s = choose_dw_schedule(32 * s["vw"], cv.ow, {"vw": s["vw"], "plane": 0})
         vw, owb = s["vw"], s["owb"]
         span = owb * vw
-        pad = _padded_input(cv)
         start, bias_src, epi, b, ix = _fold_start_and_epilogue(cv, clip=True)
         if pad is not None:
             root = source(cv.x)
@@ -678,6 +681,32 @@ class TileConv(ModulePass):
                                     cols=cols, owb=-(-cols // vw), vw=vw, kh=cv.kh, kw=cv.kw,
                                     sw=cv.sw, dh=cv.dh, dw=cv.dw, x_rs=w))
 
+        if plane:
+            # a whole plane in one row: the calls span the flattened pixels p0 .. of the
+            # plane (masks from each lane's row and column), one parallel loop over
+            # (image, channel)
+            pixels = cv.oh * cv.ow
+
+            def plane_calls(b: Builder, ivs) -> None:
+                dims = {0: ivs[0], 1: ivs[1]}
+                for p0 in range(0, pixels, span):
+                    cols = min(span, pixels - p0)
+                    xo = ix.expr(b, _d(0) * (c * x_cs) + _d(1) * x_cs + _c(p0 - top * w - left),
+                                 dims)
+                    oo = ix.expr(b, _d(0) * (c * o_cs) + _d(1) * o_cs + _c(p0), dims)
+                    wo = ix.expr(b, _d(1) * (cv.kh * cv.kw), dims)
+                    b.insert(DwKernelOp(
+                        x, xo, wt, wo, out, oo, start=start,
+                        bias=(bias, ivs[1]) if bias is not None else None,
+                        res=(res, oo) if res is not None else None, relu=relu, clip_hi=hi,
+                        columns=(w, -left), plane=(h, -top, p0),
+                        epilogue=region.clone() if region is not None else None,
+                        cols=cols, owb=-(-cols // vw), vw=vw, kh=cv.kh, kw=cv.kw, sw=1,
+                        dh=cv.dh, dw=cv.dw, x_rs=w))
+
+            _replace(cv, epi, _parallel(b, ix, [cv.n, c], plane_calls))
+            erase_if_dead(root)
+            return
         # output rows by the tap rows they read: a parallel loop over the middle rows (all
         # taps), a loop over (image, channel) for each edge row
         kinds = [taps(y) for y in range(cv.oh)]

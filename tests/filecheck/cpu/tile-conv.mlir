@@ -82,9 +82,9 @@
 // The bias is the kernel's start (start = 2, one value per channel) and the relu after it its
 // epilogue, storing straight into the function's result.
 // AVX2-LABEL:  func.func @dw
-// AVX2:          attrs = {aicc.conv_lowering = "packed", aicc.conv_schedule = {vw = 8 : i64, owb = 2 : i64}}
+// AVX2:          attrs = {aicc.conv_lowering = "packed", aicc.conv_schedule = {vw = 8 : i64, owb = 2 : i64, plane = 0 : i64}}
 // AVX512-LABEL: func.func @dw
-// AVX512:         attrs = {aicc.conv_lowering = "packed", aicc.conv_schedule = {vw = 16 : i64, owb = 1 : i64}}
+// AVX512:         attrs = {aicc.conv_lowering = "packed", aicc.conv_schedule = {vw = 16 : i64, owb = 1 : i64, plane = 0 : i64}}
 // EPI-LABEL:    func.func @dw
 // EPI-SAME:       (%{{.*}}: memref<1x3x9x22xf32>, %{{.*}}: memref<1x3x1x1xf32>, %[[D:.*]]: memref<1x3x4x10xf32>)
 // EPI-NOT:        memref.alloc
@@ -122,12 +122,29 @@
 // EPI:            func.return
 
 // Zero padding in front of a depthwise conv is read through: the kernels read the unpadded
-// input (x_rs = 9), the padded copy and its fill are gone. The middle rows (1..4, all three
+// input (x_rs = 9), the padded copy and its fill are gone. With stride 1 and an output as wide
+// as the input, the default schedule (plane = 1) spans each channel's whole 6 x 9 plane,
+// flattened, in one call: 54 pixels in owb = 7 vectors, each lane masked by its own row and
+// column (x_h = 6 rows, x_r0 = -1 and x_c0 = -1: the top and left padding), one parallel loop
+// over the channels; the input offset starts a row and a column before the plane (-10).
+// TILED-LABEL:  func.func @dw_pad
+// TILED-NOT:      linalg.fill
+// TILED-DAG:      %[[C54:.*]] = arith.constant 54 : index
+// TILED-DAG:      %[[CM10:.*]] = arith.constant -10 : index
+// TILED:          "scf.parallel"
+// TILED-NEXT:     ^{{.*}}(%[[CH:.*]]: index):
+// TILED-NEXT:       %[[OO:.*]] = arith.muli %[[CH]], %[[C54]] : index
+// TILED-NEXT:       %[[XO:.*]] = arith.addi %[[OO]], %[[CM10]] : index
+// TILED:            aicc_cpu.dw_kernel %{{.*}}[%[[XO]]], %{{.*}}, %{{.*}}[%[[OO]]] {cols = 54 : i64, owb = 7 : i64, vw = 8 : i64, kh = 3 : i64, kw = 3 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_rs = 9 : i64, x_w = 9 : i64, x_c0 = -1 : i64, x_h = 6 : i64, x_r0 = -1 : i64, p0 = 0 : i64, start = 1 : i64}
+// TILED-NEXT:       scf.reduce
+// TILED-NOT:      linalg.generic
+// TILED:          func.return
+// The same conv by rows (`aicc.conv_schedule = {plane = 0}`): the middle rows (1..4, all three
 // tap rows inside the input) are one parallel loop; the first row skips tap row 0 (r_lo = 1)
 // and the last tap row 2 (r_hi = 2), each a loop of its own. Every call's columns reach the
 // padding on the left (x_c0 = -1: lane 0's first tap) or the right, so its loads are masked
 // to the input's x_w = 9 columns.
-// TILED-LABEL:  func.func @dw_pad
+// TILED-LABEL:  func.func @dw_pad_rows
 // TILED-NOT:      linalg.fill
 // TILED:          aicc_cpu.dw_kernel {{.*}} {cols = 9 : i64, owb = 2 : i64, vw = 8 : i64, kh = 3 : i64, kw = 3 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_rs = 9 : i64, x_w = 9 : i64, x_c0 = -1 : i64, start = 1 : i64}
 // TILED:          aicc_cpu.dw_kernel {{.*}} x_w = 9 : i64, x_c0 = -1 : i64, r_lo = 1 : i64, r_hi = 3 : i64, start = 1 : i64}
@@ -214,6 +231,13 @@ func.func @dw_pad(%x: tensor<1x2x6x9xf32>) -> tensor<1x2x6x9xf32> {
   %w = aicc.constant dense<0.5> : tensor<2x1x3x3xf32>
   %p = aicc.pad %x {low = array<i64: 0, 0, 1, 1>, high = array<i64: 0, 0, 1, 1>, value = 0.0 : f32} : tensor<1x2x6x9xf32> -> tensor<1x2x8x11xf32>
   %c = aicc.conv2d %p, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 2 : i64, aicc.conv_lowering = "packed"} : tensor<1x2x8x11xf32>, tensor<2x1x3x3xf32> -> tensor<1x2x6x9xf32>
+  func.return %c : tensor<1x2x6x9xf32>
+}
+
+func.func @dw_pad_rows(%x: tensor<1x2x6x9xf32>) -> tensor<1x2x6x9xf32> {
+  %w = aicc.constant dense<0.5> : tensor<2x1x3x3xf32>
+  %p = aicc.pad %x {low = array<i64: 0, 0, 1, 1>, high = array<i64: 0, 0, 1, 1>, value = 0.0 : f32} : tensor<1x2x6x9xf32> -> tensor<1x2x8x11xf32>
+  %c = aicc.conv2d %p, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 2 : i64, aicc.conv_lowering = "packed", aicc.conv_schedule = {plane = 0 : i64}} : tensor<1x2x8x11xf32>, tensor<2x1x3x3xf32> -> tensor<1x2x6x9xf32>
   func.return %c : tensor<1x2x6x9xf32>
 }
 
