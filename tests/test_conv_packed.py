@@ -151,7 +151,7 @@ def test_heuristic_picks_packed_only_where_the_target_has_it():
     assert choose_conv_lowering(1, 128, 128, 4, (28, 28), (3, 3), packed=True) == "packed"  # groups
     assert choose_conv_lowering(1, 16, 16, 4, (28, 28), (3, 3), (2, 2), packed=True) == "im2col"  # 4 a group
     assert choose_conv_lowering(1, 64, 8, 1, (56, 56), (3, 3), packed=True) == "direct"
-    # 1x1 stride-1 convs of one group: packed on small images (narrowing ones up to 16x16)
+    # 1x1 convs of one group: packed on small images (narrowing ones up to 16x16)
     assert choose_conv_lowering(1, 192, 1152, 1, (7, 7), (1, 1), packed=True) == "packed"
     assert choose_conv_lowering(1, 2048, 512, 1, (8, 8), (1, 1), packed=True) == "packed"
     assert choose_conv_lowering(1, 1024, 256, 1, (14, 14), (1, 1), packed=True) == "packed"
@@ -160,7 +160,10 @@ def test_heuristic_picks_packed_only_where_the_target_has_it():
     assert choose_conv_lowering(1, 192, 1152, 1, (7, 7), (1, 1)) == "matmul"  # no kernel
     assert choose_conv_lowering(1, 192, 8, 1, (7, 7), (1, 1), packed=True) == "matmul"  # 8 channels
     assert choose_conv_lowering(1, 192, 384, 2, (7, 7), (1, 1), packed=True) == "matmul"  # groups
-    assert choose_conv_lowering(1, 192, 384, 1, (7, 7), (1, 1), (2, 2), packed=True) == "im2col"
+    # strided ones too (resnet's downsampling shortcuts), else an im2col copy and a matmul
+    assert choose_conv_lowering(1, 192, 384, 1, (7, 7), (1, 1), (2, 2), packed=True) == "packed"
+    assert choose_conv_lowering(1, 512, 1024, 1, (14, 14), (1, 1), (2, 2), packed=True) == "im2col"
+    assert choose_conv_lowering(1, 1024, 512, 1, (14, 14), (1, 1), (2, 2), packed=True) == "packed"
 
 
 # 1x1 convs on the packed kernel, the image as one row of H*W columns: n, ic, oc, (h, w), bias
@@ -191,6 +194,27 @@ def test_packed_pointwise_conv_matches_torch(case, vw, monkeypatch):
     _check(m, x.numpy(), want, ic)
     monkeypatch.setenv("AICC_CONV_PACKED_1X1", "0")  # the A/B switch: a matmul again
     m = compiler.compile(block.float(), (x,), threads=1, target_cpu=AVX2)
+    assert "aicc_cpu.conv_kernel" not in m.ir("loops")
+    _check(m, x.numpy(), want, ic)
+
+
+@pytest.mark.parametrize("vw", [8, 16])
+@pytest.mark.parametrize("case", [(1, 64, 48, (13, 13), (2, 2)), (2, 24, 17, (8, 15), (2, 3)),
+                                  (1, 33, 16, (1, 1), (2, 2))], ids=str)
+def test_packed_strided_pointwise_conv_matches_torch(case, vw, monkeypatch):
+    """A strided 1x1 conv on a small image (a downsampling shortcut) takes the packed kernel,
+    which reads the input at its stride; the A/B switch gives it an im2col copy again."""
+    n, ic, oc, hw, s = case
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(ic, oc, 1, stride=s).eval()
+    x = torch.randn(n, ic, *hw)
+    monkeypatch.setenv("AICC_CONV_SCHEDULE", f"vw={vw}")
+    m = compiler.compile(conv, (x,), threads=1, target_cpu=AVX2)
+    assert f"sw = {s[1]} : i64" in m.ir("loops") and "aicc_cpu.conv_kernel" in m.ir("loops")
+    want = copy.deepcopy(conv).double()(x.double()).detach().numpy()
+    _check(m, x.numpy(), want, ic)
+    monkeypatch.setenv("AICC_CONV_PACKED_1X1", "0")
+    m = compiler.compile(conv, (x,), threads=1, target_cpu=AVX2)
     assert "aicc_cpu.conv_kernel" not in m.ir("loops")
     _check(m, x.numpy(), want, ic)
 

@@ -51,7 +51,7 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
     "winograd" (F(2x2, 3x3), winograd.py) when `winograd_bits` (the target's vector width,
     given only for a conv Winograd applies to) and `winograd_wins` say so, before all else.
 
-    A 1x1 stride-1 conv of one group is "packed" too on small images: up to
+    A 1x1 conv of one group is "packed" too on small images: up to
     PACKED_1X1_MAX_PIXELS output pixels, or PACKED_1X1_MAX_PIXELS_NARROWING with more input
     than output channels. The matmul puts the pixels in its vectors, and 49 or 196 of them
     fill 77% or 88% of its 32-column tiles; the packed kernel puts the output channels in its
@@ -65,7 +65,10 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
       14x14: 1024->256 1.11/1.10, 672->112 1.05/1.13, 480->80 1.04/1.07; but 256->1024
              0.94/1.03, 112->672 0.90/1.12, 80->480 0.91/1.15, 32->64 0.85/1.21
       28x28: 128->512 0.86/1.06, 40->240 0.71/1.23
-    The rule keeps the cases that win with both vector widths.
+    The rule keeps the cases that win with both vector widths. A strided 1x1 conv (resnet's
+    downsampling shortcut) follows it too: the packed kernel reads the input at its stride,
+    where the matmul needs an im2col copy first (im2col time / packed time, 7x7 output:
+    1024->2048 1.41/1.22, 256->512 1.28/1.04; 14x14: 512->1024 1.07/0.86, kept im2col).
 
     Per group the matmul is M = OC/G rows (one per output channel), N = OH*OW columns and
     K = IC/G*KH*KW; the im2col copy writes K*N elements for M*N*K multiply-adds, so it pays
@@ -89,8 +92,7 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
     pixels = out_hw[0] * out_hw[1]
     if winograd_bits and winograd_wins(winograd_bits, in_channels, out_channels, pixels):
         return "winograd"
-    if (packed and groups == 1 and kernel == (1, 1) and strides == (1, 1)
-            and out_channels >= PACKED_MIN_OC
+    if (packed and groups == 1 and kernel == (1, 1) and out_channels >= PACKED_MIN_OC
             and (pixels <= PACKED_1X1_MAX_PIXELS
                  or (pixels <= PACKED_1X1_MAX_PIXELS_NARROWING and in_channels > out_channels))):
         return "packed"  # small images: the output channels in vectors (see above)

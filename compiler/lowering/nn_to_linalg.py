@@ -167,7 +167,7 @@ def _heuristic(op: aicc_nn.Conv2dOp, packed: bool, vector_bits: int) -> str:
                                 winograd_bits=vector_bits if kernel and winograd_applies(op)
                                 and os.environ.get(CONV_WINOGRAD_ENV, "") != "0" else 0)
     if mode == "packed" and (kh, kw) == (1, 1) and os.environ.get(CONV_PACKED_1X1_ENV) == "0":
-        mode = "matmul"
+        mode = "matmul" if strides == (1, 1) else "im2col"
     return mode
 
 
