@@ -113,7 +113,8 @@ def test_heuristic_picks_winograd_where_it_won(monkeypatch):
     from compiler.targets import get_target
 
     assert winograd_wins(256, 32, 64, 784) and not winograd_wins(256, 16, 16, 12544)
-    assert winograd_wins(512, 64, 64, 3136) and not winograd_wins(512, 32, 64, 784)
+    assert winograd_wins(512, 24, 24, 3136) and winograd_wins(512, 32, 64, 784)
+    assert not winograd_wins(512, 16, 16, 12544) and not winograd_wins(512, 64, 64, 1)
     assert not winograd_wins(128, 256, 256, 3136)  # no packed kernel to compare with
     assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3), packed=True,
                                 winograd_bits=256) == "winograd"
@@ -124,7 +125,7 @@ def test_heuristic_picks_winograd_where_it_won(monkeypatch):
         stages = get_target(target).pipeline(CompileOptions(target=target, target_cpu=cpu))
         t2l = next(p for _, passes in stages for p in passes if p.name == "tensor-to-linalg")
         assert t2l.conv_vector_bits == bits, (target, cpu)
-    # by default (no lowering asked for) on an AVX2 target: Winograd from 32 channels, and
+    # by default (no lowering asked for) on an AVX2 target: Winograd from 24 channels, and
     # AICC_CONV_WINOGRAD=0 keeps the heuristic off it
     monkeypatch.delenv("AICC_CONV_LOWERING")
     torch.manual_seed(4)

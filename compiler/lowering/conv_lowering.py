@@ -29,8 +29,8 @@ PACKED_MIN_OCG = 8
 PACKED_1X1_MAX_PIXELS = 64
 PACKED_1X1_MAX_PIXELS_NARROWING = 256
 # The heuristic takes Winograd's F(2x2, 3x3) for a 3x3 stride-1 conv it applies to from this
-# many input and output channels on (twice as many with 512-bit vectors; see winograd_wins).
-WINOGRAD_MIN_CHANNELS = 32
+# many input and output channels on (see winograd_wins).
+WINOGRAD_MIN_CHANNELS = 24
 
 
 def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups: int,
@@ -116,21 +116,18 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
 def winograd_wins(vector_bits: int, in_channels: int, out_channels: int, pixels: int) -> bool:
     """Does F(2x2, 3x3) beat the packed direct kernel on a 3x3 stride-1 conv it applies to
     (winograd.py) with this many channels, on a target with vectors of `vector_bits`?
-    Measured on a Zen 4 at one thread, both compiled in one process and timed alternately.
-    One conv + ReLU (packed time / winograd time):
-      AVX2 code (x86-64-v3): 64ch 56x56 1.34, 128ch 28x28 1.56, 256ch 14x14 1.46, 512ch 8x8
-        1.16, 32->64 28x28 1.30, 256ch 28x28 1.75; but 16ch 112x112 0.73;
-      AVX-512 code: 64ch 56x56 1.23-1.37, 32ch 56x56 1.10, 256ch 28x28 1.17; but 128ch 28x28
-        0.85-0.91, 256ch 14x14 0.83-0.99, 32->64 28x28 0.57-0.61.
-    In the networks (onnx_vs_ort.py, ORT / aicc at batch 1) the AVX-512 losses alone do not
-    show: resnet18 with Winograd on its 56x56 convs only 1.07, on every 3x3 stride-1 conv of
-    64 channels or more 1.11 (without it 1.00); resnet50 0.98 and 0.99 (0.96). So: from
-    WINOGRAD_MIN_CHANNELS input and output channels, twice that with 512-bit vectors (where
-    the direct kernel runs closest to peak and 32 channels lost)."""
+    Measured on a Zen 4 at one thread, both compiled in one process and timed alternately,
+    one conv (packed time / winograd time), AVX-512 code / AVX2 code (x86-64-v3):
+      24ch 56x56 1.51/1.07, 32ch 56x56 1.30/1.34, 32->64 28x28 1.42/1.31, 64ch 56x56
+      1.53/1.47, 256ch 14x14 1.46/1.72, 256ch 28x28 1.69/1.82, 512ch 8x8 1.13/1.24;
+      but 16ch 112x112 0.96/0.74.
+    (Before LLVM was told not to use gathers (machine.NO_GATHER), the input transform's
+    stride-2 reads were gathers with AVX-512 code, and Winograd lost below 64 channels
+    there.) So: from WINOGRAD_MIN_CHANNELS input and output channels, on 4 pixels or more."""
     channels = min(in_channels, out_channels)
     if vector_bits < 256:
         return False
-    return channels >= WINOGRAD_MIN_CHANNELS * (2 if vector_bits >= 512 else 1) and pixels >= 4
+    return channels >= WINOGRAD_MIN_CHANNELS and pixels >= 4
 
 
 def is_depthwise(in_channels: int, out_channels: int, groups: int) -> bool:

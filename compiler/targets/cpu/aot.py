@@ -32,7 +32,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from compiler.errors import CompileError
-from compiler.targets.cpu.machine import CPUMachine
+from compiler.targets.cpu.machine import CPUMachine, llvm_features
 from compiler.targets.cpu.runtime import optimize, pool_ir, target_machine
 
 # Element type codes of <name>.h, shared by every aicc header (guarded there by #ifndef).
@@ -92,7 +92,7 @@ def write_library(m, out: Path, name: str, llvm_ir: str, data: dict[str, np.ndar
 def _pic_machine(machine: CPUMachine) -> llvm.TargetMachine:
     target_machine(machine)  # initializes LLVM
     return llvm.Target.from_default_triple().create_target_machine(
-        cpu=machine.name, features=machine.features, opt=3, reloc="pic", codemodel="default")
+        cpu=machine.name, features=llvm_features(machine), opt=3, reloc="pic", codemodel="default")
 
 
 def _object(llvm_ir: str, tm: llvm.TargetMachine) -> bytes:
