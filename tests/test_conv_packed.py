@@ -234,6 +234,12 @@ def test_conv_schedule_fits_the_register_file(bits, regs):
     assert choose_conv_schedule(256, 56, 64) == {"vw": 8, "owb": 4, "ocv": 3}
     assert choose_conv_schedule(256, 56, 64, fixed={"owb": 6, "ocv": 2}) == {
         "vw": 8, "owb": 6, "ocv": 2}
+    # a short reduction (a stem: 3 x 3 x 3 products) takes at most 8 columns with AVX-512
+    assert choose_conv_schedule(512, 112, 32) == {"vw": 16, "owb": 14, "ocv": 2}
+    assert choose_conv_schedule(512, 112, 32, k=27) == {"vw": 16, "owb": 8, "ocv": 2}
+    assert choose_conv_schedule(512, 112, 64, k=147) == {"vw": 16, "owb": 8, "ocv": 3}
+    assert choose_conv_schedule(512, 112, 32, k=576) == {"vw": 16, "owb": 14, "ocv": 2}
+    assert choose_conv_schedule(256, 112, 32, k=27) == choose_conv_schedule(256, 112, 32)
 
 
 def test_conv_kernel_verifier():

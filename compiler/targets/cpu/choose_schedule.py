@@ -21,6 +21,7 @@ that no override names, takes the measured schedule and is marked `aicc.tuned`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -187,7 +188,9 @@ class ChooseSchedule(ModulePass):
                     s = choose_dw_schedule(self.vector_bits, shape[-1], fixed, oh=shape[-2],
                                            strides=_conv_strides(o))
                 else:
-                    s = choose_conv_schedule(self.vector_bits, shape[-1], shape[-3], fixed=fixed)
+                    wshape = o.inputs[1].type.get_shape()  # (G, OC/G, IC/G, KH, KW)
+                    s = choose_conv_schedule(self.vector_bits, shape[-1], shape[-3], fixed=fixed,
+                                             k=math.prod(wshape[2:]))
                 o.attributes[CONV_SCHEDULE_ATTR] = DictionaryAttr(
                     {k: IntegerAttr(v, i64) for k, v in s.items()})
         unused = [k for k in overrides if k is not None and k >= index]

@@ -498,8 +498,14 @@ def parse_conv_schedule(spec: str = "") -> dict[str, int]:
     return out
 
 
+# A packed conv reducing over fewer than this many products per output (IC * KH * KW: a stem
+# of 3 input channels, 16-channel convs) takes at most SHORT_K_MAX_OWB columns per kernel call.
+SHORT_K = 512
+SHORT_K_MAX_OWB = 8
+
+
 def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
-                         fixed: Mapping[str, int] | None = None) -> dict[str, int]:
+                         fixed: Mapping[str, int] | None = None, k: int = 0) -> dict[str, int]:
     """The register tile of an packed conv kernel (tile_conv.py): `vw` output channels per
     vector (the target's vector width in floats: 8 with AVX2, 16 with AVX-512, 8 there too for
     8 channels or fewer), `ocv` vectors
@@ -510,7 +516,15 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
 
     Measured on resnet18's convs (Zen 3, AVX2, one thread, benchmarks/conv_layers.py): 4 x 3
     against 6 x 2 is even at 56x56 and 28x28 and 1.1-1.3x faster at 14x14 and 7x7, where
-    fewer columns share each weight load; 3 x 4 (17 registers) spills and runs at half speed."""
+    fewer columns share each weight load; 3 x 4 (17 registers) spills and runs at half speed.
+
+    With a short reduction (`k` = IC * KH * KW below SHORT_K), the call's epilogue (the
+    transpose of its accumulators into output rows) weighs more against its few products,
+    and a 14- or 9-column tile of AVX-512 transposes badly: at most SHORT_K_MAX_OWB columns
+    then (Zen 4, one thread, one conv, 14 or 9 columns against 8: 3->32 3x3/2 at 224x224
+    0.50 -> 0.37 ms, 3->32 3x3 at 112x112 0.42 -> 0.32, 3->64 7x7/2 2.64 -> 2.47, 16->32 3x3
+    at 112x112 1.40 -> 1.24; 32->64 3x3/2 (k = 288) 1.15 -> 1.13; no change from k = 576
+    on, nor with AVX2's 4- and 6-column tiles)."""
     fixed = dict(fixed or {})
     lanes = max(1, vector_bits // 32)
     # Output channels that fill at most half a vector (a grouped conv's 8 per group on
@@ -523,6 +537,8 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
     if "owb" in fixed:
         return {"vw": vw, "owb": fixed["owb"], "ocv": ocv}
     top = max(1, (regs - 1 - ocv) // ocv)
+    if 0 < k < SHORT_K:
+        top = min(top, SHORT_K_MAX_OWB)
     candidates = range(max(1, top // 2), top + 1)
     owb = min(candidates, key=lambda b: (-(-ow // b) + (0.5 if ow % b else 0), -b))
     return {"vw": vw, "owb": min(owb, ow), "ocv": ocv}

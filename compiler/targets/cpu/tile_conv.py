@@ -553,7 +553,8 @@ class TileConv(ModulePass):
             g = _global_of(cv.w, op)
             if g is None or not _weight_as_4d(op, g, cv):
                 continue  # a weight known only at run time: the generic stays a loop nest
-            s = conv_schedule_of(o) or choose_conv_schedule(self.vector_bits, cv.ow, cv.oc)
+            s = conv_schedule_of(o) or choose_conv_schedule(self.vector_bits, cv.ow, cv.oc,
+                                                                  k=cv.ic * cv.kh * cv.kw)
             self._rewrite(op, cv, g, s)
             packed.add(g.sym_name.data)
         for o in reversed(list(op.walk())):
