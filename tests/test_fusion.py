@@ -330,6 +330,28 @@ def test_attention_is_one_kernel(L, S, E, F, kind):
     assert 'aicc.kernel = "attention"' in fused.ir("loops")
 
 
+def test_attention_row_tile_follows_the_vector_registers():
+    """lower-attention's register tile takes 8 query rows with AVX-512's 32 vector registers,
+    4 with AVX2's 16 (8 would spill): the cpu target hands the pass its vector width, and the
+    score buffer shows the rows. 13 rows: a last tile of 1 row (5 of 8)."""
+    from compiler.stages import CompileOptions
+    from compiler.targets import get_target
+    from compiler.targets.cpu.machine import cpu_machine
+
+    for cpu, bits in (("x86-64-v3", 256), ("skylake-avx512", 512)):
+        stages = get_target("cpu").pipeline(CompileOptions(target="cpu", target_cpu=cpu))
+        lower = next(p for _, passes in stages for p in passes if p.name == "lower-attention")
+        assert lower.vector_bits == bits, cpu
+    L, S, E = 13, 150, 64
+    q, k, v = randn(2, L, E), randn(2, S, E), randn(2, S, 64)
+    want = attention_fn(L, S, E, "causal")(q, k, v)
+    for cpu in ("x86-64-v3", "host"):
+        m = compiler.compile(attention_fn(L, S, E, "causal"), (q, k, v), target_cpu=cpu)
+        rows = 8 if cpu_machine(cpu).vector_bits >= 512 else 4
+        assert f"memref<{rows}x128xf32>" in m.ir("loops"), cpu
+        assert close(m(q, k, v), want, REF_RTOL, REF_ATOL)
+
+
 def test_attention_matches_the_op_reference():
     """The dialect's own reference semantics agree with the compiled kernel (and causal rows
     attend to keys up to themselves, top-left aligned, when L != S)."""

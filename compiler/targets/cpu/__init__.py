@@ -72,7 +72,7 @@ class CPUTarget(Target):
             memref=(TileConv(vector_bits=machine.vector_bits), *([FuseRows()] if fuse else []),
                     TileMatmul(threads=threads),
                     LowerQGemm(enabled=machine.has_avx2, vnni=machine.vnni_bits)),
-            loops=(LowerAttention(),),
+            loops=(LowerAttention(vector_bits=machine.vector_bits),),
             transpose_tile=64,
             # AICC_WINDOW_INNER=0 keeps the default order (for A/B timing)
             window_inner=os.environ.get("AICC_WINDOW_INNER", "1") != "0",
