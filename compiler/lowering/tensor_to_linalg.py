@@ -57,6 +57,7 @@ from compiler.lowering.utils import (
     empty_tensor,
     filled_tensor,
     insert_result,
+    reshape,
     scalar_constant,
     tensor_elem,
 )
@@ -419,11 +420,9 @@ class LowerReduce(RewritePattern):
                 and all(isinstance(d, int) and d >= 0 for d in shape):
             # trailing axes, contiguous in memory: one axis of their product, so that the
             # loop nest has one long inner reduction loop (a global average pool's H x W)
-            flat = aicc.ReshapeOp(op.input, (*shape[:k], math.prod(shape[k:])))
-            red = type(op)(flat.result, [k], keep)
-            ops = [flat, red] + ([aicc.ReshapeOp(red.result, aicc.shape_of(op.result))]
-                                 if keep else [])
-            rewriter.replace(op, ops, [ops[-1].results[0]])
+            flat = reshape(rewriter, op.input, (*shape[:k], math.prod(shape[k:])))
+            red = insert_result(rewriter, type(op)(flat, [k], keep))
+            rewriter.replace_op(op, [], [reshape(rewriter, red, aicc.shape_of(op.result))])
             return
         elem = tensor_elem(op.input)
         if isinstance(elem, IntegerType):

@@ -118,17 +118,19 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, i
     return fn
 
 
-def plane_reads(cfg: dict, r: int, s: int, j: int) -> bool:
-    """Does lane j of a dw_kernel that spans a plane (`cfg`'s plane = (x_h, x_r0, p0) and
-    columns = (x_w, x_c0)) read X at tap (r, s)? (See _emit_dw_body.)"""
-    (x_h, x_r0, p0), (x_w, x_c0) = cfg["plane"], cfg["columns"]
+def plane_reads(plane: tuple[int, int, int], columns: tuple[int, int], dh: int, dw: int,
+                r: int, s: int, j: int) -> bool:
+    """Does lane j of a dw_kernel that spans a plane (`plane` = (x_h, x_r0, p0), `columns` =
+    (x_w, x_c0)) read X at tap (r, s)? (See _emit_dw_body.)"""
+    (x_h, x_r0, p0), (x_w, x_c0) = plane, columns
     y, x = divmod(p0 + j, x_w)
-    return 0 <= x_r0 + y + r * cfg["dh"] < x_h and 0 <= x_c0 + x + s * cfg["dw"] < x_w
+    return 0 <= x_r0 + y + r * dh < x_h and 0 <= x_c0 + x + s * dw < x_w
 
 
 def _plane_key(cfg: dict) -> str:
     """A digest of which lanes of a plane-spanning dw_kernel read which taps."""
-    bits = bytes(plane_reads(cfg, r, s, j) for r in range(cfg["kh"]) for s in range(cfg["kw"])
+    where = (cfg["plane"], cfg["columns"], cfg["dh"], cfg["dw"])
+    bits = bytes(plane_reads(*where, r, s, j) for r in range(cfg["kh"]) for s in range(cfg["kw"])
                  for j in range(cfg["cols"]))
     return hashlib.sha256(bits).hexdigest()[:12]
 
@@ -308,7 +310,6 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
     reads adds nothing to it."""
     b = e.b
     x_base, w_base, o_base, bias_base, res_base = _kernel_args(args, start, res)
-    cfg = dict(plane=plane, columns=columns, dh=dh, dw=dw)
     vty = ir.VectorType(ety, vw)
     esize = byte_size(ety)
     undef_v = Literal(vty, "undef")
@@ -352,7 +353,7 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
         """Does column (or pixel) j of the call read X at tap (r, s), stride 1?"""
         if plane is None:
             return inside(s * dw + j)
-        return plane_reads(cfg, r, s, j)
+        return plane_reads(plane, columns, dh, dw, r, s, j)
 
     def row(r: int, s: int, v: int):
         """X[r*dh*x_rs + s*dw + (v*vw + l)*sw] for the lanes l of vector v."""

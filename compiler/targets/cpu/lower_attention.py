@@ -83,9 +83,9 @@ REASSOC_CONTRACT = arith.FastMathFlagsAttr([arith.FastMathFlag.REASSOC, arith.Fa
 
 
 class _Emitter:
-    def __init__(self, op: AttentionOp, row_tile: int = 0):
+    def __init__(self, op: AttentionOp, row_tile: int = ROW_TILE):
         self.op = op
-        self.rt = row_tile or ROW_TILE
+        self.rt = row_tile  # query rows a register tile
         self.batch, self.L, self.S, self.E, self.F = op.sizes()
         self.ety = op.out.type.element_type
         self.idx: IndexBuilder | None = None

@@ -547,7 +547,8 @@ class TileConv(ModulePass):
             if cv is None:
                 continue
             if cv.depthwise:
-                s = conv_schedule_of(o) or choose_dw_schedule(self.vector_bits, cv.ow, oh=cv.oh)
+                s = conv_schedule_of(o) or choose_dw_schedule(self.vector_bits, cv.ow, oh=cv.oh,
+                                                                strides=(cv.sh, cv.sw))
                 self._rewrite_dw(cv, s)
                 continue
             g = _global_of(cv.w, op)
@@ -661,6 +662,17 @@ class TileConv(ModulePass):
             rows = [r for r in range(cv.kh) if 0 <= y * cv.sh - top + r * cv.dh < h]
             return (rows[0], rows[-1] + 1) if rows else (0, 0)
 
+        def call(b: Builder, dims, xo: SSAValue, oo: SSAValue, cols: int, sw: int, **where):
+            """One kernel call of `cols` columns of channel dims[1], X and O at offsets xo and
+            oo; `where`: its columns / rows / plane (see DwKernelOp)."""
+            wo = ix.expr(b, _d(1) * (cv.kh * cv.kw), dims)
+            b.insert(DwKernelOp(x, xo, wt, wo, out, oo, start=start,
+                                bias=(bias, dims[1]) if bias is not None else None,
+                                res=(res, oo) if res is not None else None, relu=relu,
+                                clip_hi=hi, epilogue=region.clone() if region is not None else None,
+                                cols=cols, owb=-(-cols // vw), vw=vw, kh=cv.kh, kw=cv.kw,
+                                sw=sw, dh=cv.dh, dw=cv.dw, x_rs=w, **where))
+
         def calls(b: Builder, n: SSAValue, ch: SSAValue, y: SSAValue, rows: tuple[int, int]):
             """The kernel calls of output row y (an index value) of channel ch of image n."""
             for ow0 in range(0, cv.ow, span):
@@ -672,15 +684,8 @@ class TileConv(ModulePass):
                 xo = ix.expr(b, _d(0) * (c * x_cs) + _d(1) * x_cs + _d(2) * (cv.sh * w)
                              + _c(c0 - top * w), dims)
                 oo = ix.expr(b, _d(0) * (c * o_cs) + _d(1) * o_cs + _d(2) * cv.ow + _c(ow0), dims)
-                wo = ix.expr(b, _d(1) * (cv.kh * cv.kw), dims)
-                b.insert(DwKernelOp(x, xo, wt, wo, out, oo, start=start,
-                                    bias=(bias, ch) if bias is not None else None,
-                                    res=(res, oo) if res is not None else None, relu=relu,
-                                    clip_hi=hi, columns=(w, c0) if edge else None,
-                                    epilogue=region.clone() if region is not None else None,
-                                    rows=rows if rows != (0, cv.kh) else None,
-                                    cols=cols, owb=-(-cols // vw), vw=vw, kh=cv.kh, kw=cv.kw,
-                                    sw=cv.sw, dh=cv.dh, dw=cv.dw, x_rs=w))
+                call(b, dims, xo, oo, cols, cv.sw, columns=(w, c0) if edge else None,
+                     rows=rows if rows != (0, cv.kh) else None)
 
         if plane:
             # a whole plane in one row: the calls span the flattened pixels p0 .. of the
@@ -695,15 +700,7 @@ class TileConv(ModulePass):
                     xo = ix.expr(b, _d(0) * (c * x_cs) + _d(1) * x_cs + _c(p0 - top * w - left),
                                  dims)
                     oo = ix.expr(b, _d(0) * (c * o_cs) + _d(1) * o_cs + _c(p0), dims)
-                    wo = ix.expr(b, _d(1) * (cv.kh * cv.kw), dims)
-                    b.insert(DwKernelOp(
-                        x, xo, wt, wo, out, oo, start=start,
-                        bias=(bias, ivs[1]) if bias is not None else None,
-                        res=(res, oo) if res is not None else None, relu=relu, clip_hi=hi,
-                        columns=(w, -left), plane=(h, -top, p0),
-                        epilogue=region.clone() if region is not None else None,
-                        cols=cols, owb=-(-cols // vw), vw=vw, kh=cv.kh, kw=cv.kw, sw=1,
-                        dh=cv.dh, dw=cv.dw, x_rs=w))
+                    call(b, dims, xo, oo, cols, 1, columns=(w, -left), plane=(h, -top, p0))
 
             _replace(cv, epi, _parallel(b, ix, [cv.n, c], plane_calls))
             erase_if_dead(root)
