@@ -56,6 +56,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 from xdsl.transforms.linalg_generalize_named_ops import GeneralizeNamedOpPattern
 
+from compiler.dialects.aicc import VECTORIZE_ATTR
 from compiler.dialects.aicc_fused import GatherElementsOp, GatherOp
 from compiler.errors import CompileError
 from compiler.lowering.dims import dim_value
@@ -329,7 +330,9 @@ def lower_generic(op: linalg.GenericOp, rewriter: PatternRewriter, transpose_til
     if band:
         block = Block(arg_types=[IndexType()] * len(band))
         ub = [bounds[d] for d in band]
-        b.insert(scf.ParallelOp([zero] * len(band), ub, [one] * len(band), Region(block)))
+        par = b.insert(scf.ParallelOp([zero] * len(band), ub, [one] * len(band), Region(block)))
+        if VECTORIZE_ATTR in op.attributes and not seq:  # its innermost loop is the band's
+            par.attributes[VECTORIZE_ATTR] = op.attributes[VECTORIZE_ATTR]
         ivs.update(zip(band, block.args))
         b = Builder(InsertPoint.at_end(block))
         Builder(InsertPoint.at_end(block)).insert(scf.ReduceOp())

@@ -21,6 +21,7 @@ from xdsl.dialects import builtin
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 
 from compiler.codegen.llvm import mathlib
+from compiler.dialects.aicc import VECTORIZE_ATTR
 from compiler.errors import CompileError, UnsupportedOpError
 
 # A top-level scf.parallel is run on threads when trip-count product x body op count
@@ -489,11 +490,14 @@ class FunctionEmitter:
 
     def loop(self, lb: ir.Value, ub: ir.Value, step: ir.Value, inits: list[ir.Value],
              body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
-             known_nonempty: bool = False, unroll: bool = True) -> list[ir.Value]:
+             known_nonempty: bool = False, unroll: bool = True,
+             vectorize: int = 0) -> list[ir.Value]:
         """Rotated counted loop ``for (iv = lb; iv < ub; iv += step)`` with loop-carried
         values; ``body(iv, carried)`` emits the body and returns the next carried values.
         Without `unroll`, LLVM leaves the loop as emitted (`llvm.loop.unroll.disable`): a
-        kernel body whose registers unrolling would spill."""
+        kernel body whose registers unrolling would spill. With `vectorize` (lanes), LLVM
+        vectorizes it that wide whatever its cost model says (`llvm.loop.vectorize.width`):
+        strided reads it would otherwise leave scalar (see VECTORIZE_ATTR)."""
         b = self.b
         pre = b.block
         body_bb = self.fn.append_basic_block("loop")
@@ -514,11 +518,18 @@ class FunctionEmitter:
         latch = b.block
         nxt = b.add(iv, step, flags=["nsw"])
         br = b.cbranch(b.icmp_signed("<", nxt, ub), body_bb, exit_bb)
+        props = []
+        module = self.fn.module
         if not unroll:
-            module = self.fn.module
-            loop_id = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
-            loop_id = module.add_metadata([loop_id, loop_id])
-            loop_id.operands = (loop_id, loop_id.operands[1])  # the loop ID refers to itself
+            props.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))
+        if vectorize:
+            props += [module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"),
+                                           ir.Constant(ir.IntType(1), 1)]),
+                      module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.width"),
+                                           ir.Constant(ir.IntType(32), vectorize)])]
+        if props:
+            loop_id = module.add_metadata([props[0], *props])
+            loop_id.operands = (loop_id, *loop_id.operands[1:])  # the loop ID refers to itself
             br.set_metadata("llvm.loop", loop_id)
         iv.add_incoming(nxt, latch)
         for p, v in zip(carried, nexts):
@@ -997,6 +1008,7 @@ def _enclosing_parallel(op: Operation) -> Operation | None:
 def _serial_parallel(e: FunctionEmitter, op: Operation, first_dim: int) -> None:
     block = op.body.block
     ndim = len(op.lowerBound)
+    lanes = op.attributes[VECTORIZE_ATTR].value.data if VECTORIZE_ATTR in op.attributes else 0
 
     def nest(d: int) -> list[ir.Value]:
         if d == ndim:
@@ -1010,7 +1022,8 @@ def _serial_parallel(e: FunctionEmitter, op: Operation, first_dim: int) -> None:
             return []
 
         e.loop(e.get(op.lowerBound[d]), e.get(op.upperBound[d]), e.get(op.step[d]), [],
-               body, known_nonempty=lo is not None and hi is not None and lo < hi)
+               body, known_nonempty=lo is not None and hi is not None and lo < hi,
+               vectorize=lanes if d == ndim - 1 else 0)
         return []
 
     nest(first_dim)
