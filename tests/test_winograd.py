@@ -1,9 +1,11 @@
-"""The "winograd" conv lowering (compiler/lowering/winograd.py, F(2x2, 3x3)) against torch in
-float64: batch 1 to 3, 3 to 64 input channels, 5 to 33 output channels, images from one 2x2
-tile (2x2 output) to 28x28 and non-square, padded and not, with bias, ReLU and a residual
-block; convs it does not apply to (odd output sizes, stride 2, 5x5, groups, a weight known
-only at run time) fall back to the heuristic's lowering. Tolerance as for the other
-lowerings: rtol=1e-4, atol=1e-5*sqrt(K) for sums of K = 9*IC products.
+"""The "winograd" and "winograd4" conv lowerings (compiler/lowering/winograd.py, F(2x2, 3x3)
+and F(4x4, 3x3)) against torch in float64: batch 1 to 3, 3 to 64 input channels, 5 to 33
+output channels, images from one tile (2x2 output) to 28x28 and non-square, padded and not
+(F(4x4) on outputs that are not multiples of 4: the input padded to whole tiles, the extra
+outputs dropped), with bias, ReLU and a residual block; convs they do not apply to (odd output
+sizes, stride 2, 5x5, groups, a weight known only at run time) fall back to the heuristic's
+lowering. Tolerance as for the other lowerings: rtol=1e-4, atol=1e-5*sqrt(K) for sums of
+K = 9*IC products.
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ import torch
 import compiler
 
 
-@pytest.fixture(autouse=True)
-def _winograd(monkeypatch):
+MATMULS = {"winograd": 16, "winograd4": 36}
+
+
+@pytest.fixture(autouse=True, params=sorted(MATMULS))
+def mode(request, monkeypatch):
     monkeypatch.setenv("AICC_CACHE", "0")
-    monkeypatch.setenv("AICC_CONV_LOWERING", "winograd")
+    monkeypatch.setenv("AICC_CONV_LOWERING", request.param)
+    return request.param
 
 
 def _check(model, x, ic):
@@ -43,15 +49,15 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_winograd_matches_torch(case):
+def test_winograd_matches_torch(case, mode):
     n, ic, oc, hw, pad, bias, relu = case
     torch.manual_seed(0)
     layers = [torch.nn.Conv2d(ic, oc, 3, padding=pad, bias=bias)] + [torch.nn.ReLU()] * relu
     model = torch.nn.Sequential(*layers).eval()
     m = _check(model, torch.randn(n, ic, *hw), ic)
     linalg = m.ir("linalg")
-    # the 16 matmuls of the transformed weight, marked for choose-schedule
-    assert linalg.count('aicc.conv_lowering = "winograd"') == 16, linalg
+    # the 16 or 36 matmuls of the transformed weight, marked for choose-schedule
+    assert linalg.count(f'aicc.conv_lowering = "{mode}"') == MATMULS[mode], linalg
 
 
 class _Block(torch.nn.Module):
@@ -63,10 +69,10 @@ class _Block(torch.nn.Module):
         return torch.relu(self.b(torch.relu(self.a(x))) + x)
 
 
-def test_winograd_resnet_block():
+def test_winograd_resnet_block(mode):
     torch.manual_seed(1)
     m = _check(_Block(12).eval(), torch.randn(1, 12, 10, 14), 12)
-    assert m.ir("linalg").count('aicc.conv_lowering = "winograd"') == 32
+    assert m.ir("linalg").count(f'aicc.conv_lowering = "{mode}"') == 2 * MATMULS[mode]
 
 
 @pytest.mark.parametrize("conv", [
@@ -92,7 +98,7 @@ def test_weight_known_at_run_time_falls_back():
     assert "winograd" not in f.ir("linalg")
 
 
-def test_winograd_on_the_cuda_emulator():
+def test_winograd_on_the_cuda_emulator(mode):
     pytest.importorskip("cuda.bindings.nvrtc")
     if shutil.which("g++") is None:
         pytest.skip("the CUDA emulation harness needs g++")
@@ -102,12 +108,14 @@ def test_winograd_on_the_cuda_emulator():
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval()
     x = torch.randn(1, 3, 6, 4)
     m = compiler.compile(model, (x,), target="cuda")
-    assert m.ir("linalg").count('aicc.conv_lowering = "winograd"') == 16
+    assert m.ir("linalg").count(f'aicc.conv_lowering = "{mode}"') == MATMULS[mode]
     want = model.double()(x.double()).detach().numpy()
     np.testing.assert_allclose(run_emulated(m, x.numpy()), want, rtol=1e-4, atol=1e-4)
 
 
-def test_heuristic_picks_winograd_where_it_won(monkeypatch):
+def test_heuristic_picks_winograd_where_it_won(monkeypatch, mode):
+    if mode != "winograd":
+        pytest.skip("the heuristic's choice, once")
     from compiler.lowering.conv_lowering import choose_conv_lowering, winograd_wins
     from compiler.stages import CompileOptions
     from compiler.targets import get_target
@@ -116,8 +124,11 @@ def test_heuristic_picks_winograd_where_it_won(monkeypatch):
     assert winograd_wins(512, 24, 24, 3136) and winograd_wins(512, 32, 64, 784)
     assert not winograd_wins(512, 16, 16, 12544) and not winograd_wins(512, 64, 64, 1)
     assert not winograd_wins(128, 256, 256, 3136)  # no packed kernel to compare with
-    assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3), packed=True,
-                                winograd_bits=256) == "winograd"
+    # F(4x4) on outputs of 4x4 tiles from 7x7 of them, else F(2x2)
+    for hw, want_mode in (((56, 56), "winograd4"), ((28, 28), "winograd4"), ((14, 14), "winograd"),
+                          ((16, 16), "winograd"), ((28, 30), "winograd")):
+        assert choose_conv_lowering(1, 64, 64, 1, hw, (3, 3), packed=True,
+                                    winograd_bits=256) == want_mode, hw
     assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3), packed=True) == "packed"
     # the cpu target passes its vector width to tensor-to-linalg; the cuda one none
     for target, cpu, bits in (("cpu", "x86-64-v3", 256), ("cpu", "skylake-avx512", 512),
@@ -136,6 +147,15 @@ def test_heuristic_picks_winograd_where_it_won(monkeypatch):
     m = compiler.compile(model, (x,), threads=1, target_cpu="x86-64-v3")
     assert m.ir("linalg").count('aicc.conv_lowering = "winograd"') == 16
     np.testing.assert_allclose(m(x.numpy()), want, rtol=1e-4, atol=1e-5 * math.sqrt(9 * 32))
+    # 7x7 tiles of 4x4: F(4x4), its input transform vectorized half an AVX2 vector wide
+    x28 = torch.randn(1, 32, 28, 28)
+    want28 = model.double()(x28.double()).detach().numpy()
+    model.float()
+    m = compiler.compile(model, (x28,), threads=1, target_cpu="x86-64-v3")
+    assert m.ir("linalg").count('aicc.conv_lowering = "winograd4"') == 36
+    assert m.ir("loops").count("aicc.vectorize = 4 : i64") == 1
+    assert '!"llvm.loop.vectorize.width", i32 4' in m.ir("llvm")
+    np.testing.assert_allclose(m(x28.numpy()), want28, rtol=1e-4, atol=1e-5 * math.sqrt(9 * 32))
     monkeypatch.setenv("AICC_CONV_WINOGRAD", "0")
     m = compiler.compile(model, (x,), threads=1, target_cpu="x86-64-v3")
     assert "winograd" not in m.ir("linalg") and "aicc_cpu.conv_kernel" in m.ir("loops")

@@ -4,7 +4,8 @@ Windows and offsets live in the indexing maps, as affine expressions of the loop
   * pad:     fill the result with the pad value, then a generic copies the input in through
              the output map (d0 + low0, d1 + low1, ...);
   * conv2d:  one of the lowerings, chosen per op (`conv_lowering`): its
-             `aicc.conv_lowering = "direct" | "im2col" | "matmul" | "packed" | "winograd"` attribute, else the pass
+             `aicc.conv_lowering = "direct" | "im2col" | "matmul" | "packed" | "winograd" |
+             "winograd4"` attribute, else the pass
              option `tensor-to-linalg{conv-lowering=...}`, else $AICC_CONV_LOWERING, else
              `choose_conv_lowering` in conv_lowering.py on the conv's shape (depthwise-like, tiny K
              or tiny convs direct; 1x1 stride-1 matmul; the rest im2col):
@@ -21,10 +22,12 @@ Windows and offsets live in the indexing maps, as affine expressions of the loop
                are no groups, so the weight is a matrix broadcast over the batch);
              - matmul: for 1x1 stride-1 convs, the same matmul on the input itself, viewed as
                (N, G, IC/G, H*W) (asked of any other conv, it means im2col);
-             - winograd: F(2x2, 3x3) for 3x3 stride-1 convs (winograd.py): input transforms,
-               16 matmuls with the weight transformed at compile time, output transforms;
-               the heuristic takes it where `winograd_wins` (given the target's vector width),
-               and asked of a conv it does not apply to, it means the heuristic's choice.
+             - winograd, winograd4: F(2x2, 3x3), F(4x4, 3x3) for 3x3 stride-1 convs
+               (winograd.py): input transforms, 16 or 36 matmuls with the weight transformed
+               at compile time, output transforms; the heuristic takes them where
+               `winograd_wins` (given the target's vector width), F(4x4) where
+               `winograd_tile` says, and asked of a conv they do not apply to, they mean the
+               heuristic's choice.
              A per-channel bias added to the conv (its only use: conv + b with b of shape
              (1, OC, 1, 1), (OC, 1, 1), ...) is lowered with it as the accumulator's start, a
              broadcast copy in place of the zero fill;
@@ -84,7 +87,7 @@ from compiler.lowering.conv_lowering import (
     CONV_SCHEDULE_ATTR,
     choose_conv_lowering,
 )
-from compiler.lowering.winograd import lower_winograd, winograd_applies
+from compiler.lowering.winograd import WINOGRAD_TILES, lower_winograd, winograd_applies
 from compiler.lowering.utils import (
     PARALLEL,
     REDUCTION,
@@ -149,7 +152,7 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False,
         mode = "im2col"
     if mode == "packed" and (not isinstance(n, int) or not _is_constant(op.weight)):
         mode = "direct"
-    if mode == "winograd" and not winograd_applies(op):
+    if mode in WINOGRAD_TILES and not winograd_applies(op):
         mode = _heuristic(op, packed, 0)
     return mode
 
@@ -218,11 +221,11 @@ def _mac(b: Builder, a) -> list[SSAValue]:
 
 
 def lower_conv2d(op: aicc_nn.Conv2dOp, bias: SSAValue | None, mode: str,
-                 rewriter: PatternRewriter) -> SSAValue:
+                 rewriter: PatternRewriter, vector_bits: int = 0) -> SSAValue:
     """The linalg form of conv2d(op) [+ bias], inserted at the rewriter's point; returns the
-    (N, OC, OH, OW) result."""
-    if mode == "winograd":
-        return lower_winograd(op, bias, rewriter)
+    (N, OC, OH, OW) result. `vector_bits`: the target's vector width (for "winograd4")."""
+    if mode in WINOGRAD_TILES:
+        return lower_winograd(op, bias, rewriter, mode, vector_bits)
     n, c, h, w = aicc.shape_of(op.input)
     oc, icg, kh, kw = aicc.shape_of(op.weight)
     _, _, oh, ow = aicc.shape_of(op.result)
@@ -294,7 +297,7 @@ class LowerConv2d(RewritePattern):
         if self.with_bias and _channel_bias(op) is not None:
             return  # lowered with its add
         mode = conv_lowering(op, self.lowering, self.packed, self.vector_bits)
-        rewriter.replace(op, [], [lower_conv2d(op, None, mode, rewriter)])
+        rewriter.replace(op, [], [lower_conv2d(op, None, mode, rewriter, self.vector_bits)])
 
 
 @dataclass
@@ -313,7 +316,7 @@ class LowerConv2dBias(RewritePattern):
             conv = v.owner
             if isinstance(conv, aicc_nn.Conv2dOp) and (found := _channel_bias(conv)) and found[0] is op:
                 mode = conv_lowering(conv, self.lowering, self.packed, self.vector_bits)
-                out = lower_conv2d(conv, found[1], mode, rewriter)
+                out = lower_conv2d(conv, found[1], mode, rewriter, self.vector_bits)
                 rewriter.replace(op, [], [out])
                 rewriter.erase(conv)
                 return

@@ -1,44 +1,57 @@
-"""The "winograd" lowering of a 3x3 stride-1 conv2d: Winograd's minimal filtering F(2x2, 3x3)
-(Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016), as linalg on
-tensors.
+"""The "winograd" and "winograd4" lowerings of a 3x3 stride-1 conv2d: Winograd's minimal
+filtering F(2x2, 3x3) and F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional
+Neural Networks", 2016), as linalg on tensors.
 
-The output is cut into 2x2 tiles; tile (ty, tx) of every output channel needs the 4x4 window
-of the (already padded) input at rows 2ty.., columns 2tx... With
+The output is cut into m x m tiles (m = 2 or 4); tile (ty, tx) of every output channel needs
+the (m+2) x (m+2) window d of the (already padded) input at rows m*ty.., columns m*tx... A
+tile is At [ sum_c (G g[k, c] Gt) * (Bt d[c] B) ] A: (m+2)^2 products per tile and channel
+pair where the direct conv takes 9 m^2, 2.25x fewer for m = 2 and 4x fewer for m = 4. For
+F(2x2, 3x3)
 
     Bt = [1  0 -1  0]     G = [1    0    0 ]     At = [1  1  1  0]
          [0  1  1  0]         [1/2  1/2  1/2]          [0  1 -1 -1]
          [0 -1  1  0]         [1/2 -1/2  1/2]
          [0  1  0 -1]         [0    0    1 ]
 
-a tile is At [ sum_c (G g[k, c] Gt) * (Bt d[c] B) ] A: 16 products per tile and channel pair
-where the direct conv takes 36. The lowering emits
+and for F(4x4, 3x3) the 6x6, 6x3 and 4x6 matrices BT4, G4 and AT4 below (interpolation
+points 0, 1, -1, 2, -2 and infinity). Both lowerings emit
 
-  * the weight transform at compile time: U[a, b] = (G g Gt)[a, b], 16 constant (OC, IC)
+  * the weight transform at compile time: U[a, b] = (G g Gt)[a, b], (m+2)^2 constant (OC, IC)
     matrices (the weight must be a constant);
-  * the input transform: for each of the 16 (a, b), a generic V_ab[n, c, ty, tx] = the sum of
-    the 4 input elements x[n, c, 2ty + i, 2tx + j] with Bt[a, i] * Bt[b, j] = +-1 (the maps
-    read the input in place, stride 2);
-  * 16 matmuls M_ab[n] (OC x T) = U_ab (OC x IC) @ V_ab[n] (IC x T), T = OH/2 * OW/2 tiles, each
-    a matmul generic that choose-schedule and tile-matmul take like a 1x1 conv's (marked
-    aicc.conv_lowering = "winograd"; the constant U_ab is packed at compile time);
-  * the output transform: for each position (r, s) of a tile, a generic writing plane
-    P[r, s] = bias + the sum of +-M_ab over the 9 (a, b) with At[r, a] * At[s, b] != 0, into
-    its slice of one (2, 2, N, OC, OH/2, OW/2) tensor (offset output maps, as concat's), then
-    one copy generic interleaving the planes into the output viewed as
-    (N, OC, OH/2, 2, OW/2, 2).
+  * the input transform (below), V_ab[n, c, ty, tx] for each (a, b);
+  * (m+2)^2 matmuls M_ab[n] (OC x T) = U_ab (OC x IC) @ V_ab[n] (IC x T), T = the tiles of an
+    image, each a matmul generic that choose-schedule and tile-matmul take like a 1x1 conv's
+    (marked aicc.conv_lowering = "winograd" or "winograd4"; the constant U_ab is packed at
+    compile time);
+  * the output transform (below) into the planes P[r, s] (one per position of a tile) of one
+    (m, m, N, OC, TH, TW) tensor, then one copy generic interleaving the planes into the
+    output viewed as (N, OC, TH, m, TW, m).
+
+F(2x2, 3x3) transforms with one generic per matrix element: V_ab = the sum of the 4 input
+elements x[n, c, 2ty + i, 2tx + j] with Bt[a, i] * Bt[b, j] = +-1 (the maps read the input in
+place, stride 2), and P[r, s] = bias + the sum of +-M_ab over the 9 (a, b) with At[r, a] *
+At[s, b] != 0, written into its slice of the planes (offset output maps, as concat's).
+F(4x4, 3x3)'s products have 16 and 25 terms, so its transforms are factored, each one generic
+with many results: the input transform reads the 36 elements of a tile's window and yields
+the 36 V_ab (Bt d, then (Bt d) B); the output transform reads the 36 M_ab and yields the 16
+P[r, s] (At M, then (At M) A), copied into their slices of the planes. Its input transform
+reads the input at stride 4, which LLVM's cost model leaves scalar without gathers; it is
+marked `aicc.vectorize` (half a vector of lanes: deinterleaving shuffles, measured faster
+than full vectors) so that LLVM vectorizes it all the same. An output whose height or width
+is not a multiple of 4 is computed on the input padded with zeros to whole tiles, and the
+extra rows and columns dropped.
 
 Every generic is plain linalg, so the pipeline stays printable and any target runs it. It is
-asked for per op (`aicc.conv_lowering = "winograd"`), per compile
-(`tensor-to-linalg{conv-lowering=winograd}`, AICC_CONV_LOWERING=winograd), or picked by the
+asked for per op (`aicc.conv_lowering = "winograd"` or `"winograd4"`), per compile
+(`tensor-to-linalg{conv-lowering=winograd4}`, AICC_CONV_LOWERING=winograd4), or picked by the
 heuristic where it was measured to beat the packed direct kernel (conv_lowering.py,
-`winograd_wins`): on AVX2 targets from 32 channels, on AVX-512 ones only on large images,
-where the direct kernel runs closer to the machine's peak than the 16 matmuls of K = IC do.
-A fused transform kernel and a matmul that stores channels-last are what it would need to win
-more widely.
+`winograd_wins`, `winograd_tile`).
 
-The arithmetic differs from the direct sum by rounding only: the transforms add and subtract
-(and halve) f32 values, so the error stays within a few units of the sum's magnitude in the
-last place (checked against torch in float64 in tests/test_winograd.py).
+The arithmetic differs from the direct sum by rounding only. F(2x2, 3x3)'s transforms add and
+subtract (and halve) f32 values, so the error stays within a few units of the sum's
+magnitude in the last place; F(4x4, 3x3)'s multiply by up to 25 (input) and 64 (output) and
+divide by up to 576 (weight), which costs about 3 more bits (relative error about 1e-5 of
+the output's magnitude; both checked against torch in float64 in tests/test_winograd.py).
 """
 
 from __future__ import annotations
@@ -46,13 +59,13 @@ from __future__ import annotations
 import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.pattern_rewriter import PatternRewriter
 
 from compiler.dialects import aicc, aicc_nn
-from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
+from compiler.dialects.aicc import VECTORIZE_ATTR, dense_from_numpy, numpy_from_dense
 from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR
 from compiler.lowering.utils import (
     PARALLEL,
@@ -71,6 +84,17 @@ G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float
 AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
 
 
+# F(4x4, 3x3): interpolation points 0, 1, -1, 2, -2 and infinity
+BT4 = np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float64)
+G4 = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+               [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], np.float64)
+AT4 = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
+                [0, 1, -1, 8, -8, 1]], np.float64)
+# the lowering's name -> its tile m and (Bt, G, At)
+WINOGRAD_TILES = {"winograd": (2, (BT, G, AT)), "winograd4": (4, (BT4, G4, AT4))}
+
+
 def _d(i: int) -> AffineDimExpr:
     return AffineDimExpr(i)
 
@@ -82,8 +106,8 @@ def constant_weight(v: SSAValue) -> np.ndarray | None:
 
 
 def winograd_applies(op: aicc_nn.Conv2dOp) -> bool:
-    """F(2x2, 3x3) takes this conv: 3x3, stride 1, no dilation, one group, an even output
-    height and width, a static batch and a constant f32 weight."""
+    """F(2x2, 3x3) and F(4x4, 3x3) take this conv: 3x3, stride 1, no dilation, one group, an
+    even output height and width, a static batch and a constant f32 weight."""
     n, _, _, _ = aicc.shape_of(op.input)
     oc, _, kh, kw = aicc.shape_of(op.weight)
     _, _, oh, ow = aicc.shape_of(op.result)
@@ -100,40 +124,63 @@ def _constant(rewriter: PatternRewriter, array: np.ndarray) -> SSAValue:
     return insert_result(rewriter, arith.ConstantOp(dense_from_numpy(array)))
 
 
-def lower_winograd(op: aicc_nn.Conv2dOp, bias: SSAValue | None,
-                   rewriter: PatternRewriter) -> SSAValue:
-    """The F(2x2, 3x3) form of conv2d(op) [+ bias] (winograd_applies(op) holds); returns the
-    (N, OC, OH, OW) result."""
-    n, c, _, _ = aicc.shape_of(op.input)
+def _identity_copy(bld: Builder, args):
+    return [args[0]]
+
+
+def _combine(bld: Builder, coeffs, values, consts: dict | None = None,
+             first: SSAValue | None = None) -> SSAValue:
+    """first + the sum of coeffs[i] * values[i] over the nonzero coefficients: adds and
+    subtracts where a coefficient is +-1, else a multiply by a constant first (one
+    arith.constant per value in `consts`, the body's)."""
+    acc = first
+    for c, v in zip(coeffs, values):
+        if c == 0:
+            continue
+        if abs(c) != 1:
+            if abs(c) not in consts:
+                consts[abs(c)] = insert_result(bld, arith.ConstantOp(FloatAttr(float(abs(c)), v.type)))
+            v = insert_result(bld, arith.MulfOp(v, consts[abs(c)]))
+        if acc is None:
+            acc = v if c > 0 else insert_result(bld, arith.NegfOp(v))
+        else:
+            acc = insert_result(bld, arith.AddfOp(acc, v) if c > 0 else arith.SubfOp(acc, v))
+    assert acc is not None
+    return acc
+
+
+def lower_winograd(op: aicc_nn.Conv2dOp, bias: SSAValue | None, rewriter: PatternRewriter,
+                   mode: str = "winograd", vector_bits: int = 0) -> SSAValue:
+    """The F(m x m, 3x3) form of conv2d(op) [+ bias], m = 2 for `mode` "winograd" and 4 for
+    "winograd4" (winograd_applies(op) holds); returns the (N, OC, OH, OW) result.
+    `vector_bits`: the target's vector width, for F(4x4, 3x3)'s input transform (0: left to
+    LLVM's cost model)."""
+    tile, (_, gm, _) = WINOGRAD_TILES[mode]
+    n, c, h, w = aicc.shape_of(op.input)
     oc = aicc.shape_of(op.weight)[0]
     _, _, oh, ow = aicc.shape_of(op.result)
-    th, tw = oh // 2, ow // 2
+    th, tw = -(-oh // tile), -(-ow // tile)
     elem = aicc.element_type_of(op.input)
     g = constant_weight(op.weight).reshape(oc, c, 3, 3).astype(np.float64)
-    u = np.einsum("ai,kcij,bj->abkc", G, g, G).astype(np.float32)  # (4, 4, OC, IC)
+    u = np.einsum("ai,kcij,bj->abkc", gm, g, gm).astype(np.float32)  # (m+2, m+2, OC, IC)
 
-    # input transform: V_ab[n, c, ty, tx] = sum of +-x[n, c, 2ty + i, 2tx + j]
+    x = op.input
+    hp, wp = tile * th + 2, tile * tw + 2
+    if (hp, wp) != (h, w):  # the last tiles run past the image: zeros there
+        xp_t = aicc.tensor_type(elem, (n, c, hp, wp))
+        into = AffineMap(4, 0, (_d(0), _d(1), plus(_d(2), 0), plus(_d(3), 0)))
+        x = insert_result(rewriter, build_generic(
+            [x], [filled_tensor(rewriter, op, xp_t, 0.0)], [AffineMap.identity(4), into],
+            [PARALLEL] * 4, _identity_copy, [xp_t]))
+
     v_t = aicc.tensor_type(elem, (n, c, th, tw))
-    vs = []
-    for a in range(4):
-        for b in range(4):
-            terms = [(i, j, BT[a, i] * BT[b, j]) for i in range(4) for j in range(4)
-                     if BT[a, i] * BT[b, j]]
-            maps = [AffineMap(4, 0, (_d(0), _d(1), _d(2) * 2 + i, _d(3) * 2 + j))
-                    for i, j, _ in terms] + [AffineMap.identity(4)]
+    if tile == 2:
+        vs = _input_transform_2(rewriter, x, v_t)
+    else:
+        vs = _input_transform_4(rewriter, x, v_t, vector_bits)
 
-            def body(bld: Builder, args, terms=terms):
-                acc = args[0] if terms[0][2] > 0 else insert_result(bld, arith.NegfOp(args[0]))
-                for (_, _, sign), x in zip(terms[1:], args[1:len(terms)]):
-                    op_ = arith.AddfOp(acc, x) if sign > 0 else arith.SubfOp(acc, x)
-                    acc = insert_result(bld, op_)
-                return [acc]
-
-            vs.append(insert_result(rewriter, build_generic(
-                [op.input] * len(terms), [empty_tensor(rewriter, v_t)], maps,
-                [PARALLEL] * 4, body, [v_t])))
-
-    # 16 matmuls: M_ab[n] (OC x T) = U_ab (OC x IC) @ V_ab[n] (IC x T)
+    # (m+2)^2 matmuls: M_ab[n] (OC x T) = U_ab (OC x IC) @ V_ab[n] (IC x T)
+    al = tile + 2
     t = th * tw
     m_t = aicc.tensor_type(elem, (n, oc, t))
     # loops: 0 n, 1 m (oc), 2 p (tile), 3 k (ic)
@@ -146,23 +193,94 @@ def lower_winograd(op: aicc_nn.Conv2dOp, bias: SSAValue | None,
 
     ms = []
     for ab, v in enumerate(vs):
-        a, b = divmod(ab, 4)
+        a, b = divmod(ab, al)
         mm = build_generic([_constant(rewriter, np.ascontiguousarray(u[a, b])),
                             reshape(rewriter, v, (n, c, t))],
                            [filled_tensor(rewriter, op, m_t, 0.0)], mm_maps,
                            [PARALLEL] * 3 + [REDUCTION], mac, [m_t])
-        mm.attributes[CONV_LOWERING_ATTR] = StringAttr("winograd")
+        mm.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)
         ms.append(reshape(rewriter, insert_result(rewriter, mm), (n, oc, th, tw)))
 
-    # output transform, per output position (r, s) of a tile: a plane
-    #   P[r, s, n, k, ty, tx] = bias[k] + sum of +-M_ab[n, k, ty, tx] over At[r,a] At[s,b] != 0
-    # (9 terms), each plane a generic that writes its (r, s) slice of P (as concat does)
-    p_t = aicc.tensor_type(elem, (2, 2, n, oc, th, tw))
-    planes = empty_tensor(rewriter, p_t)
-    ms = [reshape(rewriter, mv, (1, 1, n, oc, th, tw)) for mv in ms]
     if bias is not None:
         one = int(np.prod(aicc.shape_of(bias))) == 1
         bias = reshape(rewriter, bias, (1,) if one else (oc,))
+    p_t = aicc.tensor_type(elem, (tile, tile, n, oc, th, tw))
+    if tile == 2:
+        planes = _output_transform_2(rewriter, ms, bias, p_t)
+    else:
+        planes = _output_transform_4(rewriter, ms, bias, p_t)
+
+    # the planes interleaved into the output, viewed as (N, OC, TH, m, TW, m):
+    # loops (n, k, ty, r, tx, s)
+    y_t = aicc.tensor_type(elem, (n, oc, th, tile, tw, tile))
+    read = AffineMap(6, 0, (_d(3), _d(5), _d(0), _d(1), _d(2), _d(4)))
+    y = insert_result(rewriter, build_generic(
+        [planes], [empty_tensor(rewriter, y_t)], [read, AffineMap.identity(6)],
+        [PARALLEL] * 6, _identity_copy, [y_t]))
+    y = reshape(rewriter, y, (n, oc, tile * th, tile * tw))
+    if (tile * th, tile * tw) != (oh, ow):  # the rows and columns past the output dropped
+        out_t = aicc.tensor_type(elem, (n, oc, oh, ow))
+        keep = AffineMap(4, 0, (_d(0), _d(1), plus(_d(2), 0), plus(_d(3), 0)))
+        y = insert_result(rewriter, build_generic(
+            [y], [empty_tensor(rewriter, out_t)], [keep, AffineMap.identity(4)],
+            [PARALLEL] * 4, _identity_copy, [out_t]))
+    return y
+
+
+def _input_transform_2(rewriter: PatternRewriter, x: SSAValue, v_t) -> list[SSAValue]:
+    """F(2x2, 3x3): for each of the 16 (a, b), a generic V_ab[n, c, ty, tx] = the sum of
+    +-x[n, c, 2ty + i, 2tx + j] over the 4 (i, j) with Bt[a, i] * Bt[b, j] != 0."""
+    vs = []
+    for a in range(4):
+        for b in range(4):
+            terms = [(i, j, BT[a, i] * BT[b, j]) for i in range(4) for j in range(4)
+                     if BT[a, i] * BT[b, j]]
+            maps = [AffineMap(4, 0, (_d(0), _d(1), _d(2) * 2 + i, _d(3) * 2 + j))
+                    for i, j, _ in terms] + [AffineMap.identity(4)]
+
+            def body(bld: Builder, args, terms=terms):
+                return [_combine(bld, [s for _, _, s in terms], args[:len(terms)])]
+
+            vs.append(insert_result(rewriter, build_generic(
+                [x] * len(terms), [empty_tensor(rewriter, v_t)], maps,
+                [PARALLEL] * 4, body, [v_t])))
+    return vs
+
+
+def _input_transform_4(rewriter: PatternRewriter, x: SSAValue, v_t,
+                       vector_bits: int) -> list[SSAValue]:
+    """F(4x4, 3x3): one generic reading the 36 elements x[n, c, 4ty + i, 4tx + j] of a tile's
+    window d and yielding the 36 V_ab[n, c, ty, tx] = (Bt d B)[a, b], as Bt d, then (Bt d) B.
+    Marked for LLVM to vectorize `vector_bits` / 64 lanes wide where the tiles of a row
+    fill them."""
+    maps = [AffineMap(4, 0, (_d(0), _d(1), _d(2) * 4 + i, _d(3) * 4 + j))
+            for i in range(6) for j in range(6)] + [AffineMap.identity(4)] * 36
+
+    def body(bld: Builder, args):
+        d, consts = [args[6 * i:6 * i + 6] for i in range(6)], {}
+        btd = [[_combine(bld, BT4[a], [d[i][j] for i in range(6)], consts) for j in range(6)]
+               for a in range(6)]
+        return [_combine(bld, BT4[b], btd[a], consts) for a in range(6) for b in range(6)]
+
+    transform = build_generic([x] * 36, [empty_tensor(rewriter, v_t) for _ in range(36)], maps,
+                              [PARALLEL] * 4, body, [v_t] * 36)
+    lanes = vector_bits // 64
+    if lanes >= 2 and v_t.get_shape()[3] >= lanes:
+        transform.attributes[VECTORIZE_ATTR] = IntegerAttr(lanes, 64)
+    rewriter.insert(transform)
+    return list(transform.results)
+
+
+def _output_transform_2(rewriter: PatternRewriter, ms: list[SSAValue], bias: SSAValue | None,
+                        p_t) -> SSAValue:
+    """F(2x2, 3x3): per position (r, s) of a tile, a generic writing plane P[r, s] = bias +
+    the sum of +-M_ab over the 9 (a, b) with At[r, a] * At[s, b] != 0 into its slice of the
+    planes."""
+    n, oc, th, tw = p_t.get_shape()[2:]
+    planes = empty_tensor(rewriter, p_t)
+    ms = [reshape(rewriter, mv, (1, 1, n, oc, th, tw)) for mv in ms]
+    if bias is not None:
+        one = aicc.shape_of(bias) == (1,)
         bias_map = AffineMap(6, 0, (AffineConstantExpr(0),) if one else (_d(3),))
     for r in range(2):
         for s_ in range(2):
@@ -178,26 +296,45 @@ def lower_winograd(op: aicc_nn.Conv2dOp, bias: SSAValue | None,
                                          *(_d(i) for i in range(2, 6)))))
 
             def plane(bld: Builder, args, terms=terms):
-                acc = args[len(terms)] if bias is not None else None
-                for (_, sign), m_ in zip(terms, args):
-                    if acc is None:
-                        acc = m_ if sign > 0 else insert_result(bld, arith.NegfOp(m_))
-                    else:
-                        acc = insert_result(bld, arith.AddfOp(acc, m_) if sign > 0
-                                            else arith.SubfOp(acc, m_))
-                return [acc]
+                first = args[len(terms)] if bias is not None else None
+                return [_combine(bld, [s for _, s in terms], args[:len(terms)], first=first)]
 
             planes = insert_result(rewriter, build_generic(
                 inputs, [planes], maps, [PARALLEL] * 6, plane, [p_t]))
-
-    # the planes interleaved into the output, viewed as (N, OC, OH/2, 2, OW/2, 2):
-    # loops (n, k, ty, r, tx, s)
-    y_t = aicc.tensor_type(elem, (n, oc, th, 2, tw, 2))
-    read = AffineMap(6, 0, (_d(3), _d(5), _d(0), _d(1), _d(2), _d(4)))
-    y = insert_result(rewriter, build_generic(
-        [planes], [empty_tensor(rewriter, y_t)], [read, AffineMap.identity(6)],
-        [PARALLEL] * 6, lambda bld, a: [a[0]], [y_t]))
-    return reshape(rewriter, y, (n, oc, oh, ow))
+    return planes
 
 
-__all__ = ["constant_weight", "lower_winograd", "winograd_applies"]
+def _output_transform_4(rewriter: PatternRewriter, ms: list[SSAValue], bias: SSAValue | None,
+                        p_t) -> SSAValue:
+    """F(4x4, 3x3): one generic reading the 36 M_ab[n, k, ty, tx] (and the bias) and yielding
+    the 16 planes P[r, s] = bias + (At M A)[r, s], as At M, then (At M) A; each plane then
+    copied into its slice of the planes."""
+    elem = p_t.element_type
+    plane_t = aicc.tensor_type(elem, p_t.get_shape()[2:])
+    inputs, maps = list(ms), [AffineMap.identity(4)] * 36
+    if bias is not None:
+        inputs.append(bias)
+        maps.append(AffineMap(4, 0, (AffineConstantExpr(0),) if aicc.shape_of(bias) == (1,)
+                              else (_d(1),)))
+    maps += [AffineMap.identity(4)] * 16
+
+    def body(bld: Builder, args):
+        m_, consts = [args[6 * a:6 * a + 6] for a in range(6)], {}
+        atm = [[_combine(bld, AT4[r], [m_[a][b] for a in range(6)], consts) for b in range(6)]
+               for r in range(4)]
+        first = args[36] if bias is not None else None
+        return [_combine(bld, AT4[s_], atm[r], consts, first) for r in range(4) for s_ in range(4)]
+
+    transform = build_generic(inputs, [empty_tensor(rewriter, plane_t) for _ in range(16)],
+                              maps, [PARALLEL] * 4, body, [plane_t] * 16)
+    rewriter.insert(transform)
+    planes = empty_tensor(rewriter, p_t)
+    for rs, p in enumerate(transform.results):
+        into = AffineMap(4, 0, (AffineConstantExpr(rs // 4), AffineConstantExpr(rs % 4),
+                                *(_d(i) for i in range(4))))
+        planes = insert_result(rewriter, build_generic(
+            [p], [planes], [AffineMap.identity(4), into], [PARALLEL] * 4, _identity_copy, [p_t]))
+    return planes
+
+
+__all__ = ["WINOGRAD_TILES", "constant_weight", "lower_winograd", "winograd_applies"]
