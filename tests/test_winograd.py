@@ -124,9 +124,9 @@ def test_heuristic_picks_winograd_where_it_won(monkeypatch, mode):
     assert winograd_wins(512, 24, 24, 3136) and winograd_wins(512, 32, 64, 784)
     assert not winograd_wins(512, 16, 16, 12544) and not winograd_wins(512, 64, 64, 1)
     assert not winograd_wins(128, 256, 256, 3136)  # no packed kernel to compare with
-    # F(4x4) on outputs of 4x4 tiles from 7x7 of them, else F(2x2)
-    for hw, want_mode in (((56, 56), "winograd4"), ((28, 28), "winograd4"), ((14, 14), "winograd"),
-                          ((16, 16), "winograd"), ((28, 30), "winograd")):
+    # F(4x4) on outputs of 16 tiles of 4x4 or more (14x14 padded to 16x16), else F(2x2)
+    for hw, want_mode in (((56, 56), "winograd4"), ((28, 28), "winograd4"), ((14, 14), "winograd4"),
+                          ((16, 12), "winograd"), ((8, 8), "winograd"), ((28, 30), "winograd4")):
         assert choose_conv_lowering(1, 64, 64, 1, hw, (3, 3), packed=True,
                                     winograd_bits=256) == want_mode, hw
     assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3), packed=True) == "packed"
@@ -147,15 +147,15 @@ def test_heuristic_picks_winograd_where_it_won(monkeypatch, mode):
     m = compiler.compile(model, (x,), threads=1, target_cpu="x86-64-v3")
     assert m.ir("linalg").count('aicc.conv_lowering = "winograd"') == 16
     np.testing.assert_allclose(m(x.numpy()), want, rtol=1e-4, atol=1e-5 * math.sqrt(9 * 32))
-    # 7x7 tiles of 4x4: F(4x4), its input transform vectorized half an AVX2 vector wide
-    x28 = torch.randn(1, 32, 28, 28)
-    want28 = model.double()(x28.double()).detach().numpy()
+    # 10x10 tiles of 4x4: F(4x4), its input transform vectorized 4 lanes wide
+    x40 = torch.randn(1, 32, 40, 40)
+    want40 = model.double()(x40.double()).detach().numpy()
     model.float()
-    m = compiler.compile(model, (x28,), threads=1, target_cpu="x86-64-v3")
+    m = compiler.compile(model, (x40,), threads=1, target_cpu="x86-64-v3")
     assert m.ir("linalg").count('aicc.conv_lowering = "winograd4"') == 36
     assert m.ir("loops").count("aicc.vectorize = 4 : i64") == 1
     assert '!"llvm.loop.vectorize.width", i32 4' in m.ir("llvm")
-    np.testing.assert_allclose(m(x28.numpy()), want28, rtol=1e-4, atol=1e-5 * math.sqrt(9 * 32))
+    np.testing.assert_allclose(m(x40.numpy()), want40, rtol=1e-4, atol=1e-5 * math.sqrt(9 * 32))
     monkeypatch.setenv("AICC_CONV_WINOGRAD", "0")
     m = compiler.compile(model, (x,), threads=1, target_cpu="x86-64-v3")
     assert "winograd" not in m.ir("linalg") and "aicc_cpu.conv_kernel" in m.ir("loops")

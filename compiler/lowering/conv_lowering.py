@@ -31,9 +31,8 @@ PACKED_1X1_MAX_PIXELS_NARROWING = 256
 # The heuristic takes Winograd's F(2x2, 3x3) for a 3x3 stride-1 conv it applies to from this
 # many input and output channels on (see winograd_wins).
 WINOGRAD_MIN_CHANNELS = 24
-# ... and F(4x4, 3x3) instead where the output's height and width are multiples of 4 and an
-# image has this many 4x4 tiles (see winograd_tile).
-WINOGRAD4_MIN_TILES = 49
+# ... and F(4x4, 3x3) instead where an image has this many tiles of 4x4 (see winograd_tile).
+WINOGRAD4_MIN_TILES = 16
 
 
 def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups: int,
@@ -136,18 +135,17 @@ def winograd_wins(vector_bits: int, in_channels: int, out_channels: int, pixels:
 
 def winograd_tile(out_hw: tuple[int, int]) -> str:
     """Which Winograd lowering the heuristic takes for a conv with this output: "winograd4"
-    (F(4x4, 3x3)) where its height and width are multiples of 4 and an image has
-    WINOGRAD4_MIN_TILES tiles or more, else "winograd" (F(2x2, 3x3)). F(4x4, 3x3) does 1.8x
-    fewer multiplies, but its transforms cost more per tile, and its weight is 2.25x larger:
-    on small images its 36 matmuls of few columns stream 36 (OC, IC) matrices for little
-    work each. Measured on a Zen 4 at one thread, both compiled in one process and timed
-    alternately, one conv + ReLU (F(2x2) time / F(4x4) time), AVX-512 code / AVX2 code:
-      64ch 56x56 1.25/1.21, 128ch 28x28 1.16/1.14; but 256ch 14x14 (padded to 16x16, 16
-      tiles) 0.82 with AVX-512 code."""
+    (F(4x4, 3x3)) where an image has WINOGRAD4_MIN_TILES tiles of 4x4 or more (an output that
+    is not a multiple of 4 padded to whole tiles), else "winograd" (F(2x2, 3x3)). F(4x4, 3x3)
+    does 1.8x fewer multiplies, but its weight is 2.25x larger: on small images its 36
+    matmuls of few columns stream 36 (OC, IC) matrices for little work each. Measured on a
+    Zen 4 at one thread, both compiled in one process and timed alternately, one conv + ReLU
+    (F(2x2) time / F(4x4) time), AVX-512 code / AVX2 code:
+      64ch 16x16 -/1.42, 32->64 32x32 1.59/1.51, 64ch 56x56 1.42/1.32, 128ch 28x28
+      1.16/1.09, 256ch 14x14 (padded to 16x16) 1.13/1.15, 512ch 14x14 1.02/0.98;
+      but 512ch 8x8 (4 tiles) 0.44/0.48."""
     oh, ow = out_hw
-    tiles = (oh // 4) * (ow // 4)
-    return ("winograd4" if oh % 4 == 0 and ow % 4 == 0 and tiles >= WINOGRAD4_MIN_TILES
-            else "winograd")
+    return "winograd4" if -(-oh // 4) * -(-ow // 4) >= WINOGRAD4_MIN_TILES else "winograd"
 
 
 def is_depthwise(in_channels: int, out_channels: int, groups: int) -> bool:

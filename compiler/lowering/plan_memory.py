@@ -57,6 +57,7 @@ from compiler.lowering.dims import DimMaterializer, index_symbol
 from compiler.symbolic import Sym
 
 ALIGN = 64
+STAGGER_MIN_BYTES = 4096  # see _aligned
 WORKSPACE_ATTR = "aicc.workspace_bytes"
 WORKSPACE_DYNAMIC_ATTR = "aicc.workspace_dynamic"  # the arena's bytes, symbolic (dynamic dims)
 
@@ -76,7 +77,15 @@ def byte_size(t: MemRefType) -> int:
 
 
 def _aligned(n: int) -> int:
-    return max(ALIGN, -(-n // ALIGN) * ALIGN)
+    """The bytes reserved for a buffer of `n`: whole cache lines (ALIGN), and an odd number of
+    them from STAGGER_MIN_BYTES on. Buffers placed one after another then start on different
+    L1 sets: a loop nest that streams many buffers of a power-of-two size at once (Winograd's
+    36 transformed tiles) would otherwise have them all 4 KiB apart, in the same sets, and
+    evict its own lines (F(4x4, 3x3) of 32 channels at 32x32 ran 2.9x slower)."""
+    n = max(ALIGN, -(-n // ALIGN) * ALIGN)
+    if n >= STAGGER_MIN_BYTES and (n // ALIGN) % 2 == 0:
+        n += ALIGN
+    return n
 
 
 def assign_offsets(buffers: list[tuple[int, int, int]]) -> tuple[list[int], int]:

@@ -35,9 +35,9 @@ F(4x4, 3x3)'s products have 16 and 25 terms, so its transforms are factored, eac
 with many results: the input transform reads the 36 elements of a tile's window and yields
 the 36 V_ab (Bt d, then (Bt d) B); the output transform reads the 36 M_ab and yields the 16
 P[r, s] (At M, then (At M) A), copied into their slices of the planes. Its input transform
-reads the input at stride 4, which LLVM's cost model leaves scalar without gathers; it is
-marked `aicc.vectorize` (half a vector of lanes: deinterleaving shuffles, measured faster
-than full vectors) so that LLVM vectorizes it all the same. An output whose height or width
+reads the input at stride 4, which LLVM's cost model leaves scalar without gathers; where
+that was measured to pay (WINOGRAD4_VECTORIZE_TILES) it is marked `aicc.vectorize` so that
+LLVM vectorizes it 4 lanes wide all the same. An output whose height or width
 is not a multiple of 4 is computed on the input padded with zeros to whole tiles, and the
 extra rows and columns dropped.
 
@@ -91,6 +91,15 @@ G4 = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
                [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], np.float64)
 AT4 = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
                 [0, 1, -1, 8, -8, 1]], np.float64)
+# F(4x4, 3x3)'s input transform reads at stride 4, which LLVM leaves scalar without gathers;
+# asked to, it vectorizes it with 4 lanes (a 4x4 transpose deinterleaves 4 tiles' columns,
+# with SSE/AVX shuffles on any x86), but needs a scalar epilogue of up to 4 tiles a row (the
+# window's last 2 columns are a group with gaps). Measured on a Zen 4 at one thread, one conv
+# + ReLU, the same process alternately, scalar time / vectorized time, AVX-512 / AVX2 code:
+# 10 tiles a row (40x40) 1.24/1.22, 12 (48x48) 1.16/1.13, 14 (56x56) 1.22/1.17, 16 (64x64)
+# 1.06; but 8 (32x32) 0.70/0.74, 28 (112x112) 0.89/1.00. So 4 lanes, from 10 to 16 tiles a row.
+WINOGRAD4_VECTORIZE_LANES = 4
+WINOGRAD4_VECTORIZE_TILES = (10, 16)
 # the lowering's name -> its tile m and (Bt, G, At)
 WINOGRAD_TILES = {"winograd": (2, (BT, G, AT)), "winograd4": (4, (BT4, G4, AT4))}
 
@@ -251,8 +260,8 @@ def _input_transform_4(rewriter: PatternRewriter, x: SSAValue, v_t,
                        vector_bits: int) -> list[SSAValue]:
     """F(4x4, 3x3): one generic reading the 36 elements x[n, c, 4ty + i, 4tx + j] of a tile's
     window d and yielding the 36 V_ab[n, c, ty, tx] = (Bt d B)[a, b], as Bt d, then (Bt d) B.
-    Marked for LLVM to vectorize `vector_bits` / 64 lanes wide where the tiles of a row
-    fill them."""
+    On a target with vectors (`vector_bits`) and WINOGRAD4_VECTORIZE_TILES tiles a row,
+    marked for LLVM to vectorize WINOGRAD4_VECTORIZE_LANES wide (see there)."""
     maps = [AffineMap(4, 0, (_d(0), _d(1), _d(2) * 4 + i, _d(3) * 4 + j))
             for i in range(6) for j in range(6)] + [AffineMap.identity(4)] * 36
 
@@ -264,9 +273,9 @@ def _input_transform_4(rewriter: PatternRewriter, x: SSAValue, v_t,
 
     transform = build_generic([x] * 36, [empty_tensor(rewriter, v_t) for _ in range(36)], maps,
                               [PARALLEL] * 4, body, [v_t] * 36)
-    lanes = vector_bits // 64
-    if lanes >= 2 and v_t.get_shape()[3] >= lanes:
-        transform.attributes[VECTORIZE_ATTR] = IntegerAttr(lanes, 64)
+    low, high = WINOGRAD4_VECTORIZE_TILES
+    if vector_bits and low <= v_t.get_shape()[3] <= high:
+        transform.attributes[VECTORIZE_ATTR] = IntegerAttr(WINOGRAD4_VECTORIZE_LANES, 64)
     rewriter.insert(transform)
     return list(transform.results)
 

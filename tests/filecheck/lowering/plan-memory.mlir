@@ -2,21 +2,23 @@
 // RUN: aicc-opt %s -p "plan-memory{workspace-arg=true}" --split-input-file | filecheck %s --check-prefix=WS
 
 // %a and %b are live together; %c starts after both are freed, so it reuses %a's bytes
-// (offset 0). The 1 KiB %b sits above the 4 KiB %a.
+// (offset 0). The 1 KiB %b sits above the 4 KiB %a, one cache line past its end: from 4 KiB
+// on, a buffer of an even number of 64-byte lines takes one more, so that buffers side by side
+// start in different L1 sets (not 4 KiB apart).
 // CHECK-LABEL: func.func @reuse
-// CHECK-NEXT:    %[[ARENA:.*]] = memref.alloc() {alignment = 64 : i64} : memref<5120xi8>
-// CHECK:         %[[A:.*]] = memref.view %[[ARENA]][%{{.*}}][] : memref<5120xi8> to memref<1024xf32>
-// CHECK:         %[[OB:.*]] = arith.constant 4096 : index
-// CHECK-NEXT:    %[[B:.*]] = memref.view %[[ARENA]][%[[OB]]][] : memref<5120xi8> to memref<256xf32>
+// CHECK-NEXT:    %[[ARENA:.*]] = memref.alloc() {alignment = 64 : i64} : memref<5184xi8>
+// CHECK:         %[[A:.*]] = memref.view %[[ARENA]][%{{.*}}][] : memref<5184xi8> to memref<1024xf32>
+// CHECK:         %[[OB:.*]] = arith.constant 4160 : index
+// CHECK-NEXT:    %[[B:.*]] = memref.view %[[ARENA]][%[[OB]]][] : memref<5184xi8> to memref<256xf32>
 // CHECK:         %[[OC:.*]] = arith.constant 0 : index
-// CHECK-NEXT:    %[[C:.*]] = memref.view %[[ARENA]][%[[OC]]][] : memref<5120xi8> to memref<1024xf32>
+// CHECK-NEXT:    %[[C:.*]] = memref.view %[[ARENA]][%[[OC]]][] : memref<5184xi8> to memref<1024xf32>
 // CHECK-NOT:     memref.dealloc %[[A]]
-// CHECK:         memref.dealloc %[[ARENA]] : memref<5120xi8>
+// CHECK:         memref.dealloc %[[ARENA]] : memref<5184xi8>
 // CHECK-NEXT:    func.return
 
 // With workspace-arg, the arena is the caller's: a trailing argument, its size on the function.
 // WS-LABEL: func.func @reuse
-// WS-SAME:    %workspace: memref<5120xi8>) attributes {aicc.workspace_bytes = 5120 : i64}
+// WS-SAME:    %workspace: memref<5184xi8>) attributes {aicc.workspace_bytes = 5184 : i64}
 // WS-NOT:     memref.alloc
 // WS-NOT:     memref.dealloc
 func.func @reuse(%x: memref<1024xf32>, %o: memref<1024xf32>) {
