@@ -39,6 +39,12 @@ from compiler.cache import CompileCache, cache_enabled, source_digest
 from compiler.dialects.aicc import numpy_dtype
 from compiler.dialects.shapes import fmt_shape, is_dynamic, shape_of
 from compiler.errors import CompileError, DimensionError, InternalError, SpecializationError
+from compiler.lowering.nn_to_linalg import (
+    CONV_LOWERING_ENV,
+    CONV_PACKED_1X1_ENV,
+    CONV_PACKED_ENV,
+    CONV_WINOGRAD_ENV,
+)
 from compiler.lowering.pipeline import cleanup, graph_passes, make_context
 from compiler.lowering.plan_memory import WORKSPACE_ATTR, WORKSPACE_DYNAMIC_ATTR
 from compiler.progress import Progress
@@ -515,6 +521,11 @@ def _model_cache(module: ModuleOp, func_name: str, output_is_tuple: bool,
     return CompileCache("model"), model_key(module, func_name, output_is_tuple, options, target)
 
 
+# The environment the passes read: a compile under other values is another cache entry
+# (a target's own knobs are in its `cache_key`).
+COMPILE_ENV = (CONV_LOWERING_ENV, CONV_PACKED_ENV, CONV_PACKED_1X1_ENV, CONV_WINOGRAD_ENV)
+
+
 def model_key(module: ModuleOp, func_name: str, output_is_tuple: bool,
               options: CompileOptions, target: Target) -> str:
     """The compile cache's key of a model: the tensor-level IR (its fingerprint), every
@@ -528,8 +539,7 @@ def model_key(module: ModuleOp, func_name: str, output_is_tuple: bool,
         "target_cpu": options.target_cpu,
         "target_options": {k: v for k, v in options.target_options.items()
                            if k not in target.keyless_options},
-        "env": {k: os.environ.get(k, "") for k in ("AICC_CONV_LOWERING", "AICC_CONV_SCHEDULE",
-                                                       "AICC_CONV_PACKED")},
+        "env": {k: os.environ.get(k, "") for k in COMPILE_ENV},
         "machine": target.cache_key(options),
         "versions": _versions(),
     }

@@ -100,8 +100,12 @@ def test_the_key_changes_with_what_changes_the_code(store, monkeypatch):
         compiler.compile(mlp, (X,), threads=1, schedule={"mr": 4}),
         compiler.compile(mlp, (X,), threads=1, target_cpu="x86-64-v3"),
     ]
-    monkeypatch.setenv("AICC_CONV_LOWERING", "direct")
-    misses.append(compiler.compile(mlp, (X,), threads=1))
+    # every environment knob of the passes
+    for env, value in (("AICC_CONV_LOWERING", "direct"), ("AICC_CONV_WINOGRAD", "0"),
+                       ("AICC_CONV_PACKED", "0"), ("AICC_CONV_PACKED_1X1", "0"),
+                       ("AICC_CONV_SCHEDULE", "owb=4"), ("AICC_WINDOW_INNER", "0")):
+        monkeypatch.setenv(env, value)
+        misses.append(compiler.compile(mlp, (X,), threads=1))
     assert [m.stats["cache"] for m in misses] == ["stored"] * len(misses)
     np.testing.assert_allclose(misses[0](X), np.tanh(np.maximum(X @ (W1 * 2) + B1, 0) @ W2),
                                rtol=1e-4, atol=1e-4)

@@ -18,6 +18,9 @@ from pathlib import Path
 from compiler.stages import CompileOptions, PassTiming
 from compiler.targets import Target
 
+# "0": linalg-to-loops keeps the default loop order for windows (A/B timing)
+WINDOW_INNER_ENV = "AICC_WINDOW_INNER"
+
 
 def _pass(module: str, cls: str):
     def load():
@@ -75,7 +78,7 @@ class CPUTarget(Target):
             loops=(LowerAttention(vector_bits=machine.vector_bits),),
             transpose_tile=64,
             # AICC_WINDOW_INNER=0 keeps the default order (for A/B timing)
-            window_inner=os.environ.get("AICC_WINDOW_INNER", "1") != "0",
+            window_inner=os.environ.get(WINDOW_INNER_ENV, "1") != "0",
             # the packed conv kernels are the default where they were measured to win: AVX2
             # (Zen 3) and AVX-512 (Zen 4: CNNs 5-36% faster than im2col and the direct loop);
             # on 128-bit targets AICC_CONV_LOWERING=packed or the op's attribute ask for them
@@ -110,13 +113,14 @@ class CPUTarget(Target):
     def cache_key(self, options: CompileOptions) -> dict[str, str]:
         import llvmlite
 
-        from compiler.targets.cpu.schedule import format_overrides
+        from compiler.targets.cpu.schedule import CONV_SCHEDULE_ENV, format_overrides
         from compiler.targets.cpu.tuning_record import record_digest
 
         machine = self.machine(options)
         return {"target": self.name, "cpu": machine.key(),
                 "llvmlite": llvmlite.__version__, "schedule": format_overrides(options.schedule),
-                "tuning": record_digest(machine.key())}
+                "tuning": record_digest(machine.key()),
+                "env": {k: os.environ.get(k, "") for k in (CONV_SCHEDULE_ENV, WINDOW_INNER_ENV)}}
 
     @staticmethod
     def _record(machine) -> str:
