@@ -344,7 +344,9 @@ def test_stats_fused_and_unfused():
     assert fused.stats["intermediate_bytes"] == 0 and fused.stats["intermediate_buffers"] == 0
     # x*w and x*w+b are temporaries, live together while the add runs: no reuse possible
     assert unfused.stats["intermediate_buffers"] == 2
-    assert unfused.stats["intermediate_bytes"] == unfused.stats["intermediate_bytes_before_reuse"] == 2 * 32 * 48 * 4
+    # each in the arena with one more cache line than its 96 (an odd count: plan-memory's stagger)
+    assert unfused.stats["intermediate_bytes_before_reuse"] == 2 * 32 * 48 * 4
+    assert unfused.stats["intermediate_bytes"] == 2 * (32 * 48 * 4 + 64)
     x, w, b = randn(*shape), randn(48), randn(48)
     (ref,) = run_reference(_gelu_linear(shape), [x, w, b])
     assert close(fused(x, w, b), ref, NP_RTOL, NP_ATOL) and close(unfused(x, w, b), ref, NP_RTOL, NP_ATOL)
@@ -362,7 +364,7 @@ def test_stats_memory_reuse():
     size = 64 * 64 * 4
     assert m.stats["intermediate_buffers"] == 3
     assert m.stats["intermediate_bytes_before_reuse"] == 3 * size
-    assert m.stats["intermediate_bytes"] == 2 * size
+    assert m.stats["intermediate_bytes"] == 2 * (size + 64)  # 256 lines each, + 1: the stagger
     assert close(m(x), model(x), NP_RTOL, NP_ATOL)
 
 

@@ -2,10 +2,11 @@
 
 After bufferize, each temporary is a `memref.alloc` freed by a `memref.dealloc` after its last use.
 This pass gives each one an offset in a single i8 arena such that buffers whose lifetimes
-overlap never overlap in memory (greedy first-fit, largest buffers first, 64-byte aligned),
-and rewrites it as a `memref.view` of the arena:
+overlap never overlap in memory (greedy first-fit, largest buffers first, 64-byte aligned, a
+buffer of 4 KiB or more an odd number of 64-byte lines: see `_aligned`), and rewrites it as a
+`memref.view` of the arena:
 
-    %t = memref.alloc() : memref<64x128xf32>        %t = memref.view %arena[%c4096][] : memref<40960xi8> to memref<64x128xf32>
+    %t = memref.alloc() : memref<64x128xf32>        %t = memref.view %arena[%c4160][] : memref<36992xi8> to memref<64x128xf32>
     ...                                      ==>     ...
     memref.dealloc %t : memref<64x128xf32>
 
