@@ -142,7 +142,7 @@ def _combine(bld: Builder, coeffs, values, consts: dict | None = None,
     """first + the sum of coeffs[i] * values[i] over the nonzero coefficients: adds and
     subtracts where a coefficient is +-1, else a multiply by a constant first (one
     arith.constant per value in `consts`, the body's)."""
-    acc = first
+    acc, consts = first, {} if consts is None else consts
     for c, v in zip(coeffs, values):
         if c == 0:
             continue
