@@ -5,9 +5,12 @@ not map onto a GPU, so map-to-gpu keeps the op whole in a gpu_map.kernel of kind
 CudaEmitter.emit_attention writes the GPU's flash-attention kernel (same semantics: scale, then
 the mask, -inf past the diagonal, an all-masked row 0 / 0 = NaN).
 
-Flash-attention style: no L x S score matrix exists. One scf.parallel runs over
-(batch entries x blocks of QUERY_BLOCK query rows); each iteration walks its rows ROW_TILE at a
-time, and for each tile sweeps the keys in blocks of KEY_BLOCK:
+Flash-attention style: no L x S score matrix exists. A first scf.parallel writes k^T once,
+as tiles of E x KEY_BLOCK keys per (batch entry, key block), into a heap buffer freed after the
+second; every query block reads its tiles from there (transposing k once per query block cost
+10-15% of whisper's and vit's attention). The second scf.parallel runs over (batch entries x
+blocks of QUERY_BLOCK query rows); each iteration walks its rows ROW_TILE at a time, and for
+each tile sweeps the keys in blocks of KEY_BLOCK:
 
     for each tile of ROW_TILE query rows i (the last tile's rows clamp to L-1: recomputed,
                                               rewritten with the same values)
@@ -22,9 +25,10 @@ time, and for each tile sweeps the keys in blocks of KEY_BLOCK:
         m_i = m_new
       out_i[:] = acc_i[:] / l_i
 
-The score tile, p and acc live in per-thread stack buffers (a few KB); q's rows, k and v are
+The score tile, p and acc live in per-thread stack buffers (a few KB); q's rows and v are
 read in place through each operand's permutation and broadcast batch dims, and the result is
-written through its permutation. Causal attention stops each tile's key sweep at its last row
+written through its permutation. A block of fewer keys than KEY_BLOCK (the last) computes
+scores, the mask and exp only up to the next multiple of SCORE_COLS keys. Causal attention stops each tile's key sweep at its last row
 and masks the one block that crosses the diagonal. Scores are computed as in the unfused
 program (dot product, then the scale, then the mask); the softmax is online, so its rounding
 differs from the unfused one by a few ulps.
@@ -161,6 +165,10 @@ class _Emitter:
     def build(self) -> scf.ParallelOp:
         op = self.op
         outer = Builder(InsertPoint.before(op))
+        # index constants go before the first op made here: they dominate both parallel loops
+        zero = outer.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
+        self.idx = IndexBuilder(Builder(InsertPoint.before(zero.owner)))
+        self.idx.consts[0] = zero
         # dynamic sizes (batch, L, S) are read from the operands; E and F are static
         nb = len(self.batch)
         self.batch = [self._size(outer, "out", j) for j in range(nb)]
@@ -169,12 +177,9 @@ class _Emitter:
         self.bq = block_rows(F, L if isinstance(L, int) else DYNAMIC_SIZE_GUESS, self.rt)
         self.kb = keys_per_block(E, S if isinstance(S, int) else DYNAMIC_SIZE_GUESS)
 
-        if isinstance(L, int):
-            qblocks = -(-L // self.bq)
-        else:
-            c = outer.insert(arith.ConstantOp(IntegerAttr(self.bq - 1, IndexType()))).result
-            d = outer.insert(arith.ConstantOp(IntegerAttr(self.bq, IndexType()))).result
-            qblocks = outer.insert(arith.DivUIOp(outer.insert(arith.AddiOp(L, c)).result, d)).result
+        qblocks = self.ceil_div(outer, L, self.bq)
+        self.nkb = self.ceil_div(outer, S, self.kb)
+        self.kt_all = self.transpose_k(outer)
         lb = outer.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
         ub = index_product(outer, [*self.batch, qblocks])
         st = outer.insert(arith.ConstantOp(IntegerAttr(1, IndexType()))).result
@@ -182,24 +187,18 @@ class _Emitter:
         par = scf.ParallelOp([lb], [ub], [st], Region(body))
         par.attributes[KERNEL_ATTR] = StringAttr("attention")
         outer.insert(par)
+        outer.insert(memref.DeallocOp.get(self.kt_all))
         body.add_op(scf.ReduceOp())
-        self.idx = IndexBuilder(Builder(InsertPoint.before(par)))
         b = Builder(InsertPoint.before(body.last_op))
 
         task = body.args[0]
         qb = b.insert(arith.RemUIOp(task, self.v(qblocks))).result
-        rest = b.insert(arith.DivUIOp(task, self.v(qblocks))).result
-        batch_ix: list[SSAValue] = [self.c(0)] * len(self.batch)
-        nonunit = [d for d, n in enumerate(self.batch) if not isinstance(n, int) or n != 1]
-        for d in reversed(nonunit[1:]):
-            batch_ix[d] = b.insert(arith.RemUIOp(rest, self.v(self.batch[d]))).result
-            rest = b.insert(arith.DivUIOp(rest, self.v(self.batch[d]))).result
-        if nonunit:
-            batch_ix[nonunit[0]] = rest
-        self.batch_ix = batch_ix
+        self.flat = b.insert(arith.DivUIOp(task, self.v(qblocks))).result
+        self.batch_ix = self.batch_of(b, self.flat)
+        # the batch entry's k^T tiles in kt_all
+        self.kt_entry = self.muli(b, self.flat, index_product(b, [self.nkb, self.E * self.kb]))
 
         ety = self.ety
-        self.kt = b.insert(memref.AllocaOp.get(ety, 64, [E, self.kb])).memref
         self.scores = b.insert(memref.AllocaOp.get(ety, 64, [self.rt, self.kb])).memref
         self.acc = b.insert(memref.AllocaOp.get(ety, 64, [self.bq, F])).memref
         self.m = b.insert(memref.AllocaOp.get(ety, 64, [self.bq])).memref
@@ -241,6 +240,63 @@ class _Emitter:
         for_loop(b, self.c(0), self.nrows, self.c(1), [], write)
         return par
 
+    def ceil_div(self, b: Builder, n, d: int):
+        """ceil(n / d) for an int or an index value n."""
+        if isinstance(n, int):
+            return -(-n // d)
+        return b.insert(arith.DivUIOp(self.addi(b, n, self.c(d - 1)), self.c(d))).result
+
+    def batch_of(self, b: Builder, flat: SSAValue) -> list[SSAValue]:
+        """The result's batch indices of a flat batch entry (row-major over self.batch)."""
+        batch_ix: list[SSAValue] = [self.c(0)] * len(self.batch)
+        nonunit = [d for d, n in enumerate(self.batch) if not isinstance(n, int) or n != 1]
+        rest = flat
+        for d in reversed(nonunit[1:]):
+            batch_ix[d] = b.insert(arith.RemUIOp(rest, self.v(self.batch[d]))).result
+            rest = b.insert(arith.DivUIOp(rest, self.v(self.batch[d]))).result
+        if nonunit:
+            batch_ix[nonunit[0]] = rest
+        return batch_ix
+
+    def transpose_k(self, outer: Builder) -> SSAValue:
+        """k^T once for all query blocks, in key blocks: a buffer of (batch entry, key block)
+        tiles of E x kb, each laid out as the tile the scores read (keys past S repeat key
+        S-1; they are masked), filled by a parallel loop over the tiles."""
+        E, kb = self.E, self.kb
+        tiles = index_product(outer, [*self.batch, self.nkb])
+        size = index_product(outer, [*self.batch, self.nkb, E * kb])
+        if isinstance(size.owner, arith.ConstantOp):
+            n = size.owner.value.value.data
+            buf = outer.insert(memref.AllocOp.get(self.ety, 64, [n])).memref
+        else:
+            buf = outer.insert(memref.AllocOp.get(self.ety, 64, [DYNAMIC_INDEX],
+                                                  dynamic_sizes=[size])).memref
+        body = Block(arg_types=[IndexType()])
+        par = scf.ParallelOp([self.c(0)], [tiles], [self.c(1)], Region(body))
+        par.attributes[KERNEL_ATTR] = StringAttr("attention-transpose-k")
+        outer.insert(par)
+        body.add_op(scf.ReduceOp())
+        b = Builder(InsertPoint.before(body.last_op))
+        tile = body.args[0]
+        jb = b.insert(arith.RemUIOp(tile, self.v(self.nkb))).result
+        self.batch_ix = self.batch_of(b, b.insert(arith.DivUIOp(tile, self.v(self.nkb))).result)
+        j0 = self.muli(b, jb, self.c(kb))
+        base = self.muli(b, tile, self.c(E * kb))
+        last = self.last(b, self.S)
+
+        def transpose(bb: Builder, e: SSAValue):
+            row = self.addi(bb, base, self.muli(bb, e, self.c(kb)))
+
+            def col(b2: Builder, c: SSAValue):
+                j = self.minsi(b2, self.addi(b2, j0, c), last)  # past the end: a real key, masked later
+                b2.insert(memref.StoreOp.get(self.load(b2, "k", [*self.batch_ix, j, e]), buf,
+                                             [self.addi(b2, row, c)]))
+
+            self.loop(bb, kb, col)
+
+        self.loop(b, E, transpose)
+        return buf
+
     def last(self, b: Builder, n) -> SSAValue:
         """n - 1 as an index value."""
         if isinstance(n, int):
@@ -258,19 +314,12 @@ class _Emitter:
         for_loop(b, self.c(0), ub, self.c(1), [], inner)
 
     def key_block(self, b: Builder, j0: SSAValue, kend: SSAValue) -> None:
-        """Keys j0 .. j0 + cols: k^T into the stack tile, then every row tile of the block."""
-        S, E, kb = self.S, self.E, self.kb
-        cols = self.minsi(b, self.c(kb), b.insert(arith.SubiOp(kend, j0)).result)
-        last = self.last(b, S)
-
-        def transpose(bb: Builder, e: SSAValue):
-            def row(b2: Builder, c: SSAValue):
-                j = self.minsi(b2, self.addi(b2, j0, c), last)  # past the end: a real key, masked later
-                b2.insert(memref.StoreOp.get(self.load(b2, "k", [*self.batch_ix, j, e]), self.kt, [e, c]))
-
-            self.loop(bb, kb, row)
-
-        self.loop(b, E, transpose)
+        """Keys j0 .. j0 + cols against every row tile of the block; their k^T tile lies at
+        kt_all[(flat * nkb + j0 / kb) * E * kb ..]."""
+        cols = self.minsi(b, self.c(self.kb), b.insert(arith.SubiOp(kend, j0)).result)
+        # the score tile's columns past `cols`, up to the next 16, are computed and masked
+        cend = self.muli(b, self.ceil_div(b, cols, SCORE_COLS), self.c(SCORE_COLS))
+        kt = self.addi(b, self.kt_entry, self.muli(b, j0, self.c(self.E)))
         first = self.c(0)
         if self.op.causal is not None:  # rows above the block's first key see none of it
             skip = b.insert(arith.SubiOp(j0, self.i0)).result
@@ -278,33 +327,37 @@ class _Emitter:
             first = self.muli(b, b.insert(arith.DivUIOp(skip, self.c(self.rt))).result, self.c(self.rt))
 
         def tile(bb: Builder, r0: SSAValue, _):
-            self.row_tile(bb, r0, j0, cols)
+            self.row_tile(bb, r0, j0, cols, cend, kt)
             return []
 
         for_loop(b, first, self.nrows, self.c(self.rt), [], tile)
 
-    def row_tile(self, b: Builder, r0: SSAValue, j0: SSAValue, cols: SSAValue) -> None:
+    def row_tile(self, b: Builder, r0: SSAValue, j0: SSAValue, cols: SSAValue, cend: SSAValue,
+                 kt: SSAValue) -> None:
         """self.rt rows (state slots r0 ..; rows past L read row L-1 and are not written)
         against one key block: scores, their scale / mask / block max, the online-softmax
         state, then the accumulators."""
         slots = [self.addi(b, r0, self.c(t)) for t in range(self.rt)]
         last = self.last(b, self.L)
         rows = [self.minsi(b, self.addi(b, self.i0, r), last) for r in slots]
-        self.tile_scores(b, rows)
-        maxes = self.tile_masked_max(b, rows, j0, cols)
-        alpha = self.tile_softmax_state(b, slots, maxes)
+        self.tile_scores(b, rows, cend, kt)
+        maxes = self.tile_masked_max(b, rows, j0, cols, cend)
+        alpha = self.tile_softmax_state(b, slots, maxes, cend)
         self.tile_accumulate(b, slots, alpha, j0, cols)
 
-    def tile_scores(self, b: Builder, rows: list[SSAValue]) -> None:
-        """scores[t][:] = q_t . k^T tile, SCORE_COLS keys at a time: the rt x SCORE_COLS
+    def tile_scores(self, b: Builder, rows: list[SSAValue], cend: SSAValue, kt: SSAValue) -> None:
+        """scores[t][:cend] = q_t . k^T tile (at kt_all[kt ..]), SCORE_COLS keys at a time: the rt x SCORE_COLS
         sums are values carried through the loop over e (registers, which LLVM's SLP
         vectorizer packs into vectors), one outer-product update of them per e, stored once."""
         zero = self.f(b, 0.0)
 
         def chunk(bb: Builder, c0: SSAValue, _):
+            kt0 = self.addi(bb, kt, c0)
+
             def per_e(b2: Builder, e: SSAValue, acc):
                 qs = [self.load(b2, "q", [*self.batch_ix, rows[t], e]) for t in range(self.rt)]
-                ks = [b2.insert(memref.LoadOp.get(self.kt, [e, self.addi(b2, c0, self.c(c))])).res
+                row = self.addi(b2, kt0, self.muli(b2, e, self.c(self.kb)))
+                ks = [b2.insert(memref.LoadOp.get(self.kt_all, [self.addi(b2, row, self.c(c))])).res
                       for c in range(SCORE_COLS)]
                 return [self.fma(b2, acc[t * SCORE_COLS + c], qs[t], ks[c], False)
                         for t in range(self.rt) for c in range(SCORE_COLS)]
@@ -316,10 +369,10 @@ class _Emitter:
                                                  [self.c(t), self.addi(bb, c0, self.c(c))]))
             return []
 
-        for_loop(b, self.c(0), self.c(self.kb), self.c(SCORE_COLS), [], chunk)
+        for_loop(b, self.c(0), cend, self.c(SCORE_COLS), [], chunk)
 
     def tile_masked_max(self, b: Builder, rows: list[SSAValue], j0: SSAValue,
-                        cols: SSAValue) -> list[SSAValue]:
+                        cols: SSAValue, cend: SSAValue) -> list[SSAValue]:
         """Scale and mask the scores in place; the block max per row. Row t sees the block's
         first lim_t keys (fewer past the end of k, or past the diagonal when causal); only a
         block where some row sees fewer than all of them pays for the compare."""
@@ -360,7 +413,7 @@ class _Emitter:
                     out.append(self.op2(b2, arith.MaximumfOp, acc[t], s, True))
                 return out
 
-            return list(for_loop(bb, self.c(0), self.c(kb), self.c(1), [neg_inf] * self.rt, finish))
+            return list(for_loop(bb, self.c(0), cend, self.c(1), [neg_inf] * self.rt, finish))
 
         branches = []
         for masked in (True, False):
@@ -371,7 +424,7 @@ class _Emitter:
         return list(b.insert(scf.IfOp(partial, [self.ety] * self.rt, *branches)).results)
 
     def tile_softmax_state(self, b: Builder, slots: list[SSAValue],
-                           maxes: list[SSAValue]) -> list[SSAValue]:
+                           maxes: list[SSAValue], cend: SSAValue) -> list[SSAValue]:
         """Online softmax: the new running max, p = exp(s - max) in place of the scores, the
         running sums; returns each row's rescale factor exp(old max - new max)."""
         neg_inf, zero = self.f(b, -math.inf), self.f(b, 0.0)
@@ -394,7 +447,7 @@ class _Emitter:
                 out.append(self.op2(bb, arith.AddfOp, acc[t], p, True))
             return out
 
-        sums = for_loop(b, self.c(0), self.c(self.kb), self.c(1), [zero] * self.rt, exp_sum)
+        sums = for_loop(b, self.c(0), cend, self.c(1), [zero] * self.rt, exp_sum)
         for t in range(self.rt):
             l_old = b.insert(memref.LoadOp.get(self.l, [slots[t]])).res
             l_new = self.op2(b, arith.AddfOp, self.op2(b, arith.MulfOp, l_old, alpha[t]), sums[t])

@@ -1,15 +1,28 @@
 // RUN: aicc-opt %s -p lower-attention,canonicalize,cse | filecheck %s
 
 // Causal attention over 2 heads, q and k read out of a (L, H, E) = (5, 2, 4) layout, v and the
-// result (H, L, F) = (2, 5, 3). One scf.parallel over (heads x query blocks): 2 x 1 tasks.
-// Per task: stack buffers for the transposed k tile (E x 16 keys), the 4 x 16 score tile, and
-// the block's accumulators, running max and sum (8 rows: 5 rounded up to the row tile).
+// result (H, L, F) = (2, 5, 3).
+// First k^T, once for all query blocks: a buffer of (head, key block) tiles of E x 16 keys
+// (2 x 1 tiles of 4 x 16), filled by a parallel loop over the tiles; keys past the end (5..15)
+// repeat key 4 (they are masked).
+// Then one scf.parallel over (heads x query blocks): 2 x 1 tasks. Per task: stack buffers for
+// the 4 x 16 score tile, and the block's accumulators, running max and sum (8 rows: 5 rounded
+// up to the row tile).
 // CHECK-LABEL: func.func @causal
 // CHECK-SAME:    (%[[Q:.*]]: memref<5x2x4xf32>, %[[K:.*]]: memref<5x2x4xf32>, %[[V:.*]]: memref<2x5x3xf32>, %[[OUT:.*]]: memref<2x5x3xf32>)
-// CHECK:         %[[C2:.*]] = arith.constant 2 : index
+// CHECK-DAG:     %[[C2:.*]] = arith.constant 2 : index
+// CHECK-DAG:     %[[C4:.*]] = arith.constant 4 : index
+// CHECK:         %[[KT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<128xf32>
+// CHECK:         "scf.parallel"(%{{.*}}, %[[C2]], %{{.*}})
+// CHECK-NEXT:    ^bb0(%[[TILE:.*]]: index):
+// CHECK:           scf.for %[[E:.*]] = %{{.*}} to %[[C4]]
+// CHECK:             scf.for
+// CHECK:               %[[J:.*]] = arith.minsi %{{.*}}, %[[C4]] : index
+// CHECK:               %[[KV:.*]] = memref.load %[[K]][%[[J]], %[[TILE]], %[[E]]] : memref<5x2x4xf32>
+// CHECK:               memref.store %[[KV]], %[[KT]][%{{.*}}] : memref<128xf32>
+// CHECK:         }) {aicc.kernel = "attention-transpose-k"}
 // CHECK:         "scf.parallel"(%{{.*}}, %[[C2]], %{{.*}})
 // CHECK-NEXT:    ^bb0(%[[T:.*]]: index):
-// CHECK-DAG:       %[[KT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<4x16xf32>
 // CHECK-DAG:       %[[ACC:.*]] = memref.alloca() {alignment = 64 : i64} : memref<8x3xf32>
 // CHECK-DAG:       %[[M:.*]] = memref.alloca() {alignment = 64 : i64} : memref<8xf32>
 // CHECK-DAG:       %[[L:.*]] = memref.alloca() {alignment = 64 : i64} : memref<8xf32>
@@ -18,16 +31,20 @@
 // CHECK:           %[[KEND:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
 // CHECK:           %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
 // CHECK:           scf.for %[[J0:.*]] = %{{.*}} to %[[KEND]] step %{{.*}} {
-// k^T tile, read through k's permutation (head = the task's batch index).
-// CHECK:             memref.load %[[K]][%{{.*}}, %[[T]], %{{.*}}] : memref<5x2x4xf32>
-// CHECK:             memref.store %{{.*}}, %[[KT]]
+// The block's keys: cols = min(16, kend - j0); the score tile is computed up to the next
+// multiple of 16 keys past cols.
+// CHECK:             %[[COLS:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK:             arith.divui
+// CHECK:             %[[CEND:.*]] = arith.muli
 // Row tiles start at the first one that reaches this key block.
 // CHECK:             arith.maxsi
 // CHECK:             scf.for
 // The scores: four rows x 16 keys of sums carried through the loop over e (registers), one
-// multiply-add of a q element and a k^T row each per e; stored once after it.
+// multiply-add of a q element and a k^T row (from the buffer) each per e; stored once after it.
+// CHECK:               scf.for %{{.*}} = %{{.*}} to %[[CEND]] step
 // CHECK:               scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, {{.*}}) {
 // CHECK:                 memref.load %[[Q]]
+// CHECK:                 memref.load %[[KT]]
 // CHECK:                 arith.mulf {{.*}} fastmath<contract>
 // CHECK:                 arith.addf {{.*}} fastmath<contract>
 // CHECK:                 scf.yield
@@ -54,6 +71,7 @@
 // CHECK:             arith.divf
 // CHECK:             memref.store %{{.*}}, %[[OUT]][%[[T]], %{{.*}}, %{{.*}}] : memref<2x5x3xf32>
 // CHECK:         }) {aicc.kernel = "attention"}
+// CHECK-NEXT:    memref.dealloc %[[KT]] : memref<128xf32>
 // CHECK-NOT:     aicc_fused.attention
 func.func @causal(%q: memref<5x2x4xf32>, %k: memref<5x2x4xf32>, %v: memref<2x5x3xf32>, %out: memref<2x5x3xf32>) {
   aicc_fused.attention ins(%q, %k, %v : memref<5x2x4xf32>, memref<5x2x4xf32>, memref<2x5x3xf32>) outs(%out : memref<2x5x3xf32>) {scale = 5.000000e-01 : f64, causal, q_perm = array<i64: 1, 0, 2>, k_perm = array<i64: 1, 0, 2>}
