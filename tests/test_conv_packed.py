@@ -381,7 +381,11 @@ DW_CASES = [
     # n, channels, (h, w), kernel, stride, pad, dilation, bias
     (1, 7, (14, 14), (3, 3), (1, 1), (1, 1), (1, 1), True),  # 14 columns: a full vector + 6
     (2, 16, (7, 7), (5, 5), (1, 1), (2, 2), (1, 1), True),  # one partial vector per row
-    (1, 3, (23, 19), (3, 3), (2, 2), (1, 1), (1, 1), False),  # stride 2: two loads + shuffle
+    (1, 3, (23, 19), (3, 3), (2, 2), (1, 1), (1, 1), False),  # stride 2: rows split even / odd
+    (1, 6, (14, 14), (5, 5), (2, 2), (2, 2), (1, 1), True),  # 5x5 stride 2: taps moved 2 lanes
+    (1, 3, (9, 20), (2, 2), (2, 2), (0, 0), (1, 1), True),  # 2x2 stride 2: no third load
+    (1, 2, (15, 37), (7, 7), (2, 2), (3, 3), (1, 1), False),  # 7x7 stride 2: 19 columns
+    (1, 2, (13, 13), (3, 3), (2, 2), (2, 2), (2, 2), True),  # stride 2, dilation 2: element loads
     (1, 9, (56, 57), (3, 3), (2, 2), (1, 1), (1, 1), True),  # 29 columns
     (3, 2, (9, 11), (5, 3), (2, 1), (2, 1), (1, 1), True),  # per-axis strides, 5x3 kernel
     (1, 5, (12, 13), (3, 3), (1, 1), (2, 2), (2, 2), False),  # dilation 2

@@ -1,25 +1,33 @@
 // RUN: aicc-opt %s -t llvm | filecheck %s
 // aicc_cpu.dw_kernel: one channel's 10 output columns in two <8 x float> accumulators,
-// straight-line code over the 3 x 3 window. Stride 2: each vector of columns reads two
-// vectors of the row and keeps the even lanes; the first vector's second load is plain (the
-// next vector's elements), the last vector's loads are masked to what it needs (2 columns:
-// elements 0..2 of its row). Then the channel's bias (start = 2), relu, and the stores: a
-// full vector, then a masked one of 2 lanes.
+// straight-line code over the 3 x 3 window. Stride 2: each tap row of each vector of columns
+// is loaded once, as three vectors (the call reads columns 0..20: the first vector's third
+// load is masked to 16..20), split into even and odd elements (taps 0 and 1), and tap 2 is the
+// even elements moved by one lane, the first even element of the third vector after them.
+// Then the channel's bias (start = 2), relu, and the stores: a full vector, then a masked one
+// of 2 lanes.
 // CHECK-LABEL: define void @"dw"
 // CHECK:         call void @"aicc.dw_kernel.cols10.owb2.vw8.kh3.kw3.sw2.dh1.dw1.x_rs22.start2.relu"(ptr %{{.*}}, ptr %{{.*}}, ptr %{{.*}}, ptr %{{.*}})
 // CHECK-LABEL: define internal void @"aicc.dw_kernel.cols10.owb2.vw8.kh3.kw3.sw2.dh1.dw1.x_rs22.start2.relu"
-// CHECK:         %[[W:.*]] = load float, ptr %{{.*}}, align 4
-// CHECK:         %[[WS:.*]] = shufflevector <8 x float> %{{.*}}, <8 x float> undef, <8 x i32> zeroinitializer
 // CHECK:         %[[LO:.*]] = load <8 x float>, ptr %{{.*}}, align 4
 // CHECK:         getelementptr inbounds float, ptr %{{.*}}, i64 8
 // CHECK-NEXT:    %[[HI:.*]] = load <8 x float>, ptr %{{.*}}, align 4
-// CHECK-NEXT:    %[[EVEN:.*]] = shufflevector <8 x float> %[[LO]], <8 x float> %[[HI]], <8 x i32> <i32 0, i32 2, i32 4, i32 6, i32 8, i32 10, i32 12, i32 14>
-// CHECK-NEXT:    call <8 x float> @"llvm.fma.v8f32"(<8 x float> %[[EVEN]], <8 x float> %[[WS]], <8 x float> zeroinitializer)
 // CHECK:         getelementptr inbounds float, ptr %{{.*}}, i64 16
-// CHECK-NEXT:    call <8 x float> @"llvm.masked.load.v8f32.p0"(ptr %{{.*}}, i32 4, <8 x i1> <i1 1, i1 1, i1 1, i1 0, i1 0, i1 0, i1 0, i1 0>, <8 x float> zeroinitializer)
-// The last tap: r = 2 (2 rows of 22 on), s = 2.
+// CHECK-NEXT:    %[[C:.*]] = call <8 x float> @"llvm.masked.load.v8f32.p0"(ptr %{{.*}}, i32 4, <8 x i1> <i1 1, i1 1, i1 1, i1 1, i1 1, i1 0, i1 0, i1 0>, <8 x float> zeroinitializer)
+// CHECK-NEXT:    %[[EVEN:.*]] = shufflevector <8 x float> %[[LO]], <8 x float> %[[HI]], <8 x i32> <i32 0, i32 2, i32 4, i32 6, i32 8, i32 10, i32 12, i32 14>
+// CHECK-NEXT:    %[[ODD:.*]] = shufflevector <8 x float> %[[LO]], <8 x float> %[[HI]], <8 x i32> <i32 1, i32 3, i32 5, i32 7, i32 9, i32 11, i32 13, i32 15>
+// CHECK-NEXT:    %[[CE:.*]] = shufflevector <8 x float> %[[C]], <8 x float> %[[C]], <8 x i32> <i32 0, i32 2, i32 4, i32 6, i32 0, i32 0, i32 0, i32 0>
+// CHECK-NEXT:    shufflevector <8 x float> %[[C]], <8 x float> %[[C]], <8 x i32> <i32 1, i32 3, i32 5, i32 7, i32 0, i32 0, i32 0, i32 0>
+// CHECK-NEXT:    %[[TAP2:.*]] = shufflevector <8 x float> %[[EVEN]], <8 x float> %[[CE]], <8 x i32> <i32 1, i32 2, i32 3, i32 4, i32 5, i32 6, i32 7, i32 8>
+// CHECK:         %[[WS:.*]] = shufflevector <8 x float> %{{.*}}, <8 x float> undef, <8 x i32> zeroinitializer
+// CHECK-NEXT:    %[[A0:.*]] = call <8 x float> @"llvm.fma.v8f32"(<8 x float> %[[EVEN]], <8 x float> %[[WS]], <8 x float> zeroinitializer)
+// CHECK:         %[[A1:.*]] = call <8 x float> @"llvm.fma.v8f32"(<8 x float> %[[ODD]], <8 x float> %{{.*}}, <8 x float> %[[A0]])
+// CHECK:         call <8 x float> @"llvm.fma.v8f32"(<8 x float> %[[TAP2]], <8 x float> %{{.*}}, <8 x float> %[[A1]])
+// The last tap row: r = 2 (2 rows of 22 on), loaded once; its last weight, W[8].
+// CHECK:         getelementptr inbounds float, ptr %{{.*}}, i64 44
+// CHECK-NEXT:    load <8 x float>
 // CHECK:         getelementptr inbounds float, ptr %{{.*}}, i64 8
-// CHECK:         getelementptr inbounds float, ptr %{{.*}}, i64 46
+// CHECK-NEXT:    load float
 // CHECK:         %[[B:.*]] = load float, ptr %{{.*}}, align 4
 // CHECK:         fadd <8 x float>
 // CHECK:         call <8 x float> @"llvm.maximum.v8f32"
