@@ -232,6 +232,32 @@ def test_epilogue_runs_on_each_tile(name, fn, fused, mkn, schedule):
         assert m.stats["kernel_ops"] == {"linalg.matmul": 1}, m.stats
 
 
+ACTIVATIONS = [  # epilogues of C's value alone: the micro-kernels apply them in registers
+    ("silu", lambda c: c / (1.0 + np.exp(-c))),
+    ("relu6", lambda c: np.minimum(np.maximum(c, 0.0), 6.0)),
+    ("gelu_tanh", lambda c: 0.5 * c * (1.0 + np.tanh(0.7978845608 * (c + 0.044715 * c * c * c)))),
+    ("sigmoid", lambda c: 1.0 / (1.0 + np.exp(-c))),
+]
+
+
+@pytest.mark.parametrize("name, act", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
+@pytest.mark.parametrize("mkn", [(1, 7, 129), (129, 33, 7), (37, 65, 70)], ids=str)
+@pytest.mark.parametrize("schedule, in_kernel", [(None, True), ({"vw": 8, "mr": 5}, True),
+                                                  ({"kc": 4}, False)], ids=str)
+def test_activation_epilogue_in_kernel(name, act, mkn, schedule, in_kernel):
+    """With one K block (K <= kc) the micro-kernels apply an activation to the values in
+    registers, before their store (their `epilogue` region), and no loop over the tile
+    follows; with several K blocks (kc = 4) it runs on the tile after the last one."""
+    m_, k, n = mkn
+    x, w = rand(m_, k, seed=41), rand(k, n, seed=42) * 0.5
+    m, out = run(lambda x, w: act(x @ w), (x, w), schedule=schedule)
+    check(out, act(ref_matmul(x, w)), k)
+    loops = m.ir("loops")
+    fused = re.search(r"aicc_cpu\.microkernel[^\n]* epilogue \{", loops) is not None
+    assert fused == in_kernel, loops
+    assert m.stats["kernel_ops"] == {"linalg.matmul": 1}, m.stats
+
+
 def test_batched_and_transposed_epilogues():
     a, b, bt = rand(3, 17, 9, seed=34), rand(3, 9, 33, seed=35), rand(33, 9, seed=36)
     for fn, args in ((lambda a, b: np.maximum(a @ b, 0.0), (a, b)),

@@ -53,6 +53,20 @@ from xdsl.utils.exceptions import VerifyException
 MICROKERNEL_INTS = ("mr", "nr", "vw", "a_rs", "a_ks", "b_ks", "ldc", "ku")
 
 
+def verify_epilogue(name: str, region: Region | None, ety: Attribute) -> None:
+    """A kernel's `epilogue` (conv_kernel, dw_kernel, microkernel): one block of arith and
+    math ops from one `ety` argument to aicc_cpu.yield of one `ety`."""
+    if region is None:
+        return
+    block = region.block
+    last = block.last_op
+    if len(block.args) != 1 or block.args[0].type != ety or not isinstance(
+            last, YieldOp) or [v.type for v in last.operands] != [ety] or any(
+            o.dialect_name() not in ("arith", "math") for o in block.ops if o is not last):
+        raise VerifyException(f"{name}: the epilogue is one block of arith and math ops "
+                              f"from one {ety} argument to aicc_cpu.yield of one {ety}")
+
+
 @irdl_op_definition
 class MicrokernelOp(IRDLOperation):
     name = "aicc_cpu.microkernel"
@@ -83,20 +97,25 @@ class MicrokernelOp(IRDLOperation):
     b_pf = opt_prop_def(IntegerAttr)
     init_rs = opt_prop_def(IntegerAttr)
     init_cs = opt_prop_def(IntegerAttr)  # absent: 1
+    # applied to each value of C last, before its store (see _ConvKernelBase): only where the
+    # call finishes its tile of C (tile-matmul: one K block)
+    epilogue = opt_region_def()
+
+    traits = traits_def(IsolatedFromAbove())  # the epilogue is a function of its argument
 
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
     assembly_format = (
         "$a `[` $a_off `]` `,` $b `[` $b_off `]` `,` $c `[` $c_off `]` `k` $kc `rows` $m "
         "`cols` $n `accumulate` $accumulate (`init` $init^ `[` $init_off `]` `:` type($init))? "
-        "attr-dict `:` type($a) `,` type($b) `,` type($c)"
+        "(`epilogue` $epilogue^)? attr-dict `:` type($a) `,` type($b) `,` type($c)"
     )
 
     def __init__(self, a: SSAValue, a_off: SSAValue, b: SSAValue, b_off: SSAValue,
                  c: SSAValue, c_off: SSAValue, kc: SSAValue, m: SSAValue, n: SSAValue,
                  accumulate: SSAValue, *, a_clamp: bool = False, b_masked: bool = False,
                  b_pf: int = 0, init: tuple[SSAValue, SSAValue, int, int] | None = None,
-                 **ints: int):
+                 epilogue: Region | None = None, **ints: int):
         props = {k: IntegerAttr(ints[k], i64) for k in MICROKERNEL_INTS}
         if init is not None:
             props["init_rs"] = IntegerAttr(init[2], i64)
@@ -110,7 +129,7 @@ class MicrokernelOp(IRDLOperation):
             props["b_masked"] = BoolAttr(True, i1)
         inits = ([init[0]], [init[1]]) if init is not None else ([], [])
         super().__init__(operands=[a, a_off, b, b_off, c, c_off, kc, m, n, accumulate, *inits],
-                         properties=props)
+                         properties=props, regions=[[epilogue] if epilogue is not None else []])
 
     def int_prop(self, name: str) -> int:
         return getattr(self, name).value.data
@@ -132,6 +151,7 @@ class MicrokernelOp(IRDLOperation):
         elems = {self.a.type.element_type, self.b.type.element_type, self.c.type.element_type}
         if len(elems) != 1:
             raise VerifyException("aicc_cpu.microkernel: A, B and C must have one element type")
+        verify_epilogue("aicc_cpu.microkernel", self.epilogue, self.c.type.element_type)
 
 
 @irdl_op_definition
@@ -404,15 +424,7 @@ class _ConvKernelBase(IRDLOperation, ABC):
             raise VerifyException(f"{name}: X, W, O (and bias, res) must be f32")
         if self.res is not None and self.start_kind == 0:
             raise VerifyException(f"{name}: a residual needs start 1 or 2")
-        if self.epilogue is not None:
-            block = self.epilogue.block
-            ety = self.o.type.element_type
-            last = block.last_op
-            if len(block.args) != 1 or block.args[0].type != ety or not isinstance(
-                    last, YieldOp) or [v.type for v in last.operands] != [ety] or any(
-                    o.dialect_name() not in ("arith", "math") for o in block.ops if o is not last):
-                raise VerifyException(f"{name}: the epilogue is one block of arith and math ops "
-                                      f"from one {ety} argument to aicc_cpu.yield of one {ety}")
+        verify_epilogue(name, self.epilogue, self.o.type.element_type)
 
 
 @irdl_op_definition

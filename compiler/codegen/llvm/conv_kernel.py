@@ -25,14 +25,11 @@ accumulators are loop-carried phis: pick owb * ocv + ocv + 1 within the register
 from __future__ import annotations
 
 import hashlib
-from io import StringIO
 
 from llvmlite import ir
-from xdsl.ir import Region
-from xdsl.printer import Printer
 
 from compiler.codegen.llvm.emitter import FunctionEmitter, byte_size, handles, memory_type
-from compiler.codegen.llvm.microkernel import Literal, masked_intrinsic
+from compiler.codegen.llvm.microkernel import Literal, apply_epilogue, masked_intrinsic, region_key
 from compiler.dialects.aicc_cpu import DW_KERNEL_INTS
 
 I1 = ir.IntType(1)
@@ -93,7 +90,7 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, i
     if cfg.get("clip_hi") is not None:
         name += f".hi{cfg['clip_hi']!r}"
     if cfg.get("epilogue") is not None:
-        name += ".epi" + _region_key(cfg["epilogue"])
+        name += ".epi" + region_key(cfg["epilogue"])
     module = e.em.module
     fn = module.globals.get(name)
     if fn is not None:
@@ -133,33 +130,6 @@ def _plane_key(cfg: dict) -> str:
     bits = bytes(plane_reads(*where, r, s, j) for r in range(cfg["kh"]) for s in range(cfg["kw"])
                  for j in range(cfg["cols"]))
     return hashlib.sha256(bits).hexdigest()[:12]
-
-
-def _region_key(region: Region) -> str:
-    """A short digest of an epilogue region's text: kernels with the same one share code."""
-    text = StringIO()
-    Printer(stream=text).print_region(region)
-    return hashlib.sha256(text.getvalue().encode()).hexdigest()[:12]
-
-
-def _apply_epilogue(e: FunctionEmitter, region: Region | None, v: ir.Value) -> ir.Value:
-    """The kernel's `epilogue` region applied to v (a vector of outputs, or one): its ops
-    emitted on v's type, constants splat to it."""
-    if region is None:
-        return v
-    block = region.block
-    e.set(block.args[0], v)
-    for op in block.ops:
-        if op.name == "aicc_cpu.yield":
-            return e.get(op.operands[0])
-        if op.name == "arith.constant":
-            c = ir.Constant(v.type.element if isinstance(v.type, ir.VectorType) else v.type,
-                            op.value.value.data)
-            e.set(op.results[0], ir.Constant(v.type, [c] * v.type.count)
-                  if isinstance(v.type, ir.VectorType) else c)
-        else:
-            e.emit_op(op)
-    raise AssertionError("an epilogue region without aicc_cpu.yield")  # the verifier's
 
 
 def _kernel_args(args, start: int, res: bool) -> tuple:
@@ -242,7 +212,7 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
         for i, acc in enumerate(accs):
             if relu:
                 acc = e.intr("maximum", acc, zero)
-            accs[i] = _apply_epilogue(e, epilogue, acc)
+            accs[i] = apply_epilogue(e, epilogue, acc)
     rty = ety if owb == 1 else ir.VectorType(ety, owb)
     for p in range(ocn):
         q, lane = divmod(p, vw)
@@ -264,7 +234,7 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
             if relu:
                 row = e.intr("maximum", row, ir.Constant(rty, 0.0) if owb == 1
                              else Literal(rty, "zeroinitializer"))
-            row = _apply_epilogue(e, epilogue, row)
+            row = apply_epilogue(e, epilogue, row)
         b.store(row, ptr, align=esize)
 
 
@@ -439,4 +409,4 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
             out = e.intr("maximum", out, zero)
         if clip_hi is not None:  # ReLU6's top
             out = e.intr("minimum", out, ir.Constant(vty, [clip_hi] * vw))
-        store(_apply_epilogue(e, epilogue, out), o_base, v * vw, n)
+        store(apply_epilogue(e, epilogue, out), o_base, v * vw, n)

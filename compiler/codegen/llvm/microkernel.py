@@ -15,7 +15,12 @@ loads and stores; an edge tile masks lanes past n and skips rows past m.
 
 from __future__ import annotations
 
+import hashlib
+from io import StringIO
+
 from llvmlite import ir
+from xdsl.ir import Region
+from xdsl.printer import Printer
 
 from compiler.codegen.llvm import mathlib
 from compiler.codegen.llvm.emitter import FunctionEmitter, byte_size, handles, memory_type
@@ -62,6 +67,34 @@ def masked_intrinsic(e: FunctionEmitter, kind: str, vty: ir.VectorType) -> ir.Fu
     return fn
 
 
+def region_key(region: Region) -> str:
+    """A short digest of an epilogue region's text: kernels with the same one share code."""
+    text = StringIO()
+    Printer(stream=text).print_region(region)
+    return hashlib.sha256(text.getvalue().encode()).hexdigest()[:12]
+
+
+def apply_epilogue(e: FunctionEmitter, region: Region | None, v: ir.Value) -> ir.Value:
+    """A kernel's `epilogue` region (aicc_cpu.conv_kernel, dw_kernel, microkernel) applied to
+    v (a vector of outputs, or one): its ops emitted on v's type, constants splat to it."""
+    if region is None:
+        return v
+    block = region.block
+    e.set(block.args[0], v)
+    for op in block.ops:
+        if op.name == "aicc_cpu.yield":
+            return e.get(op.operands[0])
+        if op.name == "arith.constant":
+            c = ir.Constant(v.type.element if isinstance(v.type, ir.VectorType) else v.type,
+                            op.value.value.data)
+            e.set(op.results[0], ir.Constant(v.type, [c] * v.type.count)
+                  if isinstance(v.type, ir.VectorType) else c)
+        else:
+            e.emit_op(op)
+    raise AssertionError("an epilogue region without aicc_cpu.yield")  # the verifier's
+
+
+
 @handles("aicc_cpu.microkernel")
 def emit_microkernel(e: FunctionEmitter, op) -> None:
     """A call of the kernel function for op's configuration (emitted once per module)."""
@@ -73,7 +106,7 @@ def emit_microkernel(e: FunctionEmitter, op) -> None:
         op.b_pf.value.data if op.b_pf is not None else 0,
         None if op.init is None else op.init_rs.value.data,
         op.init_cs.value.data if op.init_cs is not None else 1)
-    fn = _kernel_function(e, cfg, ety)
+    fn = _kernel_function(e, cfg, ety, op.epilogue)
     b = e.b
     buffers = [(op.a, op.a_off), (op.b, op.b_off), (op.c, op.c_off)]
     if op.init is not None:
@@ -83,7 +116,8 @@ def emit_microkernel(e: FunctionEmitter, op) -> None:
            + args[3:])
 
 
-def _kernel_function(e: FunctionEmitter, cfg: tuple, ety: ir.Type) -> ir.Function:
+def _kernel_function(e: FunctionEmitter, cfg: tuple, ety: ir.Type,
+                     epilogue: Region | None = None) -> ir.Function:
     """`void @aicc.microkernel.<config>(ptr a, ptr b, ptr c, i64 kc, i64 m, i64 n, i1 acc
     [, ptr init])`.
 
@@ -95,6 +129,8 @@ def _kernel_function(e: FunctionEmitter, cfg: tuple, ety: ir.Type) -> ir.Functio
         ety, f"{mr}x{nr}", f"v{vw}", a_rs, a_ks, b_ks, ldc, ku, int(a_clamp), int(b_masked), b_pf))
     if init_rs is not None:
         name += f".init{init_rs}" + ("" if init_cs else ".rowinit")
+    if epilogue is not None:
+        name += ".epi" + region_key(epilogue)
     module = e.em.module
     fn = module.globals.get(name)
     if fn is not None:
@@ -111,18 +147,18 @@ def _kernel_function(e: FunctionEmitter, cfg: tuple, ety: ir.Type) -> ir.Functio
         arg.add_attribute("captures(none)")
     k = FunctionEmitter(e.em, fn)
     _emit_kernel_body(k, fn.args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked,
-                      b_pf, init_rs, init_cs)
+                      b_pf, init_rs, init_cs, epilogue)
     k.b.ret_void()
     k.finish()
     return fn
 
 
 def _emit_kernel_body(e: FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku,
-                      a_clamp, b_masked, b_pf, init_rs=None, init_cs=1) -> None:
+                      a_clamp, b_masked, b_pf, init_rs=None, init_cs=1, epilogue=None) -> None:
     """The kernel function's body: prefetch the C tile, run the k loop into mr * nr / vw
     vector accumulators, then update C with them."""
     body = _KernelBody(e, args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked,
-                       b_pf, init_rs, init_cs)
+                       b_pf, init_rs, init_cs, epilogue)
     body.prefetch_c()
     body.update_c(body.accumulate())
 
@@ -133,8 +169,9 @@ class _KernelBody:
     accumulator r * nq + q holds row r, columns q*vw ... q*vw + vw - 1."""
 
     def __init__(self, e: FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku,
-                 a_clamp, b_masked, b_pf, init_rs, init_cs):
+                 a_clamp, b_masked, b_pf, init_rs, init_cs, epilogue=None):
         self.e, self.b = e, e.b
+        self.epilogue = epilogue
         self.ety, self.mr, self.nr, self.vw = ety, mr, nr, vw
         self.a_rs, self.a_ks, self.b_ks, self.ldc, self.ku = a_rs, a_ks, b_ks, ldc, ku
         self.a_clamp, self.b_masked, self.b_pf = a_clamp, b_masked, b_pf
@@ -353,11 +390,14 @@ class _KernelBody:
         return b.select(self.accumulating, old, self.splat(x))
 
     def update(self, old: ir.Value, acc: ir.Value) -> ir.Value:
-        """C's new value: old + acc, or (not accumulating, no init operand) acc alone."""
+        """C's new value: old + acc, or (not accumulating, no init operand) acc alone; then
+        the epilogue, if any."""
         b = self.b
         if self.init_base is not None:
-            return b.fadd(old, acc)
-        return b.select(self.accumulating, b.fadd(old, acc), acc)
+            new = b.fadd(old, acc)
+        else:
+            new = b.select(self.accumulating, b.fadd(old, acc), acc)
+        return apply_epilogue(self.e, self.epilogue, new)
 
     def update_c(self, accs: list[ir.Value]) -> None:
         """C update: plain vectors for a full tile, masked lanes and skipped rows at an edge."""

@@ -51,7 +51,9 @@ from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
     FloatAttr,
+    Float16Type,
     Float32Type,
+    Float64Type,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -270,11 +272,13 @@ def _views(root: SSAValue) -> set[SSAValue]:
     return out
 
 
-def _scalar_constant(v: SSAValue) -> float | None:
-    """The value of a one-element buffer read from a dense constant global, else None."""
+def scalar_constant(v: SSAValue) -> float | None:
+    """The value of a one-element float buffer read from a dense constant global, else None
+    (an i1 one is a condition, not a value)."""
     v = source(v)
     if not (isinstance(v, OpResult) and isinstance(v.op, memref.GetGlobalOp)) \
-            or int(np.prod(v.type.get_shape())) != 1:
+            or int(np.prod(v.type.get_shape())) != 1 \
+            or not isinstance(v.type.element_type, Float16Type | Float32Type | Float64Type):
         return None
     module = v.op.get_toplevel_object()
     g = _global_of(v, module) if isinstance(module, ModuleOp) else None
@@ -308,7 +312,7 @@ def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> _Epil
     relu(out + r), all operands (N, OC, OH, OW) read and written in place, and (with `clip`:
     the kernel can) D = min(max(out, 0), hi), ReLU6's clamp, its bounds constants or
     one-element constant buffers; or any other function of out alone made of the ops in
-    _EPILOGUE_OPS (sigmoid, SiLU, hardswish, GELU), which the kernels compute as their
+    EPILOGUE_OPS (sigmoid, SiLU, hardswish, GELU), which the kernels compute as their
     `epilogue` region. Returns what the kernels then compute (a ResNet block's residual add
     and ReLU), or None. `init`, the output's start that the kernels take over, is no reader."""
     root = source(cv.out)
@@ -330,7 +334,7 @@ def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> _Epil
     args = g.body.block.args
     # one-element constant inputs (a clamp's bounds) are values, not operands
     consts = {args[i]: c for i, v in enumerate(g.inputs)
-              if (c := _scalar_constant(v)) is not None and count > 1}
+              if (c := scalar_constant(v)) is not None and count > 1}
     kept = [i for i in range(len(g.inputs)) if args[i] not in consts]
     inputs = [g.inputs[i] for i in kept]
     operands = [*inputs, *g.outputs]
@@ -381,7 +385,7 @@ def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> _Epil
         relu, res = False, inputs[1 - c_in[0]]
     elif len(ops) == 2 and is_add(ops[0]) and is_relu(ops[1], ops[0].results[0]):
         relu, res = True, inputs[1 - c_in[0]]
-    elif a_res is None and (region := _epilogue_region(g, a_out, consts)) is not None:
+    elif a_res is None and (region := epilogue_region(g, a_out, consts)) is not None:
         return _Epilogue(g, g.outputs[0], None, False, None, region)
     else:
         return None
@@ -391,19 +395,20 @@ def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> _Epil
 
 
 # The ops an epilogue region may hold: the kernels apply them to vectors (see
-# compiler/codegen/llvm/conv_kernel.py), which these lower to without a call per element.
-_EPILOGUE_OPS = {f"arith.{n}" for n in ("addf", "subf", "mulf", "divf", "negf", "maximumf",
+# compiler/codegen/llvm/conv_kernel.py and microkernel.py), which these lower to without a
+# call per element.
+EPILOGUE_OPS = {f"arith.{n}" for n in ("addf", "subf", "mulf", "divf", "negf", "maximumf",
                                         "minimumf", "maxnumf", "minnumf", "cmpf", "select")} | {
     f"math.{n}" for n in ("exp", "log", "tanh", "erf", "sqrt", "rsqrt", "absf", "fma", "floor",
                           "ceil")}
 
 
-def _epilogue_region(g: linalg.GenericOp, a_out: SSAValue,
+def epilogue_region(g: linalg.GenericOp, a_out: SSAValue,
                      consts: dict[SSAValue, float]) -> Region | None:
     """g's body as a function of the conv's output value alone, for the kernels' `epilogue`
     region (a sigmoid, SiLU, hardswish or GELU after the conv): its one-element constant
     operands become constants, and it must use nothing else from outside (not D's old value)
-    and only the ops in _EPILOGUE_OPS; else None."""
+    and only the ops in EPILOGUE_OPS; else None."""
     ety = a_out.type
     block = Block(arg_types=[ety])
     bb = Builder(InsertPoint.at_end(block))
@@ -412,7 +417,7 @@ def _epilogue_region(g: linalg.GenericOp, a_out: SSAValue,
         mapping[arg] = bb.insert(arith.ConstantOp(FloatAttr(c, ety))).result
     *ops, yield_op = list(g.body.block.ops)
     for o in ops:
-        if not isinstance(o, arith.ConstantOp) and o.name not in _EPILOGUE_OPS \
+        if not isinstance(o, arith.ConstantOp) and o.name not in EPILOGUE_OPS \
                 or any(v not in mapping for v in o.operands) \
                 or any(r.type != ety for r in o.results if not isinstance(o, arith.CmpfOp)):
             return None

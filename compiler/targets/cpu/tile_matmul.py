@@ -25,7 +25,9 @@ Epilogues: a copy of a bias or residual into C before the matmul becomes the fir
 block's starting value (`init`), and an elementwise op right after it that is C's only
 reader (activation, bias, residual add, scaling) runs on each mc x nc tile of C after the
 tile's last K block, while the tile is in cache; a temporary C then goes, the matmul
-accumulating in the epilogue's output. Neither leaves a loop nest of its own.
+accumulating in the epilogue's output. Neither leaves a loop nest of its own. An
+activation (a function of C's value alone) over a K of one block goes into the micro-kernels
+themselves, applied to the values in registers before their store (their `epilogue` region).
 
 A conv's im2col matrix (B) with `parallel = "b"`: the copy that writes it runs inside the
 tile loop, one image at a time, into the thread's own K x N buffer right before that
@@ -80,6 +82,7 @@ from compiler.errors import CompileError
 from compiler.stats import TILED_ATTR, flops
 from compiler.threads import default_threads
 from compiler.targets.cpu.fuse_rows import root
+from compiler.targets.cpu.tile_conv import epilogue_region, scalar_constant
 from compiler.lowering.dims import dim_value
 from compiler.lowering.linalg_to_loops import emit_body
 from compiler.lowering.loop_builder import IndexBuilder
@@ -326,6 +329,7 @@ class _Tiler:
         if self.init is not None:
             first_overwrites = True  # the first K block starts from the init operand
         self.epilogue = self._take_epilogue()
+        self.epilogue_region = self._epilogue_in_kernel()
         mm = self.match  # C may now be the epilogue's output
         self.b_producer = None if mm.m_dynamic else self._take_b_producer()
         ix = _Ix(op)
@@ -1006,7 +1010,7 @@ class _Tiler:
                 i_base = ix.add(b, i_base, ix.mul(b, bi, i_strides[d]))
         tile = _Tile(ba, bb, ic, jc, mcv, ncv, c_base, i_base)
         _for(b, ix, 0, K, s.kc, lambda b, pc: self._emit_kblock(b, ix, tile, pc))
-        if self.epilogue is not None:
+        if self.epilogue is not None and self.epilogue_region is None:
             self._emit_epilogue(b, ix, bidx, ic, jc, mcv, ncv, self.operands.epi_on_c)
 
     def _emit_kblock(self, b: Builder, ix: _Ix, tile: _Tile, pc: Index) -> None:
@@ -1090,7 +1094,8 @@ class _Tiler:
             mr=s.mr, nr=nr, vw=s.vw,
             a_rs=self.a_rs, a_ks=self.a_ks,
             b_ks=s.nr if o.b_packed else o.ldb, ldc=N, ku=s.ku,
-            b_pf=s.pf, init=init))
+            b_pf=s.pf, init=init,
+            epilogue=self.epilogue_region.clone() if self.epilogue_region is not None else None))
 
     def _c_shape(self) -> list[int]:
         """C's (batch..., m, n); with a dynamic M, C's type (its `?`)."""
@@ -1121,6 +1126,29 @@ class _Tiler:
             else:
                 return None
         return out
+
+    def _epilogue_in_kernel(self) -> Region | None:
+        """The epilogue as the micro-kernels' `epilogue` region, applied to the tile's values
+        in registers before their store (no pass over the tile after it): where it is a
+        function of C's value alone (an activation: ReLU, ReLU6, SiLU, hardswish, GELU; its
+        one-element constant operands as constants) written where C is (in place, or C gone
+        into D), and each call finishes its part of C, K being one K block. Else None (the
+        epilogue runs on the tile after its last block).
+        One 1x1 conv + SiLU at one thread, Zen 4 (AVX-512), against the pass over the tile:
+        1.16x at 16->96 112x112, 1.09x at 24->144 56x56, even at 14x14 and 28x28."""
+        g, K, c = self.epilogue, self.match.k, self.match.c
+        if g is None or not isinstance(K, int) or K > self.s.kc:
+            return None
+        d = g.outputs[0]
+        if c not in _aliases(d) and d not in _aliases(c):
+            return None  # D is not where the kernels write (C stays: another op reads it)
+        args = g.body.block.args
+        consts = {args[i]: c for i, v in enumerate(g.inputs)
+                  if (c := scalar_constant(v)) is not None}
+        rest = [args[i] for i in range(len(g.inputs)) if args[i] not in consts]
+        if len(rest) != 1:
+            return None  # C and another operand (a residual)
+        return epilogue_region(g, rest[0], consts)
 
     def _emit_epilogue(self, b: Builder, ix: _Ix, bidx: list[Index], ic: Index, jc: Index,
                        mcv: Index, ncv: Index,

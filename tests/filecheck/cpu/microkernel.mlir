@@ -85,3 +85,30 @@ func.func @with_row_bias(%a: memref<2x8xf32>, %b: memref<8x16xf32>, %c: memref<2
   aicc_cpu.microkernel %a[%c0], %b[%c0], %c[%c0] k %kc rows %m cols %n accumulate %acc init %bias[%c0] : memref<2xf32> {mr = 2 : i64, nr = 16 : i64, vw = 16 : i64, a_rs = 8 : i64, a_ks = 1 : i64, b_ks = 16 : i64, ldc = 16 : i64, ku = 1 : i64, init_rs = 1 : i64, init_cs = 0 : i64} : memref<2x8xf32>, memref<8x16xf32>, memref<2x16xf32>
   func.return
 }
+
+// An epilogue region (ReLU6 here: max(x, 0), then min(., 6)): applied to each updated vector of
+// C, in registers, right before its store; its constants splat. The kernel's name carries a
+// digest of the region, so kernels with other epilogues get functions of their own.
+// CHECK-LABEL: define internal void @"aicc.microkernel.float.2x16.v16.8.1.16.16.1.0.0.0.epi{{[0-9a-f]+}}"
+// CHECK:       mk.cfull:
+// CHECK:         %[[OLD:.*]] = load <16 x float>
+// CHECK:         %[[SUM:.*]] = fadd <16 x float> %[[OLD]], %{{.*}}
+// CHECK:         %[[NEW:.*]] = select i1 %{{.*}}, <16 x float> %[[SUM]], <16 x float> %{{.*}}
+// CHECK-NEXT:    %[[LO:.*]] = call <16 x float> @"llvm.maximum.v16f32"(<16 x float> %[[NEW]], <16 x float> <float {{ *}}0x0,
+// CHECK-NEXT:    %[[HI:.*]] = call <16 x float> @"llvm.minimum.v16f32"(<16 x float> %[[LO]], <16 x float> <float 0x4018000000000000,
+// CHECK-NEXT:    store <16 x float> %[[HI]]
+// CHECK:       mk.cedge:
+// CHECK:         call <16 x float> @"llvm.minimum.v16f32"
+// CHECK-NEXT:    call void @"llvm.masked.store.v16f32.p0"
+func.func @with_epilogue(%a: memref<2x8xf32>, %b: memref<8x16xf32>, %c: memref<2x16xf32>, %kc: index, %m: index, %n: index, %acc: i1) {
+  %c0 = arith.constant 0 : index
+  aicc_cpu.microkernel %a[%c0], %b[%c0], %c[%c0] k %kc rows %m cols %n accumulate %acc epilogue {
+  ^bb0(%x: f32):
+    %zero = arith.constant 0.0 : f32
+    %six = arith.constant 6.0 : f32
+    %lo = arith.maximumf %x, %zero : f32
+    %hi = arith.minimumf %lo, %six : f32
+    aicc_cpu.yield %hi : f32
+  } {mr = 2 : i64, nr = 16 : i64, vw = 16 : i64, a_rs = 8 : i64, a_ks = 1 : i64, b_ks = 16 : i64, ldc = 16 : i64, ku = 1 : i64} : memref<2x8xf32>, memref<8x16xf32>, memref<2x16xf32>
+  func.return
+}
