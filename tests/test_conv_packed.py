@@ -485,7 +485,12 @@ def test_depthwise_heuristic_and_schedule():
     assert choose_dw_schedule(256, 112) == {"vw": 8, "owb": 4, "plane": 0}  # 14 vectors: 4 x 4
     assert choose_dw_schedule(256, 56, oh=56, strides=(2, 2)) == {"vw": 8, "owb": 4, "plane": 0}
     assert choose_dw_schedule(256, 14, {"plane": 0}, oh=14) == {"vw": 8, "owb": 2, "plane": 0}
-    assert choose_dw_schedule(512, 7, oh=7, strides=(1, 2)) == {"vw": 16, "owb": 1, "plane": 0}
+    # a row in half a vector: 8 lanes, not 16 (AVX2's 8 stay)
+    assert choose_dw_schedule(512, 7, oh=7, strides=(1, 2)) == {"vw": 8, "owb": 1, "plane": 0}
+    assert choose_dw_schedule(512, 8, oh=8, strides=(2, 2)) == {"vw": 8, "owb": 1, "plane": 0}
+    assert choose_dw_schedule(512, 9, oh=9, strides=(2, 2)) == {"vw": 16, "owb": 1, "plane": 0}
+    assert choose_dw_schedule(256, 4, oh=4, strides=(2, 2)) == {"vw": 8, "owb": 1, "plane": 0}
+    assert choose_dw_schedule(512, 7, {"vw": 16}, oh=7, strides=(2, 2))["vw"] == 16  # asked for
     assert choose_dw_schedule(256, 56, {"owb": 2}) == {"vw": 8, "owb": 2, "plane": 0}
     # stride 1: the plane flattened, calls of up to 8 vectors as even as can be
     assert choose_dw_schedule(512, 7, oh=7) == {"vw": 16, "owb": 4, "plane": 1}  # 49 pixels

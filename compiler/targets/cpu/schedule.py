@@ -562,10 +562,20 @@ def choose_dw_schedule(vector_bits: int, ow: int, fixed: Mapping[str, int] | Non
     Measured (one conv + SiLU, Zen 4, one thread, plane against rows): 2.0-2.2x faster at
     7x7, 1.2-1.5x at 14x14 to 56x56, 1.1x at 112x112 with AVX-512 code; 1.9-2.1x, 1.5-1.7x,
     1.06x with AVX2 code. Rows narrower than a vector waste lanes, and each call of a row
-    broadcasts every weight again."""
+    broadcasts every weight again.
+
+    By rows, a row that fits half a vector takes the half-width vector (down to 8 lanes;
+    4 lanes measured even at 4 columns):
+    two 8-lane FMAs issue where one 16-lane one does on a Zen 4, and a 7-column row fills
+    7 of 8 lanes, not 7 of 16 (stride-2 convs from 14x14 to 7x7, one thread, with the
+    activation: 576ch 3x3 1.28x, 576ch 5x5 1.17x, 672ch 5x5 1.13x; at 14 columns the
+    16-lane vector stays ahead, 1.15x)."""
     fixed = dict(fixed or {})
     vw = fixed.get("vw", max(1, vector_bits // 32))
     plane = fixed.get("plane", int(oh > 0 and tuple(strides) == (1, 1)))
+    if not plane and "vw" not in fixed:
+        while vw > 8 and ow <= vw // 2:  # a row in half a vector: the narrower one
+            vw //= 2
     if plane and oh > 0:
         vectors, most = -(-oh * ow // vw), DW_PLANE_MAX_VECTORS
     else:
