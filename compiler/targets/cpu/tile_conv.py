@@ -407,7 +407,8 @@ def epilogue_region(g: linalg.GenericOp, a_out: SSAValue,
                      consts: dict[SSAValue, float]) -> Region | None:
     """g's body as a function of the conv's output value alone, for the kernels' `epilogue`
     region (a sigmoid, SiLU, hardswish or GELU after the conv): its one-element constant
-    operands become constants, and it must use nothing else from outside (not D's old value)
+    operands become constants, as do float constants it uses from outside its body, and it
+    must use nothing else from outside (not D's old value)
     and only the ops in EPILOGUE_OPS; else None."""
     ety = a_out.type
     block = Block(arg_types=[ety])
@@ -417,6 +418,10 @@ def epilogue_region(g: linalg.GenericOp, a_out: SSAValue,
         mapping[arg] = bb.insert(arith.ConstantOp(FloatAttr(c, ety))).result
     *ops, yield_op = list(g.body.block.ops)
     for o in ops:
+        for v in o.operands:  # a float constant defined outside the body: cloned in
+            if v not in mapping and isinstance(v, OpResult) and isinstance(
+                    v.op, arith.ConstantOp) and v.type == ety and not g.is_ancestor(v.op):
+                mapping[v] = bb.insert(v.op.clone()).result
         if not isinstance(o, arith.ConstantOp) and o.name not in EPILOGUE_OPS \
                 or any(v not in mapping for v in o.operands) \
                 or any(r.type != ety for r in o.results if not isinstance(o, arith.CmpfOp)):
