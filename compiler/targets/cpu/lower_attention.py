@@ -28,8 +28,8 @@ each tile sweeps the keys in blocks of KEY_BLOCK:
 The score tile, p and acc live in per-thread stack buffers (a few KB); q's rows and v are
 read in place through each operand's permutation and broadcast batch dims, and the result is
 written through its permutation. A block of fewer keys than KEY_BLOCK (the last) computes
-scores, the mask and exp only up to the next multiple of SCORE_COLS keys. Causal attention stops each tile's key sweep at its last row
-and masks the one block that crosses the diagonal. Scores are computed as in the unfused
+scores, the mask and exp only up to the next multiple of SCORE_COLS keys. Causal attention
+stops each tile's key sweep at its last row and masks the one block that crosses the diagonal. Scores are computed as in the unfused
 program (dot product, then the scale, then the mask); the softmax is online, so its rounding
 differs from the unfused one by a few ulps.
 
@@ -288,7 +288,8 @@ class _Emitter:
             row = self.addi(bb, base, self.muli(bb, e, self.c(kb)))
 
             def col(b2: Builder, c: SSAValue):
-                j = self.minsi(b2, self.addi(b2, j0, c), last)  # past the end: a real key, masked later
+                # past the end: a real key, masked later
+                j = self.minsi(b2, self.addi(b2, j0, c), last)
                 b2.insert(memref.StoreOp.get(self.load(b2, "k", [*self.batch_ix, j, e]), buf,
                                              [self.addi(b2, row, c)]))
 
@@ -346,9 +347,10 @@ class _Emitter:
         self.tile_accumulate(b, slots, alpha, j0, cols)
 
     def tile_scores(self, b: Builder, rows: list[SSAValue], cend: SSAValue, kt: SSAValue) -> None:
-        """scores[t][:cend] = q_t . k^T tile (at kt_all[kt ..]), SCORE_COLS keys at a time: the rt x SCORE_COLS
-        sums are values carried through the loop over e (registers, which LLVM's SLP
-        vectorizer packs into vectors), one outer-product update of them per e, stored once."""
+        """scores[t][:cend] = q_t . k^T tile (at kt_all[kt ..]), SCORE_COLS keys at a time: the
+        rt x SCORE_COLS sums are values carried through the loop over e (registers, which
+        LLVM's SLP vectorizer packs into vectors), one outer-product update of them per e,
+        stored once."""
         zero = self.f(b, 0.0)
 
         def chunk(bb: Builder, c0: SSAValue, _):
