@@ -370,12 +370,13 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
         col = v * vw * 2
         off = r * dh * x_rs + col
         a, bb = span(off, col), span(off + vw, col + vw)
-        c = span(off + 2 * vw, col + 2 * vw) if kw > 2 else zero
-        pad = [0] * (vw - vw // 2)  # (lanes past vw / 2 are not read)
+        c = span(off + 2 * vw, col + 2 * vw) if kw > 2 else None  # taps 2.. reach into it
         even = shuffle(a, bb, [2 * i for i in range(vw)])
         odd = shuffle(a, bb, [2 * i + 1 for i in range(vw)])
-        nxt = (shuffle(c, c, [2 * i for i in range(vw // 2)] + pad),
-               shuffle(c, c, [2 * i + 1 for i in range(vw // 2)] + pad))
+        if c is not None:
+            pad = [0] * (vw - vw // 2)  # (lanes past vw / 2 are not read)
+            nxt = (shuffle(c, c, [2 * i for i in range(vw // 2)] + pad),
+                   shuffle(c, c, [2 * i + 1 for i in range(vw // 2)] + pad))
         out = []
         for t in range(kw):
             src, m = (even, odd)[t % 2], t // 2
@@ -388,12 +389,13 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
         for s in range(kw):
             wv = splat(b.load(ptr(w_base, r * kw + s), typ=ety, align=esize))
             for v in range(owb):
-                if split:  # (a tap no lane reads adds nothing)
+                if split:
                     c0 = v * vw * 2 + s
-                    xv = rowtaps[v][s] if any(inside(c0 + 2 * i) for i in range(lanes[v])) else zero
+                    hit = any(inside(c0 + 2 * i) for i in range(lanes[v]))
+                    xv = rowtaps[v][s] if hit else zero
                 else:
                     xv = row(r, s, v)
-                if xv is not zero:
+                if xv is not zero:  # (a tap no lane reads adds nothing)
                     accs[v] = e.intr("fma", xv, wv, accs[v])
     bias = splat(b.load(bias_base, typ=ety, align=esize)) if bias_base is not None else None
     for v in range(owb):

@@ -94,7 +94,6 @@ def apply_epilogue(e: FunctionEmitter, region: Region | None, v: ir.Value) -> ir
     raise AssertionError("an epilogue region without aicc_cpu.yield")  # the verifier's
 
 
-
 @handles("aicc_cpu.microkernel")
 def emit_microkernel(e: FunctionEmitter, op) -> None:
     """A call of the kernel function for op's configuration (emitted once per module)."""

@@ -29,9 +29,9 @@ The score tile, p and acc live in per-thread stack buffers (a few KB); q's rows 
 read in place through each operand's permutation and broadcast batch dims, and the result is
 written through its permutation. A block of fewer keys than KEY_BLOCK (the last) computes
 scores, the mask and exp only up to the next multiple of SCORE_COLS keys. Causal attention
-stops each tile's key sweep at its last row and masks the one block that crosses the diagonal. Scores are computed as in the unfused
-program (dot product, then the scale, then the mask); the softmax is online, so its rounding
-differs from the unfused one by a few ulps.
+stops each tile's key sweep at its last row and masks the one block that crosses the
+diagonal. Scores are computed as in the unfused program (dot product, then the scale, then
+the mask); the softmax is online, so its rounding differs from the unfused one by a few ulps.
 
 Both products are register tiles: the scores of ROW_TILE rows x SCORE_COLS keys are values
 carried through the loop over e (one multiply-add of a q element and a row of the k^T tile
@@ -279,7 +279,7 @@ class _Emitter:
         b = Builder(InsertPoint.before(body.last_op))
         tile = body.args[0]
         jb = b.insert(arith.RemUIOp(tile, self.v(self.nkb))).result
-        self.batch_ix = self.batch_of(b, b.insert(arith.DivUIOp(tile, self.v(self.nkb))).result)
+        batch_ix = self.batch_of(b, b.insert(arith.DivUIOp(tile, self.v(self.nkb))).result)
         j0 = self.muli(b, jb, self.c(kb))
         base = self.muli(b, tile, self.c(E * kb))
         last = self.last(b, self.S)
@@ -290,7 +290,7 @@ class _Emitter:
             def col(b2: Builder, c: SSAValue):
                 # past the end: a real key, masked later
                 j = self.minsi(b2, self.addi(b2, j0, c), last)
-                b2.insert(memref.StoreOp.get(self.load(b2, "k", [*self.batch_ix, j, e]), buf,
+                b2.insert(memref.StoreOp.get(self.load(b2, "k", [*batch_ix, j, e]), buf,
                                              [self.addi(b2, row, c)]))
 
             self.loop(bb, kb, col)

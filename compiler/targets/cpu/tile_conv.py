@@ -398,18 +398,18 @@ def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> _Epil
 # compiler/codegen/llvm/conv_kernel.py and microkernel.py), which these lower to without a
 # call per element.
 EPILOGUE_OPS = {f"arith.{n}" for n in ("addf", "subf", "mulf", "divf", "negf", "maximumf",
-                                        "minimumf", "maxnumf", "minnumf", "cmpf", "select")} | {
+                                       "minimumf", "maxnumf", "minnumf", "cmpf", "select")} | {
     f"math.{n}" for n in ("exp", "log", "tanh", "erf", "sqrt", "rsqrt", "absf", "fma", "floor",
                           "ceil")}
 
 
 def epilogue_region(g: linalg.GenericOp, a_out: SSAValue,
-                     consts: dict[SSAValue, float]) -> Region | None:
+                    consts: dict[SSAValue, float]) -> Region | None:
     """g's body as a function of the conv's output value alone, for the kernels' `epilogue`
     region (a sigmoid, SiLU, hardswish or GELU after the conv): its one-element constant
     operands become constants, as do float constants it uses from outside its body, and it
-    must use nothing else from outside (not D's old value)
-    and only the ops in EPILOGUE_OPS; else None."""
+    must use nothing else from outside (not D's old value) and only the ops in EPILOGUE_OPS;
+    else None."""
     ety = a_out.type
     block = Block(arg_types=[ety])
     bb = Builder(InsertPoint.at_end(block))

@@ -1143,8 +1143,8 @@ class _Tiler:
         if c not in _aliases(d) and d not in _aliases(c):
             return None  # D is not where the kernels write (C stays: another op reads it)
         args = g.body.block.args
-        consts = {args[i]: c for i, v in enumerate(g.inputs)
-                  if (c := scalar_constant(v)) is not None}
+        consts = {args[i]: x for i, v in enumerate(g.inputs)
+                  if (x := scalar_constant(v)) is not None}
         rest = [args[i] for i in range(len(g.inputs)) if args[i] not in consts]
         if len(rest) != 1:
             return None  # C and another operand (a residual)
