@@ -3,6 +3,7 @@ model, side by side in one process; and `compiler.quantize_dynamic` transformers
 aicc float32 and ONNX Runtime's float32 and quantize_dynamic models.
 
     python benchmarks/quant_bench.py [--threads 1] [--reps 50] [--batch 32] [--skip-static]
+                                     [--int8-saturation]
 
 Models: an MLP (784-512-512-10), a small CNN (3x3 convs 32-64-64 on 32x32 images, pooling, a
 linear head) and a transformer feed-forward block (x + W2 gelu(W1 x), d 256, ffn 1024, 64 tokens
@@ -25,6 +26,11 @@ onnxruntime.quantization.quantize_dynamic writes from the float ONNX export (its
 weights per tensor), and aicc compiling that same ORT int8 model. All run alternately in one
 process, ONNX Runtime with one intra-op thread (its work then runs on the calling thread, so
 its thread CPU time counts it). Cosines are against torch's float32 output.
+
+`--int8-saturation` compiles every aicc int8 model with `int8_saturation=True`: on a CPU without
+VNNI its 8-bit weights then take the vpmaddubsw kernel, whose int16 pair sums saturate as ONNX
+Runtime's do there (with VNNI it changes nothing). Run it with AICC_TARGET_CPU=x86-64-v3 for
+aicc's AVX2 code on any host (ONNX Runtime still picks its kernels from the host).
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ from aot_bench import cpu_name  # noqa: E402
 
 import compiler  # noqa: E402
 from compiler import ops  # noqa: E402
+
+SAT: dict = {}  # --int8-saturation: compiler's int8_saturation=True for every aicc int8 model
 
 
 def models(batch: int, rng: np.random.Generator):
@@ -103,8 +111,9 @@ def _isa() -> str:
     """The host as the int8 kernels see it: LLVM CPU name, vector width, VNNI."""
     from compiler.targets.cpu.machine import cpu_machine
 
-    m = cpu_machine("host")
-    return f"LLVM CPU {m.name}, {m.vector_bits}-bit vectors, " + (f"VNNI {m.vnni_bits}" if m.vnni_bits else "no VNNI")
+    m, host = cpu_machine(None), cpu_machine("host")  # None: $AICC_TARGET_CPU, else the host
+    isa = f"LLVM CPU {m.name}, {m.vector_bits}-bit vectors, " + (f"VNNI {m.vnni_bits}" if m.vnni_bits else "no VNNI")
+    return isa if m.name == host.name else f"aicc's code for {isa} (AICC_TARGET_CPU) on a {host.name} host"
 
 
 def _cos(a, b) -> float:
@@ -182,7 +191,7 @@ def ort_row(fn, calib, x, q, f, threads: int, reps: int, out_dir: Path, reduce_r
     so = ort.SessionOptions()
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
     ort_q, ort_f = (ort.InferenceSession(str(p), so, providers=["CPUExecutionProvider"]) for p in (q8, f32))
-    aicc_oq = compiler.compile(str(q8), (x,), threads=threads)  # aicc on ORT's QDQ model
+    aicc_oq = compiler.compile(str(q8), (x,), threads=threads, **SAT)  # aicc on ORT's QDQ model
     ref = fn(x)
     peers = [lambda: q(x), lambda: f(x), lambda: aicc_oq(x), lambda: ort_q.run(None, {"x": x})[0],
              lambda: ort_f.run(None, {"x": x})[0]]
@@ -214,9 +223,9 @@ def dynamic_rows(threads: int, reps: int, out_dir: Path) -> list[tuple]:
         ort_f = ort.InferenceSession(str(f32), so, providers=["CPUExecutionProvider"])
         ort_q = ort.InferenceSession(str(q8), so, providers=["CPUExecutionProvider"])
         aicc_f = compiler.compile(layers, (x,), threads=threads)
-        aicc_q = compiler.quantize_dynamic(layers, (x,), threads=threads)
+        aicc_q = compiler.quantize_dynamic(layers, (x,), threads=threads, **SAT)
         aicc_q7 = compiler.quantize_dynamic(layers, (x,), threads=threads, reduce_range=True)
-        aicc_oq = compiler.compile(str(q8), (x,), threads=threads)
+        aicc_oq = compiler.compile(str(q8), (x,), threads=threads, **SAT)
         peers = [lambda: aicc_q(x), lambda: aicc_q7(x), lambda: aicc_f(x), lambda: aicc_oq(x),
                  lambda: ort_q.run(None, {"x": x}), lambda: ort_f.run(None, {"x": x})]
         cos = [_cos(fn() if i < 4 else fn()[0], ref) for i, fn in enumerate(peers)]
@@ -233,15 +242,19 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--skip-static", action="store_true", help="only the dynamic quantization rows")
+    p.add_argument("--int8-saturation", action="store_true",
+                   help="aicc's int8 models with int8_saturation=True (ONNX Runtime's pair sums without VNNI)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "quant.md"))
     args = p.parse_args()
+    if args.int8_saturation:
+        SAT["int8_saturation"] = True
     rng = np.random.default_rng(0)
     rows, ort_rows = [], []
     tmp = tempfile.TemporaryDirectory()
     for name, (fn, shape) in ({} if args.skip_static else models(args.batch, rng)).items():
         calib = [(rng.standard_normal(shape).astype(np.float32),) for _ in range(8)]
         x = rng.standard_normal(shape).astype(np.float32)
-        q = compiler.quantize(fn, calib, (x,), threads=args.threads)
+        q = compiler.quantize(fn, calib, (x,), threads=args.threads, **SAT)
         f = compiler.compile(fn, (x,), threads=args.threads)
         yq, yf = q(x).astype(np.float64).ravel(), f(x).astype(np.float64).ravel()
         cos = float(yq @ yf / (np.linalg.norm(yq) * np.linalg.norm(yf)))
@@ -263,6 +276,8 @@ def main() -> None:
         "",
         f"Machine: {cpu_name()} ({platform.machine()}; {_isa()}), {args.threads} thread(s). "
         f"Command: `python benchmarks/quant_bench.py {' '.join(sys.argv[1:])}`.",
+        *(["aicc's int8 models: `int8_saturation=True` (without VNNI, int16 pair sums that may saturate,",
+           "as ONNX Runtime's)."] if SAT else []),
         "Alternating runs: median wall-clock ms and least CPU ms of the calling thread; speed-up =",
         "float32 CPU ms / int8 CPU ms; cosine of the int8 output with float32's. Calibration: 8",
         "random batches, minmax; weights per channel.",

@@ -39,6 +39,7 @@ def compile(
     tune: bool | str = False,
     tune_budget: float | None = None,
     dynamic_shapes: Any = None,
+    int8_saturation: bool = False,
 ) -> CompiledModel | JitFunction:
     """Compile `model` for `target`.
 
@@ -64,8 +65,16 @@ def compile(
     machine within `tune_budget` seconds (default 60) and records the fastest in the cache
     folder's tuning record, which every later compile on this machine uses
     (`m.stats["tuned"]`); `tune="ray"` spreads the measurements over a Ray cluster.
+
+    `int8_saturation=True` (cpu) computes an int8 model's u8 x s8 products as ONNX Runtime's
+    GEMM does on this CPU: without VNNI, in pairs of k = 2i, 2i + 1 summed into int16 with
+    saturation (vpmaddubsw, as in its MLAS kernels, oneDNN and TVM there), which is faster,
+    but a pair of large products saturates; with VNNI nothing changes. The default keeps every
+    int32 sum exact (7-bit weights take vpmaddubsw exactly anyway).
     """
     tuning = {"tune": tune, "tune_budget": tune_budget} if tune else {}
+    if int8_saturation:
+        tuning["int8_saturation"] = True
     options = CompileOptions(target, threads, fuse, print_ir_after_all, schedule, target_cpu,
                              target_options=tuning)
     _check_target(options)

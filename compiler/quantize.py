@@ -16,7 +16,9 @@
    compile time, within [-127, 127], or with `reduce_range` within [-63, 63] (7 bits, as
    onnxruntime's reduce_range: on a CPU without VNNI the int8 kernel then multiplies them with
    vpmaddubsw, twice the products per instruction of its exact 8-bit kernel, at the cost of
-   one bit of weight precision); activations per tensor. The graph gets quantize / dequantize pairs around
+   one bit of weight precision; with `int8_saturation`, 8-bit weights take vpmaddubsw too, its
+   int16 pair sums saturating as in ONNX Runtime's kernels there: see compiler.compile);
+   activations per tensor. The graph gets quantize / dequantize pairs around
    each candidate, which quantize-matmul turns into int8 x int8 -> int32 matmuls with a float
    epilogue (scale, bias), and the result is compiled as usual. Convs run as int8 im2col
    GEMMs in NHWC; the quantize of a layer's input then moves up past layout changes and max
@@ -75,11 +77,12 @@ class QuantizationReport:
     batches: int
     layers: list[LayerQuant] = field(default_factory=list)
     reduce_range: bool = False
+    saturation: bool = False  # int8_saturation
 
     def table(self) -> str:
         lines = [f"int8 quantization: {len(self.layers)} layer(s), activations per tensor ({self.method}, "
                  f"{self.batches} calibration batch(es)), weights {'per channel' if self.per_channel else 'per tensor'}"
-                 f"{' in 7 bits' if self.reduce_range else ''}",
+                 f"{' in 7 bits' if self.reduce_range else ''}{_saturation_note(self.saturation)}",
                  f"{'#':>3}  {'layer':<7} {'weight':>11}  {'act scale':>10}  {'zp':>4}  {'SQNR dB':>8}  origin"]
         for q in self.layers:
             lines.append(f"{q.index:>3}  {q.kind:<7} {q.shape[0]:>5}x{q.shape[1]:<5}  {q.act_scale:>10.4g}  "
@@ -291,13 +294,26 @@ def _sqnr(ref: np.ndarray, got: np.ndarray) -> float:
     return float("inf") if noise == 0 else 10.0 * np.log10(max(signal, 1e-300) / noise)
 
 
+def _saturation_note(on: bool) -> str:
+    """The reports' words for int8_saturation (their SQNRs come from exact integer sums)."""
+    return "; int16 pair sums may saturate without VNNI (int8_saturation; SQNR of exact sums)" if on else ""
+
+
+def _saturation(on: bool) -> dict:
+    """The target option of `int8_saturation` (see compiler.compile): ONNX Runtime's int16 pair
+    sums on a CPU without VNNI."""
+    return {"int8_saturation": True} if on else {}
+
+
 def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inputs: Sequence[Any] | None = None,
              *, method: str = "minmax", per_channel: bool = True, target: str = "cpu",
              threads: int | None = None, percentile: float = 99.99,
-             input_shapes: dict[str, Sequence[int]] | None = None, reduce_range: bool = False):
+             input_shapes: dict[str, Sequence[int]] | None = None, reduce_range: bool = False,
+             int8_saturation: bool = False, target_cpu: str | None = None):
     """An int8 `CompiledModel` of `model` (anything `compiler.compile` takes), calibrated on
     `calibration_data` (an iterable of input tuples, each like one call's inputs); see the
-    module's docstring. `example_inputs` default to the first calibration batch."""
+    module's docstring. `example_inputs` default to the first calibration batch. `target_cpu`
+    and `int8_saturation` are compiler.compile's (cpu)."""
     from compiler.api import import_model, set_uint8_io
     from compiler.lowering.dynamic_quantize import REDUCED_QMAX
     from compiler.lowering.fold_constants import FoldConstants
@@ -315,7 +331,7 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
         raise CompileError("quantize: calibration_data is empty")
     if example_inputs is None:
         example_inputs = batches[0]
-    options = CompileOptions(target, threads)
+    options = CompileOptions(target, threads, target_cpu=target_cpu, target_options=_saturation(int8_saturation))
     get_target(target).check_options(options)
     ctx = make_context()
 
@@ -364,7 +380,8 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
             if b == 0:
                 first_inputs.append(np.array(outs[n_out + i]))
 
-    report = QuantizationReport(method, per_channel, len(batches), reduce_range=reduce_range)
+    report = QuantizationReport(method, per_channel, len(batches), reduce_range=reduce_range,
+                                saturation=int8_saturation)
     to_nchw: list[aicc.TransposeOp] = []  # each int8 conv's output transpose
     for i, (op, obs) in enumerate(zip(candidates, observers)):
         scale, zp = obs.params()
@@ -430,11 +447,12 @@ class DynamicQuantizationReport:
     per_channel: bool
     reduce_range: bool = False
     layers: list[LayerQuant] = field(default_factory=list)
+    saturation: bool = False  # int8_saturation
 
     def table(self) -> str:
         lines = [f"int8 dynamic quantization: {len(self.layers)} layer(s), activations per tensor at run time, "
                  f"weights {'per channel' if self.per_channel else 'per tensor'}"
-                 f"{' in 7 bits' if self.reduce_range else ''}",
+                 f"{' in 7 bits' if self.reduce_range else ''}{_saturation_note(self.saturation)}",
                  f"{'#':>3}  {'weight':>11}  {'w scale min':>11}  {'max':>10}  {'w SQNR dB':>9}  origin"]
         for q in self.layers:
             lines.append(f"{q.index:>3}  {q.shape[0]:>5}x{q.shape[1]:<5}  {q.weight_scales.min():>11.4g}  "
@@ -444,7 +462,8 @@ class DynamicQuantizationReport:
 
 def quantize_dynamic(model: Any, example_inputs: Sequence[Any] | None = None, *, per_channel: bool = True,
                      reduce_range: bool = False, target: str = "cpu", threads: int | None = None,
-                     input_shapes: dict[str, Sequence[int]] | None = None):
+                     input_shapes: dict[str, Sequence[int]] | None = None, int8_saturation: bool = False,
+                     target_cpu: str | None = None):
     """An int8 `CompiledModel` of `model` (anything `compiler.compile` takes) with dynamic
     quantization, as onnxruntime.quantization.quantize_dynamic and
     torch.ao.quantization.quantize_dynamic: every float32 matmul of a constant 2-D weight (a
@@ -455,7 +474,8 @@ def quantize_dynamic(model: Any, example_inputs: Sequence[Any] | None = None, *,
     activation is quantized per tensor in every call from its own range (uint8 with a
     zero point, DynamicQuantizeLinear's formula), inside the compiled model: no calibration
     data. The rest of the model stays float32. `m.stats["quantized_ops"]` counts the int8
-    matmuls, `m.quant_report()` lists them. See compiler/lowering/dynamic_quantize.py."""
+    matmuls, `m.quant_report()` lists them. `target_cpu` and `int8_saturation` are
+    compiler.compile's (cpu). See compiler/lowering/dynamic_quantize.py."""
     from compiler.api import import_model, set_uint8_io
     from compiler.lowering.dynamic_quantize import REDUCED_QMAX, DynamicQuantizeMatmul, candidate, linear_layer
     from compiler.lowering.fold_constants import FoldConstants
@@ -464,14 +484,14 @@ def quantize_dynamic(model: Any, example_inputs: Sequence[Any] | None = None, *,
     from compiler.pipeline import CompileOptions, compile_module
     from compiler.targets import get_target
 
-    options = CompileOptions(target, threads)
+    options = CompileOptions(target, threads, target_cpu=target_cpu, target_options=_saturation(int8_saturation))
     get_target(target).check_options(options)
     ctx = make_context()
     program = import_model(model, example_inputs, input_shapes)
     FoldConstants().apply(ctx, program.module)
     Simplify().apply(ctx, program.module)
     locations = getattr(program, "locations", None) or {}
-    report = DynamicQuantizationReport(per_channel, reduce_range)
+    report = DynamicQuantizationReport(per_channel, reduce_range, saturation=int8_saturation)
     for op in program.module.walk():
         if isinstance(op, aicc.MatmulOp) and linear_layer(op) and not candidate(op):
             raise CompileError(f"quantize_dynamic: a linear layer of symbolic shape {op.lhs.type} "

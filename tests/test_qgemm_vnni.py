@@ -87,13 +87,14 @@ def kernel(request, monkeypatch):
     portable form at either width."""
     mode, bits = request.param[:-3], int(request.param[-3:])
     if mode == "native":
-        if HOST_VNNI == 0:
-            pytest.skip("this host has no VNNI (vpdpbusd): the portable kernel covers the layout")
+        if HOST_VNNI == 0 or cpu_machine(None).vnni_bits == 0:
+            pytest.skip("this host (or AICC_TARGET_CPU) has no VNNI (vpdpbusd): the portable kernel covers "
+                        "the layout")
         if bits > cpu_machine("host").vector_bits or (bits == 512 and HOST_VNNI < 512):
             pytest.skip(f"this host has no {bits}-bit VNNI")
     real = qgemm_pass.LowerQGemm
 
-    def forced(enabled=True, vnni=0, vnni_portable=False):
+    def forced(enabled=True, vnni=0, vnni_portable=False, saturate=False):
         return real(enabled=enabled, vnni=bits, vnni_portable=mode == "portable")
 
     monkeypatch.setattr(qgemm_pass, "LowerQGemm", forced)
@@ -142,7 +143,8 @@ def test_vnni_batched_lhs_and_7bit_weight(kernel):
 def avx2(monkeypatch):
     """lower-qgemm as on a CPU with AVX2 and no VNNI, whatever the host has."""
     real = qgemm_pass.LowerQGemm
-    monkeypatch.setattr(qgemm_pass, "LowerQGemm", lambda enabled=True, vnni=0, vnni_portable=False: real())
+    monkeypatch.setattr(qgemm_pass, "LowerQGemm",
+                        lambda enabled=True, vnni=0, vnni_portable=False, saturate=False: real())
 
 
 @pytest.mark.parametrize("m_,k,n", SHAPES, ids=str)
@@ -165,6 +167,71 @@ def test_7bit_weights_take_vpmaddubsw_exactly(avx2, m_, k, n, zp):
     module = Parser(make_context(), _matmul(m_, k, n, zp, w)).parse_module()
     assert "pmaddubsw" not in compile_module(module, "mm", output_is_tuple=True, options=CompileOptions("cpu"),
                                              use_cache=False).ir("loops")
+
+
+def saturated_pairs(a_u8: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """sum_k a[i, k] w[j, k] as vpmaddubsw and vpmaddwd by ones compute it (ONNX Runtime's AVX2
+    u8 x s8 kernel): products of k = 2p and 2p + 1 summed and saturated to int16, then added
+    in int32. `a_u8`: (M, K) values 0..255; `w`: (N, K) int8."""
+    k = a_u8.shape[1]
+    a = np.zeros((a_u8.shape[0], k + k % 2), np.int64)
+    b = np.zeros((w.shape[0], k + k % 2), np.int64)
+    a[:, :k], b[:, :k] = a_u8, w
+    products = a[:, None, :] * b[None, :, :]
+    return np.clip(products[..., 0::2] + products[..., 1::2], -32768, 32767).sum(-1)
+
+
+@pytest.mark.parametrize("m_,k,n", SHAPES, ids=str)
+@pytest.mark.parametrize("zp", [-128, 0, 127])
+def test_int8_saturation_pairs_8bit_weights_as_onnx_runtime(m_, k, n, zp):
+    """`int8_saturation` on a CPU without VNNI: an 8-bit weight takes the vpmaddubsw kernel
+    too, and each pair of products beyond int16 saturates, exactly as ONNX Runtime's u8 x s8
+    kernel computes it there (`saturated_pairs`); A + 128 = 255 by weights of 127 or -128
+    saturates (where k > 1), so the result is not the exact one. Without the option the same
+    weight keeps the exact vpmaddwd kernel."""
+    w = RNG.integers(-128, 128, (n, k)).astype(np.int8)
+    w[0, :] = 127
+    w[-1, :] = -128
+    text = _matmul(m_, k, n, zp, w)
+    cpu = "x86-64-v3"  # no VNNI, whatever the host has
+    options = CompileOptions("cpu", target_cpu=cpu, target_options={"int8_saturation": True})
+    m = compile_module(Parser(make_context(), text).parse_module(), "mm", output_is_tuple=True, options=options,
+                       use_cache=False)
+    assert "pmaddubsw" in m.ir("loops") and "vpmaddubsw" in m.ir("asm")
+    colsum = w.astype(np.int64).sum(1)
+    for a in (RNG.integers(-128, 128, (m_, k)), np.full((m_, k), 127), np.full((m_, k), -128)):
+        a = a.astype(np.int8)
+        exact = (a.astype(np.int64) - zp) @ w.T.astype(np.int64)
+        want = saturated_pairs(a.astype(np.int64) + 128, w) - (zp + 128) * colsum
+        got = m(a)[0]
+        np.testing.assert_array_equal(got, want)
+        if a[0, 0] == 127 and k > 1:  # 255 * 127 twice: the pair sum saturates
+            assert (got != exact).any()
+    exact_m = compile_module(Parser(make_context(), text).parse_module(), "mm", output_is_tuple=True,
+                             options=CompileOptions("cpu", target_cpu=cpu), use_cache=False)
+    assert "pmaddubsw" not in exact_m.ir("loops")
+    a = np.full((m_, k), 127, np.int8)
+    np.testing.assert_array_equal(exact_m(a)[0], (a.astype(np.int64) - zp) @ w.T.astype(np.int64))
+
+
+def test_int8_saturation_is_a_cpu_option_in_the_cache_key():
+    """compiler.compile(..., int8_saturation=True) reaches lower-qgemm (`saturate`), changes
+    the cache key, and another target refuses it by name."""
+    import compiler
+    from compiler.errors import CompileError
+    from compiler.pipeline import model_key
+    from compiler.stages import CompileOptions as Options
+    from compiler.targets import get_target
+
+    cpu = get_target("cpu")
+    on, off = (Options(target_cpu="x86-64-v3", target_options=t) for t in ({"int8_saturation": True}, {}))
+    for options, saturate in ((on, True), (off, False)):
+        (lower,) = [p for _, ps in cpu.pipeline(options) for p in ps if isinstance(p, qgemm_pass.LowerQGemm)]
+        assert lower.saturate == saturate
+    module = Parser(make_context(), _matmul(2, 8, 3, 0, np.ones((3, 8), np.int8))).parse_module()
+    assert model_key(module, "mm", True, on, cpu) != model_key(module, "mm", True, off, cpu)
+    with pytest.raises(CompileError, match="int8_saturation"):
+        compiler.compile(lambda x: x + 1, (np.ones(3, np.float32),), target="cuda-emu", int8_saturation=True)
 
 
 @pytest.mark.parametrize("batch,m_,k,n", [((), 9, 27, 3), ((2,), 5, 40, 17), ((), 33, 288, 64)], ids=str)
@@ -240,7 +307,8 @@ def test_vnni_quantized_models_match_the_avx2_kernels(monkeypatch):
     avx2 = build()
     real = qgemm_pass.LowerQGemm
     monkeypatch.setattr(qgemm_pass, "LowerQGemm",
-                        lambda enabled=True, vnni=0: real(enabled=enabled, vnni=256, vnni_portable=True))
+                        lambda enabled=True, vnni=0, saturate=False: real(enabled=enabled, vnni=256,
+                                                                          vnni_portable=True))
     vnni = build()
     for i, (a, v, inp) in enumerate(zip(avx2, vnni, (x, xd, xd))):
         seven = i == 2  # 7-bit weights: on AVX2 too the quad layout, multiplied by vpmaddubsw
@@ -265,8 +333,8 @@ def test_vnni_kernel_requantizes_a_qdq_conv_like_the_avx2_kernel(monkeypatch, un
     avx2 = compiler.compile(model, example_inputs=(x,))
     real = qgemm_pass.LowerQGemm
     for bits in (256, 512):
-        monkeypatch.setattr(qgemm_pass, "LowerQGemm", lambda enabled=True, vnni=0, bits=bits: real(
-            enabled=enabled, vnni=bits, vnni_portable=True))
+        monkeypatch.setattr(qgemm_pass, "LowerQGemm", lambda enabled=True, vnni=0, saturate=False, bits=bits:
+                            real(enabled=enabled, vnni=bits, vnni_portable=True))
         vnni = compiler.compile(model, example_inputs=(x,))
         loops = vnni.ir("loops")
         assert f"vnni = {bits}" in loops and "out_zp" in loops and "relu = true" in loops
@@ -317,7 +385,8 @@ def test_conv_rows_are_gathered_from_the_nhwc_input(monkeypatch, kind, stem):
     if kind.startswith("vnni_portable"):  # the layouts of AVX-VNNI (256) and AVX512-VNNI (512)
         real, bits = qgemm_pass.LowerQGemm, int(kind[-3:])
         monkeypatch.setattr(qgemm_pass, "LowerQGemm",
-                            lambda enabled=True, vnni=0: real(enabled=enabled, vnni=bits, vnni_portable=True))
+                            lambda enabled=True, vnni=0, saturate=False: real(enabled=enabled, vnni=bits,
+                                                                              vnni_portable=True))
     # its own generator: with the module's, the data (and how close int8 comes to float)
     # depended on which tests ran before it in the same worker
     rng = np.random.default_rng(11)

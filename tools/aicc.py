@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", action="store_true", help="--quantize: print each int8 layer's SQNR")
     p.add_argument("--reduce-range", action="store_true",
                    help="--quantize: 7-bit weights, which a CPU without VNNI multiplies faster (vpmaddubsw)")
+    p.add_argument("--int8-saturation", action="store_true",
+                   help="cpu: int8 products as ONNX Runtime's GEMM computes them on this CPU (without "
+                        "VNNI: int16 pair sums that may saturate, vpmaddubsw): faster there")
     p.add_argument("--tune", action="store_true",
                    help="cpu: measure schedules for the model's matmuls and convs on this machine "
                    "first, and keep the fastest in the tuning record that later compiles use")
@@ -188,12 +191,13 @@ def print_stats(m) -> None:
     print(format_stats(m.stats))
 
 
-def tune_options(args: argparse.Namespace) -> dict:
-    """--tune, --tune-budget, --tune-workers as compile options (none without --tune)."""
-    if not args.tune:
-        return {}
-    return {"tune": "ray" if args.tune_workers == "ray" else True,
-            "tune_budget": args.tune_budget}
+def cpu_options(args: argparse.Namespace) -> dict:
+    """--tune, --tune-budget, --tune-workers and --int8-saturation as compile options (none
+    of them unless asked for)."""
+    options = {"int8_saturation": True} if args.int8_saturation else {}
+    if args.tune:
+        options.update(tune="ray" if args.tune_workers == "ray" else True, tune_budget=args.tune_budget)
+    return options
 
 
 def report_compiled(m, args: argparse.Namespace, import_s: float | None = None) -> int | None:
@@ -264,9 +268,10 @@ def run_quantize(args: argparse.Namespace) -> int:
     with _blame_user_code(Path(args.model)):
         t0 = time.perf_counter()
         q = compiler.quantize(model, batches, inputs, method=args.quant_method, target=args.target,
-                              threads=args.threads, reduce_range=args.reduce_range)
+                              threads=args.threads, reduce_range=args.reduce_range,
+                              int8_saturation=args.int8_saturation, target_cpu=args.target_cpu)
         quant_s = time.perf_counter() - t0
-        f = compiler.compile(model, inputs, target=args.target, threads=args.threads)
+        f = compiler.compile(model, inputs, target=args.target, threads=args.threads, target_cpu=args.target_cpu)
     print(f"aicc {args.model} --quantize {args.quantize}: {q.stats['quantized_ops']} int8 matmul(s), "
           f"calibrated and compiled in {quant_s:.1f} s")
     if args.report:
@@ -310,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
             schedule=args.schedule,
             target_cpu=args.target_cpu,
             print_ir_after_all=print_after if args.print_ir_after_all else None,
-            **tune_options(args),
+            **cpu_options(args),
         )
     compile_s = time.perf_counter() - t0
     status = report_compiled(m, args)
@@ -444,7 +449,7 @@ def run_onnx(args: argparse.Namespace) -> int:
 
     options = CompileOptions(args.target, args.threads, not args.no_fuse,
                              print_after if args.print_ir_after_all else None, args.schedule,
-                             args.target_cpu, target_options=tune_options(args))
+                             args.target_cpu, target_options=cpu_options(args))
     m = compile_program(program, options)
     compile_s = time.perf_counter() - t0
     status = report_compiled(m, args, import_s)

@@ -192,7 +192,8 @@ class QGemmOp(IRDLOperation):
     256) computes them with AVX2's `vpmaddubsw`, pairs of u8 x s8 products summed into i16,
     then `vpmaddwd` by ones: exact only for a B within [-64, 64] (7-bit weights: a pair sum
     is at most 2 * 255 * 64 < 2^15 in magnitude), the B lower-qgemm gives it on a CPU without
-    VNNI.
+    VNNI; any B with lower-qgemm's `saturate`, where a pair sum beyond int16 saturates (as in
+    ONNX Runtime's U8S8 kernel on AVX2).
 
     With `window = array<i64: OH, OW, KH, KW, SH, SW, DH, DW>` (a packed or quad-packed B) A is
     the padded NHWC input of a convolution, memref<N x HP x WP x C>, read as its im2col: row r

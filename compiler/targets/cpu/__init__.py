@@ -36,7 +36,7 @@ class CPUTarget(Target):
     dynamic_shapes = True
     description = "x86-64 CPU: LLVM IR through llvmlite, O3, MCJIT (AICC_TARGET_CPU picks the CPU)"
     stages = ("tensor", "linalg", "memref", "loops", "llvm", "asm")
-    options = ("schedule", "target_cpu", "tune", "tune_budget")
+    options = ("schedule", "target_cpu", "tune", "tune_budget", "int8_saturation")
     keyless_options = ("tune", "tune_budget")
     cacheable = True
 
@@ -74,7 +74,8 @@ class CPUTarget(Target):
             # fuse-rows would otherwise group with a following reduction (an SE block's pool)
             memref=(TileConv(vector_bits=machine.vector_bits), *([FuseRows()] if fuse else []),
                     TileMatmul(threads=threads),
-                    LowerQGemm(enabled=machine.has_avx2, vnni=machine.vnni_bits)),
+                    LowerQGemm(enabled=machine.has_avx2, vnni=machine.vnni_bits,
+                               saturate=bool(options.target_options.get("int8_saturation")))),
             loops=(LowerAttention(vector_bits=machine.vector_bits),),
             transpose_tile=64,
             # AICC_WINDOW_INNER=0 keeps the default order (for A/B timing)

@@ -32,7 +32,12 @@ Without VNNI, a constant B whose values all lie within [-64, 64] (7-bit weights:
 `quantize_dynamic(..., reduce_range=True)`, `quantize(..., reduce_range=True)`, or an ONNX
 model quantized with reduce_range) gets the same quad layout for 8 lanes and the kernel's
 `pmaddubsw` form: uint8 A by B with `vpmaddubsw`, whose i16 pair sums cannot saturate, then
-`vpmaddwd` by ones, as ONNX Runtime's AVX2 u8 x s8 kernel does (see the op).
+`vpmaddwd` by ones, as ONNX Runtime's AVX2 u8 x s8 kernel does (see the op). With `saturate`
+(the cpu target's `int8_saturation`) every constant B takes that kernel without VNNI, 8-bit
+weights too: then a pair sum a[2i] b[2i] + a[2i+1] b[2i+1] beyond int16 saturates, as in ONNX
+Runtime's MLAS U8S8 GEMM kernels on AVX2 and on AVX-512 without VNNI (and oneDNN's and TVM's),
+which pair the same products (k = 2i, 2i + 1 of A's uint8 values, B packed by quads of k), at
+their speed. With VNNI nothing saturates.
 
 An int8 conv's im2col (quantize-matmul's gather of a padded NHWC input into the GEMM's A,
 a copy generic out[n, p, q, i, j, c] = in[n, SH p + DH i, SW q + DW j, c]) whose buffer
@@ -374,8 +379,8 @@ def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
     colsum = epilogue = None
     const = _constant(module, bm)
     vnni = options.vnni if const is not None else 0  # the VNNI kernel takes a constant B
-    u7 = const is not None and not vnni and _seven_bit(const[1])
-    if u7:  # the quad kernel by vpmaddubsw
+    u7 = const is not None and not vnni and (options.saturate or _seven_bit(const[1]))
+    if u7:  # the quad kernel by vpmaddubsw (exact for a 7-bit B; else its pair sums may saturate)
         vnni = 256
     lanes = vnni // 32
     if lanes:  # vpdpbusd (or vpmaddubsw), u8 A x s8 B, minus (zp + 128) * colsum
@@ -445,6 +450,7 @@ class LowerQGemm(ModulePass):
     enabled: bool = True  # the target CPU has AVX2
     vnni: int = 0  # the width of its VNNI vpdpbusd (256, 512), 0 without: the kernel of a constant B
     vnni_portable: bool = False  # the VNNI kernel without the instruction (tests on any x86-64)
+    saturate: bool = False  # without VNNI, 8-bit B by vpmaddubsw too: int16 pair sums saturate (ONNX Runtime's)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not self.enabled:
