@@ -107,6 +107,13 @@ def timed(fns, reps: int) -> list[tuple[float, float]]:
     return [(statistics.median(w) * 1e3, min(c) * 1e3) for w, c in zip(wall, cpu)]
 
 
+def _cross_vnni() -> bool:
+    """Whether aicc's code is for a CPU without VNNI on a host with it (AICC_TARGET_CPU)."""
+    from compiler.targets.cpu.machine import cpu_machine
+
+    return cpu_machine(None).vnni_bits == 0 and cpu_machine("host").vnni_bits > 0
+
+
 def _isa() -> str:
     """The host as the int8 kernels see it: LLVM CPU name, vector width, VNNI."""
     from compiler.targets.cpu.machine import cpu_machine
@@ -278,6 +285,8 @@ def main() -> None:
         f"Command: `python benchmarks/quant_bench.py {' '.join(sys.argv[1:])}`.",
         *(["aicc's int8 models: `int8_saturation=True` (without VNNI, int16 pair sums that may saturate,",
            "as ONNX Runtime's)."] if SAT else []),
+        *(["ONNX Runtime picks its kernels from the host, not from AICC_TARGET_CPU: here it runs its VNNI",
+           "int8 kernels against aicc's code for a CPU without VNNI."] if _cross_vnni() else []),
         "Alternating runs: median wall-clock ms and least CPU ms of the calling thread; speed-up =",
         "float32 CPU ms / int8 CPU ms; cosine of the int8 output with float32's. Calibration: 8",
         "random batches, minmax; weights per channel.",
