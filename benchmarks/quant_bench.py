@@ -53,8 +53,6 @@ from aot_bench import cpu_name  # noqa: E402
 import compiler  # noqa: E402
 from compiler import ops  # noqa: E402
 
-SAT: dict = {}  # --int8-saturation: compiler's int8_saturation=True for every aicc int8 model
-
 
 def models(batch: int, rng: np.random.Generator):
     def w(*shape):
@@ -171,7 +169,8 @@ def torch_cnn(c1, c2, c3, head):
     return CNN().eval()
 
 
-def ort_row(fn, calib, x, q, f, threads: int, reps: int, out_dir: Path, reduce_range: bool = False) -> tuple:
+def ort_row(fn, calib, x, q, f, threads: int, reps: int, out_dir: Path, reduce_range: bool = False,
+            saturation: bool = False) -> tuple:
     """(wall, cpu) and cosine with float32 of aicc int8 `q`, aicc float32 `f`, aicc compiling the
     QDQ model onnxruntime.quantization.quantize_static writes (uint8 activations, int8 weights
     per channel, 7-bit with `reduce_range`, the same calibration batches), ONNX Runtime on that
@@ -198,7 +197,7 @@ def ort_row(fn, calib, x, q, f, threads: int, reps: int, out_dir: Path, reduce_r
     so = ort.SessionOptions()
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
     ort_q, ort_f = (ort.InferenceSession(str(p), so, providers=["CPUExecutionProvider"]) for p in (q8, f32))
-    aicc_oq = compiler.compile(str(q8), (x,), threads=threads, **SAT)  # aicc on ORT's QDQ model
+    aicc_oq = compiler.compile(str(q8), (x,), threads=threads, int8_saturation=saturation)  # ORT's QDQ model
     ref = fn(x)
     peers = [lambda: q(x), lambda: f(x), lambda: aicc_oq(x), lambda: ort_q.run(None, {"x": x})[0],
              lambda: ort_f.run(None, {"x": x})[0]]
@@ -206,7 +205,7 @@ def ort_row(fn, calib, x, q, f, threads: int, reps: int, out_dir: Path, reduce_r
     return timed(peers, reps), cos, _cos(peers[2](), peers[3]())
 
 
-def dynamic_rows(threads: int, reps: int, out_dir: Path) -> list[tuple]:
+def dynamic_rows(threads: int, reps: int, out_dir: Path, saturation: bool = False) -> list[tuple]:
     """(name, int8 layers, then (wall, cpu) and cosine for each peer) per encoder case."""
     import onnxruntime as ort
     import torch
@@ -230,9 +229,9 @@ def dynamic_rows(threads: int, reps: int, out_dir: Path) -> list[tuple]:
         ort_f = ort.InferenceSession(str(f32), so, providers=["CPUExecutionProvider"])
         ort_q = ort.InferenceSession(str(q8), so, providers=["CPUExecutionProvider"])
         aicc_f = compiler.compile(layers, (x,), threads=threads)
-        aicc_q = compiler.quantize_dynamic(layers, (x,), threads=threads, **SAT)
+        aicc_q = compiler.quantize_dynamic(layers, (x,), threads=threads, int8_saturation=saturation)
         aicc_q7 = compiler.quantize_dynamic(layers, (x,), threads=threads, reduce_range=True)
-        aicc_oq = compiler.compile(str(q8), (x,), threads=threads, **SAT)
+        aicc_oq = compiler.compile(str(q8), (x,), threads=threads, int8_saturation=saturation)
         peers = [lambda: aicc_q(x), lambda: aicc_q7(x), lambda: aicc_f(x), lambda: aicc_oq(x),
                  lambda: ort_q.run(None, {"x": x}), lambda: ort_f.run(None, {"x": x})]
         cos = [_cos(fn() if i < 4 else fn()[0], ref) for i, fn in enumerate(peers)]
@@ -253,15 +252,14 @@ def main() -> None:
                    help="aicc's int8 models with int8_saturation=True (ONNX Runtime's pair sums without VNNI)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "quant.md"))
     args = p.parse_args()
-    if args.int8_saturation:
-        SAT["int8_saturation"] = True
+    sat = args.int8_saturation
     rng = np.random.default_rng(0)
     rows, ort_rows = [], []
     tmp = tempfile.TemporaryDirectory()
     for name, (fn, shape) in ({} if args.skip_static else models(args.batch, rng)).items():
         calib = [(rng.standard_normal(shape).astype(np.float32),) for _ in range(8)]
         x = rng.standard_normal(shape).astype(np.float32)
-        q = compiler.quantize(fn, calib, (x,), threads=args.threads, **SAT)
+        q = compiler.quantize(fn, calib, (x,), threads=args.threads, int8_saturation=sat)
         f = compiler.compile(fn, (x,), threads=args.threads)
         yq, yf = q(x).astype(np.float64).ravel(), f(x).astype(np.float64).ravel()
         cos = float(yq @ yf / (np.linalg.norm(yq) * np.linalg.norm(yf)))
@@ -272,11 +270,11 @@ def main() -> None:
         if hasattr(fn, "torch"):
             for bits in (8, 7):
                 qb = q if bits == 8 else compiler.quantize(fn, calib, (x,), threads=args.threads, reduce_range=True)
-                row = ort_row(fn, calib, x, qb, f, args.threads, args.reps, Path(tmp.name), bits == 7)
+                row = ort_row(fn, calib, x, qb, f, args.threads, args.reps, Path(tmp.name), bits == 7, sat)
                 ort_rows.append((f"{name}, {bits}-bit weights", *row))
                 print(ort_rows[-1][0], "aicc int8 / float32 / on the QDQ model, ORT int8 QDQ / float32:",
                       " | ".join(f"{c:.3f} ms (cos {k:.4f})" for (_, c), k in zip(*row[:2])), flush=True)
-    dyn = dynamic_rows(args.threads, max(5, args.reps // 2), Path(tmp.name))
+    dyn = dynamic_rows(args.threads, max(5, args.reps // 2), Path(tmp.name), sat)
     tmp.cleanup()
     lines = [
         "# int8 (compiler.quantize) against float32 (compiler.compile)",
@@ -284,7 +282,7 @@ def main() -> None:
         f"Machine: {cpu_name()} ({platform.machine()}; {_isa()}), {args.threads} thread(s). "
         f"Command: `python benchmarks/quant_bench.py {' '.join(sys.argv[1:])}`.",
         *(["aicc's int8 models: `int8_saturation=True` (without VNNI, int16 pair sums that may saturate,",
-           "as ONNX Runtime's)."] if SAT else []),
+           "as ONNX Runtime's)."] if sat else []),
         *(["ONNX Runtime picks its kernels from the host, not from AICC_TARGET_CPU: here it runs its VNNI",
            "int8 kernels against aicc's code for a CPU without VNNI."] if _cross_vnni() else []),
         "Alternating runs: median wall-clock ms and least CPU ms of the calling thread; speed-up =",

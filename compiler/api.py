@@ -25,6 +25,16 @@ def _check_target(options: CompileOptions) -> None:
     get_target(options.target).check_options(options)
 
 
+def cpu_target_options(tune: bool | str = False, tune_budget: float | None = None,
+                       int8_saturation: bool = False) -> dict:
+    """compile's cpu options (see there) as CompileOptions.target_options: only those asked
+    for, so that a compile without them keeps its cache key."""
+    options = {"tune": tune, "tune_budget": tune_budget} if tune else {}
+    if int8_saturation:
+        options["int8_saturation"] = True
+    return options
+
+
 def compile(
     model: Any,
     example_inputs: Sequence[Any] | None = None,
@@ -72,11 +82,8 @@ def compile(
     but a pair of large products saturates; with VNNI nothing changes. The default keeps every
     int32 sum exact (7-bit weights take vpmaddubsw exactly anyway).
     """
-    tuning = {"tune": tune, "tune_budget": tune_budget} if tune else {}
-    if int8_saturation:
-        tuning["int8_saturation"] = True
     options = CompileOptions(target, threads, fuse, print_ir_after_all, schedule, target_cpu,
-                             target_options=tuning)
+                             target_options=cpu_target_options(tune, tune_budget, int8_saturation))
     _check_target(options)
     if callable(model) and not _is_module_object(model) and not is_torch_module(model) \
             and example_inputs is None:

@@ -299,12 +299,6 @@ def _saturation_note(on: bool) -> str:
     return "; int16 pair sums may saturate without VNNI (int8_saturation; SQNR of exact sums)" if on else ""
 
 
-def _saturation(on: bool) -> dict:
-    """The target option of `int8_saturation` (see compiler.compile): ONNX Runtime's int16 pair
-    sums on a CPU without VNNI."""
-    return {"int8_saturation": True} if on else {}
-
-
 def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inputs: Sequence[Any] | None = None,
              *, method: str = "minmax", per_channel: bool = True, target: str = "cpu",
              threads: int | None = None, percentile: float = 99.99,
@@ -314,7 +308,7 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
     `calibration_data` (an iterable of input tuples, each like one call's inputs); see the
     module's docstring. `example_inputs` default to the first calibration batch. `target_cpu`
     and `int8_saturation` are compiler.compile's (cpu)."""
-    from compiler.api import import_model, set_uint8_io
+    from compiler.api import cpu_target_options, import_model, set_uint8_io
     from compiler.lowering.dynamic_quantize import REDUCED_QMAX
     from compiler.lowering.fold_constants import FoldConstants
     from compiler.lowering.pipeline import make_context
@@ -331,7 +325,8 @@ def quantize(model: Any, calibration_data: Iterable[Sequence[Any]], example_inpu
         raise CompileError("quantize: calibration_data is empty")
     if example_inputs is None:
         example_inputs = batches[0]
-    options = CompileOptions(target, threads, target_cpu=target_cpu, target_options=_saturation(int8_saturation))
+    options = CompileOptions(target, threads, target_cpu=target_cpu,
+                             target_options=cpu_target_options(int8_saturation=int8_saturation))
     get_target(target).check_options(options)
     ctx = make_context()
 
@@ -476,7 +471,7 @@ def quantize_dynamic(model: Any, example_inputs: Sequence[Any] | None = None, *,
     data. The rest of the model stays float32. `m.stats["quantized_ops"]` counts the int8
     matmuls, `m.quant_report()` lists them. `target_cpu` and `int8_saturation` are
     compiler.compile's (cpu). See compiler/lowering/dynamic_quantize.py."""
-    from compiler.api import import_model, set_uint8_io
+    from compiler.api import cpu_target_options, import_model, set_uint8_io
     from compiler.lowering.dynamic_quantize import REDUCED_QMAX, DynamicQuantizeMatmul, candidate, linear_layer
     from compiler.lowering.fold_constants import FoldConstants
     from compiler.lowering.pipeline import make_context
@@ -484,7 +479,8 @@ def quantize_dynamic(model: Any, example_inputs: Sequence[Any] | None = None, *,
     from compiler.pipeline import CompileOptions, compile_module
     from compiler.targets import get_target
 
-    options = CompileOptions(target, threads, target_cpu=target_cpu, target_options=_saturation(int8_saturation))
+    options = CompileOptions(target, threads, target_cpu=target_cpu,
+                             target_options=cpu_target_options(int8_saturation=int8_saturation))
     get_target(target).check_options(options)
     ctx = make_context()
     program = import_model(model, example_inputs, input_shapes)

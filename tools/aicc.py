@@ -194,10 +194,10 @@ def print_stats(m) -> None:
 def cpu_options(args: argparse.Namespace) -> dict:
     """--tune, --tune-budget, --tune-workers and --int8-saturation as compile options (none
     of them unless asked for)."""
-    options = {"int8_saturation": True} if args.int8_saturation else {}
-    if args.tune:
-        options.update(tune="ray" if args.tune_workers == "ray" else True, tune_budget=args.tune_budget)
-    return options
+    from compiler.api import cpu_target_options
+
+    tune = args.tune and ("ray" if args.tune_workers == "ray" else True)
+    return cpu_target_options(tune, args.tune_budget, args.int8_saturation)
 
 
 def report_compiled(m, args: argparse.Namespace, import_s: float | None = None) -> int | None:
