@@ -145,13 +145,6 @@ def _libm_scalar_or_vector(b: ir.IRBuilder, name: str, x):
     return out
 
 
-def _pow2i(b: ir.IRBuilder, n, fty):
-    """2.0**n as a float, for n (i32) in [-126, 127]: n shifted into the exponent field."""
-    ity = n.type
-    biased = b.add(n, _const(ity, 127))
-    return b.bitcast(b.shl(biased, _const(ity, 23)), fty)
-
-
 def _ldexp(b: ir.IRBuilder, y, n):
     """y * 2**n with one rounding (llvm.ldexp: vscalefps on AVX-512)."""
     module = b.module
@@ -185,15 +178,19 @@ def emit_exp(b: ir.IRBuilder, x, vector_ldexp: bool = False):
     r = _fma(b, nf, _const(ty, -_LN2_LO), r)
     # exp(r) = 1 + r + r^2 * P(r), all as one Horner chain.
     y = _horner(b, _EXP_POLY + (1.0, 1.0), r)
-    n = b.sub(b.bitcast(t, ity), _const(ity, _ROUND_MAGIC_BITS))
     if vector_ldexp:
-        y = _ldexp(b, y, n)
+        y = _ldexp(b, y, b.sub(b.bitcast(t, ity), _const(ity, _ROUND_MAGIC_BITS)))
     else:
-        # 2**n in two factors so that results in the denormal range (n < -126) and the
-        # overflow boundary (n = 128) come out with a single rounding.
-        n1 = b.ashr(n, _const(ity, 1))
-        n2 = b.sub(n, n1)
-        y = b.fmul(b.fmul(y, _pow2i(b, n1, ty)), _pow2i(b, n2, ty))
+        # 2**n in two factors, 2**n1 * 2**n2 with n1 = floor(n / 2), so that results in the
+        # denormal range (n < -126) and the overflow boundary (n = 128) come out with a
+        # single rounding. The exponent bias is folded into t's bits: e = n + 254 (t's bits
+        # minus the magic's plus 254), e1 = e >> 1 = n1 + 127 and e - e1 = n2 + 127 are the
+        # two factors' biased exponents, each one shift from a float.
+        e = b.sub(b.bitcast(t, ity), _const(ity, _ROUND_MAGIC_BITS - 254))
+        e1 = b.ashr(e, _const(ity, 1))
+        p1 = b.bitcast(b.shl(e1, _const(ity, 23)), ty)
+        p2 = b.bitcast(b.shl(b.sub(e, e1), _const(ity, 23)), ty)
+        y = b.fmul(b.fmul(y, p1), p2)
     return y
 
 
