@@ -344,6 +344,7 @@ def run_here(quick: bool, only: list[str] | None, budget_s: float, threads: int,
             except Exception as e:  # noqa: BLE001 - a peer that cannot run here is reported, not fatal
                 failed[peer] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
         t_aicc, *t_peers = median_times([m, *(fn for fn, _ in running.values())], case.inputs, budget_s, clock)
+        t_peer = dict(zip(running, t_peers))
         row["aicc_ms"] = t_aicc * 1e3
         line = [f"  {case.name:40s} aicc {t_aicc * 1e3:9.3f} ms"]
         for peer in peers:
@@ -351,7 +352,7 @@ def run_here(quick: bool, only: list[str] | None, budget_s: float, threads: int,
                 row["peers"][peer] = {"error": failed[peer]}
                 line.append(f"{peer} failed ({failed[peer][:60]})")
             elif peer in running:
-                t = t_peers[list(running).index(peer)]
+                t = t_peer[peer]
                 row["peers"][peer] = {"ms": t * 1e3, "ratio": t / t_aicc,
                                       "max_scaled_err": scaled_err(out, running[peer][1])}
                 line.append(f"{peer} {t * 1e3:9.3f} ms ({t / t_aicc:5.2f}x)")

@@ -81,6 +81,16 @@ def test_vnni_kernel_is_selected_and_uses_vpdpbusd(cpu, reg):
     assert "vpmaddwd" not in asm  # the only matmul runs in the VNNI kernel
 
 
+_LowerQGemm = qgemm_pass.LowerQGemm  # the pass itself, for force_lower_qgemm
+
+
+def force_lower_qgemm(monkeypatch, **options):
+    """Every pipeline's lower-qgemm built with `options` whatever the target asks for (the
+    target's `enabled` kept unless `options` sets it)."""
+    monkeypatch.setattr(qgemm_pass, "LowerQGemm",
+                        lambda enabled=True, **_: _LowerQGemm(**{"enabled": enabled, **options}))
+
+
 @pytest.fixture(params=["native256", "native512", "portable256", "portable512"])
 def kernel(request, monkeypatch):
     """Which VNNI kernel lower-qgemm emits: the instruction at a width the host has, or the
@@ -92,12 +102,7 @@ def kernel(request, monkeypatch):
                         "the layout")
         if bits > cpu_machine("host").vector_bits or (bits == 512 and HOST_VNNI < 512):
             pytest.skip(f"this host has no {bits}-bit VNNI")
-    real = qgemm_pass.LowerQGemm
-
-    def forced(enabled=True, vnni=0, vnni_portable=False, saturate=False):
-        return real(enabled=enabled, vnni=bits, vnni_portable=mode == "portable")
-
-    monkeypatch.setattr(qgemm_pass, "LowerQGemm", forced)
+    force_lower_qgemm(monkeypatch, vnni=bits, vnni_portable=mode == "portable")
     return bits, mode
 
 
@@ -142,9 +147,7 @@ def test_vnni_batched_lhs_and_7bit_weight(kernel):
 @pytest.fixture
 def avx2(monkeypatch):
     """lower-qgemm as on a CPU with AVX2 and no VNNI, whatever the host has."""
-    real = qgemm_pass.LowerQGemm
-    monkeypatch.setattr(qgemm_pass, "LowerQGemm",
-                        lambda enabled=True, vnni=0, vnni_portable=False, saturate=False: real())
+    force_lower_qgemm(monkeypatch, enabled=True)
 
 
 @pytest.mark.parametrize("m_,k,n", SHAPES, ids=str)
@@ -305,10 +308,7 @@ def test_vnni_quantized_models_match_the_avx2_kernels(monkeypatch):
                 compiler.quantize_dynamic(linear, (xd,), reduce_range=True)]
 
     avx2 = build()
-    real = qgemm_pass.LowerQGemm
-    monkeypatch.setattr(qgemm_pass, "LowerQGemm",
-                        lambda enabled=True, vnni=0, saturate=False: real(enabled=enabled, vnni=256,
-                                                                          vnni_portable=True))
+    force_lower_qgemm(monkeypatch, vnni=256, vnni_portable=True)
     vnni = build()
     for i, (a, v, inp) in enumerate(zip(avx2, vnni, (x, xd, xd))):
         seven = i == 2  # 7-bit weights: on AVX2 too the quad layout, multiplied by vpmaddubsw
@@ -331,10 +331,8 @@ def test_vnni_kernel_requantizes_a_qdq_conv_like_the_avx2_kernel(monkeypatch, un
     monkeypatch.setenv("AICC_TARGET_CPU", "x86-64-v3")
     model, x, _ = qdq_conv_relu_model(11, unsigned, (3, 3), (2, 5, 7, 6), (7, 6), pads=[1, 1, 1, 1])
     avx2 = compiler.compile(model, example_inputs=(x,))
-    real = qgemm_pass.LowerQGemm
     for bits in (256, 512):
-        monkeypatch.setattr(qgemm_pass, "LowerQGemm", lambda enabled=True, vnni=0, saturate=False, bits=bits:
-                            real(enabled=enabled, vnni=bits, vnni_portable=True))
+        force_lower_qgemm(monkeypatch, vnni=bits, vnni_portable=True)
         vnni = compiler.compile(model, example_inputs=(x,))
         loops = vnni.ir("loops")
         assert f"vnni = {bits}" in loops and "out_zp" in loops and "relu = true" in loops
@@ -383,10 +381,7 @@ def test_conv_rows_are_gathered_from_the_nhwc_input(monkeypatch, kind, stem):
     monkeypatch.setenv("AICC_CACHE", "0")  # the forced kernels are not part of a cache key
     monkeypatch.setenv("AICC_TARGET_CPU", "x86-64-v3")
     if kind.startswith("vnni_portable"):  # the layouts of AVX-VNNI (256) and AVX512-VNNI (512)
-        real, bits = qgemm_pass.LowerQGemm, int(kind[-3:])
-        monkeypatch.setattr(qgemm_pass, "LowerQGemm",
-                            lambda enabled=True, vnni=0, saturate=False: real(enabled=enabled, vnni=bits,
-                                                                              vnni_portable=True))
+        force_lower_qgemm(monkeypatch, vnni=int(kind[-3:]), vnni_portable=True)
     # its own generator: with the module's, the data (and how close int8 comes to float)
     # depended on which tests ran before it in the same worker
     rng = np.random.default_rng(11)
