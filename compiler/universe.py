@@ -36,6 +36,7 @@ SHARED_PASSES = {
     "fuse-elementwise": _pass("fuse_elementwise", "FuseElementwise"),
     "bufferize": _pass("bufferize", "Bufferize"),
     "plan-memory": _pass("plan_memory", "PlanMemory"),
+    "collapse-dims": _pass("collapse_dims", "CollapseDims"),
     "linalg-to-loops": _pass("linalg_to_loops", "LinalgToLoops"),
 }
 

@@ -52,6 +52,7 @@ class CPUTarget(Target):
         from compiler.lowering.fuse_attention import FuseAttention
         from compiler.lowering.fold_conv_input_scale import FoldConvInputScale
         from compiler.lowering.fuse_linear_bias import FuseLinearBias
+        from compiler.lowering.collapse_dims import CollapseDims
         from compiler.targets.cpu.choose_schedule import ChooseSchedule
         from compiler.targets.cpu.fuse_rows import FuseRows
         from compiler.targets.cpu.lower_attention import LowerAttention
@@ -76,7 +77,10 @@ class CPUTarget(Target):
                     TileMatmul(threads=threads),
                     LowerQGemm(enabled=machine.has_avx2, vnni=machine.vnni_bits,
                                saturate=bool(options.target_options.get("int8_saturation")))),
-            loops=(LowerAttention(vector_bits=machine.vector_bits),),
+            # collapse-dims: an elementwise op's loop nest over as few dims as its operands
+            # allow, so its innermost loop is long and all vectors
+            loops=(LowerAttention(vector_bits=machine.vector_bits),
+                   *([CollapseDims()] if os.environ.get("AICC_COLLAPSE", "1") != "0" else [])),
             transpose_tile=64,
             # AICC_WINDOW_INNER=0 keeps the default order (for A/B timing)
             window_inner=os.environ.get(WINDOW_INNER_ENV, "1") != "0",

@@ -1,0 +1,183 @@
+"""collapse-dims: an elementwise linalg.generic on contiguous memrefs runs over as few loop
+dims as its operands allow, each operand seen through a memref.collapse_shape view.
+
+linalg-to-loops vectorizes the innermost loop. An elementwise op on (1, 96, 28, 28) gets an
+innermost loop of 28: one 16-lane vector and 12 scalar iterations, so a transcendental body
+(exp, tanh, erf) runs mostly scalar. Merged into one loop of 75264 it is all vectors. As
+MLIR's linalg collapse-dimensions (and IREE's CollapseDimensions) do:
+
+  * a loop dim of range 1 is dropped: operands index it with a constant 0;
+  * two adjacent loop dims merge where every operand indexes both, one right after the other
+    (unit dims between them allowed), or neither: a row-major operand then holds the pair as
+    one run of elements;
+  * each operand is collapsed to the merged dims, its unit dims folded into a neighbour.
+
+    linalg.generic {maps = [(d0, d1, d2, d3) -> (d0, d1, d2, d3), -> (d1, 0, 0), -> (d0, d1, d2, d3)]}
+        ins(%x : memref<1x96x28x28xf32>, %b : memref<96x1x1xf32>) outs(%y : memref<1x96x28x28xf32>)
+  ->
+    %xc = memref.collapse_shape %x [[0, 1], [2, 3]] : memref<1x96x28x28xf32> into memref<96x784xf32>
+    %bc = memref.collapse_shape %b [[0, 1, 2]] : memref<96x1x1xf32> into memref<96xf32>
+    %yc = memref.collapse_shape %y [[0, 1], [2, 3]] ...
+    linalg.generic {maps = [(d0, d1) -> (d0, d1), -> (d0), -> (d0, d1)]} ins(%xc, %bc) outs(%yc)
+
+Only all-parallel generics on statically shaped memrefs with the identity layout, whose maps
+are dims in increasing order (a broadcast drops dims, never permutes them) or constant 0 at
+a unit dim, and whose body does not read its indices (linalg.index). Ops with a reduction,
+a transpose or a strided view keep their dims. On CPU (1, 96, 28, 28), one thread, Zen 4:
+x * sigmoid(x) 0.096 -> 0.038 ms.
+"""
+
+from __future__ import annotations
+
+from xdsl.context import Context
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    ArrayAttr,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    NoneAttr,
+    i64,
+)
+from xdsl.dialects.linalg import attrs, ops as linalg
+from xdsl.ir import SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from compiler.lowering.linalg_to_loops import loop_ranges
+
+
+def _operand_dims(m: AffineMap, shape: tuple[int, ...]) -> list[int | None] | None:
+    """Per position of an operand, the loop dim it is indexed by (None: a constant 0 at a
+    unit dim); None when the map is not dims in increasing order and such constants."""
+    out: list[int | None] = []
+    last = -1
+    for pos, expr in enumerate(m.results):
+        if isinstance(expr, AffineDimExpr) and expr.position > last:
+            out.append(expr.position)
+            last = expr.position
+        elif isinstance(expr, AffineConstantExpr) and expr.value == 0 and shape[pos] == 1:
+            out.append(None)
+        else:
+            return None
+    return out
+
+
+def collapse_groups(ranges: list[int], operand_dims: list[list[int | None]]) -> list[list[int]]:
+    """The loop dims of range > 1 in order, split into runs that merge (see the module's doc)."""
+    groups: list[list[int]] = []
+    for d, r in enumerate(ranges):
+        if r == 1:
+            continue
+        if groups and all(_adjacent(dims, groups[-1][-1], d, ranges) for dims in operand_dims):
+            groups[-1].append(d)
+        else:
+            groups.append([d])
+    return groups
+
+
+def _adjacent(dims: list[int | None], a: int, b: int, ranges: list[int]) -> bool:
+    """Whether an operand indexes neither loop dim a nor b, or b right after a (only unit
+    positions between them)."""
+    if a not in dims and b not in dims:
+        return True
+    if a not in dims or b not in dims:
+        return False
+    i, j = dims.index(a), dims.index(b)
+    return i < j and all(d is None or ranges[d] == 1 for d in dims[i + 1:j])
+
+
+class CollapseElementwiseDims(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: linalg.GenericOp, rewriter: PatternRewriter) -> None:
+        if op.res or any(it.data != attrs.IteratorType.PARALLEL for it in op.iterator_types):
+            return
+        if any(isinstance(o, linalg.IndexOp) for o in op.body.walk()):
+            return
+        types = [v.type for v in op.operands]
+        if not all(isinstance(t, MemRefType) and isinstance(t.layout, NoneAttr)
+                   and -1 not in t.get_shape() for t in types):
+            return
+        maps = [m.data for m in op.indexing_maps]
+        ranges = loop_ranges(op)
+        operand_dims = [_operand_dims(m, t.get_shape()) for m, t in zip(maps, types)]
+        if any(dims is None for dims in operand_dims):
+            return
+        groups = collapse_groups(ranges, operand_dims)  # type: ignore[arg-type]
+        if len(groups) == len(ranges):
+            return  # nothing merges and no unit dim to drop
+        group_of = {d: g for g, dims in enumerate(groups) for d in dims}
+        operands: list[SSAValue] = []
+        new_maps: list[AffineMap] = []
+        for value, dims in zip(op.operands, operand_dims):
+            reassociation, results = _collapse(dims, group_of)  # type: ignore[arg-type]
+            shape = value.type.get_shape()
+            if not shape:  # rank 0: nothing to collapse
+                operands.append(value)
+                new_maps.append(AffineMap(len(groups), 0, ()))
+                continue
+            new_shape = [_prod(shape[p] for p in g) for g in reassociation]
+            if len(reassociation) != len(shape):
+                view = memref.CollapseShapeOp.create(
+                    operands=[value],
+                    result_types=[MemRefType(value.type.element_type, new_shape)],
+                    properties={"reassociation": ArrayAttr(
+                        [ArrayAttr([IntegerAttr(p, i64) for p in g]) for g in reassociation])})
+                rewriter.insert(view)
+                value = view.results[0]
+            operands.append(value)
+            new_maps.append(AffineMap(len(groups), 0, tuple(
+                AffineConstantExpr(0) if g is None else AffineDimExpr(g) for g in results)))
+        n_in = len(op.inputs)
+        new = linalg.GenericOp(
+            operands[:n_in], operands[n_in:], rewriter.move_region_contents_to_new_regions(op.body),
+            ArrayAttr([AffineMapAttr(m) for m in new_maps]),
+            ArrayAttr([attrs.IteratorTypeAttr.parallel()] * len(groups)))
+        new.attributes.update(op.attributes)
+        rewriter.replace(op, new, [])
+
+
+def _collapse(dims: list[int | None], group_of: dict[int, int]
+              ) -> tuple[list[list[int]], list[int | None]]:
+    """An operand's reassociation (its positions, grouped by merged loop dim; unit positions
+    join the group before them, or the first) and its new map's results (a group, or None for
+    a constant 0 where it indexes no group at all)."""
+    reassociation: list[list[int]] = []
+    results: list[int | None] = []
+    pending: list[int] = []  # unit positions before the first group
+    for pos, d in enumerate(dims):
+        g = group_of.get(d) if d is not None else None
+        if g is not None and (not results or results[-1] != g):
+            reassociation.append(pending + [pos])
+            results.append(g)
+            pending = []
+        elif reassociation:
+            reassociation[-1].append(pos)
+        else:
+            pending.append(pos)
+    if not reassociation and pending:  # all unit: one unit dim indexed by a constant 0
+        reassociation, results = [pending], [None]
+    return reassociation, results
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+class CollapseDims(ModulePass):
+    """Elementwise linalg.generic ops on contiguous memrefs over as few loop dims as they allow."""
+
+    name = "collapse-dims"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(CollapseElementwiseDims(), apply_recursively=False).rewrite_module(op)
