@@ -32,6 +32,7 @@ from __future__ import annotations
 from xdsl.context import Context
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     AffineMapAttr,
     ArrayAttr,
     IntegerAttr,
@@ -103,7 +104,7 @@ class CollapseElementwiseDims(RewritePattern):
             return
         types = [v.type for v in op.operands]
         if not all(isinstance(t, MemRefType) and isinstance(t.layout, NoneAttr)
-                   and -1 not in t.get_shape() for t in types):
+                   and DYNAMIC_INDEX not in t.get_shape() for t in types):
             return
         maps = [m.data for m in op.indexing_maps]
         ranges = loop_ranges(op)

@@ -48,14 +48,15 @@ func.func @flat(%x: memref<8x197x3xf32>, %s: memref<f32>, %y: memref<8x197x3xf32
 // -----
 
 // What keeps its dims: a transpose (dims out of order), a reduction, a body that reads its
-// indices, a strided view.
+// indices, a strided view, a dynamic dim.
 // CHECK-LABEL: func.func @kept
 // CHECK-NOT:     memref.collapse_shape
 // CHECK:         affine_map<(d0, d1) -> (d1, d0)>
 // CHECK:         iterator_types = ["parallel", "reduction"]
 // CHECK:         linalg.index
 // CHECK:         memref<4x8xf32, strided<[16, 1]>>
-func.func @kept(%x: memref<4x8xf32>, %y: memref<8x4xf32>, %r: memref<4xf32>, %v: memref<4x8xf32, strided<[16, 1]>>, %w: memref<4x8xf32>) {
+// CHECK:         ins(%{{.*}} : memref<?x8xf32>) outs(%{{.*}} : memref<?x8xf32>)
+func.func @kept(%x: memref<4x8xf32>, %y: memref<8x4xf32>, %r: memref<4xf32>, %v: memref<4x8xf32, strided<[16, 1]>>, %w: memref<4x8xf32>, %d: memref<?x8xf32>, %e: memref<?x8xf32>) {
   linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1, d0)>], iterator_types = ["parallel", "parallel"]} ins(%x : memref<4x8xf32>) outs(%y : memref<8x4xf32>) {
   ^bb0(%a: f32, %o: f32):
     linalg.yield %a : f32
@@ -76,6 +77,11 @@ func.func @kept(%x: memref<4x8xf32>, %y: memref<8x4xf32>, %r: memref<4xf32>, %v:
   linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%v : memref<4x8xf32, strided<[16, 1]>>) outs(%w : memref<4x8xf32>) {
   ^bb0(%a: f32, %o: f32):
     linalg.yield %a : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%d : memref<?x8xf32>) outs(%e : memref<?x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = math.tanh %a : f32
+    linalg.yield %t : f32
   }
   func.return
 }
