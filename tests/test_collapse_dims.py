@@ -13,9 +13,12 @@ import re
 
 import numpy as np
 import pytest
+from xdsl.parser import Parser
 
 import compiler
 from compiler import ops
+from compiler.lowering.pipeline import make_context
+from compiler.pipeline import compile_module
 
 TOL = 2e-6
 rng = np.random.default_rng(5)
@@ -69,6 +72,25 @@ def test_collapsed_elementwise_matches_numpy(name, fn, ref, shapes, dims, monkey
     plain = compiler.compile(fn, args, threads=1)
     assert par_dims(plain.ir("loops")) == ([len(shapes[0])] if dims < len(shapes[0]) else [dims])
     np.testing.assert_array_equal(plain(*args), out)
+
+
+def test_dynamic_dim_merges():
+    """A dynamic batch merges with the static dim after it ((?, 7, 9) times a (1, 9) row: a
+    (?*7, 9) nest), its size the product at run time; every batch size matches NumPy."""
+    src = """
+func.func @f(%x: tensor<?x7x9xf32, "n">, %b: tensor<1x9xf32>) -> tensor<?x7x9xf32, "n"> {
+  %0 = aicc.exp %x : tensor<?x7x9xf32, "n">
+  %1 = aicc.mul %0, %b : tensor<?x7x9xf32, "n">, tensor<1x9xf32> -> tensor<?x7x9xf32, "n">
+  func.return %1 : tensor<?x7x9xf32, "n">
+}"""
+    m = compile_module(Parser(make_context(), src).parse_module(), "f", use_cache=False)
+    loops = m.ir("loops")
+    assert "memref<?x7x9xf32> into memref<?x9xf32>" in loops and par_dims(loops) == [2], loops
+    b = randn(1, 9)
+    for n in (1, 3, 17):
+        x = randn(n, 7, 9)
+        expect = np.exp(x.astype(np.float64)) * b
+        assert np.max(np.abs(m(x, b) - expect)) <= TOL * max(1.0, float(np.max(np.abs(expect))))
 
 
 def test_threads_split_the_collapsed_loop():

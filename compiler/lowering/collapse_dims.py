@@ -20,7 +20,8 @@ MLIR's linalg collapse-dimensions (and IREE's CollapseDimensions) do:
     %yc = memref.collapse_shape %y [[0, 1], [2, 3]] ...
     linalg.generic {maps = [(d0, d1) -> (d0, d1), -> (d0), -> (d0, d1)]} ins(%xc, %bc) outs(%yc)
 
-Only all-parallel generics on statically shaped memrefs with the identity layout, whose maps
+Only all-parallel generics on memrefs with the identity layout (a dynamic dim merges too: the
+merged size is then dynamic, the product of the sizes at run time), whose maps
 are dims in increasing order (a broadcast drops dims, never permutes them) or constant 0 at
 a unit dim, and whose body does not read its indices (linalg.index). Ops with a reduction,
 a transpose or a strided view keep their dims. On CPU (1, 96, 28, 28), one thread, Zen 4:
@@ -103,8 +104,7 @@ class CollapseElementwiseDims(RewritePattern):
         if any(isinstance(o, linalg.IndexOp) for o in op.body.walk()):
             return
         types = [v.type for v in op.operands]
-        if not all(isinstance(t, MemRefType) and isinstance(t.layout, NoneAttr)
-                   and DYNAMIC_INDEX not in t.get_shape() for t in types):
+        if not all(isinstance(t, MemRefType) and isinstance(t.layout, NoneAttr) for t in types):
             return
         maps = [m.data for m in op.indexing_maps]
         ranges = loop_ranges(op)
@@ -169,8 +169,11 @@ def _collapse(dims: list[int | None], group_of: dict[int, int]
 
 
 def _prod(xs) -> int:
+    """The size of a merged dim: dynamic if any of its dims is."""
     n = 1
     for x in xs:
+        if x == DYNAMIC_INDEX:
+            return DYNAMIC_INDEX
         n *= x
     return n
 
