@@ -24,8 +24,9 @@ Only all-parallel generics on memrefs with the identity layout (a dynamic dim me
 merged size is then dynamic, the product of the sizes at run time), whose maps
 are dims in increasing order (a broadcast drops dims, never permutes them) or constant 0 at
 a unit dim, and whose body does not read its indices (linalg.index). Ops with a reduction,
-a transpose or a strided view keep their dims. On CPU (1, 96, 28, 28), one thread, Zen 4:
-x * sigmoid(x) 0.096 -> 0.038 ms.
+a transpose or a strided view keep their dims. On CPU, one thread, Zen 4, x * sigmoid(x) on
+(1, 96, 28, 28): 0.069 -> 0.028 ms (code for AVX2: 0.086 -> 0.049 ms); a memory-bound body
+(x * 2 + 1) is even: its scalar tail is cheap.
 """
 
 from __future__ import annotations
