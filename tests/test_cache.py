@@ -103,7 +103,8 @@ def test_the_key_changes_with_what_changes_the_code(store, monkeypatch):
     # every environment knob of the passes
     for env, value in (("AICC_CONV_LOWERING", "direct"), ("AICC_CONV_WINOGRAD", "0"),
                        ("AICC_CONV_PACKED", "0"), ("AICC_CONV_PACKED_1X1", "0"),
-                       ("AICC_CONV_SCHEDULE", "owb=4"), ("AICC_WINDOW_INNER", "0")):
+                       ("AICC_CONV_SCHEDULE", "owb=4"), ("AICC_WINDOW_INNER", "0"),
+                       ("AICC_COLLAPSE", "0")):
         monkeypatch.setenv(env, value)
         misses.append(compiler.compile(mlp, (X,), threads=1))
     assert [m.stats["cache"] for m in misses] == ["stored"] * len(misses)

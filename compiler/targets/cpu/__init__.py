@@ -20,6 +20,8 @@ from compiler.targets import Target
 
 # "0": linalg-to-loops keeps the default loop order for windows (A/B timing)
 WINDOW_INNER_ENV = "AICC_WINDOW_INNER"
+# "0": no collapse-dims, elementwise loop nests keep their dims (A/B timing)
+COLLAPSE_ENV = "AICC_COLLAPSE"
 
 
 def _pass(module: str, cls: str):
@@ -80,7 +82,7 @@ class CPUTarget(Target):
             # collapse-dims: an elementwise op's loop nest over as few dims as its operands
             # allow, so its innermost loop is long and all vectors
             loops=(LowerAttention(vector_bits=machine.vector_bits),
-                   *([CollapseDims()] if os.environ.get("AICC_COLLAPSE", "1") != "0" else [])),
+                   *([CollapseDims()] if os.environ.get(COLLAPSE_ENV, "1") != "0" else [])),
             transpose_tile=64,
             # AICC_WINDOW_INNER=0 keeps the default order (for A/B timing)
             window_inner=os.environ.get(WINDOW_INNER_ENV, "1") != "0",
@@ -125,7 +127,8 @@ class CPUTarget(Target):
         return {"target": self.name, "cpu": machine.key(),
                 "llvmlite": llvmlite.__version__, "schedule": format_overrides(options.schedule),
                 "tuning": record_digest(machine.key()),
-                "env": {k: os.environ.get(k, "") for k in (CONV_SCHEDULE_ENV, WINDOW_INNER_ENV)}}
+                "env": {k: os.environ.get(k, "")
+                        for k in (CONV_SCHEDULE_ENV, WINDOW_INNER_ENV, COLLAPSE_ENV)}}
 
     @staticmethod
     def _record(machine) -> str:
