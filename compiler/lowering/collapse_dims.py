@@ -31,6 +31,8 @@ a transpose or a strided view keep their dims. On CPU, one thread, Zen 4, x * si
 
 from __future__ import annotations
 
+import math
+
 from xdsl.context import Context
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import (
@@ -121,12 +123,8 @@ class CollapseElementwiseDims(RewritePattern):
         for value, dims in zip(op.operands, operand_dims):
             reassociation, results = _collapse(dims, group_of)  # type: ignore[arg-type]
             shape = value.type.get_shape()
-            if not shape:  # rank 0: nothing to collapse
-                operands.append(value)
-                new_maps.append(AffineMap(len(groups), 0, ()))
-                continue
-            new_shape = [_prod(shape[p] for p in g) for g in reassociation]
-            if len(reassociation) != len(shape):
+            if len(reassociation) != len(shape):  # (a rank-0 operand keeps its empty map)
+                new_shape = [_merged_size([shape[p] for p in g]) for g in reassociation]
                 view = memref.CollapseShapeOp.create(
                     operands=[value],
                     result_types=[MemRefType(value.type.element_type, new_shape)],
@@ -169,14 +167,9 @@ def _collapse(dims: list[int | None], group_of: dict[int, int]
     return reassociation, results
 
 
-def _prod(xs) -> int:
+def _merged_size(sizes: list[int]) -> int:
     """The size of a merged dim: dynamic if any of its dims is."""
-    n = 1
-    for x in xs:
-        if x == DYNAMIC_INDEX:
-            return DYNAMIC_INDEX
-        n *= x
-    return n
+    return DYNAMIC_INDEX if DYNAMIC_INDEX in sizes else math.prod(sizes)
 
 
 class CollapseDims(ModulePass):
