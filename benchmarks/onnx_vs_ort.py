@@ -11,7 +11,9 @@ intra_op_num_threads = N. The check is zoo.py's (against onnxruntime here: |aicc
 `time.thread_time()` around one call, aicc's and ORT's calls alternated, so that other
 processes on a shared machine count as little as they can (at 1 thread both run on the
 calling thread); the ratio is ORT ms / aicc ms (above 1:
-aicc is faster). `--write` puts the table in benchmarks/results/onnx_vs_ort.md.
+aicc is faster). `--write` puts the table in benchmarks/results/onnx_vs_ort.md (or `--out`).
+`--peer-isa avx2` runs ONNX Runtime's AVX2 kernels (benchmarks/peer_isa.py), for aicc's AVX2 code
+(AICC_TARGET_CPU=x86-64-v3) on a host with AVX-512.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import zoo  # noqa: E402
+from peer_isa import PEER_ISAS, aicc_code, describe, restrict_peers  # noqa: E402
 
 TRANSFORMERS = ["gpt2", "t5-encoder", "vit", "clip-text", "clip-vision", "vit_b_16", "whisper-encoder"]
 
@@ -110,9 +113,14 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--write", action="store_true")
+    p.add_argument("--out", type=Path, default=HERE / "results" / "onnx_vs_ort.md",
+                   help="where --write puts the table")
+    p.add_argument("--peer-isa", default="host", choices=PEER_ISAS,
+                   help="ONNX Runtime's kernels: the host's, or its AVX2 ones (benchmarks/peer_isa.py)")
     p.add_argument("--ab", default="", metavar="ENV=VALUE",
                    help="also time aicc compiled with this environment variable set (A/B)")
     args = p.parse_args(argv)
+    restrict_peers(args.peer_isa)
     rows = []
     for name in [n for n in args.only.split(",") if n]:
         rows.append(run(name, args.threads, args.runs, args.ab))
@@ -125,11 +133,11 @@ def main(argv=None) -> int:
     text = table(rows)
     print(text)
     if args.write:
-        out = HERE / "results" / "onnx_vs_ort.md"
+        out = args.out
         out.write_text(
             "# ONNX models: aicc against ONNX Runtime\n\n"
-            f"`python benchmarks/onnx_vs_ort.py --only {args.only} --threads {args.threads} "
-            f"--runs {args.runs}`. Machine: {zoo.machine()}, shared with other jobs; "
+            f"`python benchmarks/onnx_vs_ort.py {' '.join(sys.argv[1:] if argv is None else argv)}`. "
+            f"Machine: {zoo.machine()}, shared with other jobs; {aicc_code()}; {describe()}; "
             f"{args.threads} thread(s), batch 1, full-size models as in zoo.py. Times: the "
             "minimum thread CPU time (time.thread_time) of one call over the runs.\n\n" + text + "\n")
         print(f"wrote {out}")

@@ -3,7 +3,7 @@ model, side by side in one process; and `compiler.quantize_dynamic` transformers
 aicc float32 and ONNX Runtime's float32 and quantize_dynamic models.
 
     python benchmarks/quant_bench.py [--threads 1] [--reps 50] [--batch 32] [--skip-static]
-                                     [--int8-saturation]
+                                     [--int8-saturation] [--peer-isa avx2]
 
 Models: an MLP (784-512-512-10), a small CNN (3x3 convs 32-64-64 on 32x32 images, pooling, a
 linear head) and a transformer feed-forward block (x + W2 gelu(W1 x), d 256, ffn 1024, 64 tokens
@@ -30,7 +30,8 @@ its thread CPU time counts it). Cosines are against torch's float32 output.
 `--int8-saturation` compiles every aicc int8 model with `int8_saturation=True`: on a CPU without
 VNNI its 8-bit weights then take the vpmaddubsw kernel, whose int16 pair sums saturate as ONNX
 Runtime's do there (with VNNI it changes nothing). Run it with AICC_TARGET_CPU=x86-64-v3 for
-aicc's AVX2 code on any host (ONNX Runtime still picks its kernels from the host).
+aicc's AVX2 code on any host; add `--peer-isa avx2` for ONNX Runtime's AVX2 kernels beside it
+(benchmarks/peer_isa.py; without it ONNX Runtime picks its kernels from the host).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from aot_bench import cpu_name  # noqa: E402
+from peer_isa import PEER_ISAS, aicc_code, describe, restrict_peers  # noqa: E402
 
 import compiler  # noqa: E402
 from compiler import ops  # noqa: E402
@@ -110,15 +112,6 @@ def _cross_vnni() -> bool:
     from compiler.targets.cpu.machine import cpu_machine
 
     return cpu_machine(None).vnni_bits == 0 and cpu_machine("host").vnni_bits > 0
-
-
-def _isa() -> str:
-    """The host as the int8 kernels see it: LLVM CPU name, vector width, VNNI."""
-    from compiler.targets.cpu.machine import cpu_machine
-
-    m, host = cpu_machine(None), cpu_machine("host")  # None: $AICC_TARGET_CPU, else the host
-    isa = f"LLVM CPU {m.name}, {m.vector_bits}-bit vectors, " + (f"VNNI {m.vnni_bits}" if m.vnni_bits else "no VNNI")
-    return isa if m.name == host.name else f"aicc's code for {isa} (AICC_TARGET_CPU) on a {host.name} host"
 
 
 def _cos(a, b) -> float:
@@ -250,8 +243,11 @@ def main() -> None:
     p.add_argument("--skip-static", action="store_true", help="only the dynamic quantization rows")
     p.add_argument("--int8-saturation", action="store_true",
                    help="aicc's int8 models with int8_saturation=True (ONNX Runtime's pair sums without VNNI)")
+    p.add_argument("--peer-isa", default="host", choices=PEER_ISAS,
+                   help="ONNX Runtime's kernels: the host's, or its AVX2 ones (benchmarks/peer_isa.py)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "quant.md"))
     args = p.parse_args()
+    restrict_peers(args.peer_isa)
     sat = args.int8_saturation
     rng = np.random.default_rng(0)
     rows, ort_rows = [], []
@@ -279,12 +275,13 @@ def main() -> None:
     lines = [
         "# int8 (compiler.quantize) against float32 (compiler.compile)",
         "",
-        f"Machine: {cpu_name()} ({platform.machine()}; {_isa()}), {args.threads} thread(s). "
+        f"Machine: {cpu_name()} ({platform.machine()}; {aicc_code()}), {args.threads} thread(s). "
         f"Command: `python benchmarks/quant_bench.py {' '.join(sys.argv[1:])}`.",
         *(["aicc's int8 models: `int8_saturation=True` (without VNNI, int16 pair sums that may saturate,",
            "as ONNX Runtime's)."] if sat else []),
         *(["ONNX Runtime picks its kernels from the host, not from AICC_TARGET_CPU: here it runs its VNNI",
-           "int8 kernels against aicc's code for a CPU without VNNI."] if _cross_vnni() else []),
+           "int8 kernels against aicc's code for a CPU without VNNI."] if _cross_vnni() and args.peer_isa == "host"
+          else [f"Peers: {describe()}."] if args.peer_isa != "host" else []),
         "Alternating runs: median wall-clock ms and least CPU ms of the calling thread; speed-up =",
         "float32 CPU ms / int8 CPU ms; cosine of the int8 output with float32's. Calibration: 8",
         "random batches, minmax; weights per channel.",

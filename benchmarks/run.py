@@ -505,6 +505,8 @@ def markdown(results: dict, command: str) -> str:
           f"Command: `{command}`\n",
           f"Clock: {results['clock']} (medians); a peer cell is `ms (peer/aicc)`, > 1 means aicc is faster. "
           "`max err` is the largest max|peer - aicc| / max(1, max|peer|) over the peers.\n"]
+    if results.get("code"):
+        md.append(f"Code: {results['code']}; {results['peers_isa']}.\n")
     if results.get("note"):
         md.append(f"Note: {results['note']}\n")
     for t, rows in results["runs"].items():
@@ -582,6 +584,8 @@ def write_chart(results: dict, path: Path) -> bool:
 
 
 def main() -> int:
+    from peer_isa import PEER_ISAS, aicc_code, describe, restrict_peers
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes")
     p.add_argument("--only", help="comma-separated substrings of benchmark names")
@@ -598,9 +602,12 @@ def main() -> int:
                         f"(alone: {','.join(ZOO_DEFAULT)}); writes models.json/.md/.png")
     p.add_argument("--batches", default="1,8", help="batch sizes of --models (default: 1,8)")
     p.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--peer-isa", default="host", choices=PEER_ISAS,
+                   help="the peers' kernels: the host's, or their AVX2 ones (benchmarks/peer_isa.py)")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     p.add_argument("--peak", type=float, help=argparse.SUPPRESS)
     args = p.parse_args()
+    restrict_peers(args.peer_isa)
     if args.target == "cuda":  # GPU benchmarks live apart: aicc vs torch on the device
         from cuda_bench import main as cuda_main  # not "cuda": that would shadow cuda-bindings
 
@@ -631,7 +638,8 @@ def main() -> int:
     peak = peak_info()
     machine = {"cpu": cpu_model(), "cores": ncpu, "python": platform.python_version(), "peak": peak}
     print(f"aicc CPU benchmarks on {machine_line(machine)}")
-    results = {"machine": machine, "clock": args.clock, "note": args.note, "runs": {}}
+    results = {"machine": machine, "clock": args.clock, "note": args.note, "runs": {},
+               "code": aicc_code(), "peers_isa": describe()}
     if models:
         results["models"] = models
         results["batches"] = batches

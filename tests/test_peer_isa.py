@@ -1,0 +1,87 @@
+"""benchmarks/peer_isa.py: the peers restricted to their AVX2 kernels (`--peer-isa avx2`).
+
+The ONNX Runtime copy is checked by what its kernels compute, not by a timing: MLAS's AVX2
+u8s8 int8 GEMM saturates int16 pair sums (255 * 127 * 2 > 32767), its VNNI one does not.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                                reason="x86 kernels")
+
+
+@pytest.fixture(scope="module")
+def peer_isa():
+    spec = importlib.util.spec_from_file_location("benchmarks_peer_isa", ROOT / "benchmarks" / "peer_isa.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _needs_onnxruntime():
+    for package in ("onnxruntime", "onnx"):
+        if importlib.util.find_spec(package) is None:
+            pytest.skip(f"{package} is not installed")
+
+
+def test_patch_library(peer_isa, tmp_path):
+    """Every copy of the jump is made a 6-byte no-op and nothing else changes; a library
+    without it is left as it was."""
+    site = bytes.fromhex("f7 c7 00 00 01 00 74 0e 4c 89 d0 48 f7 d0 a8 e0")
+    jump = bytes.fromhex("0f 84 ef 00 00 00")
+    data = b"\x90" * 7 + site + jump + b"\xcc" * 5 + site.replace(b"\xf7\xc7", b"\xf7\xc2") + jump + b"\xc3"
+    lib = tmp_path / "lib.so"
+    lib.write_bytes(data)
+    assert peer_isa.patch_library(lib) == 2
+    assert lib.read_bytes() == data.replace(site + jump, site + peer_isa.NOP6).replace(
+        site.replace(b"\xf7\xc7", b"\xf7\xc2") + jump, site.replace(b"\xf7\xc7", b"\xf7\xc2") + peer_isa.NOP6)
+    other = tmp_path / "other.so"
+    other.write_bytes(data.replace(b"\xa8\xe0", b"\xa8\xe1"))  # test $0xe1: not MLAS's check
+    assert peer_isa.patch_library(other) == 0
+    assert other.read_bytes() == data.replace(b"\xa8\xe0", b"\xa8\xe1")
+
+
+def test_peer_env(peer_isa):
+    assert peer_isa.peer_env("host") == {}
+    with pytest.raises(peer_isa.PeerIsaError, match="unknown peer ISA 'sse'"):
+        peer_isa.peer_env("sse")
+
+
+def test_onnxruntime_avx2_runs_the_avx2_int8_kernel(peer_isa, tmp_path, monkeypatch):
+    """The copy's int8 GEMM saturates as MLAS's AVX2 kernel does (on a host with VNNI the
+    installed package gives the exact sum); the copy is made once and found again."""
+    _needs_onnxruntime()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    site = peer_isa.onnxruntime_avx2()
+    assert site.is_relative_to(tmp_path) and int((site / "ok").read_text().split()[0]) >= 1
+    assert peer_isa.check_onnxruntime(site) == peer_isa.SATURATED
+    assert peer_isa.check_onnxruntime(None) in (peer_isa.SATURATED, peer_isa.EXACT)
+    assert peer_isa.onnxruntime_avx2() == site
+
+
+def test_run_with_avx2_peers(tmp_path):
+    """`benchmarks/run.py --peer-isa avx2`: the run says which kernels its peers ran."""
+    _needs_onnxruntime()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--only", "softmax",
+           "--threads", "1", "--budget", "0.01", "--peers", "onnxruntime", "--clock", "thread",
+           "--peer-isa", "avx2", "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    results = json.loads((tmp_path / "cpu.json").read_text())
+    assert "their AVX2 kernels" in results["peers_isa"]
+    [row] = results["runs"]["1"]
+    assert row["peers"]["onnxruntime"]["max_scaled_err"] < 1e-4
+    assert "ONNX Runtime with MLAS's AVX-512 set-up skipped" in (tmp_path / "cpu.md").read_text()
