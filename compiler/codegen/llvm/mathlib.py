@@ -19,13 +19,16 @@ F32 = ir.FloatType()
 F64 = ir.DoubleType()
 I32 = ir.IntType(32)
 
-# exp: Cephes expf. ln2 split in two so n*LN2_HI is exact; the polynomial approximates
-# (exp(r) - 1 - r) / r^2 on |r| <= ln2/2.
+# exp: Cephes expf's range reduction. ln2 split in two so n*LN2_HI is exact; then
+# exp(r) = 1 + r + r^2 * Q(r) on |r| <= ln2/2, Q of degree 4 (six FMAs in one Horner chain).
+# Q is a minimax fit of (exp(r) - 1 - r) / r^2 for the relative error of exp(r): 3.1e-9
+# before rounding, far below float32's 6e-8, so exp(x) is within 0.88 ulp over [-87, 88]
+# (94% correctly rounded), as with Cephes' Q of degree 5, which costs a seventh FMA.
 _LOG2E = 1.44269504088896341
 _LN2_HI = 0.693359375
 _LN2_LO = -2.12194440e-4
-_EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
-             1.6666665459e-1, 5.0000001201e-1)
+_EXP_POLY = (1.3814324047416449e-3, 8.368851616978645e-3, 4.1668400168418884e-2,
+             1.666651964187622e-1, 4.999999403953552e-1)
 # Outside [lo, hi] the result is 0 resp. inf anyway; clamping keeps n inside int range.
 _EXP_CLAMP_HI = 89.0
 _EXP_CLAMP_LO = -104.0
