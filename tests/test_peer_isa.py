@@ -85,3 +85,67 @@ def test_run_with_avx2_peers(tmp_path):
     [row] = results["runs"]["1"]
     assert row["peers"]["onnxruntime"]["max_scaled_err"] < 1e-4
     assert "ONNX Runtime with MLAS's AVX-512 set-up skipped" in (tmp_path / "cpu.md").read_text()
+
+
+def _onnxruntime_avx2_run(peer_isa, model, feeds: dict, tmp_path: Path):
+    """The model's first output from the ONNX Runtime copy on its AVX2 kernels, one thread,
+    in a process of its own (the copy must come first on its path)."""
+    import numpy as np
+    import onnx
+
+    onnx.save(model, tmp_path / "m.onnx")
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    code = ("import sys, numpy as np, onnxruntime as ort\n"
+            "so = ort.SessionOptions(); so.intra_op_num_threads = 1\n"
+            "s = ort.InferenceSession(sys.argv[1] + '/m.onnx', so, providers=['CPUExecutionProvider'])\n"
+            "np.save(sys.argv[1] + '/out.npy', s.run(None, dict(np.load(sys.argv[1] + '/feeds.npz')))[0])\n")
+    env = dict(os.environ, PYTHONPATH=str(peer_isa.onnxruntime_avx2()))
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env, check=True)
+    return np.load(tmp_path / "out.npy")
+
+
+def _int8_models(rng):
+    """A MatMulInteger (u8 A with a zero point, s8 B, odd sizes) and a QLinearConv (3x3, pad 1,
+    per-channel weight scales, an int32 bias), their weights over the whole int8 range and
+    their inputs with rows of 255 (pair sums past int16)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    def model(node, x, out_type, inits):
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, list(x.shape))],
+                              [helper.make_tensor_value_info("y", out_type, None)],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+    a = rng.integers(0, 256, (37, 129), dtype=np.uint8)
+    a[:4] = 255
+    mm = model(helper.make_node("MatMulInteger", ["x", "b", "az"], ["y"]), a, TensorProto.INT32,
+               {"b": rng.integers(-128, 128, (129, 45), dtype=np.int8), "az": np.uint8(117)})
+    x = rng.integers(0, 256, (2, 13, 9, 9), dtype=np.uint8)
+    x[0] = 255
+    conv = model(helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"],
+                                  pads=[1, 1, 1, 1]), x, TensorProto.UINT8,
+                 {"xs": np.float32(0.02), "xz": np.uint8(120),
+                  "w": rng.integers(-128, 128, (24, 13, 3, 3), dtype=np.int8),
+                  "ws": rng.uniform(0.005, 0.02, 24).astype(np.float32), "wz": np.zeros(24, np.int8),
+                  "ys": np.float32(0.5), "yz": np.uint8(128),
+                  "b": rng.integers(-1000, 1000, 24).astype(np.int32)})
+    return [("MatMulInteger", mm, a), ("QLinearConv", conv, x)]
+
+
+def test_int8_saturation_is_onnx_runtimes_avx2_kernel_bit_for_bit(peer_isa, tmp_path, monkeypatch):
+    """aicc's code for a CPU without VNNI with `int8_saturation=True` gives ONNX Runtime's AVX2
+    int8 results bit for bit, saturated pair sums included (issue 16: "matching ONNX Runtime's
+    integer results, its rounding and saturation rules"); exact sums differ from them."""
+    _needs_onnxruntime()
+    import numpy as np
+
+    import compiler
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for name, model, x in _int8_models(np.random.default_rng(0)):
+        ort = _onnxruntime_avx2_run(peer_isa, model, {"x": x}, tmp_path)
+        saturating = np.asarray(compiler.compile(model, (x,), target_cpu="x86-64-v3", int8_saturation=True)(x))
+        exact = np.asarray(compiler.compile(model, (x,), target_cpu="x86-64-v3")(x))
+        assert (exact != ort).sum() > x.shape[-1], name  # the check sees saturation
+        np.testing.assert_array_equal(saturating, ort, err_msg=name)
