@@ -80,7 +80,9 @@ def compile(
     GEMM does on this CPU: without VNNI, in pairs of k = 2i, 2i + 1 summed into int16 with
     saturation (vpmaddubsw, as in its MLAS kernels, oneDNN and TVM there), which is faster,
     but a pair of large products saturates; with VNNI nothing changes. The default keeps every
-    int32 sum exact (7-bit weights take vpmaddubsw exactly anyway).
+    int32 sum exact (7-bit weights take vpmaddubsw exactly anyway). Measured against ONNX
+    Runtime's AVX2 kernels: MatMulInteger and QLinearConv saturate as here, ConvInteger does
+    not (its results are the exact ones).
     """
     options = CompileOptions(target, threads, fuse, print_ir_after_all, schedule, target_cpu,
                              target_options=cpu_target_options(tune, tune_budget, int8_saturation))
