@@ -473,6 +473,32 @@ def test_exp_accuracy(vector_ldexp):
         _check_specials(ys, np.exp(SPECIALS.astype(np.float64)))
 
 
+def test_exp_afn_flushes_only_results_below_flt_min(vector_ldexp):
+    """math.exp fastmath<afn> (softmax's and attention's exp): without vscalefps, one factor
+    2**n, so results below 2^-126 of n <= -127 are +0.0 (those of n = -126 stay) and
+    arguments in [88.38, 88.72] (n = 128) +inf; every other result is the exact form's bit
+    for bit. With vscalefps nothing changes."""
+    x = np.concatenate([_f32_samples(-110.0, 100.0), SPECIALS,
+                        np.float32([-87.3365, -87.3366, -87.5, -87.7, 88.37, 88.38, 88.5, 88.72])])
+    afn = build(unary_kernel("math.exp", x.size).replace(
+        "%y = math.exp %x : f32", "%y = math.exp %x fastmath<afn> : f32"), vector_ldexp=vector_ldexp)
+    y = np.empty_like(x)
+    afn.get("k", 2)(x, y)
+    exact = _run_unary("math.exp", x, vector_ldexp)
+    if vector_ldexp:
+        np.testing.assert_array_equal(y, exact)
+        return
+    tiny = exact < np.finfo(np.float32).tiny
+    band = np.isfinite(exact) & (x.astype(np.float64) * math.log2(math.e) >= 127.5)  # n = 128
+    assert np.all(np.isposinf(y[band])) and band.any() and x[band].min() >= 88.376
+    # below 2^-126 a result is 0 (n <= -127) or the exact form's (n = -126, y*2^-126 rounded once)
+    assert np.all((y[tiny] == 0.0) | (y[tiny] == exact[tiny]))
+    assert (y[tiny] == 0.0).sum() > 1000 and (y[tiny & (exact > 0)] > 0).any()
+    keep = ~tiny & ~band
+    np.testing.assert_array_equal(y[keep], exact[keep])  # NaN == NaN here, inf too
+    assert np.isnan(y[np.isnan(x)]).all() and y[x == -np.inf].tolist() == [0.0]
+
+
 def test_log_accuracy():
     x = _f32_samples(0.0, 3.0e38)
     x = x[x > 0]

@@ -446,6 +446,23 @@ def test_exp_within_two_ulp_over_its_whole_range():
     np.testing.assert_array_equal(np.isnan(got), np.isnan(y))
 
 
+@pytest.mark.parametrize("target_cpu", [None, "x86-64-v3"], ids=["host", "avx2"])
+def test_softmax_entries_far_below_the_row_max(target_cpu):
+    """Softmax's exp is marked afn: where the target has no vscalefps (AVX2 code) its results
+    below 2^-126 may be 0. Entries 0 to 110 below the row max, rows of 7 and 129: those of
+    2^-126 or more within 4e-7 of float64 softmax, the smaller ones within 2^-126 of it."""
+    rng = np.random.default_rng(3)
+    for n in (7, 129):
+        x = rng.uniform(-110.0, 0.0, (64, n)).astype(np.float32)
+        x[:, 0] = 0.0
+        got, want = run(lambda x: ops.softmax(x, axis=-1), x, target_cpu=target_cpu)
+        want = np.exp(x.astype(np.float64)) / np.exp(x.astype(np.float64)).sum(-1, keepdims=True)
+        big = want >= np.finfo(np.float32).tiny
+        assert (~big).sum() > 50
+        np.testing.assert_allclose(got[big], want[big], rtol=4e-7)
+        assert np.all(np.abs(got[~big] - want[~big]) <= np.finfo(np.float32).tiny)
+
+
 def test_softmax_rows_with_nan_and_minus_inf():
     """A row holding a NaN is NaN, a row of -inf is NaN (as NumPy's -inf - -inf), and -inf
     entries of other rows give exact zeros; rows of 1, 7 and 129 entries."""

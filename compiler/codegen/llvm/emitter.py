@@ -753,8 +753,9 @@ _MATHLIB = {"math.exp": mathlib.emit_exp, "math.log": mathlib.emit_log,
 
 @handles(*_MATHLIB)
 def _mathlib(e: FunctionEmitter, op: Operation) -> None:
+    kw = {"flush": bool({"afn", "fast"} & set(_fastmath(op)))} if op.name == "math.exp" else {}
     e.set(op.results[0], _MATHLIB[op.name](e.b, e.get(op.operands[0]),
-                                          vector_ldexp=e.em.vector_ldexp))
+                                          vector_ldexp=e.em.vector_ldexp, **kw))
 
 
 @handles("math.rsqrt")

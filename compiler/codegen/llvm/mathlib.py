@@ -161,9 +161,15 @@ def _ldexp(b: ir.IRBuilder, y, n):
 # ---------------------------------------------------------------------------- functions
 
 
-def emit_exp(b: ir.IRBuilder, x, vector_ldexp: bool = False):
+def emit_exp(b: ir.IRBuilder, x, vector_ldexp: bool = False, flush: bool = False):
     """exp(x). `vector_ldexp`: the target lowers llvm.ldexp on vectors to one instruction
-    (AVX-512 vscalefps); elsewhere it would become a libm call per element."""
+    (AVX-512 vscalefps); elsewhere it would become a libm call per element.
+
+    `flush` (math.exp marked `afn`): without vscalefps, 2^n is one factor (4 ops instead of
+    7), so results below 2^-126 (FLT_MIN) are +0.0 and arguments in [88.38, 88.72] (n = 128)
+    give +inf, not their finite exp. Softmax and attention mark their exp so: its argument
+    (x - max) is never above 0, and then every result of 2^-126 or more is the exact form's,
+    bit for bit (as ONNX Runtime's softmax, which flushes the same way)."""
     ty = x.type
     if not _is_f32(ty):
         return call_intrinsic(b, "exp", x)
@@ -179,10 +185,19 @@ def emit_exp(b: ir.IRBuilder, x, vector_ldexp: bool = False):
     nf = b.fsub(t, _const(ty, _ROUND_MAGIC))
     r = _fma(b, nf, _const(ty, -_LN2_HI), xc)
     r = _fma(b, nf, _const(ty, -_LN2_LO), r)
-    # exp(r) = 1 + r + r^2 * P(r), all as one Horner chain.
+    # exp(r) = 1 + r + r^2 * Q(r), all as one Horner chain.
     y = _horner(b, _EXP_POLY + (1.0, 1.0), r)
     if vector_ldexp:
         y = _ldexp(b, y, b.sub(b.bitcast(t, ity), _const(ity, _ROUND_MAGIC_BITS)))
+    elif flush:
+        # 2**n as one float, its biased exponent e = n + 127 read from t's bits as below;
+        # n < -126 gives e <= 0, held at 0: the factor is then +0.0 and so is the result
+        # (a NaN x stays NaN); n = 128 gives e = 255, +inf. For -126 <= n <= 127 the factor
+        # is exact, and the product is the two-factor form's (one rounding at most).
+        e = b.sub(b.bitcast(t, ity), _const(ity, _ROUND_MAGIC_BITS - 127))
+        zero = _const(ity, 0)
+        e = b.select(b.icmp_signed(">", e, zero), e, zero)
+        y = b.fmul(y, b.bitcast(b.shl(e, _const(ity, 23)), ty))
     else:
         # 2**n in two factors, 2**n1 * 2**n2 with n1 = floor(n / 2), so that results in the
         # denormal range (n < -126) and the overflow boundary (n = 128) come out with a

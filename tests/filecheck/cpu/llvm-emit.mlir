@@ -32,6 +32,23 @@
 // CHECK:         icmp slt i64 %{{.*}}, 4
 // CHECK-NOT:   @expf
 
+// An exp marked afn (softmax's, attention's) scales by 2**n in one factor without
+// vscalefps: its exponent field n + 127 (n + 127 - the magic's bits), held at 0 (then the
+// factor is +0.0, and results below 2^-126 are zero), one multiply.
+// CHECK-LABEL: define void @"scale_afn"
+// CHECK:         %[[T:.*]] = call float @"llvm.fmuladd.f32"(float %{{.*}}, float 0x3ff7154760000000, float 0x4168000000000000)
+// CHECK:         %[[TB:.*]] = bitcast float %[[T]] to i32
+// AVX512:        call float @"llvm.ldexp.f32.i32"
+// AVX2-NOT:      @"llvm.ldexp
+// AVX2:          %[[E:.*]] = sub i32 %[[TB]], 1262485377
+// AVX2:          %[[POS:.*]] = icmp sgt i32 %[[E]], 0
+// AVX2:          %[[EM:.*]] = select i1 %[[POS]], i32 %[[E]], i32 0
+// AVX2:          %[[S:.*]] = shl i32 %[[EM]], 23
+// AVX2:          %[[F:.*]] = bitcast i32 %[[S]] to float
+// AVX2:          fmul float %{{.*}}, %[[F]]
+// AVX2-NOT:      ashr
+// CHECK:         store float
+
 func.func @scale(%x: memref<4x129xf32>, %o: memref<4x129xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -44,6 +61,21 @@ func.func @scale(%x: memref<4x129xf32>, %o: memref<4x129xf32>) {
     %e = math.exp %v : f32
     %m = arith.mulf %e, %two : f32
     memref.store %m, %o[%i, %j] : memref<4x129xf32>
+    scf.reduce
+  }) : (index, index, index, index, index, index) -> ()
+  func.return
+}
+
+func.func @scale_afn(%x: memref<4x129xf32>, %o: memref<4x129xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c129 = arith.constant 129 : index
+  "scf.parallel"(%c0, %c0, %c4, %c129, %c1, %c1) <{operandSegmentSizes = array<i32: 2, 2, 2, 0>}> ({
+  ^bb0(%i: index, %j: index):
+    %v = memref.load %x[%i, %j] : memref<4x129xf32>
+    %e = math.exp %v fastmath<afn> : f32
+    memref.store %e, %o[%i, %j] : memref<4x129xf32>
     scf.reduce
   }) : (index, index, index, index, index, index) -> ()
   func.return

@@ -56,12 +56,13 @@
 // CHECK:               } else {
 // CHECK-NOT:             arith.select
 // CHECK:               }
-// Online softmax: the new max, exp(old - new) rescales the sum and the accumulators.
+// Online softmax: the new max, exp(old - new) rescales the sum and the accumulators. Both
+// exps are marked afn (their arguments are never above 0: results below 2^-126 may be 0).
 // CHECK:               memref.load %[[M]]
 // CHECK:               arith.maximumf
-// CHECK:               math.exp
+// CHECK:               math.exp %{{.*}} fastmath<afn>
 // CHECK:               memref.store %{{.*}}, %[[M]]
-// CHECK:               math.exp
+// CHECK:               math.exp %{{.*}} fastmath<afn>
 // CHECK:               memref.store %{{.*}}, %[[L]]
 // p @ v into the accumulators.
 // CHECK:               memref.load %[[V]][%[[T]], %{{.*}}, %{{.*}}] : memref<2x5x3xf32>
