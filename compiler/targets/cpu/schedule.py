@@ -597,6 +597,9 @@ def _balanced(total: int, block_max: int, multiple: int) -> int:
 
 # The output channels (M) from which a conv's matmul packs B (see choose_matmul_schedule).
 CONV_PACK_B_ROWS = 256
+# The longest K block of a matmul that reads B in place (not packed); packed B panels take
+# the longest K block whose A sliver fits 5/8 of L1 (choose_matmul_schedule).
+KC_MAX_IN_PLACE = 512
 
 L1_SET_SPAN = 4096  # bytes after which the L1 set index repeats (64 sets x 64-byte lines)
 
@@ -630,7 +633,11 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     thread, a Linear at batch 1 against pf = 32: 1x768x3072 1.41x, 1x4096x4096 1.39x,
     1x1024x1000 1.2x, 1x576x1024 1.13x; batch 2 and 3 1.05-1.09x; from batch 4 on pf = 32
     is even or ahead, 1.12x at 14x768x3072). Cache blocks (order "mn"):
-    the mr x kc sliver of A takes up to 5/8 of L1 (kc <= 512: fewer passes over C), a
+    the mr x kc sliver of A takes up to 5/8 of L1 (the longer kc, the fewer passes over C),
+    with kc <= KC_MAX_IN_PLACE where B is read in place; a packed B's K blocks are not held
+    to it (Zen 4, one thread, both in one process: AVX2 code, whose 6-row sliver allowed
+    more than 512, 197x768x3072 1.05x, 128x768x768 1.02-1.04x, 2048^3 1.08-1.09x, 1024^3
+    1.0-1.02x; AVX-512 code with a short M: 4x2048x2048 1.07x, 8x768x3072 1.01x), a
     kc x nc block of B a quarter of L2, the mc x nc tile of C an eighth; blocks are
     balanced so the last is not a sliver. Then tiles are split until each thread has a few.
     A is read in place (its sliver sits in L1) unless transposed or its rows alias in L1
@@ -677,12 +684,22 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     # B. Short K blocks walk B a few rows at a time, all panels, so each line of B is used
     # at once; prefetching rows ahead only adds traffic.
     streaming_b = not (b_constant or b_trans or m > mr) and m < 4
+    nbatch = math.prod(batch)
+    # A conv's batch of images split evenly over the threads: each image's tiles on one
+    # thread, which lets tile-matmul write that image's im2col matrix right before them.
+    per_image = conv and nbatch >= 2 and (nbatch % threads == 0 or nbatch >= 4 * threads)
+    pack_b = b_constant or b_trans or (m > mr and (not conv or (
+        m >= CONV_PACK_B_ROWS and not per_image)))
     if "kc" in fixed:
         kc = int(fixed["kc"])
     else:
         # The L1-resident operand: an mr x kc sliver of A ("mn") or a kc x nr panel of B.
+        # B read in place keeps K blocks of KC_MAX_IN_PLACE rows at most; packed B panels
+        # take the longest the sliver allows (fewer passes over C).
         per_k = (mr if order == "mn" else nr) * elem_bytes
-        kc_max = max(16, min(512, (l1_bytes * 5 // 8) // per_k) // 16 * 16)
+        kc_max = max(16, (l1_bytes * 5 // 8) // per_k // 16 * 16)
+        if not pack_b:
+            kc_max = min(kc_max, KC_MAX_IN_PLACE)
         if streaming_b:
             kc_max = 64
         kc = _balanced(max(k, 1), kc_max, 1)
@@ -694,7 +711,6 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
         mc = int(fixed["mc"])
     else:
         mc = _balanced(max(m, 1), max(mr, (l2_bytes // 8) // (nc * elem_bytes) // mr * mr), mr)
-    nbatch = math.prod(batch)
     # Enough tiles for the threads (a few each, for balance), if the work is worth it.
     flops = 2 * nbatch * m * n * k
     if threads > 1 and flops >= 1 << 22:
@@ -708,15 +724,11 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
                 nc = _round_up(nc // 2, nr)
             else:
                 break
-    # A conv's batch of images split evenly over the threads: each image's tiles on one
-    # thread, which lets tile-matmul write that image's im2col matrix right before them.
-    per_image = conv and nbatch >= 2 and (nbatch % threads == 0 or nbatch >= 4 * threads)
     s = MatmulSchedule(
         mr=mr, nr=nr, vw=vw, kc=kc, mc=mc, nc=nc, ku=4,
         pack_a=a_constant or ((order == "nm" or a_trans or rows_alias_in_l1(k * elem_bytes, mr))
                               and m > mr and n > nr),
-        pack_b=b_constant or b_trans or (m > mr and (not conv or (
-            m >= CONV_PACK_B_ROWS and not per_image))),
+        pack_b=pack_b,
         parallel="b" if per_image else "bmn", order=order,
         pf=32 if k > 64 and m >= 4 else 0)
     s = replace(s, **{k_: v for k_, v in fixed.items() if k_ not in ("mr", "nr", "vw", "kc",
