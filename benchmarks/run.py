@@ -475,7 +475,7 @@ def evaluate_model_bars(rows: list[dict]) -> list[tuple[str, bool | None, str]]:
     geo = math.exp(sum(math.log(v) for v in ratios.values()) / len(ratios))
     worst = min(ratios, key=ratios.get)
     return [(statement, min(ratios.values()) >= 1.0 and geo >= 1.2,
-             f"geomean {geo:.2f} over {len(ratios)} models; lowest {worst} {ratios[worst]:.2f}")]
+             f"geomean {geo:.3f} over {len(ratios)} models; lowest {worst} {ratios[worst]:.2f}")]
 
 
 def verdict(met: bool | None) -> str:

@@ -122,7 +122,7 @@ def test_model_bars(run):
             _row("vit b1", 1.0, "model:transformers", onnxruntime=1.3),
             _row("vit b8", 1.0, None, onnxruntime=0.5)]  # batch 8: not part of the bar
     [(_, met, numbers)] = run.evaluate_model_bars(fast)
-    assert met is True and "geomean 1.40 over 2 models" in numbers
+    assert met is True and "geomean 1.396 over 2 models" in numbers
     slow = fast[:1] + [_row("gpt2 b1", 1.0, "model:transformers", onnxruntime=0.9)]
     [(_, met, numbers)] = run.evaluate_model_bars(slow)
     assert met is False and "lowest gpt2 b1 0.90" in numbers
