@@ -22,8 +22,8 @@ The jump is found by its bytes (the AVX512F CPUID test, XCR0 inverted, `test $0x
 `je`): the compiler made a copy of the set-up per caller, and every copy is patched; without
 a match the copy is refused. Each copy is then checked: an int8 MatMulInteger of 255 x 127
 pairs gives the saturated sum (32767 a pair) that MLAS's AVX2 kernel gives, not the exact one
-of its VNNI kernel. The copy lives under $XDG_CACHE_HOME/aicc-bench (~/.cache/aicc-bench), keyed by the
-installed package's version and library size, and is made once.
+of its VNNI kernel. The copy lives under $XDG_CACHE_HOME/aicc-bench (~/.cache/aicc-bench),
+keyed by the installed package's version and library size, and is made once.
 
 The hardware stays the host's: AVX2 code on a Zen 4 runs on its 256-bit units, as it would on
 a Zen 4 without AVX-512, not as on a Zen 1 (whose units are 128 bits wide). What this measures
