@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -136,7 +137,7 @@ def main(argv=None) -> int:
         out = args.out
         out.write_text(
             "# ONNX models: aicc against ONNX Runtime\n\n"
-            f"`python benchmarks/onnx_vs_ort.py {' '.join(sys.argv[1:] if argv is None else argv)}`. "
+            f"`python benchmarks/onnx_vs_ort.py {shlex.join(sys.argv[1:] if argv is None else argv)}`. "
             f"Machine: {zoo.machine()}, shared with other jobs; {aicc_code()}; {describe()}; "
             f"{args.threads} thread(s), batch 1, full-size models as in zoo.py. Times: the "
             "minimum thread CPU time (time.thread_time) of one call over the runs.\n\n" + text + "\n")

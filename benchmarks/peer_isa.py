@@ -88,13 +88,19 @@ def patch_library(path: Path) -> int:
     return len(sites)
 
 
-def check_onnxruntime(site: Path | None) -> int:
-    """The int8 check's sum from the onnxruntime found first on `site` (None: the installed
-    one), in a process of its own."""
+def site_env(site: Path | None) -> dict[str, str]:
+    """This process's environment with `site` first on PYTHONPATH (None: as it is)."""
     env = dict(os.environ)
     if site is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    out = subprocess.run([sys.executable, "-c", _CHECK], env=env, capture_output=True, text=True)
+    return env
+
+
+def check_onnxruntime(site: Path | None) -> int:
+    """The int8 check's sum from the onnxruntime found first on `site` (None: the installed
+    one), in a process of its own."""
+    out = subprocess.run([sys.executable, "-c", _CHECK], env=site_env(site), capture_output=True,
+                         text=True)
     if out.returncode:
         raise PeerIsaError(f"the onnxruntime check failed: {out.stderr.strip().splitlines()[-1:]}")
     origin, total = out.stdout.split()
@@ -115,7 +121,8 @@ def onnxruntime_avx2() -> Path:
         raise PeerIsaError(f"no onnxruntime_pybind11_state library in {package / 'capi'}")
     from importlib.metadata import version
 
-    key = f"onnxruntime-{version('onnxruntime')}-{libraries[0].stat().st_size}-avx2"
+    ort_version = version("onnxruntime")
+    key = f"onnxruntime-{ort_version}-{libraries[0].stat().st_size}-avx2"
     site = _cache_root() / key
     if (site / "onnxruntime").is_dir() and (site / "ok").exists():
         return site
@@ -125,7 +132,7 @@ def onnxruntime_avx2() -> Path:
     if not patched:
         shutil.rmtree(site, ignore_errors=True)
         raise PeerIsaError(f"MLAS's AVX-512 set-up not found in {libraries[0]} "
-                           f"(onnxruntime {version('onnxruntime')}): cannot restrict it to AVX2")
+                           f"(onnxruntime {ort_version}): cannot restrict it to AVX2")
     total = check_onnxruntime(site)
     if total != SATURATED:
         shutil.rmtree(site, ignore_errors=True)
@@ -141,8 +148,8 @@ def peer_env(isa: str) -> dict[str, str]:
         return {}
     if isa != "avx2":
         raise PeerIsaError(f"unknown peer ISA {isa!r} (known: {', '.join(PEER_ISAS)})")
-    path = os.pathsep.join([str(onnxruntime_avx2()), os.environ.get("PYTHONPATH", "")])
-    return {**TORCH_AVX2_ENV, "PYTHONPATH": path.rstrip(os.pathsep), APPLIED_ENV: isa}
+    return {**TORCH_AVX2_ENV, "PYTHONPATH": site_env(onnxruntime_avx2())["PYTHONPATH"],
+            APPLIED_ENV: isa}
 
 
 def restrict_peers(isa: str) -> None:

@@ -272,6 +272,13 @@ def main() -> None:
                       " | ".join(f"{c:.3f} ms (cos {k:.4f})" for (_, c), k in zip(*row[:2])), flush=True)
     dyn = dynamic_rows(args.threads, max(5, args.reps // 2), Path(tmp.name), sat)
     tmp.cleanup()
+    if args.peer_isa != "host":
+        peers = [f"Peers: {describe()}."]
+    elif _cross_vnni():
+        peers = ["ONNX Runtime picks its kernels from the host, not from AICC_TARGET_CPU: here it runs its VNNI",
+                 "int8 kernels against aicc's code for a CPU without VNNI."]
+    else:
+        peers = []
     lines = [
         "# int8 (compiler.quantize) against float32 (compiler.compile)",
         "",
@@ -279,9 +286,7 @@ def main() -> None:
         f"Command: `python benchmarks/quant_bench.py {' '.join(sys.argv[1:])}`.",
         *(["aicc's int8 models: `int8_saturation=True` (without VNNI, int16 pair sums that may saturate,",
            "as ONNX Runtime's)."] if sat else []),
-        *(["ONNX Runtime picks its kernels from the host, not from AICC_TARGET_CPU: here it runs its VNNI",
-           "int8 kernels against aicc's code for a CPU without VNNI."] if _cross_vnni() and args.peer_isa == "host"
-          else [f"Peers: {describe()}."] if args.peer_isa != "host" else []),
+        *peers,
         "Alternating runs: median wall-clock ms and least CPU ms of the calling thread; speed-up =",
         "float32 CPU ms / int8 CPU ms; cosine of the int8 output with float32's. Calibration: 8",
         "random batches, minmax; weights per channel.",

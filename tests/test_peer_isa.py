@@ -39,14 +39,18 @@ def _needs_onnxruntime():
 def test_patch_library(peer_isa, tmp_path):
     """Every copy of the jump is made a 6-byte no-op and nothing else changes; a library
     without it is left as it was."""
-    site = bytes.fromhex("f7 c7 00 00 01 00 74 0e 4c 89 d0 48 f7 d0 a8 e0")
+    site1 = bytes.fromhex("f7 c7 00 00 01 00 74 0e 4c 89 d0 48 f7 d0 a8 e0")  # test ..., %edi
+    site2 = bytes.fromhex("f7 c2 00 00 01 00 74 0e 4c 89 d0 48 f7 d0 a8 e0")  # test ..., %edx
     jump = bytes.fromhex("0f 84 ef 00 00 00")
-    data = b"\x90" * 7 + site + jump + b"\xcc" * 5 + site.replace(b"\xf7\xc7", b"\xf7\xc2") + jump + b"\xc3"
+
+    def library(j1, j2):
+        return b"\x90" * 7 + site1 + j1 + b"\xcc" * 5 + site2 + j2 + b"\xc3"
+
+    data = library(jump, jump)
     lib = tmp_path / "lib.so"
     lib.write_bytes(data)
     assert peer_isa.patch_library(lib) == 2
-    assert lib.read_bytes() == data.replace(site + jump, site + peer_isa.NOP6).replace(
-        site.replace(b"\xf7\xc7", b"\xf7\xc2") + jump, site.replace(b"\xf7\xc7", b"\xf7\xc2") + peer_isa.NOP6)
+    assert lib.read_bytes() == library(peer_isa.NOP6, peer_isa.NOP6)
     other = tmp_path / "other.so"
     other.write_bytes(data.replace(b"\xa8\xe0", b"\xa8\xe1"))  # test $0xe1: not MLAS's check
     assert peer_isa.patch_library(other) == 0
@@ -99,8 +103,8 @@ def _onnxruntime_avx2_run(peer_isa, model, feeds: dict, tmp_path: Path):
             "so = ort.SessionOptions(); so.intra_op_num_threads = 1\n"
             "s = ort.InferenceSession(sys.argv[1] + '/m.onnx', so, providers=['CPUExecutionProvider'])\n"
             "np.save(sys.argv[1] + '/out.npy', s.run(None, dict(np.load(sys.argv[1] + '/feeds.npz')))[0])\n")
-    env = dict(os.environ, PYTHONPATH=str(peer_isa.onnxruntime_avx2()))
-    subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env, check=True)
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)],
+                   env=peer_isa.site_env(peer_isa.onnxruntime_avx2()), check=True)
     return np.load(tmp_path / "out.npy")
 
 

@@ -688,8 +688,8 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     # A conv's batch of images split evenly over the threads: each image's tiles on one
     # thread, which lets tile-matmul write that image's im2col matrix right before them.
     per_image = conv and nbatch >= 2 and (nbatch % threads == 0 or nbatch >= 4 * threads)
-    pack_b = b_constant or b_trans or (m > mr and (not conv or (
-        m >= CONV_PACK_B_ROWS and not per_image)))
+    pack_b = bool(fixed["pack_b"]) if "pack_b" in fixed else (b_constant or b_trans or (
+        m > mr and (not conv or (m >= CONV_PACK_B_ROWS and not per_image))))
     if "kc" in fixed:
         kc = int(fixed["kc"])
     else:
