@@ -71,8 +71,14 @@ def measure_clock(n: int = 2_000_000, chain: int = 100) -> float:
     return trips * chain / _best(fn, trips)
 
 
-def measure_fma(lanes: int, chains: int = 24, n: int = 2_400_000) -> float:
-    """Flops per second of `chains` independent <lanes x float> FMA chains (registers only)."""
+def measure_fma(lanes: int, chains: int | None = None, n: int = 2_400_000) -> float:
+    """Flops per second of `chains` independent <lanes x float> FMA chains (registers only).
+
+    The chains and the two operands must fit the vector registers, or the spills halve the
+    rate: 24 for AVX-512's 32 registers, 12 for AVX2's 16 (Zen 3's two FMA pipes at latency 4
+    need 8; 16 chains and up measured at 1 FMA per cycle there)."""
+    if chains is None:
+        chains = 24 if lanes >= 16 else 12
     i64, f32 = ir.IntType(64), ir.FloatType()
     vt = ir.VectorType(f32, lanes)
     m = ir.Module("fma")
