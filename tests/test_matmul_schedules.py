@@ -423,6 +423,21 @@ def test_rows_of_a_that_alias_in_l1_are_packed():
     check(out, ref_matmul(a, b), 1024)
 
 
+def test_a_packed_sliver_serves_four_register_panels():
+    # A packed A sliver is used nc / nr times per pass: at least 4, even where a long K block
+    # leaves a quarter of a 512 KiB L2 two panels of B (Zen 3, AVX2: nc = 32 at K = 2048
+    # before); A read in place keeps the L2 rule (1536^3 measured better with nc = 32).
+    small = dict(vw=8, threads=1, l1_bytes=32 * 1024, l2_bytes=512 * 1024)
+    for m, n, k in ((2048, 2048, 2048), (2048, 1024, 4096), (49, 512, 2048), (128, 768, 3072)):
+        s = choose_matmul_schedule((), m, n, k, **small)
+        assert s.pack_a and s.nc >= 4 * s.nr and s.kc * s.nc * 4 <= 512 * 1024 // 2, (m, n, k, s)
+    s = choose_matmul_schedule((), 1536, 1536, 1536, **small)
+    assert not s.pack_a and s.nc == 2 * s.nr
+    # a 1 MiB L2 already gave 4 or more
+    wide = choose_matmul_schedule((), 2048, 2048, 2048, vw=16, threads=1, l2_bytes=1024 * 1024)
+    assert wide.nc >= 4 * wide.nr
+
+
 def test_conv_packs_b_from_many_output_channels():
     # a conv's B (im2col matrix or input) is packed from CONV_PACK_B_ROWS rows of reuse up,
     # at any vector width, but not when each image's tiles run on one thread

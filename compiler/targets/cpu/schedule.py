@@ -638,7 +638,8 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     to it (Zen 4, one thread, both in one process: AVX2 code, whose 6-row sliver allowed
     more than 512, 197x768x3072 1.05x, 128x768x768 1.02-1.04x, 2048^3 1.08-1.09x, 1024^3
     1.0-1.02x; AVX-512 code with a short M: 4x2048x2048 1.07x, 8x768x3072 1.01x), a
-    kc x nc block of B a quarter of L2, the mc x nc tile of C an eighth; blocks are
+    kc x nc block of B a quarter of L2 (but at least 4 register panels wide where A is
+    packed, so each packed sliver serves 4 tiles), the mc x nc tile of C an eighth; blocks are
     balanced so the last is not a sliver. Then tiles are split until each thread has a few.
     A is read in place (its sliver sits in L1) unless transposed or its rows alias in L1
     (`rows_alias_in_l1`: a K that is a multiple of 512 f32), or constant (a conv's weight:
@@ -703,10 +704,17 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
         if streaming_b:
             kc_max = 64
         kc = _balanced(max(k, 1), kc_max, 1)
+    pack_a = a_constant or ((order == "nm" or a_trans or rows_alias_in_l1(k * elem_bytes, mr))
+                            and m > mr and n > nr)
     if "nc" in fixed:
         nc = int(fixed["nc"])
     else:
-        nc = _balanced(max(n, 1), max(nr, (l2_bytes // 4) // (kc * elem_bytes) // nr * nr), nr)
+        # A packed sliver is used nc / nr times per pass: at least 4 (a long K block on a
+        # 512 KB L2 left 2: Zen 3, one thread, 2048^3 and 2048x4096x1024 with run-time
+        # operands 1.05-1.08x with 4, 128x3072x768 and 49x2048x512 with a constant B 1.02x;
+        # A read in place (1536^3) stays better with 2)
+        least = 4 * nr if pack_a else nr
+        nc = _balanced(max(n, 1), max(least, (l2_bytes // 4) // (kc * elem_bytes) // nr * nr), nr)
     if "mc" in fixed:
         mc = int(fixed["mc"])
     else:
@@ -726,8 +734,7 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
                 break
     s = MatmulSchedule(
         mr=mr, nr=nr, vw=vw, kc=kc, mc=mc, nc=nc, ku=4,
-        pack_a=a_constant or ((order == "nm" or a_trans or rows_alias_in_l1(k * elem_bytes, mr))
-                              and m > mr and n > nr),
+        pack_a=pack_a,
         pack_b=pack_b,
         parallel="b" if per_image else "bmn", order=order,
         pf=32 if k > 64 and m >= 4 else 0)
