@@ -50,6 +50,7 @@ from compiler.lowering.nn_to_linalg import LowerConv2dBias, nn_patterns
 from compiler.lowering.quant_to_linalg import QUANT_PATTERNS
 from compiler.lowering.tensor_op_to_linalg import LowerTensorOp
 from compiler.lowering.utils import (
+    AFN,
     PARALLEL,
     REDUCTION,
     broadcast_map,
@@ -63,8 +64,6 @@ from compiler.lowering.utils import (
 )
 
 Body = Callable[[Builder, Sequence[SSAValue], Attribute], SSAValue]
-# exp's results below 2^-126 may flush to 0 (mathlib.emit_exp's `flush`): softmax's exp
-AFN = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
 
 
 def _c(b: Builder, v: float, t: Attribute) -> SSAValue:

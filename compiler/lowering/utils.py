@@ -32,6 +32,9 @@ from compiler.dialects import aicc
 
 PARALLEL = attrs.IteratorTypeAttr.parallel()
 REDUCTION = attrs.IteratorTypeAttr.reduction()
+# math.exp whose results below 2^-126 may flush to 0 (mathlib.emit_exp's `flush`): the exps
+# of softmax and of the CPU attention kernel's online softmax, whose arguments are never above 0
+AFN = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
 
 
 def broadcast_map(operand_shape: Sequence[int], result_shape: Sequence[int]) -> AffineMap:

@@ -66,9 +66,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from compiler.dialects.aicc_fused import AttentionOp
 from compiler.lowering.dims import dim_value
 from compiler.lowering.loop_builder import IndexBuilder, for_loop, index_product
-# the online softmax's exps (arguments never above 0) flush results below 2^-126 to 0, as
-# softmax's own
-from compiler.lowering.tensor_to_linalg import AFN
+from compiler.lowering.utils import AFN
 
 KERNEL_ATTR = "aicc.kernel"
 QUERY_BLOCK = 64  # query rows per parallel task

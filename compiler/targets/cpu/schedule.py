@@ -704,8 +704,8 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
         if streaming_b:
             kc_max = 64
         kc = _balanced(max(k, 1), kc_max, 1)
-    pack_a = a_constant or ((order == "nm" or a_trans or rows_alias_in_l1(k * elem_bytes, mr))
-                            and m > mr and n > nr)
+    pack_a = bool(fixed["pack_a"]) if "pack_a" in fixed else (a_constant or (
+        (order == "nm" or a_trans or rows_alias_in_l1(k * elem_bytes, mr)) and m > mr and n > nr))
     if "nc" in fixed:
         nc = int(fixed["nc"])
     else:
