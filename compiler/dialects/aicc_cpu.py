@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from abc import ABC
 
-from xdsl.dialects.builtin import (BoolAttr, DenseArrayBase, FloatAttr, Float32Type, IndexType, IntegerAttr, MemRefType,
-                                   UnitAttr, i1, i64)
+from xdsl.dialects.builtin import (BoolAttr, DenseArrayBase, FloatAttr, Float32Type, IndexType, IntegerAttr,
+                                   IntegerType, MemRefType, UnitAttr, i1, i64)
 from xdsl.dialects.utils import AbstractYieldOperation
 from xdsl.ir import Attribute, Dialect, Region, SSAValue
 from xdsl.irdl import (
@@ -154,6 +154,10 @@ class MicrokernelOp(IRDLOperation):
         verify_epilogue("aicc_cpu.microkernel", self.epilogue, self.c.type.element_type)
 
 
+# 4 * (9 C products of |x - zp| <= 255 by |w| <= 128) < 2^31: the integer Winograd's 4 * sum fits i32
+WINOGRAD_MAX_CHANNELS = (2**31 - 1) // (4 * 9 * 255 * 128) + 1
+
+
 @irdl_op_definition
 class QGemmOp(IRDLOperation):
     """int8 GEMM rows, for `lower-qgemm`:
@@ -200,7 +204,19 @@ class QGemmOp(IRDLOperation):
     (a_off the first one's index, not an element offset) is output pixel (n, p, q) of
     (N, OH, OW), and its k = KH * KW * C elements are A[n, SH p + DH i, SW q + DW j, c] for
     (i, j, c) in (KH, KW, C) order: the kernel gathers each row as it converts it, and the
-    im2col matrix is never stored."""
+    im2col matrix is never stored.
+
+    With `winograd = T` (a window 3x3, stride 1, no dilation, OH and OW even, C a multiple of
+    8; no vnni) the conv runs as Winograd's F(2x2, 3x3) in integers: B is the transformed
+    weight U = G' g G'^T (G' = 2 G, see compiler/lowering/winograd.py) of each (out, in)
+    channel pair, memref<16 x G x C/2 x 16 x i16> (G = ceil(N / 8)), Up[ab, g, p, 2c + t] =
+    U[ab][8g + c][2p + t] (zeros beyond N), and a_off and m count 2x2 output tiles of
+    (N, OH/2, OW/2), at most T per op (the kernel's buffers hold T); c_off is 0 (the kernel
+    writes each tile's 4 rows of C itself). Each tile's input window d (4x4, minus zp) becomes
+    V = Bt d B (within [-1020, 1020]: i16), M_ab = sum_c V_ab[c] U_ab[., c] (vpmaddwd, i32),
+    and C = (At M A) / 4, exact: the integer identity holds modulo 2^32 and the result is
+    4 times the conv's sum, below 2^31 in magnitude for C < WINOGRAD_MAX_CHANNELS (see
+    compiler/codegen/llvm/qgemm.py)."""
 
     name = "aicc_cpu.qgemm"
 
@@ -223,6 +239,7 @@ class QGemmOp(IRDLOperation):
     vnni_portable = opt_prop_def(UnitAttr)
     pmaddubsw = opt_prop_def(UnitAttr)
     window = opt_prop_def(DenseArrayBase)
+    winograd = opt_prop_def(IntegerAttr)
     out_zp = opt_prop_def(IntegerAttr)
     relu = opt_prop_def(BoolAttr)
 
@@ -239,7 +256,7 @@ class QGemmOp(IRDLOperation):
                  colsum: SSAValue | None = None, col_scale: SSAValue | None = None,
                  col_bias: SSAValue | None = None, out_zp: int | None = None, relu: bool = False,
                  vnni: int = 0, vnni_portable: bool = False, pmaddubsw: bool = False,
-                 window: tuple[int, ...] | None = None):
+                 window: tuple[int, ...] | None = None, winograd: int = 0):
         scale, zero_point = ([quantize[0]], [quantize[1]]) if quantize else ([], [])
         props = {"n": IntegerAttr(n, i64), "k": IntegerAttr(k, i64), "zp": IntegerAttr(zp, i64)}
         if out_zp is not None:
@@ -254,6 +271,8 @@ class QGemmOp(IRDLOperation):
                 props["pmaddubsw"] = UnitAttr()
         if window is not None:
             props["window"] = DenseArrayBase.from_list(i64, list(window))
+        if winograd:
+            props["winograd"] = IntegerAttr(winograd, i64)
         super().__init__(operands=[a, a_off, b, c, c_off, m, scale, zero_point, [colsum] if colsum else [],
                                    [col_scale] if col_scale else [], [col_bias] if col_bias else []],
                          properties=props)
@@ -280,7 +299,12 @@ class QGemmOp(IRDLOperation):
 
     @property
     def packed(self) -> bool:
-        return len(self.b.type.get_shape()) == 3
+        return len(self.b.type.get_shape()) == 3 or self.winograd is not None
+
+    @property
+    def winograd_tiles(self) -> int:
+        """The tiles of the Winograd kernel's buffers (see the op), 0 for the GEMM kernels."""
+        return self.winograd.value.data if self.winograd is not None else 0
 
     def verify_(self) -> None:
         if min(self.n.value.data, self.k.value.data) < 1:
@@ -308,7 +332,18 @@ class QGemmOp(IRDLOperation):
                     "aicc_cpu.qgemm: a window [OH, OW, KH, KW, SH, SW, DH, DW] takes a packed B, an int8 A "
                     f"memref<N x HP x WP x C> with KH * KW * C = k = {k} whose window stays inside it, got "
                     f"{list(w)} and {self.a.type}")
-        if lanes:
+        if self.winograd is not None:
+            w, a_shape = self.window_of(), self.a.type.get_shape()
+            c = a_shape[3]
+            if self.winograd_tiles < 1 or w is None or tuple(w[2:8]) != (3, 3, 1, 1, 1, 1) or w[0] % 2 or w[1] % 2 \
+                    or c % 8 or c >= WINOGRAD_MAX_CHANNELS or lanes or b_shape != (16, -(-n // 8), c // 2, 16) \
+                    or self.b.type.element_type != IntegerType(16):
+                raise VerifyException(
+                    "aicc_cpu.qgemm: winograd takes a window [OH, OW, 3, 3, 1, 1, 1, 1] with OH and OW even, an "
+                    f"input of C < {WINOGRAD_MAX_CHANNELS} channels, a multiple of 8, no vnni, and a B "
+                    f"memref<16x{-(-n // 8)}xC/2x16xi16>, got window {None if w is None else list(w[:8])}, "
+                    f"{self.a.type} and {self.b.type}")
+        elif lanes:
             g = -(-n // lanes)
             if b_shape != (g, -(-k // 4), 4 * lanes):
                 raise VerifyException(f"aicc_cpu.qgemm: a vnni = {32 * lanes} B must be a memref<{g}x{-(-k // 4)}x"
@@ -336,7 +371,8 @@ class QGemmOp(IRDLOperation):
                                           getattr(self.col_bias.type.element_type, "width", None) is None or
                                           self.col_bias.type.element_type.width.data != 32):
             raise VerifyException(f"aicc_cpu.qgemm: col_bias must be a memref<{n}xi32>, got {self.col_bias.type}")
-        for v, width in ((self.a, 8), (self.b, 8), (self.c, 8 if self.requantized else 32)):
+        for v, width in ((self.a, 8), (self.b, 16 if self.winograd is not None else 8),
+                         (self.c, 8 if self.requantized else 32)):
             e = v.type.element_type
             f32 = (v is self.a and self.dynamic) or (v is self.c and self.col_scale is not None
                                                      and not self.requantized)

@@ -28,6 +28,10 @@ A B packed by quads of k with a `colsum` gets the quad kernel (`_BodyVNNI`): VNN
 on A + 128 as bytes, or, for a 7-bit B (within [-64, 64]) on AVX2, `vpmaddubsw` (u8 x s8, pair
 sums exact in i16) and `vpmaddwd` by ones: 32 multiply-adds per two multiplies instead of 16
 per one plus the widening of B, the same instructions as ONNX Runtime's AVX2 u8 x s8 kernel.
+
+With `winograd` (a 3x3 stride-1 conv's window) the Winograd kernel (`_BodyWinograd`): F(2x2,
+3x3) in integers, the transforms in i16 and i32 vectors and the 16 GEMMs by the broadcast
+vpmaddwd kernel's tiles, 6 output tiles by 16 channels.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from compiler.codegen.llvm.emitter import FunctionEmitter, handles
+from compiler.lowering.winograd import AT, BT
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32 = ir.FloatType()
@@ -59,7 +64,8 @@ def emit_qgemm(e: FunctionEmitter, op) -> None:
                op.relu is not None and op.relu.value.data) if scaled else None
     window = op.window_of()
     fn = _kernel(e, n, k, zp, dynamic, op.packed, out, op.vnni_lanes,
-                 "e" if op.vnni_portable is not None else "u7" if op.pmaddubsw is not None else "", window)
+                 "e" if op.vnni_portable is not None else "u7" if op.pmaddubsw is not None else "", window,
+                 op.winograd_tiles)
     b = e.b
     # with a window A is the padded NHWC input and a_off the first row's index
     a = e.get(op.a) if window else b.gep(e.get(op.a), [e.get(op.a_off)], inbounds=True,
@@ -88,7 +94,7 @@ class _Out:
 
 def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, packed: bool = False,
             out: _Out | None = None, vnni: int = 0, dot: str = "",
-            window: tuple[int, ...] | None = None) -> ir.Function:
+            window: tuple[int, ...] | None = None, winograd: int = 0) -> ir.Function:
     """`void @aicc.qgemm.<n>.<k>.<zp>(ptr a, ptr b, ptr c, i64 rows)`, once per module;
     dynamic: `@aicc.dqgemm.<n>.<k>(ptr a, ptr b, ptr c, i64 rows, float scale, float zp)`;
     B packed (`_BodyPacked`): `.p`, and with a column scale (an f32 C) `.s` and `ptr col_scale`
@@ -97,13 +103,14 @@ def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, 
     a colsum, `ptr colsum` after `rows`): `.v<32 * lanes>`, then `.<dot>` for the quads'
     products without vpdpbusd, `e` portable code or `u7` vpmaddubsw (`_BodyVNNI`); with a window
     (A an NHWC input read as its im2col, see aicc_cpu.qgemm) `.w<OH>x<OW>x<KH>x<KW>x<SH>x<SW>x<DH>x
-    <DW>x<HP>x<WP>` and `i64 row0` (the first row's index) last."""
+    <DW>x<HP>x<WP>` and `i64 row0` (the first row's index) last; with `winograd` (T tiles, a
+    3x3 window: `_BodyWinograd`) `.wino<T>`, rows and row0 counting 2x2 output tiles."""
     module = e.em.module
     kb = (4 * -(-k // 4) if vnni else 2 * -(-k // 2)) if packed else k
     name = (f"aicc.dqgemm.{n}.{k}" if dynamic else f"aicc.qgemm.{n}.{k}.{zp}") \
         + (f".v{32 * vnni}" + (f".{dot}" if dot else "") if vnni else "") \
         + (".p" if packed else "") + (out.suffix() if out else "") \
-        + (".w" + "x".join(map(str, window)) if window else "")
+        + (".w" + "x".join(map(str, window)) if window else "") + (f".wino{winograd}" if winograd else "")
     fn = module.globals.get(name)
     if fn is not None:
         return fn
@@ -119,7 +126,9 @@ def _kernel(e: FunctionEmitter, n: int, k: int, zp: int, dynamic: bool = False, 
         arg.add_attribute("noalias")
         arg.add_attribute("captures(none)")
     body = FunctionEmitter(e.em, fn)
-    if vnni:
+    if winograd:
+        _BodyWinograd(body, fn.args, n, k, zp, kb, out, window, winograd).emit()
+    elif vnni:
         _BodyVNNI(body, fn.args, n, k, zp, kb, out, vnni, dot, window=window).emit()
     else:
         (_BodyPacked if packed else _Body)(body, fn.args, n, k, zp, kb, out, window=window).emit()
@@ -462,9 +471,9 @@ class _BodyPacked(_Body):
         self.store_tile(accs, r0, i0, cols, tr, ng)
 
     def store_tile(self, accs: list[ir.Value], r0: ir.Value, i0: ir.Value, cols: list[ir.Value],
-                   tr: int, ng: int) -> None:
+                   tr: int, ng: int, rows: list[ir.Value] | None = None) -> None:
         """The tile's int32 sums (row i, group h: accs[i * ng + h], `width` columns from
-        cols[h]) stored into C's rows r0 + i0 + i, through the epilogue `out`."""
+        cols[h]) stored into C's rows r0 + i0 + i (or rows[i]), through the epilogue `out`."""
         b, w = self.b, self.width
         if self.scaled:  # C = float32(sum [+ col_bias[j]]) * col_scale[j] [requantized]
             scales = [self.column(self.col_scale, col, F32) for col in cols]
@@ -476,7 +485,7 @@ class _BodyPacked(_Body):
             if self.requant:
                 accs = [self.requantize(v) for v in accs]
         for i in range(tr):
-            c_row = self._row(self.c, b.add(r0, b.add(i0, _c(i))), self.n, self.c_ety)
+            c_row = self._row(self.c, rows[i] if rows else b.add(r0, b.add(i0, _c(i))), self.n, self.c_ety)
             for h, col in enumerate(cols):
                 ptr = b.gep(c_row, [col], inbounds=True, source_etype=self.c_ety)
                 align = 1 if self.requant else 4
@@ -674,3 +683,170 @@ class _BodyVNNI(_BodyPacked):
         vi64 = ir.VectorType(I64, self.lanes)
         return self.b.icmp_signed("<", ir.Constant(vi64, list(range(self.lanes))),
                                   self.splat(self.b.sub(_c(self.n), col), vi64))
+
+
+# F(2x2, 3x3)'s input and output transforms (integers: +-1 and 0)
+WINO_BT = tuple(tuple(int(v) for v in row) for row in BT)
+WINO_AT = tuple(tuple(int(v) for v in row) for row in AT)
+WINO_MR = 6  # tiles per register block: 6 x 2 groups of i32 accumulators, 2 of U, 1 broadcast
+
+
+class _BodyWinograd(_BodyPacked):
+    """A 3x3 stride-1 int8 conv as Winograd's F(2x2, 3x3) in integers (`winograd = T`, see
+    aicc_cpu.qgemm): the kernel takes `rows` = m tiles from tile row0 of (N, OH/2, OW/2), at
+    most T, and for them
+
+        V[ab, t, c] = (Bt (d_t[c] - zp) B)[a, b]            the 4x4 window d_t, 16 channels at a time
+        for each 16 output channels j (2 groups of 8; the last group alone):
+          M[ab, t, j] = sum_c V[ab, t, c] U[ab, j, c]       16 GEMMs of T x C by C x 16, vpmaddwd
+          C[tile t's 4 pixels, j] = epilogue((At M[., t, j] A) >> 2)
+
+    V (16 T C i16) and M (16 T 16 i32) are stack buffers, sized to stay near L1 (T from
+    lower-qgemm); each GEMM is `_BodyPacked`'s broadcast kernel (one tile's i16 pair of V
+    broadcast, times 8 output channels of U's pair, per vpmaddwd), 6 tiles by 16 channels in
+    registers. V's entries are sums of 4 values |x - zp| <= 255 (i16); U's, of 9 products of G'
+    entries (|row sum| <= 3) with the weight (|w| <= 128): 1152 at most (i16). The output
+    transform adds and subtracts i32 sums that may wrap, but integer arithmetic modulo 2^32 keeps
+    the identity At M A = 4 * (the conv's sum), which fits i32 (WINOGRAD_MAX_CHANNELS): the
+    shift is exact, and the result is the direct kernel's bit for bit. F(2x2, 3x3) takes 16
+    products per 4 outputs and channel pair where the direct conv takes 36: on AVX2 without
+    VNNI, where i16 and u8 x s8 dot products both give 16 multiply-adds per instruction, 2.25x
+    fewer."""
+
+    def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, out: _Out | None,
+                 window: tuple[int, ...], tiles: int):
+        super().__init__(e, args, n, k, zp, kb, out, window=window)
+        self.cin = k // 9
+        self.tb = tiles
+        self.cw = CHUNK if self.cin % CHUNK == 0 else 8  # the input transform's channels at a time
+        self.k2 = self.cin // 2
+        oh, ow = window[0], window[1]
+        self.th, self.tw, self.hp, self.wp = oh // 2, ow // 2, window[8], window[9]
+
+    def buffer(self, ety, count: int) -> ir.Value:
+        buf = self.e.alloca_builder.alloca(ir.ArrayType(ety, count))
+        buf.align = 32
+        buf.type = ir.PointerType()
+        return buf
+
+    def tile_of(self, t: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(image, tile row, tile column) of tile row0 + t."""
+        b = self.b
+        t = b.add(t, self.row0)
+        per = self.th * self.tw
+        img, rest = b.udiv(t, _c(per)), b.urem(t, _c(per))
+        return img, b.udiv(rest, _c(self.tw)), b.urem(rest, _c(self.tw))
+
+    def emit(self) -> None:
+        b, e = self.b, self.e
+        self.v = self.buffer(I16, 16 * self.tb * self.cin)
+        self.mbuf = self.buffer(I32, 16 * self.tb * 2 * PACK_COLS)
+        e.loop(_c(0), self.rows, _c(1), [], lambda t, _: self.transform_input(t) or [], known_nonempty=True)
+        pairs = self.groups // 2
+        if pairs:
+            e.loop(_c(0), _c(pairs), _c(1), [], lambda q, _: self.columns(b.mul(q, _c(2)), 2) or [])
+        if self.groups % 2:
+            self.columns(_c(self.groups - 1), 1)
+
+    def transform_input(self, t: ir.Value) -> None:
+        """V[ab, t, :] = (Bt (d - zp) B)[a, b] over the tile's 4x4 window d, cw channels at a time."""
+        b, e, cw = self.b, self.e, self.cw
+        img, ty, tx = self.tile_of(t)
+        h0 = b.add(b.mul(img, _c(self.hp)), b.mul(ty, _c(2)))
+        pix0 = b.mul(b.add(b.mul(h0, _c(self.wp)), b.mul(tx, _c(2))), _c(self.cin))
+        vi8, vi16 = ir.VectorType(I8, cw), ir.VectorType(I16, cw)
+        zp = ir.Constant(vi16, [self.zp] * cw)
+
+        def chunk(c, _):
+            at = b.add(pix0, c)
+
+            def load(i, j):
+                p = b.gep(self.a, [b.add(at, _c((i * self.wp + j) * self.cin))], inbounds=True, source_etype=I8)
+                return b.sub(b.sext(b.load(p, typ=vi8, align=1), vi16), zp)
+
+            d = [[load(i, j) for j in range(4)] for i in range(4)]
+            rows = [[_combine(b, coeffs, [d[i][j] for i in range(4)]) for j in range(4)] for coeffs in WINO_BT]
+            for a_, row in enumerate(rows):
+                for b_, coeffs in enumerate(WINO_BT):
+                    v = _combine(b, coeffs, row)
+                    at = b.add(b.mul(b.add(_c((4 * a_ + b_) * self.tb), t), _c(self.cin)), c)
+                    b.store(v, b.gep(self.v, [at], inbounds=True, source_etype=I16), align=2)
+            return []
+
+        e.loop(_c(0), _c(self.cin), _c(cw), [], chunk, known_nonempty=True)
+
+    def columns(self, g: ir.Value, ng: int) -> None:
+        """Output channel groups g .. g + ng - 1 of every tile: the 16 GEMMs into M, then the
+        output transform and the epilogue."""
+        b, e = self.b, self.e
+        blocks = b.sdiv(b.add(self.rows, _c(WINO_MR - 1)), _c(WINO_MR))
+
+        def position(ab, _):
+            def block(rb, _):
+                self.gemm(ab, b.mul(rb, _c(WINO_MR)), g, ng)
+                return []
+            e.loop(_c(0), blocks, _c(1), [], block, known_nonempty=True)
+            return []
+
+        e.loop(_c(0), _c(16), _c(1), [], position, known_nonempty=True)
+        e.loop(_c(0), self.rows, _c(1), [], lambda t, _: self.transform_output(t, g, ng) or [], known_nonempty=True)
+
+    def gemm(self, ab: ir.Value, t0: ir.Value, g: ir.Value, ng: int) -> None:
+        """M[ab, t0 .. t0 + 5, groups] = V[ab, t0 .. t0 + 5, :] by U[ab, groups] (tiles beyond
+        `rows` compute from whatever V holds there and are never read)."""
+        b, e = self.b, self.e
+        v8i32 = ir.VectorType(I32, 8)
+        u_base = [b.mul(b.add(b.mul(ab, _c(self.groups)), b.add(g, _c(h))), _c(self.k2 * 16)) for h in range(ng)]
+        v_base = [b.mul(b.add(b.mul(ab, _c(self.tb)), b.add(t0, _c(i))), _c(self.cin)) for i in range(WINO_MR)]
+
+        def pair(p, accs):
+            uv = [b.load(b.gep(self.bm, [b.add(base, b.mul(p, _c(16)))], inbounds=True, source_etype=I16),
+                         typ=V16I16, align=2) for base in u_base]
+            out = []
+            for i in range(WINO_MR):
+                word = b.load(b.gep(self.v, [b.add(v_base[i], b.mul(p, _c(2)))], inbounds=True, source_etype=I16),
+                              typ=I32, align=4)
+                av = b.bitcast(b.shuffle_vector(b.insert_element(ir.Constant(v8i32, ir.Undefined), word, _c(0, I32)),
+                                                ir.Constant(v8i32, ir.Undefined), ir.Constant(v8i32, [0] * 8)),
+                               V16I16)
+                out += [b.add(accs[i * ng + h], b.call(self.pmaddwd, [av, uv[h]])) for h in range(ng)]
+            return out
+
+        accs = e.loop(_c(0), _c(self.k2), _c(1), [ir.Constant(V8I32, None)] * (WINO_MR * ng), pair,
+                      known_nonempty=True, unroll=False)
+        for i in range(WINO_MR):
+            row = b.mul(b.add(b.mul(ab, _c(self.tb)), b.add(t0, _c(i))), _c(2 * PACK_COLS))
+            for h in range(ng):
+                b.store(accs[i * ng + h], b.gep(self.mbuf, [b.add(row, _c(h * PACK_COLS))], inbounds=True,
+                                                source_etype=I32), align=32)
+
+    def transform_output(self, t: ir.Value, g: ir.Value, ng: int) -> None:
+        """Tile t's 2x2 pixels of groups g ..: (At M A) >> 2, through the epilogue into C."""
+        b = self.b
+        img, ty, tx = self.tile_of(t)
+        oh, ow = 2 * self.th, 2 * self.tw
+        r00 = b.add(b.add(b.mul(img, _c(oh * ow)), b.mul(ty, _c(2 * ow))), b.mul(tx, _c(2)))
+        rows = [r00, b.add(r00, _c(1)), b.add(r00, _c(ow)), b.add(r00, _c(ow + 1))]
+        two = ir.Constant(V8I32, [2] * 8)
+        ys: list[list[ir.Value]] = [[], [], [], []]
+        for h in range(ng):
+            m = [[b.load(b.gep(self.mbuf, [b.add(b.mul(b.add(_c((4 * a_ + b_) * self.tb), t), _c(2 * PACK_COLS)),
+                                                 _c(h * PACK_COLS))], inbounds=True, source_etype=I32),
+                         typ=V8I32, align=32) for b_ in range(4)] for a_ in range(4)]
+            half = [[_combine(b, coeffs, [m[a_][b_] for a_ in range(4)]) for b_ in range(4)] for coeffs in WINO_AT]
+            for r, row in enumerate(half):
+                for s, coeffs in enumerate(WINO_AT):
+                    ys[2 * r + s].append(b.ashr(_combine(b, coeffs, row), two))
+        cols = [b.mul(b.add(g, _c(h)), _c(PACK_COLS)) for h in range(ng)]
+        self.store_tile([v for y in ys for v in y], None, None, cols, 4, ng, rows=rows)
+
+
+def _combine(b: ir.IRBuilder, coeffs, values: list[ir.Value]) -> ir.Value:
+    """sum of c * v over the +-1 coefficients (at least one nonzero), by adds and subtracts."""
+    terms = sorted(((c, v) for c, v in zip(coeffs, values) if c), key=lambda cv: -cv[0])  # + first
+    c0, out = terms[0]
+    if c0 < 0:
+        out = b.sub(ir.Constant(out.type, None), out)
+    for c, v in terms[1:]:
+        out = b.add(out, v) if c > 0 else b.sub(out, v)
+    return out

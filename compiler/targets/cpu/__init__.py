@@ -22,6 +22,8 @@ from compiler.targets import Target
 WINDOW_INNER_ENV = "AICC_WINDOW_INNER"
 # "0": no collapse-dims, elementwise loop nests keep their dims (A/B timing)
 COLLAPSE_ENV = "AICC_COLLAPSE"
+# "0": int8 3x3 convs keep the direct kernel where the integer Winograd one would run (A/B timing)
+INT8_WINOGRAD_ENV = "AICC_INT8_WINOGRAD"
 
 
 def _pass(module: str, cls: str):
@@ -78,7 +80,8 @@ class CPUTarget(Target):
             memref=(TileConv(vector_bits=machine.vector_bits), *([FuseRows()] if fuse else []),
                     TileMatmul(threads=threads),
                     LowerQGemm(enabled=machine.has_avx2, vnni=machine.vnni_bits,
-                               saturate=bool(options.target_options.get("int8_saturation")))),
+                               saturate=bool(options.target_options.get("int8_saturation")),
+                               winograd=os.environ.get(INT8_WINOGRAD_ENV, "1") != "0")),
             # collapse-dims: an elementwise op's loop nest over as few dims as its operands
             # allow, so its innermost loop is long and all vectors
             loops=(LowerAttention(vector_bits=machine.vector_bits),
@@ -128,7 +131,7 @@ class CPUTarget(Target):
                 "llvmlite": llvmlite.__version__, "schedule": format_overrides(options.schedule),
                 "tuning": record_digest(machine.key()),
                 "env": {k: os.environ.get(k, "")
-                        for k in (CONV_SCHEDULE_ENV, WINDOW_INNER_ENV, COLLAPSE_ENV)}}
+                        for k in (CONV_SCHEDULE_ENV, WINDOW_INNER_ENV, COLLAPSE_ENV, INT8_WINOGRAD_ENV)}}
 
     @staticmethod
     def _record(machine) -> str:

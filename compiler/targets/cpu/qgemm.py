@@ -50,6 +50,15 @@ im2col matrix (KH * KW times the input's bytes) is neither written nor read back
     linalg.generic {aicc.qgemm = 0} ins(%a, %w) ...
   ==>
     aicc_cpu.qgemm %x[%row0], %w_packed, %c[%coff] rows %m {..., window = array<i64: 8, 8, 3, 3, 1, 1, 1, 1>}
+
+Such a window that is 3x3, stride 1, no dilation, with an even OH and OW and C a multiple of 8,
+on a CPU without VNNI, gets the integer Winograd kernel instead (`winograd = T`, see
+aicc_cpu.qgemm; `winograd=false` or AICC_INT8_WINOGRAD=0 keep the direct one): B is replaced
+by its F(2x2, 3x3) transform as i16 (`pack_winograd`), and the tasks take T 2x2 output tiles
+each (`_winograd_tiles`). Not under `saturate` with an 8-bit B, whose pair sums the user asked
+to saturate as the direct u8 x s8 kernel does: the Winograd sums are exact.
+
+    aicc_cpu.qgemm %x[%t0], %w_winograd, %c[%0] rows %m {..., window = array<i64: 8, 8, 3, 3, 1, 1, 1, 1>, winograd = 24}
 """
 
 from __future__ import annotations
@@ -80,13 +89,15 @@ from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from compiler.codegen.llvm.qgemm import PACK_COLS
+from compiler.codegen.llvm.qgemm import PACK_COLS, WINO_MR
 from compiler.dialects import aicc
-from compiler.dialects.aicc_cpu import QGemmOp
+from compiler.dialects.aicc_cpu import WINOGRAD_MAX_CHANNELS, QGemmOp
 from compiler.lowering.loop_builder import IndexBuilder
+from compiler.lowering.winograd import G
 from compiler.lowering.quant_to_linalg import QGEMM_ATTR, QGEMM_DYNAMIC_ATTR
 from compiler.targets.cpu.tile_conv import buffer_users, erase_if_dead, keep_alive_through, source
 ROWS_PER_TASK = 8
+WINOGRAD_G2 = (2 * G).astype(np.int64)  # F(2x2, 3x3)'s G doubled: integers
 
 
 U8_WEIGHT_MIN, U8_WEIGHT_MAX = -64, 64  # B within these: vpmaddubsw's int16 pair sums cannot saturate (2 * 255 * 64 < 2^15)
@@ -362,6 +373,43 @@ def _im2col(op: linalg.GenericOp, a: SSAValue) -> tuple[linalg.GenericOp, tuple[
     return g, (*out_shape[1:5], sh, sw, dh, dw)
 
 
+def pack_winograd(w: np.ndarray) -> np.ndarray:
+    """An (N, 9 C) int8 B (a 3x3 conv's weight in (N, KH, KW, C) order) transformed for the
+    integer Winograd kernel: U[ab][o, c] = (G' g[o, :, :, c] G'^T)[a, b] (G' = 2 G, integers
+    within [-1152, 1152]) laid out (16, ceil(N / 8), C / 2, 16) int16, [ab, g, p, 2c + t] =
+    U[ab][8g + c, 2p + t], zeros beyond N (see aicc_cpu.qgemm)."""
+    n, k = w.shape
+    c = k // 9
+    g = w.reshape(n, 3, 3, c).astype(np.int64)
+    u = np.einsum("ai,oijc,bj->aboc", WINOGRAD_G2, g, WINOGRAD_G2).reshape(16, n, c)
+    groups = -(-n // PACK_COLS)
+    up = np.zeros((16, groups * PACK_COLS, c), np.int64)
+    up[:, :n] = u
+    up = up.reshape(16, groups, PACK_COLS, c // 2, 2).transpose(0, 1, 3, 2, 4).reshape(16, groups, c // 2, 16)
+    assert np.abs(up).max(initial=0) < 2**15
+    return np.ascontiguousarray(up.astype(np.int16))
+
+
+# the integer Winograd kernel's V buffer (16 T C i16) is kept to about this many bytes
+WINOGRAD_V_BYTES = 24 * 1024
+WINOGRAD_MAX_BLOCKS = 4  # T: at most 4 register blocks of WINO_MR tiles
+
+
+def _winograd_tiles(options: LowerQGemm, window: tuple[int, ...], k: int, w: np.ndarray) -> int:
+    """The tiles per task (T) of the integer Winograd kernel for the windowed conv, 0 where
+    the direct kernel runs: a 3x3 stride-1 window, OH and OW even, C a multiple of 8, on a CPU
+    without VNNI (whose vpdpbusd does 4 products per lane where vpmaddwd does 2: about even with
+    F(2x2, 3x3)'s 2.25x, and untried), and not where `saturate` asks for the direct kernel's
+    saturating pair sums (an 8-bit B: the integer Winograd's sums are exact)."""
+    if not options.winograd or options.vnni or (options.saturate and not _seven_bit(w)):
+        return 0
+    oh, ow, *rest = window
+    c = k // 9
+    if tuple(rest) != (3, 3, 1, 1, 1, 1) or oh % 2 or ow % 2 or c % 8 or c >= WINOGRAD_MAX_CHANNELS:
+        return 0
+    return WINO_MR * max(1, min(WINOGRAD_MAX_BLOCKS, WINOGRAD_V_BYTES // (32 * c * WINO_MR)))
+
+
 def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
     dynamic = QGEMM_DYNAMIC_ATTR in op.attributes
     a, bm, *params = op.inputs
@@ -378,8 +426,10 @@ def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
     b = Builder(InsertPoint.before(op))
     colsum = epilogue = None
     const = _constant(module, bm)
-    vnni = options.vnni if const is not None else 0  # the VNNI kernel takes a constant B
-    u7 = const is not None and not vnni and (options.saturate or _seven_bit(const[1]))
+    gather = _im2col(op, a) if const is not None and not dynamic else None
+    wino = _winograd_tiles(options, gather[1], k, const[1]) if gather else 0
+    vnni = options.vnni if const is not None and not wino else 0  # the VNNI kernel takes a constant B
+    u7 = const is not None and not vnni and not wino and (options.saturate or _seven_bit(const[1]))
     if u7:  # the quad kernel by vpmaddubsw (exact for a 7-bit B; else its pair sums may saturate)
         vnni = 256
     lanes = vnni // 32
@@ -394,21 +444,23 @@ def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
     elif const is not None:
         name, w = const
         epilogue = _scale_epilogue(op, fill, c, n, module)
-        bm = _global(module, f"{name}_packed", pack(w.reshape(n, k)), b)
-    gather = _im2col(op, a) if const is not None and not dynamic else None
+        bm = _global(module, f"{name}_winograd", pack_winograd(w.reshape(n, k)), b) if wino \
+            else _global(module, f"{name}_packed", pack(w.reshape(n, k)), b)
     a_read = gather[0].inputs[0] if gather else a  # the windowed kernel reads the NHWC input
     outer = IndexBuilder(b)
-    tasks = -(-rows // ROWS_PER_TASK)
+    # the Winograd kernel's units are 2x2 output tiles, `wino` to a task
+    per_task, rows = (wino, rows // 4) if wino else (ROWS_PER_TASK, rows)
+    tasks = -(-rows // per_task)
     block = Block(arg_types=[IndexType()])
     par = b.insert(scf.ParallelOp([outer.const(0)], [outer.const(tasks)], [outer.const(1)], Region(block)))
     inner = Builder(InsertPoint.at_end(block))
     ix = IndexBuilder(inner)  # the body's own constants: it runs as a task of the thread pool
     (t,) = block.args
-    r0 = inner.insert(arith.MuliOp(t, ix.const(ROWS_PER_TASK))).result
+    r0 = inner.insert(arith.MuliOp(t, ix.const(per_task))).result
     left = inner.insert(arith.SubiOp(ix.const(rows), r0)).result
-    m = inner.insert(arith.MinSIOp(left, ix.const(ROWS_PER_TASK))).result
+    m = inner.insert(arith.MinSIOp(left, ix.const(per_task))).result
     a_off = r0 if gather else inner.insert(arith.MuliOp(r0, ix.const(k))).result
-    c_off = inner.insert(arith.MuliOp(r0, ix.const(n))).result
+    c_off = ix.const(0) if wino else inner.insert(arith.MuliOp(r0, ix.const(n))).result
     quantize = None
     if dynamic:  # [scale, zero point] of the float A, computed earlier in this call
         quantize = tuple(inner.insert(memref.LoadOp.get(params[0], [ix.const(i)])).res for i in (0, 1))
@@ -417,7 +469,7 @@ def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
     inner.insert(QGemmOp(a_read, a_off, bm, out, c_off, m, n=n, k=k, zp=zp, quantize=quantize, colsum=colsum,
                          col_scale=ep.scale, col_bias=ep.bias, out_zp=ep.out_zp, relu=ep.relu,
                          vnni=vnni, vnni_portable=options.vnni_portable and not u7, pmaddubsw=u7,
-                         window=gather[1] if gather else None))
+                         window=gather[1] if gather else None, winograd=wino))
     inner.insert(scf.ReduceOp())
     if isinstance(fill, linalg.FillOp) and tuple(fill.outputs) == (c,):  # the kernel stores every C
         Rewriter.erase_op(fill)
@@ -451,6 +503,7 @@ class LowerQGemm(ModulePass):
     vnni: int = 0  # the width of its VNNI vpdpbusd (256, 512), 0 without: the kernel of a constant B
     vnni_portable: bool = False  # the VNNI kernel without the instruction (tests on any x86-64)
     saturate: bool = False  # without VNNI, 8-bit B by vpmaddubsw too: int16 pair sums saturate (ONNX Runtime's)
+    winograd: bool = True  # 3x3 stride-1 convs without VNNI by the integer F(2x2, 3x3) kernel
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not self.enabled:
