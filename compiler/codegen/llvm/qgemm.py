@@ -696,7 +696,7 @@ class _BodyWinograd(_BodyPacked):
     aicc_cpu.qgemm): the kernel takes `rows` = m tiles from tile row0 of (N, OH/2, OW/2), at
     most T, and for them
 
-        V[ab, t, c] = (Bt (d_t[c] - zp) B)[a, b]            the 4x4 window d_t, 16 channels at a time
+        V[ab, t, c] = (Bt (d_t[c] - zp) B)[a, b]            the 4x4 window d_t, 16 (or 8) channels at a time
         for each 16 output channels j (2 groups of 8; the last group alone):
           M[ab, t, j] = sum_c V[ab, t, c] U[ab, j, c]       16 GEMMs of T x C by C x 16, vpmaddwd
           C[tile t's 4 pixels, j] = epilogue((At M[., t, j] A) >> 2)
@@ -720,14 +720,18 @@ class _BodyWinograd(_BodyPacked):
         self.tb = tiles
         self.cw = CHUNK if self.cin % CHUNK == 0 else 8  # the input transform's channels at a time
         self.k2 = self.cin // 2
-        oh, ow = window[0], window[1]
-        self.th, self.tw, self.hp, self.wp = oh // 2, ow // 2, window[8], window[9]
+        self.oh, self.ow = window[0], window[1]
+        self.th, self.tw, self.hp, self.wp = -(-self.oh // 2), -(-self.ow // 2), window[8], window[9]
 
     def buffer(self, ety, count: int) -> ir.Value:
         buf = self.e.alloca_builder.alloca(ir.ArrayType(ety, count))
         buf.align = 32
         buf.type = ir.PointerType()
         return buf
+
+    def clamp(self, v: ir.Value, n: int) -> ir.Value:
+        """min(v, n - 1)."""
+        return self.b.select(self.b.icmp_signed("<", v, _c(n - 1)), v, _c(n - 1))
 
     def tile_of(self, t: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
         """(image, tile row, tile column) of tile row0 + t."""
@@ -752,16 +756,24 @@ class _BodyWinograd(_BodyPacked):
         """V[ab, t, :] = (Bt (d - zp) B)[a, b] over the tile's 4x4 window d, cw channels at a time."""
         b, e, cw = self.b, self.e, self.cw
         img, ty, tx = self.tile_of(t)
-        h0 = b.add(b.mul(img, _c(self.hp)), b.mul(ty, _c(2)))
-        pix0 = b.mul(b.add(b.mul(h0, _c(self.wp)), b.mul(tx, _c(2))), _c(self.cin))
+        h0, w0 = b.mul(ty, _c(2)), b.mul(tx, _c(2))
+        # the window's rows and columns; under an odd OH (OW) the last tile's fourth row (column)
+        # lies beyond the input, and reads the last one instead: whatever it holds, the exact
+        # integer transforms cancel it from the tile's first output row (column), and its
+        # second one is not stored
+        hs = [self.clamp(b.add(h0, _c(i)), self.hp) if 2 * self.th + 2 > self.hp else b.add(h0, _c(i))
+              for i in range(4)]
+        ws = [self.clamp(b.add(w0, _c(j)), self.wp) if 2 * self.tw + 2 > self.wp else b.add(w0, _c(j))
+              for j in range(4)]
+        img0 = b.mul(img, _c(self.hp))
+        lines = [b.mul(b.add(img0, h), _c(self.wp)) for h in hs]  # the window rows' first pixels
         vi8, vi16 = ir.VectorType(I8, cw), ir.VectorType(I16, cw)
         zp = ir.Constant(vi16, [self.zp] * cw)
 
         def chunk(c, _):
-            at = b.add(pix0, c)
-
             def load(i, j):
-                p = b.gep(self.a, [b.add(at, _c((i * self.wp + j) * self.cin))], inbounds=True, source_etype=I8)
+                at = b.add(b.mul(b.add(lines[i], ws[j]), _c(self.cin)), c)
+                p = b.gep(self.a, [at], inbounds=True, source_etype=I8)
                 return b.sub(b.sext(b.load(p, typ=vi8, align=1), vi16), zp)
 
             d = [[load(i, j) for j in range(4)] for i in range(4)]
@@ -824,7 +836,7 @@ class _BodyWinograd(_BodyPacked):
         """Tile t's 2x2 pixels of groups g ..: (At M A) >> 2, through the epilogue into C."""
         b = self.b
         img, ty, tx = self.tile_of(t)
-        oh, ow = 2 * self.th, 2 * self.tw
+        oh, ow = self.oh, self.ow
         r00 = b.add(b.add(b.mul(img, _c(oh * ow)), b.mul(ty, _c(2 * ow))), b.mul(tx, _c(2)))
         rows = [r00, b.add(r00, _c(1)), b.add(r00, _c(ow)), b.add(r00, _c(ow + 1))]
         two = ir.Constant(V8I32, [2] * 8)
@@ -838,7 +850,20 @@ class _BodyWinograd(_BodyPacked):
                 for s, coeffs in enumerate(WINO_AT):
                     ys[2 * r + s].append(b.ashr(_combine(b, coeffs, row), two))
         cols = [b.mul(b.add(g, _c(h)), _c(PACK_COLS)) for h in range(ng)]
-        self.store_tile([v for y in ys for v in y], None, None, cols, 4, ng, rows=rows)
+        if oh % 2 == 0 and ow % 2 == 0:
+            self.store_tile([v for y in ys for v in y], None, None, cols, 4, ng, rows=rows)
+            return
+        # an odd OH (OW): the last tile row's (column's) second output row (column) is not there
+        last_row = b.icmp_signed("==", ty, _c(self.th - 1)) if oh % 2 else None
+        last_col = b.icmp_signed("==", tx, _c(self.tw - 1)) if ow % 2 else None
+        for i, (row, y) in enumerate(zip(rows, ys)):
+            skip = [c for c, on in ((last_row, i >= 2), (last_col, i % 2 == 1)) if on and c is not None]
+            if not skip:
+                self.store_tile(y, None, None, cols, 1, ng, rows=[row])
+                continue
+            cond = skip[0] if len(skip) == 1 else b.or_(skip[0], skip[1])
+            with b.if_then(b.not_(cond)):
+                self.store_tile(y, None, None, cols, 1, ng, rows=[row])
 
 
 def _combine(b: ir.IRBuilder, coeffs, values: list[ir.Value]) -> ir.Value:

@@ -51,11 +51,11 @@ im2col matrix (KH * KW times the input's bytes) is neither written nor read back
   ==>
     aicc_cpu.qgemm %x[%row0], %w_packed, %c[%coff] rows %m {..., window = array<i64: 8, 8, 3, 3, 1, 1, 1, 1>}
 
-Such a window that is 3x3, stride 1, no dilation, with an even OH and OW and C a multiple of 8,
+Such a window that is 3x3, stride 1, no dilation, with C a multiple of 8,
 on a CPU without VNNI, gets the integer Winograd kernel instead (`winograd = T`, see
 aicc_cpu.qgemm; `winograd=false` or AICC_INT8_WINOGRAD=0 keep the direct one): B is replaced
 by its F(2x2, 3x3) transform as i16 (`pack_winograd`), and the tasks take T 2x2 output tiles
-each (`_winograd_tiles`). Not under `saturate` with an 8-bit B, whose pair sums the user asked
+each (`_winograd_tiles`; under an odd OH or OW the last tiles are halves). Not under `saturate` with an 8-bit B, whose pair sums the user asked
 to saturate as the direct u8 x s8 kernel does: the Winograd sums are exact.
 
     aicc_cpu.qgemm %x[%t0], %w_winograd, %c[%0] rows %m {..., window = array<i64: 8, 8, 3, 3, 1, 1, 1, 1>, winograd = 24}
@@ -397,15 +397,15 @@ WINOGRAD_MAX_BLOCKS = 4  # T: at most 4 register blocks of WINO_MR tiles
 
 def _winograd_tiles(options: LowerQGemm, window: tuple[int, ...], k: int, w: np.ndarray) -> int:
     """The tiles per task (T) of the integer Winograd kernel for the windowed conv, 0 where
-    the direct kernel runs: a 3x3 stride-1 window, OH and OW even, C a multiple of 8, on a CPU
+    the direct kernel runs: a 3x3 stride-1 window, C a multiple of 8, on a CPU
     without VNNI (whose vpdpbusd does 4 products per lane where vpmaddwd does 2: about even with
     F(2x2, 3x3)'s 2.25x, and untried), and not where `saturate` asks for the direct kernel's
     saturating pair sums (an 8-bit B: the integer Winograd's sums are exact)."""
     if not options.winograd or options.vnni or (options.saturate and not _seven_bit(w)):
         return 0
-    oh, ow, *rest = window
+    rest = window[2:]
     c = k // 9
-    if tuple(rest) != (3, 3, 1, 1, 1, 1) or oh % 2 or ow % 2 or c % 8 or c >= WINOGRAD_MAX_CHANNELS:
+    if tuple(rest) != (3, 3, 1, 1, 1, 1) or c % 8 or c >= WINOGRAD_MAX_CHANNELS:
         return 0
     return WINO_MR * max(1, min(WINOGRAD_MAX_BLOCKS, WINOGRAD_V_BYTES // (32 * c * WINO_MR)))
 
@@ -449,7 +449,11 @@ def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
     a_read = gather[0].inputs[0] if gather else a  # the windowed kernel reads the NHWC input
     outer = IndexBuilder(b)
     # the Winograd kernel's units are 2x2 output tiles, `wino` to a task
-    per_task, rows = (wino, rows // 4) if wino else (ROWS_PER_TASK, rows)
+    if wino:
+        oh, ow = gather[1][:2]
+        per_task, rows = wino, rows // (oh * ow) * -(-oh // 2) * -(-ow // 2)  # the N images' tiles
+    else:
+        per_task = ROWS_PER_TASK
     tasks = -(-rows // per_task)
     block = Block(arg_types=[IndexType()])
     par = b.insert(scf.ParallelOp([outer.const(0)], [outer.const(tasks)], [outer.const(1)], Region(block)))

@@ -53,11 +53,15 @@ func.func @conv3x3(%x: tensor<2x10x10x16xi8>) -> tensor<2x8x8x20xi8> {
 }
 
 // -----
-// An odd output width (7) has no whole 2x2 tiles: the direct kernel.
+// An odd output width (7): 4 tiles a row, the last a half; the kernel reads the input's last
+// column for the fourth one of that tile's window, and skips the stores of its second
+// output column.
 // CHECK-LABEL: func.func @odd_width
-// CHECK-NOT:     winograd
-// CHECK:         aicc_cpu.qgemm {{.*}}window = array<i64: 2, 7, 3, 3, 1, 1, 1, 1>
-// CHECK-NOT:     winograd
+// CHECK:         aicc_cpu.qgemm {{.*}}window = array<i64: 2, 7, 3, 3, 1, 1, 1, 1>, winograd = 24 : i64}
+// LLVM: define internal void @"aicc.qgemm.4.144.0.p.w2x7x3x3x1x1x1x1x4x9.wino24"(
+// LLVM: icmp slt i64 %{{.*}}, 8
+// LLVM: select i1 %{{.*}}, i64 %{{.*}}, i64 8
+// LLVM: icmp eq i64 %{{.*}}, 3
 func.func @odd_width(%x: tensor<1x4x9x16xi8>) -> tensor<14x4xi32> {
   %cols = aicc.tensor_op "out[n, p, q, i, j, c] = in0[n, p + i, q + j, c]"(%x) {ranges = {n = 1 : i64, p = 2 : i64, q = 7 : i64, i = 3 : i64, j = 3 : i64, c = 16 : i64}} : (tensor<1x4x9x16xi8>) -> tensor<1x2x7x3x3x16xi8>
   %a = aicc.reshape %cols : tensor<1x2x7x3x3x16xi8> -> tensor<14x144xi8>
