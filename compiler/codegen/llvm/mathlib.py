@@ -32,6 +32,9 @@ _EXP_POLY = (1.3814324047416449e-3, 8.368851616978645e-3, 4.1668400168418884e-2,
 # Outside [lo, hi] the result is 0 resp. inf anyway; clamping keeps n inside int range.
 _EXP_CLAMP_HI = 89.0
 _EXP_CLAMP_LO = -104.0
+# `flush` (one factor 2^n): x * log2(e) >= -126.96 rounds to n >= -127, whose factor is +0.0,
+# as every result below 2^-126 of n <= -127 is there
+_EXP_FLUSH_LO = -88.0
 _ROUND_MAGIC = 12582912.0  # 1.5 * 2**23: x + it rounds x to an integer, held in its low bits
 _ROUND_MAGIC_BITS = 0x4B400000
 
@@ -176,7 +179,7 @@ def emit_exp(b: ir.IRBuilder, x, vector_ldexp: bool = False, flush: bool = False
     ity = _like(ty, I32)
     # Clamp with compare+select written so that a NaN x passes through (one vminps/vmaxps
     # each): it then runs through the arithmetic below and comes out NaN, with no check.
-    hi, lo = _const(ty, _EXP_CLAMP_HI), _const(ty, _EXP_CLAMP_LO)
+    hi, lo = _const(ty, _EXP_CLAMP_HI), _const(ty, _EXP_FLUSH_LO if flush and not vector_ldexp else _EXP_CLAMP_LO)
     xc = b.select(b.fcmp_ordered(">", x, hi), hi, x)
     xc = b.select(b.fcmp_ordered("<", xc, lo), lo, xc)
     # n = round(x * log2(e)), to nearest even, by adding 1.5 * 2**23: the sum's low mantissa
@@ -190,14 +193,15 @@ def emit_exp(b: ir.IRBuilder, x, vector_ldexp: bool = False, flush: bool = False
     if vector_ldexp:
         y = _ldexp(b, y, b.sub(b.bitcast(t, ity), _const(ity, _ROUND_MAGIC_BITS)))
     elif flush:
-        # 2**n as one float, its biased exponent e = n + 127 read from t's bits as below;
-        # n < -126 gives e <= 0, held at 0: the factor is then +0.0 and so is the result
+        # 2**n as one float: its bits (n + 127) << 23. t's bits are the magic's plus n, and
+        # the magic's shifted by 23 vanish modulo 2^32, so they are (t's bits << 23) plus
+        # 127 << 23, the bits of 1.0 (a constant the polynomial holds already). The clamp at
+        # _EXP_FLUSH_LO keeps n >= -127: n = -127 gives the factor +0.0, and so the result
         # (a NaN x stays NaN); n = 128 gives e = 255, +inf. For -126 <= n <= 127 the factor
-        # is exact, and the product is the two-factor form's (one rounding at most).
-        e = b.sub(b.bitcast(t, ity), _const(ity, _ROUND_MAGIC_BITS - 127))
-        zero = _const(ity, 0)
-        e = b.select(b.icmp_signed(">", e, zero), e, zero)
-        y = b.fmul(y, b.bitcast(b.shl(e, _const(ity, 23)), ty))
+        # is exact, and the product is the two-factor form's (one rounding at most). Two
+        # integer ops and no constant of their own: AVX2's 16 registers hold the loop's.
+        bits = b.add(b.shl(b.bitcast(t, ity), _const(ity, 23)), b.bitcast(_const(ty, 1.0), ity))
+        y = b.fmul(y, b.bitcast(bits, ty))
     else:
         # 2**n in two factors, 2**n1 * 2**n2 with n1 = floor(n / 2), so that results in the
         # denormal range (n < -126) and the overflow boundary (n = 128) come out with a
