@@ -6,7 +6,7 @@
 // (2 x 1 tiles of 4 x 16), filled by a parallel loop over the tiles; keys past the end (5..15)
 // repeat key 4 (they are masked).
 // Then one scf.parallel over (heads x query blocks): 2 x 1 tasks. Per task: stack buffers for
-// the 4 x 16 score tile, and the block's accumulators, running max and sum (8 rows: 5 rounded
+// the 6 x 16 score tile, and the block's accumulators, running max and sum (6 rows: 5 rounded
 // up to the row tile).
 // CHECK-LABEL: func.func @causal
 // CHECK-SAME:    (%[[Q:.*]]: memref<5x2x4xf32>, %[[K:.*]]: memref<5x2x4xf32>, %[[V:.*]]: memref<2x5x3xf32>, %[[OUT:.*]]: memref<2x5x3xf32>)
@@ -23,9 +23,9 @@
 // CHECK:         }) {aicc.kernel = "attention-transpose-k"}
 // CHECK:         "scf.parallel"(%{{.*}}, %[[C2]], %{{.*}})
 // CHECK-NEXT:    ^bb0(%[[T:.*]]: index):
-// CHECK-DAG:       %[[ACC:.*]] = memref.alloca() {alignment = 64 : i64} : memref<8x3xf32>
-// CHECK-DAG:       %[[M:.*]] = memref.alloca() {alignment = 64 : i64} : memref<8xf32>
-// CHECK-DAG:       %[[L:.*]] = memref.alloca() {alignment = 64 : i64} : memref<8xf32>
+// CHECK-DAG:       %[[ACC:.*]] = memref.alloca() {alignment = 64 : i64} : memref<6x3xf32>
+// CHECK-DAG:       %[[M:.*]] = memref.alloca() {alignment = 64 : i64} : memref<6xf32>
+// CHECK-DAG:       %[[L:.*]] = memref.alloca() {alignment = 64 : i64} : memref<6xf32>
 // Causal: the key sweep ends after the block's last row.
 // CHECK:           %[[NEG:.*]] = arith.constant 0xff800000 : f32
 // CHECK:           %[[KEND:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
@@ -39,7 +39,7 @@
 // Row tiles start at the first one that reaches this key block.
 // CHECK:             arith.maxsi
 // CHECK:             scf.for
-// The scores: four rows x 16 keys of sums carried through the loop over e (registers), one
+// The scores: six rows x 16 keys of sums carried through the loop over e (registers), one
 // multiply-add of a q element and a k^T row (from the buffer) each per e; stored once after it.
 // CHECK:               scf.for %{{.*}} = %{{.*}} to %[[CEND]] step
 // CHECK:               scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, {{.*}}) {
@@ -50,7 +50,7 @@
 // CHECK:                 scf.yield
 // CHECK:               memref.store
 // Only a block some row does not see whole pays for the mask.
-// CHECK:               scf.if %{{.*}} -> (f32, f32, f32, f32) {
+// CHECK:               scf.if %{{.*}} -> (f32, f32, f32, f32, f32, f32) {
 // CHECK:                 arith.mulf %{{.*}}, %[[HALF]] : f32
 // CHECK:                 arith.select %{{.*}}, %[[NEG]], %{{.*}} : f32
 // CHECK:               } else {
@@ -80,12 +80,12 @@ func.func @causal(%q: memref<5x2x4xf32>, %k: memref<5x2x4xf32>, %v: memref<2x5x3
 }
 
 // -----
-// p @ v with F = 16: the four rows' accumulators are loaded and rescaled once per key block,
+// p @ v with F = 16: the six rows' accumulators are loaded and rescaled once per key block,
 // carried through the loop over the block's keys (registers), and stored once after it.
 // CHECK-LABEL: func.func @pv_in_registers
 // CHECK-SAME:    (%{{.*}}: memref<2x8x4xf32>, %{{.*}}: memref<2x8x4xf32>, %[[V:.*]]: memref<2x8x16xf32>, %{{.*}}: memref<2x8x16xf32>)
 // CHECK:         math.exp
-// CHECK:         memref.load %[[ACC:.*]][%{{.*}}, %{{.*}}] : memref<8x16xf32>
+// CHECK:         memref.load %[[ACC:.*]][%{{.*}}, %{{.*}}] : memref<12x16xf32>
 // CHECK:         arith.mulf
 // CHECK:         scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, {{.*}}) {
 // CHECK:           memref.load %[[V]]
