@@ -200,7 +200,7 @@ def emit_exp(b: ir.IRBuilder, x, vector_ldexp: bool = False, flush: bool = False
         # (a NaN x stays NaN); n = 128 gives e = 255, +inf. For -126 <= n <= 127 the factor
         # is exact, and the product is the two-factor form's (one rounding at most). Two
         # integer ops and no constant of their own: AVX2's 16 registers hold the loop's.
-        bits = b.add(b.shl(b.bitcast(t, ity), _const(ity, 23)), b.bitcast(_const(ty, 1.0), ity))
+        bits = b.add(b.shl(b.bitcast(t, ity), _const(ity, 23)), _const(ity, 127 << 23))  # 1.0's bits
         y = b.fmul(y, b.bitcast(bits, ty))
     else:
         # 2**n in two factors, 2**n1 * 2**n2 with n1 = floor(n / 2), so that results in the

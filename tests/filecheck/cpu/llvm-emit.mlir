@@ -33,18 +33,20 @@
 // CHECK-NOT:   @expf
 
 // An exp marked afn (softmax's, attention's) scales by 2**n in one factor without
-// vscalefps: its exponent field n + 127 (n + 127 - the magic's bits), held at 0 (then the
-// factor is +0.0, and results below 2^-126 are zero), one multiply.
+// vscalefps: its bits (n + 127) << 23 are t's bits shifted by 23 (the magic's bits vanish
+// modulo 2^32) plus those of 1.0 (1065353216), one multiply. The lower clamp is -88, so that
+// n >= -127, whose factor is +0.0 (results below 2^-126 are zero).
 // CHECK-LABEL: define void @"scale_afn"
+// AVX512:        fcmp olt float %{{.*}}, 0xc05a000000000000
+// AVX2:          fcmp olt float %{{.*}}, 0xc056000000000000
 // CHECK:         %[[T:.*]] = call float @"llvm.fmuladd.f32"(float %{{.*}}, float 0x3ff7154760000000, float 0x4168000000000000)
-// CHECK:         %[[TB:.*]] = bitcast float %[[T]] to i32
+// AVX512:        %[[TB:.*]] = bitcast float %[[T]] to i32
 // AVX512:        call float @"llvm.ldexp.f32.i32"
 // AVX2-NOT:      @"llvm.ldexp
-// AVX2:          %[[E:.*]] = sub i32 %[[TB]], 1262485377
-// AVX2:          %[[POS:.*]] = icmp sgt i32 %[[E]], 0
-// AVX2:          %[[EM:.*]] = select i1 %[[POS]], i32 %[[E]], i32 0
-// AVX2:          %[[S:.*]] = shl i32 %[[EM]], 23
-// AVX2:          %[[F:.*]] = bitcast i32 %[[S]] to float
+// AVX2:          %[[TB:.*]] = bitcast float %[[T]] to i32
+// AVX2:          %[[S:.*]] = shl i32 %[[TB]], 23
+// AVX2:          %[[E:.*]] = add i32 %[[S]], 1065353216
+// AVX2:          %[[F:.*]] = bitcast i32 %[[E]] to float
 // AVX2:          fmul float %{{.*}}, %[[F]]
 // AVX2-NOT:      ashr
 // CHECK:         store float
