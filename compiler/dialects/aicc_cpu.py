@@ -207,12 +207,12 @@ class QGemmOp(IRDLOperation):
     im2col matrix is never stored.
 
     With `winograd = T` (a window 3x3, stride 1, no dilation, C a multiple of 8; no vnni) the
-    conv runs as Winograd's F(2x2, 3x3) in integers: B is the transformed
-    weight U = G' g G'^T (G' = 2 G, see compiler/lowering/winograd.py) of each (out, in)
-    channel pair, memref<16 x G x C/2 x 16 x i16> (G = ceil(N / 8)), Up[ab, g, p, 2c + t] =
-    U[ab][8g + c][2p + t] (zeros beyond N), and a_off and m count 2x2 output tiles of
-    (N, ceil(OH/2), ceil(OW/2)) (under an odd OH or OW the last ones halves), at most T per op (the kernel's buffers hold T); c_off is 0 (the kernel
-    writes each tile's 4 rows of C itself). Each tile's input window d (4x4, minus zp) becomes
+    conv runs as Winograd's F(2x2, 3x3) in integers: B is the transformed weight U = G' g G'^T
+    (G' = 2 G, see compiler/lowering/winograd.py) of each (out, in) channel pair,
+    memref<16 x G x C/2 x 16 x i16> (G = ceil(N / 8)), Up[ab, g, p, 2c + t] = U[ab][8g + c][2p + t]
+    (zeros beyond N), and a_off and m count 2x2 output tiles of (N, ceil(OH/2), ceil(OW/2))
+    (under an odd OH or OW the last ones halves), at most T per op (the kernel's buffers hold
+    T); c_off is 0 (the kernel writes each tile's 4 rows of C itself). Each tile's input window d (4x4, minus zp) becomes
     V = Bt d B (within [-1020, 1020]: i16), M_ab = sum_c V_ab[c] U_ab[., c] (vpmaddwd, i32),
     and C = (At M A) / 4, exact: the integer identity holds modulo 2^32 and the result is
     4 times the conv's sum, below 2^31 in magnitude for C < WINOGRAD_MAX_CHANNELS (see
@@ -335,7 +335,8 @@ class QGemmOp(IRDLOperation):
         if self.winograd is not None:
             w, a_shape = self.window_of(), self.a.type.get_shape()
             c = a_shape[3]
-            if self.winograd_tiles < 1 or w is None or tuple(w[2:8]) != (3, 3, 1, 1, 1, 1) or c % 8 or c >= WINOGRAD_MAX_CHANNELS or lanes or b_shape != (16, -(-n // 8), c // 2, 16) \
+            if self.winograd_tiles < 1 or w is None or tuple(w[2:8]) != (3, 3, 1, 1, 1, 1) or c % 8 \
+                    or c >= WINOGRAD_MAX_CHANNELS or lanes or b_shape != (16, -(-n // 8), c // 2, 16) \
                     or self.b.type.element_type != IntegerType(16):
                 raise VerifyException(
                     "aicc_cpu.qgemm: winograd takes a window [OH, OW, 3, 3, 1, 1, 1, 1], an "

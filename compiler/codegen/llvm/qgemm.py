@@ -693,10 +693,10 @@ WINO_MR = 6  # tiles per register block: 6 x 2 groups of i32 accumulators, 2 of 
 
 class _BodyWinograd(_BodyPacked):
     """A 3x3 stride-1 int8 conv as Winograd's F(2x2, 3x3) in integers (`winograd = T`, see
-    aicc_cpu.qgemm): the kernel takes `rows` = m tiles from tile row0 of (N, OH/2, OW/2), at
-    most T, and for them
+    aicc_cpu.qgemm): the kernel takes `rows` = m tiles from tile row0 of (N, ceil(OH/2),
+    ceil(OW/2)), at most T, and for them
 
-        V[ab, t, c] = (Bt (d_t[c] - zp) B)[a, b]            the 4x4 window d_t, 16 (or 8) channels at a time
+        V[ab, t, c] = (Bt (d_t[c] - zp) B)[a, b]            the 4x4 window d_t, 16 (8) channels at once
         for each 16 output channels j (2 groups of 8; the last group alone):
           M[ab, t, j] = sum_c V[ab, t, c] U[ab, j, c]       16 GEMMs of T x C by C x 16, vpmaddwd
           C[tile t's 4 pixels, j] = epilogue((At M[., t, j] A) >> 2)

@@ -51,12 +51,13 @@ im2col matrix (KH * KW times the input's bytes) is neither written nor read back
   ==>
     aicc_cpu.qgemm %x[%row0], %w_packed, %c[%coff] rows %m {..., window = array<i64: 8, 8, 3, 3, 1, 1, 1, 1>}
 
-Such a window that is 3x3, stride 1, no dilation, with C a multiple of 8,
-on a CPU without VNNI, gets the integer Winograd kernel instead (`winograd = T`, see
-aicc_cpu.qgemm; `winograd=false` or AICC_INT8_WINOGRAD=0 keep the direct one): B is replaced
-by its F(2x2, 3x3) transform as i16 (`pack_winograd`), and the tasks take T 2x2 output tiles
-each (`_winograd_tiles`; under an odd OH or OW the last tiles are halves). Not under `saturate` with an 8-bit B, whose pair sums the user asked
-to saturate as the direct u8 x s8 kernel does: the Winograd sums are exact.
+Such a window that is 3x3, stride 1, no dilation, with C a multiple of 8, on a CPU without
+VNNI, gets the integer Winograd kernel instead (`winograd = T`, see aicc_cpu.qgemm;
+`winograd=false` or AICC_INT8_WINOGRAD=0 keep the direct one): B is replaced by its F(2x2, 3x3)
+transform as i16 (`pack_winograd`), and the tasks take T 2x2 output tiles each
+(`_winograd_tiles`; under an odd OH or OW the last tiles are halves). Not under `saturate` with
+an 8-bit B, whose pair sums the user asked to saturate as the direct u8 x s8 kernel does: the
+Winograd sums are exact.
 
     aicc_cpu.qgemm %x[%t0], %w_winograd, %c[%0] rows %m {..., window = array<i64: 8, 8, 3, 3, 1, 1, 1, 1>, winograd = 24}
 """
@@ -93,8 +94,8 @@ from compiler.codegen.llvm.qgemm import PACK_COLS, WINO_MR
 from compiler.dialects import aicc
 from compiler.dialects.aicc_cpu import WINOGRAD_MAX_CHANNELS, QGemmOp
 from compiler.lowering.loop_builder import IndexBuilder
-from compiler.lowering.winograd import G
 from compiler.lowering.quant_to_linalg import QGEMM_ATTR, QGEMM_DYNAMIC_ATTR
+from compiler.lowering.winograd import G
 from compiler.targets.cpu.tile_conv import buffer_users, erase_if_dead, keep_alive_through, source
 ROWS_PER_TASK = 8
 WINOGRAD_G2 = (2 * G).astype(np.int64)  # F(2x2, 3x3)'s G doubled: integers
@@ -397,9 +398,9 @@ WINOGRAD_MAX_BLOCKS = 4  # T: at most 4 register blocks of WINO_MR tiles
 
 def _winograd_tiles(options: LowerQGemm, window: tuple[int, ...], k: int, w: np.ndarray) -> int:
     """The tiles per task (T) of the integer Winograd kernel for the windowed conv, 0 where
-    the direct kernel runs: a 3x3 stride-1 window, C a multiple of 8, on a CPU
-    without VNNI (whose vpdpbusd does 4 products per lane where vpmaddwd does 2: about even with
-    F(2x2, 3x3)'s 2.25x, and untried), and not where `saturate` asks for the direct kernel's
+    the direct kernel runs: a 3x3 stride-1 window, C a multiple of 8, on a CPU without VNNI
+    (whose vpdpbusd does 4 products per lane where vpmaddwd does 2: about even with F(2x2,
+    3x3)'s 2.25x, and untried), and not where `saturate` asks for the direct kernel's
     saturating pair sums (an 8-bit B: the integer Winograd's sums are exact)."""
     if not options.winograd or options.vnni or (options.saturate and not _seven_bit(w)):
         return 0
