@@ -15,9 +15,9 @@ from xdsl.utils.exceptions import VerifyException
 
 import compiler
 from compiler.dialects.aicc_cpu import WINOGRAD_MAX_CHANNELS
+from compiler.lowering.winograd import AT, BT, G
 from compiler.pipeline import CompileOptions, compile_module, make_context
 from compiler.targets.cpu.qgemm import pack_winograd
-from compiler.lowering.winograd import AT, BT, G
 
 
 @pytest.fixture(autouse=True)

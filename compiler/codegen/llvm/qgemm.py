@@ -314,14 +314,27 @@ class _Body:
         q = b.select(b.fcmp_ordered(">", q, hi), hi, q)
         return b.fptosi(b.fsub(q, zp) if shift else q, ity)
 
+    scratch_ety = I16  # the row buffer's elements: A's rows as i16 minus the zero point
+
     def scratch(self, mr: int) -> ir.Value:
-        """An entry-block stack buffer of mr * ks i16 (one per row count, reused)."""
+        """An entry-block stack buffer of mr * ks scratch_ety (one per row count, reused)."""
         buf = self.buffers.get(mr)
         if buf is None:
-            buf = self.buffers[mr] = self.e.alloca_builder.alloca(ir.ArrayType(I16, mr * self.ks))
-            buf.align = 32
-            buf.type = ir.PointerType()  # opaque, as the emitter's pointers are
+            buf = self.buffers[mr] = self.stack_buffer(self.scratch_ety, mr * self.ks)
         return buf
+
+    def stack_buffer(self, ety, count: int) -> ir.Value:
+        """An entry-block stack array of `count` ety, 32-byte aligned."""
+        buf = self.e.alloca_builder.alloca(ir.ArrayType(ety, count))
+        buf.align = 32
+        buf.type = ir.PointerType()  # opaque, as the emitter's pointers are
+        return buf
+
+    def splat(self, v: ir.Value, vty) -> ir.Value:
+        """The scalar v in every lane of a vty."""
+        b, lanes = self.b, vty.count
+        return b.shuffle_vector(b.insert_element(ir.Constant(vty, ir.Undefined), v, _c(0, I32)),
+                                ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
     def _row(self, base: ir.Value, row: ir.Value, ld: int, ety) -> ir.Value:
         return self.b.gep(base, [self.b.mul(row, _c(ld), flags=["nsw"])], inbounds=True, source_etype=ety)
@@ -448,7 +461,6 @@ class _BodyPacked(_Body):
     def tile4(self, r0: ir.Value, i0: ir.Value, g: ir.Value, ng: int, tr: int) -> None:
         """Rows r0 + i0 .. + tr - 1 (buffer rows i0 ..) by column groups g .. g + ng - 1."""
         b, e = self.b, self.e
-        v8i32 = ir.VectorType(I32, 8)
         b_base = [b.mul(b.add(g, _c(h)), _c(self.k2 * 16)) for h in range(ng)]
         a_base = [b.mul(b.add(i0, _c(i)), _c(self.ks)) for i in range(tr)]
 
@@ -459,9 +471,7 @@ class _BodyPacked(_Body):
             for i in range(tr):
                 at = b.add(a_base[i], b.mul(p, _c(2)))
                 word = b.load(b.gep(self.a16, [at], inbounds=True, source_etype=I16), typ=I32, align=4)
-                av = b.bitcast(b.shuffle_vector(b.insert_element(ir.Constant(v8i32, ir.Undefined), word, _c(0, I32)),
-                                                ir.Constant(v8i32, ir.Undefined), ir.Constant(v8i32, [0] * 8)),
-                               V16I16)
+                av = b.bitcast(self.splat(word, V8I32), V16I16)
                 out += [b.add(accs[i * ng + h], b.call(self.pmaddwd, [av, bv[h]])) for h in range(ng)]
             return out
 
@@ -497,9 +507,7 @@ class _BodyPacked(_Body):
     def mask(self, col: ir.Value) -> ir.Value:
         """The lanes of the 8 columns from `col` that lie within n (the last group: n % 8)."""
         b, v8i64 = self.b, ir.VectorType(I64, 8)
-        lanes = b.shuffle_vector(b.insert_element(ir.Constant(v8i64, ir.Undefined), b.sub(_c(self.n), col), _c(0, I32)),
-                                 ir.Constant(v8i64, ir.Undefined), ir.Constant(ir.VectorType(I32, 8), [0] * 8))
-        return b.icmp_signed("<", ir.Constant(v8i64, list(range(8))), lanes)
+        return b.icmp_signed("<", ir.Constant(v8i64, list(range(8))), self.splat(b.sub(_c(self.n), col), v8i64))
 
     def column(self, base: ir.Value, col: ir.Value, ety) -> ir.Value:
         """base[col .. col + 7] (f32 or i32), zeros beyond n."""
@@ -557,6 +565,8 @@ class _BodyVNNI(_BodyPacked):
     shuffles (`dot` "e": what a CPU without VNNI runs, for tests). With `dot` "u7" (8 lanes, a B
     within [-64, 64]), vpmaddubsw and vpmaddwd by ones on AVX2 (see aicc_cpu.qgemm)."""
 
+    scratch_ety = I8  # A + 128 as bytes
+
     def __init__(self, e: FunctionEmitter, args, n: int, k: int, zp: int, kb: int, out: _Out | None,
                  lanes: int, dot: str = "", window: tuple[int, ...] | None = None):
         self.out, self.lanes, self.portable, self.u7 = out, lanes, dot == "e", dot == "u7"
@@ -597,15 +607,6 @@ class _BodyVNNI(_BodyPacked):
         q = b.add(q, ir.Constant(ity, [128] * width) if width > 1 else ir.Constant(I32, 128))
         return b.trunc(q, ir.VectorType(I8, width) if width > 1 else I8)
 
-    def scratch(self, mr: int) -> ir.Value:
-        """An entry-block stack buffer of mr * ks bytes (one per row count, reused)."""
-        buf = self.buffers.get(mr)
-        if buf is None:
-            buf = self.buffers[mr] = self.e.alloca_builder.alloca(ir.ArrayType(I8, mr * self.ks))
-            buf.align = 32
-            buf.type = ir.PointerType()
-        return buf
-
     def convert_row(self, r: ir.Value, at0: ir.Value) -> None:
         """A's row r + 128 as bytes into the buffer from byte at0: each span 16 at a time, its
         tail one by one, then zeros up to the whole quads."""
@@ -628,11 +629,6 @@ class _BodyVNNI(_BodyPacked):
         self.spans(r, span)
         for kk in range(self.k, self.ks):
             b.store(ir.Constant(I8, 0), b.gep(self.a16, [b.add(at0, _c(kk))], inbounds=True, source_etype=I8))
-
-    def splat(self, v: ir.Value, vty) -> ir.Value:
-        b, lanes = self.b, vty.count
-        return b.shuffle_vector(b.insert_element(ir.Constant(vty, ir.Undefined), v, _c(0, I32)),
-                                ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
     def dot(self, acc: ir.Value, a: ir.Value, bv: ir.Value) -> ir.Value:
         """acc + the sums of a's unsigned by bv's signed byte quads, lane by lane."""
@@ -723,12 +719,6 @@ class _BodyWinograd(_BodyPacked):
         self.oh, self.ow = window[0], window[1]
         self.th, self.tw, self.hp, self.wp = -(-self.oh // 2), -(-self.ow // 2), window[8], window[9]
 
-    def buffer(self, ety, count: int) -> ir.Value:
-        buf = self.e.alloca_builder.alloca(ir.ArrayType(ety, count))
-        buf.align = 32
-        buf.type = ir.PointerType()
-        return buf
-
     def clamp(self, v: ir.Value, n: int) -> ir.Value:
         """min(v, n - 1)."""
         return self.b.select(self.b.icmp_signed("<", v, _c(n - 1)), v, _c(n - 1))
@@ -743,8 +733,8 @@ class _BodyWinograd(_BodyPacked):
 
     def emit(self) -> None:
         b, e = self.b, self.e
-        self.v = self.buffer(I16, 16 * self.tb * self.cin)
-        self.mbuf = self.buffer(I32, 16 * self.tb * 2 * PACK_COLS)
+        self.v = self.stack_buffer(I16, 16 * self.tb * self.cin)
+        self.mbuf = self.stack_buffer(I32, 16 * self.tb * 2 * PACK_COLS)
         e.loop(_c(0), self.rows, _c(1), [], lambda t, _: self.transform_input(t) or [], known_nonempty=True)
         pairs = self.groups // 2
         if pairs:
@@ -807,7 +797,6 @@ class _BodyWinograd(_BodyPacked):
         """M[ab, t0 .. t0 + 5, groups] = V[ab, t0 .. t0 + 5, :] by U[ab, groups] (tiles beyond
         `rows` compute from whatever V holds there and are never read)."""
         b, e = self.b, self.e
-        v8i32 = ir.VectorType(I32, 8)
         u_base = [b.mul(b.add(b.mul(ab, _c(self.groups)), b.add(g, _c(h))), _c(self.k2 * 16)) for h in range(ng)]
         v_base = [b.mul(b.add(b.mul(ab, _c(self.tb)), b.add(t0, _c(i))), _c(self.cin)) for i in range(WINO_MR)]
 
@@ -818,9 +807,7 @@ class _BodyWinograd(_BodyPacked):
             for i in range(WINO_MR):
                 word = b.load(b.gep(self.v, [b.add(v_base[i], b.mul(p, _c(2)))], inbounds=True, source_etype=I16),
                               typ=I32, align=4)
-                av = b.bitcast(b.shuffle_vector(b.insert_element(ir.Constant(v8i32, ir.Undefined), word, _c(0, I32)),
-                                                ir.Constant(v8i32, ir.Undefined), ir.Constant(v8i32, [0] * 8)),
-                               V16I16)
+                av = b.bitcast(self.splat(word, V8I32), V16I16)
                 out += [b.add(accs[i * ng + h], b.call(self.pmaddwd, [av, uv[h]])) for h in range(ng)]
             return out
 
