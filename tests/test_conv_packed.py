@@ -130,14 +130,24 @@ def test_kill_switch_and_override(monkeypatch):
         compiler.compile(conv, (x,), threads=1, target_cpu=AVX2)
 
 
-def test_weight_known_only_at_run_time_stays_direct():
-    """packed packs the weight at compile time: a weight that is an argument makes the conv
-    the direct loop, which is still right."""
-    xs, ws = (2, 3, 9, 7), (17, 3, 3, 3)
+@pytest.mark.parametrize("xs, ws, groups, pads", [
+    ((2, 3, 9, 7), (17, 3, 3, 3), 1, (1, 1, 1, 1)),  # 17 channels: the last vector padded
+    ((1, 8, 6, 5), (24, 4, 3, 3), 2, (1, 1, 1, 1)),  # two groups of 12
+    ((2, 40, 7, 7), (24, 40, 1, 1), 1, (0, 0, 0, 0)),  # 1x1 at 7x7: the nhwc input copy too
+])
+def test_weight_known_only_at_run_time_is_packed_before_the_conv(xs, ws, groups, pads):
+    """A weight that is an argument is packed by a loop nest before the conv (into a
+    temporary), the zeros past each group's last channel vector included, and the conv runs
+    the packed kernel on it."""
     x, w, b = inputs(xs, ws)
-    m = compile_module(conv_module(x, w, b, (1, 1), (1, 1), 1, (1, 1, 1, 1), True, "packed"), "main")
-    assert "aicc_cpu.conv_kernel" not in m.ir("loops")
-    np.testing.assert_allclose(m(x, w, b), want_of(x, w, b, (1, 1), (1, 1), 1, (1, 1, 1, 1), True),
+    m = compile_module(conv_module(x, w, b, (1, 1), (1, 1), groups, pads, True, "packed"), "main")
+    loops = m.ir("loops")
+    assert "aicc_cpu.conv_kernel" in loops
+    assert ("nhwc = 1" in m.ir("linalg")) == (ws[2:] == (1, 1))
+    want = want_of(x, w, b, (1, 1), (1, 1), groups, pads, True)
+    np.testing.assert_allclose(m(x, w, b), want, rtol=1e-4, atol=1e-4)
+    w2 = -w[::-1].copy()  # the pack runs per call: another weight, another result
+    np.testing.assert_allclose(m(x, w2, b), want_of(x, w2, b, (1, 1), (1, 1), groups, pads, True),
                                rtol=1e-4, atol=1e-4)
 
 
@@ -146,17 +156,22 @@ def test_heuristic_picks_packed_only_where_the_target_has_it():
     assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3), packed=True) == "packed"
     assert choose_conv_lowering(1, 256, 512, 1, (7, 7), (3, 3), (2, 2), packed=True) == "packed"
     assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3)) == "im2col"  # no kernel
-    assert choose_conv_lowering(1, 256, 64, 1, (56, 56), (1, 1), packed=True) == "matmul"
+    assert choose_conv_lowering(1, 64, 256, 1, (56, 56), (1, 1), packed=True) == "matmul"
     assert choose_conv_lowering(1, 64, 128, 1, (28, 28), (1, 1), (2, 2), packed=True) == "im2col"
     assert choose_conv_lowering(1, 128, 128, 4, (28, 28), (3, 3), packed=True) == "packed"  # groups
     assert choose_conv_lowering(1, 16, 16, 4, (28, 28), (3, 3), (2, 2), packed=True) == "im2col"  # 4 a group
     assert choose_conv_lowering(1, 64, 8, 1, (56, 56), (3, 3), packed=True) == "direct"
-    # 1x1 convs of one group: packed on small images (narrowing ones up to 16x16)
+    # 1x1 convs of one group: packed on small images (narrowing ones up to 16x16, and on any
+    # image when they narrow to 128 channels or fewer)
     assert choose_conv_lowering(1, 192, 1152, 1, (7, 7), (1, 1), packed=True) == "packed"
     assert choose_conv_lowering(1, 2048, 512, 1, (8, 8), (1, 1), packed=True) == "packed"
     assert choose_conv_lowering(1, 1024, 256, 1, (14, 14), (1, 1), packed=True) == "packed"
     assert choose_conv_lowering(1, 256, 1024, 1, (14, 14), (1, 1), packed=True) == "matmul"
-    assert choose_conv_lowering(1, 512, 128, 1, (28, 28), (1, 1), packed=True) == "matmul"
+    assert choose_conv_lowering(1, 512, 128, 1, (28, 28), (1, 1), packed=True) == "packed"
+    assert choose_conv_lowering(1, 32, 16, 1, (112, 112), (1, 1), packed=True) == "packed"
+    assert choose_conv_lowering(1, 256, 64, 1, (56, 56), (1, 1), packed=True) == "packed"
+    assert choose_conv_lowering(1, 1024, 512, 1, (28, 28), (1, 1), packed=True) == "matmul"
+    assert choose_conv_lowering(1, 128, 128, 1, (28, 28), (1, 1), packed=True) == "matmul"
     assert choose_conv_lowering(1, 192, 1152, 1, (7, 7), (1, 1)) == "matmul"  # no kernel
     assert choose_conv_lowering(1, 192, 8, 1, (7, 7), (1, 1), packed=True) == "matmul"  # 8 channels
     assert choose_conv_lowering(1, 192, 384, 2, (7, 7), (1, 1), packed=True) == "matmul"  # groups
@@ -176,20 +191,23 @@ POINTWISE = [
 ]
 
 
+@pytest.mark.parametrize("nhwc", [0, 1])
 @pytest.mark.parametrize("vw", [8, 16])
 @pytest.mark.parametrize("case", POINTWISE, ids=str)
-def test_packed_pointwise_conv_matches_torch(case, vw, monkeypatch):
+def test_packed_pointwise_conv_matches_torch(case, vw, nhwc, monkeypatch):
     n, ic, oc, hw, bias = case
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(ic, oc, 1, bias=bias).eval()
     block = torch.nn.Sequential(conv, torch.nn.ReLU()).eval()
     x = torch.randn(n, ic, *hw)
-    monkeypatch.setenv("AICC_CONV_SCHEDULE", f"vw={vw}")
+    monkeypatch.setenv("AICC_CONV_SCHEDULE", f"vw={vw},nhwc={nhwc}")
     m = compiler.compile(block, (x,), threads=1, target_cpu=AVX2)
     loops = m.ir("loops")
     assert "aicc_cpu.conv_kernel" in loops and "relu" in loops
-    # one row of h*w output columns: the kernel's x_rs (row stride) is the whole image
-    assert f"x_rs = {hw[0] * hw[1]} : i64" in loops, loops
+    if nhwc:  # the [N][W][IC] copy: a column's channels contiguous, columns IC apart
+        assert "x_cs = 1 : i64, x_rs = 1 : i64, w_ocs" in loops and f"sw = {ic} : i64" in loops
+    else:  # one row of h*w output columns: the kernel's x_rs (row stride) is the whole image
+        assert f"x_rs = {hw[0] * hw[1]} : i64" in loops, loops
     want = block.double()(x.double()).detach().numpy()
     _check(m, x.numpy(), want, ic)
     monkeypatch.setenv("AICC_CONV_PACKED_1X1", "0")  # the A/B switch: a matmul again

@@ -91,7 +91,6 @@ from compiler.lowering.winograd import WINOGRAD_TILES, lower_winograd, winograd_
 from compiler.lowering.utils import (
     PARALLEL,
     REDUCTION,
-    constant_source,
     plus,
     reshape,
     broadcast_map,
@@ -133,12 +132,11 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False,
                   vector_bits: int = 0) -> str:
     """The lowering of `op`: its `aicc.conv_lowering` attribute, else `forced` (the pass
     option), else $AICC_CONV_LOWERING, else `choose_conv_lowering` on its shape (`packed`: the
-    target has the packed kernel, which takes f32 convs with a constant weight and a static
-    batch; `vector_bits`: its vector width, for where Winograd's F(2x2, 3x3) wins, 0 for
-    never). "matmul" on a conv that needs the
-    im2col copy means "im2col"; "packed" on a dynamic batch or a weight that is not a
-    constant means "direct"; "winograd" on a conv it does not apply to (winograd.py) means
-    the heuristic's choice without it."""
+    target has the packed kernel, which takes f32 convs with a static batch, and packs a
+    weight known only at run time before the conv; `vector_bits`: its vector width, for
+    where Winograd's F(2x2, 3x3) wins, 0 for never). "matmul" on a conv that needs the
+    im2col copy means "im2col"; "packed" on a dynamic batch means "direct"; "winograd" on a
+    conv it does not apply to (winograd.py) means the heuristic's choice without it."""
     attr = op.attributes.get(CONV_LOWERING_ATTR)
     mode = attr.data if isinstance(attr, StringAttr) else (forced or os.environ.get(CONV_LOWERING_ENV, ""))
     n, _, _, _ = aicc.shape_of(op.input)
@@ -150,7 +148,7 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False,
         raise CompileError(f"conv lowering '{mode}': expected one of {', '.join(CONV_LOWERINGS)} (or auto)")
     if mode == "matmul" and ((kh, kw) != (1, 1) or strides != (1, 1)):
         mode = "im2col"
-    if mode == "packed" and (not isinstance(n, int) or not _is_constant(op.weight)):
+    if mode == "packed" and not isinstance(n, int):
         mode = "direct"
     if mode in WINOGRAD_TILES and not winograd_applies(op):
         mode = _heuristic(op, packed, 0)
@@ -162,7 +160,7 @@ def _heuristic(op: aicc_nn.Conv2dOp, packed: bool, vector_bits: int) -> str:
     oc, _, kh, kw = aicc.shape_of(op.weight)
     _, _, oh, ow = aicc.shape_of(op.result)
     strides = tuple(aicc_nn.int_values(op.strides))
-    kernel = (packed and isinstance(n, int) and _is_constant(op.weight)
+    kernel = (packed and isinstance(n, int)
               and isinstance(aicc.element_type_of(op.input), Float32Type)
               and os.environ.get(CONV_PACKED_ENV, "") != "0")
     mode = choose_conv_lowering(n if isinstance(n, int) else 1, c, oc, op.groups.value.data,
@@ -172,11 +170,6 @@ def _heuristic(op: aicc_nn.Conv2dOp, packed: bool, vector_bits: int) -> str:
     if mode == "packed" and (kh, kw) == (1, 1) and os.environ.get(CONV_PACKED_1X1_ENV) == "0":
         mode = "matmul" if strides == (1, 1) else "im2col"
     return mode
-
-
-def _is_constant(v: SSAValue) -> bool:
-    """A weight known at compile time (a constant, through reshapes): packed packs it then."""
-    return constant_source(v) is not None
 
 
 def _channel_bias(conv: aicc_nn.Conv2dOp) -> tuple[aicc.AddOp, SSAValue] | None:

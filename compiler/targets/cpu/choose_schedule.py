@@ -189,8 +189,12 @@ class ChooseSchedule(ModulePass):
                                            strides=_conv_strides(o))
                 else:
                     wshape = o.inputs[1].type.get_shape()  # (G, OC/G, IC/G, KH, KW)
+                    xshape = o.inputs[0].type.get_shape()  # (N, G, IC/G, H, W)
+                    pointwise = (wshape[0] == 1 and tuple(wshape[3:]) == (1, 1)
+                                 and xshape[-2] == shape[-2] == 1 and xshape[-1] == shape[-1]
+                                 and _conv_strides(o) == (1, 1))
                     s = choose_conv_schedule(self.vector_bits, shape[-1], shape[-3], fixed=fixed,
-                                             k=math.prod(wshape[2:]))
+                                             k=math.prod(wshape[2:]), pointwise=pointwise)
                 o.attributes[CONV_SCHEDULE_ATTR] = DictionaryAttr(
                     {k: IntegerAttr(v, i64) for k, v in s.items()})
         unused = [k for k in overrides if k is not None and k >= index]

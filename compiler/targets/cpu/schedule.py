@@ -451,12 +451,13 @@ L1_BYTES = 48 * 1024  # data cache per core, when the host's is unknown
 L2_BYTES = 2048 * 1024
 
 
-CONV_SCHEDULE_FIELDS = ("vw", "owb", "ocv", "plane")
+CONV_SCHEDULE_FIELDS = ("vw", "owb", "ocv", "plane", "nhwc")
+_FLAGS = ("plane", "nhwc")
 
 
 def _field_ok(k: str, v: int) -> bool:
-    """Is v a value of conv schedule field k (positive; `plane` a flag, 0 or 1)?"""
-    return v in (0, 1) if k == "plane" else v >= 1
+    """Is v a value of conv schedule field k (positive; `plane` and `nhwc` flags, 0 or 1)?"""
+    return v in (0, 1) if k in _FLAGS else v >= 1
 
 
 def conv_schedule_of(op: Operation) -> dict[str, int]:
@@ -472,7 +473,8 @@ def conv_schedule_of(op: Operation) -> dict[str, int]:
         if k not in CONV_SCHEDULE_FIELDS or not isinstance(v, IntegerAttr) \
                 or not _field_ok(k, v.value.data):
             raise CompileError(f"{CONV_SCHEDULE_ATTR}: '{k} = {v}': expected positive integers "
-                               f"for {', '.join(CONV_SCHEDULE_FIELDS[:3])}, 0 or 1 for plane")
+                               f"for {', '.join(CONV_SCHEDULE_FIELDS[:3])}, 0 or 1 for plane "
+                               "and nhwc")
         out[k] = v.value.data
     return out
 
@@ -493,7 +495,7 @@ def parse_conv_schedule(spec: str = "") -> dict[str, int]:
         if k not in CONV_SCHEDULE_FIELDS or not v.strip().isdigit() or not _field_ok(k, int(v)):
             raise CompileError(f"conv schedule '{item}': expected "
                                f"{'/'.join(CONV_SCHEDULE_FIELDS[:3])}=<positive integer> or "
-                               "plane=0/1")
+                               "plane=0/1 or nhwc=0/1")
         out[k] = int(v)
     return out
 
@@ -502,10 +504,17 @@ def parse_conv_schedule(spec: str = "") -> dict[str, int]:
 # of 3 input channels, 16-channel convs) takes at most SHORT_K_MAX_OWB columns per kernel call.
 SHORT_K = 512
 SHORT_K_MAX_OWB = 8
+# A 1x1 unstrided conv of one group on an image of more than NHWC_MIN_PIXELS and at most
+# NHWC_MAX_PIXELS pixels, not a multiple of NHWC_PIXEL_MULTIPLE, reads its input as an
+# [N][W][IC] copy (tile_conv.py, schedule field `nhwc`; see choose_conv_schedule).
+NHWC_MIN_PIXELS = 16
+NHWC_MAX_PIXELS = 64
+NHWC_PIXEL_MULTIPLE = 16
 
 
 def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
-                         fixed: Mapping[str, int] | None = None, k: int = 0) -> dict[str, int]:
+                         fixed: Mapping[str, int] | None = None, k: int = 0,
+                         pointwise: bool = False) -> dict[str, int]:
     """The register tile of an packed conv kernel (tile_conv.py): `vw` output channels per
     vector (the target's vector width in floats: 8 with AVX2, 16 with AVX-512, 8 there too for
     8 channels or fewer), `ocv` vectors
@@ -524,8 +533,29 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
     then (Zen 4, one thread, one conv, 14 or 9 columns against 8: 3->32 3x3/2 at 224x224
     0.50 -> 0.37 ms, 3->32 3x3 at 112x112 0.42 -> 0.32, 3->64 7x7/2 2.64 -> 2.47, 16->32 3x3
     at 112x112 1.40 -> 1.24; 32->64 3x3/2 (k = 288) 1.15 -> 1.13; no change from k = 576
-    on, nor with AVX2's 4- and 6-column tiles)."""
+    on, nor with AVX2's 4- and 6-column tiles).
+
+    `pointwise`: the conv is 1x1, unstrided, of one group, its image one row of `ow` pixels
+    (nn_to_linalg's view of a 1x1 conv). On the small images of a CNN's last stage, 7x7,
+    its kernels then read the input from an [N][W][IC] copy (`nhwc` = 1), made before the
+    conv (IC * W copies against IC * W * OC multiply-adds): a call's owb columns are owb runs
+    of IC contiguous floats, where the image's own layout has it read IC rows of 196 bytes,
+    a few floats from each, that the next call reads again after the weight block has
+    pushed them out of L1. Measured on a Zen 3 (AVX2) at one thread, one 1x1 conv + ReLU,
+    both compiled in one process and timed alternately (GFLOP/s, image's layout -> copy):
+      7x7: 192->1152 57 -> 76, 1152->192 59 -> 78, 320->1280 63 -> 81, 1152->320 59 -> 81,
+      2048->512 48 -> 82, 512->2048 65 -> 86, 1024->256 61 -> 77, 440->440 59 -> 77,
+      576->96 58 -> 66, 96->576 66 -> 66, 48->288 41 -> 42; 6x6: 256->512 64 -> 70;
+      5x5: 256->512 60 -> 61;
+    but where the rows are whole multiples of 16 floats the image's layout is as fast or
+    faster: 8x8 256->256 70-79 -> 64-67, 96->96 44 -> 39; 4x4 512->512 75 -> 72; and at
+    14x14 the copy is even (672->112 71 -> 74) or far slower with many input channels
+    (1024->256 77 -> 39). So: `nhwc` on pointwise convs of NHWC_MIN_PIXELS to
+    NHWC_MAX_PIXELS pixels that are not a multiple of NHWC_PIXEL_MULTIPLE."""
     fixed = dict(fixed or {})
+    if pointwise and "nhwc" not in fixed and NHWC_MIN_PIXELS < ow <= NHWC_MAX_PIXELS \
+            and ow % NHWC_PIXEL_MULTIPLE:
+        fixed["nhwc"] = 1
     lanes = max(1, vector_bits // 32)
     # Output channels that fill at most half a vector (a grouped conv's 8 per group on
     # AVX-512) take 8-float vectors instead: a 16-lane accumulator would be half zeros
@@ -534,14 +564,15 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
     nregs = 32 if vector_bits >= 512 else 16
     regs = nregs if vw <= lanes else nregs * lanes // vw  # vw-wide registers
     ocv = fixed.get("ocv", max(1, min(3, -(-oc // vw))))
+    flags = {k: fixed[k] for k in _FLAGS if fixed.get(k)}
     if "owb" in fixed:
-        return {"vw": vw, "owb": fixed["owb"], "ocv": ocv}
+        return {"vw": vw, "owb": fixed["owb"], "ocv": ocv, **flags}
     top = max(1, (regs - 1 - ocv) // ocv)
     if 0 < k < SHORT_K:
         top = min(top, SHORT_K_MAX_OWB)
     candidates = range(max(1, top // 2), top + 1)
     owb = min(candidates, key=lambda b: (-(-ow // b) + (0.5 if ow % b else 0), -b))
-    return {"vw": vw, "owb": min(owb, ow), "ocv": ocv}
+    return {"vw": vw, "owb": min(owb, ow), "ocv": ocv, **flags}
 
 
 DW_MAX_VECTORS = 4  # column vectors of one depthwise kernel call (accumulators in registers)

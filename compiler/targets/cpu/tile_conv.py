@@ -28,8 +28,11 @@ as below.
 
 The input is read in place (plain NCHW, already padded by aicc.pad): the kernel broadcasts
 one input value at a time against vw output channels of the packed weight, so the conv
-makes no im2col copy. Its owb x ocv accumulators go into the NCHW output, so no layout
-conversion follows. The output's start (the zero fill, or the per-channel bias that
+makes no im2col copy. With the schedule's `nhwc` = 1 (a 1x1 conv on a small image, see
+choose_conv_schedule) the input is first copied as [N][W][IC] and read from there. A
+weight known only at run time (no dense global: fold-conv-input-scale's weight times a
+gate) is packed by a loop nest before the conv into a temporary, laid out as above. The
+kernels' owb x ocv accumulators go into the NCHW output, so no layout conversion follows. The output's start (the zero fill, or the per-channel bias that
 nn_to_linalg broadcast into it, right before the conv) is folded into the kernels, which
 then start from zero or the bias and store without reading the output; any other start is
 kept, the kernels adding into it. The first loop carries `aicc.tiled` (the generic's flops) for the
@@ -154,6 +157,15 @@ def _for(b: Builder, ix: IndexBuilder, ub: int, step: int, body) -> None:
     b.insert(scf.ForOp(ix.const(0), ix.const(ub), ix.const(step), [], Region(block)))
     Builder(InsertPoint.at_end(block)).insert(scf.YieldOp())
     body(Builder(InsertPoint.before(block.last_op)), block.args[0])
+
+
+def _nest(b: Builder, ix: IndexBuilder, ubs: list[int], body, ivs: tuple = ()) -> None:
+    """scf.for loops 0 <= iv < ub, one per entry of `ubs`, outermost first; body(builder,
+    ivs) in the innermost."""
+    if not ubs:
+        body(b, ivs)
+        return
+    _for(b, ix, ubs[0], 1, lambda b, iv: _nest(b, ix, ubs[1:], body, (*ivs, iv)))
 
 
 @dataclass
@@ -538,6 +550,67 @@ def _pack_weight(module: ModuleOp, g: memref.GlobalOp, vw: int, b: Builder,
     return b.insert(memref.GetGlobalOp(name, existing.type)).memref
 
 
+def _pack_weight_at_run_time(cv: _Conv, vw: int, b: Builder, ix: IndexBuilder) -> SSAValue:
+    """The weight that only the run knows (a squeeze-and-excitation gate folded into a 1x1
+    conv's weight, fold-conv-input-scale; a weight fed as an input) packed as _pack_weight
+    packs a constant, [G][OC/G/vw][KH][KW][IC/G][vw] with zeros past each group's OC/G, into
+    a temporary (`memref.alloc`, placed by plan-memory) by a loop nest before the conv:
+    G * OC * IC * KH * KW copies, one pass over the weight against the conv's OH * OW
+    multiply-adds per weight element."""
+    G, oc, ic, kh, kw = cv.groups, cv.oc, cv.ic, cv.kh, cv.kw
+    ocb, full, rest = -(-oc // vw), oc // vw, oc % vw
+    wp = b.insert(memref.AllocOp.get(Float32Type(), 64, [G * ocb * kh * kw * ic * vw])).memref
+    # dims: 0 group, 1 channel vector, 2 kernel row, 3 kernel column, 4 input channel, 5 lane
+    at = ((((_d(0) * ocb + _d(1)) * kh + _d(2)) * kw + _d(3)) * ic + _d(4)) * vw + _d(5)
+
+    def copy(q0: int, lanes: int, lane0: int = 0, zero: bool = False):
+        def body(b: Builder, ivs) -> None:
+            g, q, r, s, c, lane = ivs
+            dims = {0: g, 1: b.insert(arith.AddiOp(q, ix.const(q0))).result if q0 else q,
+                    2: r, 3: s, 4: c,
+                    5: b.insert(arith.AddiOp(lane, ix.const(lane0))).result if lane0 else lane}
+            if zero:
+                v = b.insert(arith.ConstantOp(FloatAttr(0.0, Float32Type()))).result
+            else:
+                o = ix.expr(b, _d(1) * vw + _d(5), dims)
+                v = b.insert(memref.LoadOp.get(cv.w, [g, o, c, r, s])).res
+            b.insert(memref.StoreOp.get(v, wp, [ix.expr(b, at, dims)]))
+        return body
+
+    _nest(b, ix, [G, full, kh, kw, ic, vw], copy(0, vw))
+    if rest:
+        _nest(b, ix, [G, 1, kh, kw, ic, rest], copy(full, rest))
+        _nest(b, ix, [G, 1, kh, kw, ic, vw - rest], copy(full, vw - rest, rest, zero=True))
+    return wp
+
+
+def nhwc_applies(cv: _Conv) -> bool:
+    """Can the kernels read this conv's input as an [N][W][IC] copy (schedule field `nhwc`):
+    a 1x1 unstrided conv of one group whose image is one row (as nn_to_linalg views a 1x1
+    conv's H * W pixels)?"""
+    return (cv.kh == cv.kw == 1 and cv.groups == 1 and cv.hp == cv.oh == 1 and cv.sw == 1
+            and cv.ow == cv.wp)
+
+
+def _input_as_nhwc(cv: _Conv, b: Builder, ix: IndexBuilder) -> SSAValue:
+    """The input (N, 1, IC, 1, W) copied, before the conv, into a temporary laid out
+    [N][W][IC] (`memref.alloc`, placed by plan-memory): a kernel's owb columns then read
+    owb runs of IC contiguous floats instead of IC rows of the image. The copy walks the
+    image's rows in order and writes the W lines of the copy that a row's pixels go to."""
+    n, ic, w = cv.n, cv.ic, cv.wp
+    xt = b.insert(memref.AllocOp.get(Float32Type(), 64, [n * w * ic])).memref
+
+    def copy(b: Builder, ivs) -> None:
+        i, c, p = ivs
+        zero = ix.const(0)
+        v = b.insert(memref.LoadOp.get(cv.x, [i, zero, c, zero, p])).res
+        at = ix.expr(b, (_d(0) * w + _d(2)) * ic + _d(1), {0: i, 1: c, 2: p})
+        b.insert(memref.StoreOp.get(v, xt, [at]))
+
+    _nest(b, ix, [n, ic, w], copy)
+    return xt
+
+
 def _weight_as_4d(module: ModuleOp, g: memref.GlobalOp, cv: _Conv) -> bool:
     return int(np.prod(g.type.get_shape())) == cv.groups * cv.oc * cv.ic * cv.kh * cv.kw
 
@@ -562,12 +635,15 @@ class TileConv(ModulePass):
                 self._rewrite_dw(cv, s)
                 continue
             g = _global_of(cv.w, op)
-            if g is None or not _weight_as_4d(op, g, cv):
-                continue  # a weight known only at run time: the generic stays a loop nest
-            s = conv_schedule_of(o) or choose_conv_schedule(self.vector_bits, cv.ow, cv.oc,
-                                                                  k=cv.ic * cv.kh * cv.kw)
+            if g is not None and not _weight_as_4d(op, g, cv):
+                continue
+            if g is None and not isinstance(cv.w.type.layout, NoneAttr):
+                continue  # a strided weight known only at run time: stays a loop nest
+            s = conv_schedule_of(o) or choose_conv_schedule(
+                self.vector_bits, cv.ow, cv.oc, k=cv.ic * cv.kh * cv.kw, pointwise=nhwc_applies(cv))
             self._rewrite(op, cv, g, s)
-            packed.add(g.sym_name.data)
+            if g is not None:
+                packed.add(g.sym_name.data)
         for o in reversed(list(op.walk())):
             if isinstance(o, memref.GetGlobalOp | memref.CollapseShapeOp | memref.ExpandShapeOp) \
                     and not o.results[0].uses:
@@ -578,19 +654,28 @@ class TileConv(ModulePass):
                 Rewriter.erase_op(o)
 
     @staticmethod
-    def _rewrite(module: ModuleOp, cv: _Conv, g: memref.GlobalOp, s: dict[str, int]) -> None:
+    def _rewrite(module: ModuleOp, cv: _Conv, g: memref.GlobalOp | None,
+                 s: dict[str, int]) -> None:
+        """`g`: the weight's dense global, None for a weight known only at run time."""
         vw, owb = s["vw"], min(s["owb"], cv.ow)
         ocv = min(s["ocv"], -(-cv.oc // vw))
         start, bias_src, epi, b, ix = _fold_start_and_epilogue(cv)
-        wp = _pack_weight(module, g, vw, b, cv.groups)
+        wp = (_pack_weight(module, g, vw, b, cv.groups) if g is not None
+              else _pack_weight_at_run_time(cv, vw, b, ix))
         x = _flat(b, cv.x)
         out = _flat(b, cv.out) if epi is None else None
         x_cs, x_rs = cv.hp * cv.wp, cv.wp
+        nhwc = bool(s.get("nhwc")) and nhwc_applies(cv)
+        if nhwc:
+            x = _input_as_nhwc(cv, b, ix)
         o_cs = cv.oh * cv.ow
         w_ocs = cv.kh * cv.kw * cv.ic * vw
         ocb = -(-cv.oc // vw)  # channel vectors of a group
         ints = dict(vw=vw, ic=cv.ic, kh=cv.kh, kw=cv.kw, sw=cv.sw, dh=cv.dh, dw=cv.dw,
                     x_cs=x_cs, x_rs=x_rs, w_ocs=w_ocs, o_cs=o_cs)
+        if nhwc:  # channel c of column j at j * IC + c
+            ints.update(x_cs=1, x_rs=1, sw=cv.ic)
+        xcol = cv.ic if nhwc else cv.sw
         bias = _flat(b, bias_src) if bias_src is not None else None
         res, relu, region = None, False, None
         if epi is not None:  # the kernels write the op's result, the conv's output goes
@@ -606,7 +691,7 @@ class TileConv(ModulePass):
             def at(b: Builder, ow0: SSAValue, cols: int) -> None:
                 dims = {0: n, 1: q0, 2: y, 3: ow0, 4: gi}
                 xo = ix.expr(b, _d(0) * (G * cv.ic * x_cs) + _d(4) * (cv.ic * x_cs)
-                             + _d(2) * (cv.sh * x_rs) + _d(3) * cv.sw, dims)
+                             + _d(2) * (cv.sh * x_rs) + _d(3) * xcol, dims)
                 wo = ix.expr(b, _d(4) * (ocb * w_ocs) + _d(1) * w_ocs, dims)
                 oo = ix.expr(b, _d(0) * (G * cv.oc * o_cs) + _d(4) * (cv.oc * o_cs)
                              + _d(1) * (vw * o_cs) + _d(2) * cv.ow + _d(3), dims)
@@ -634,6 +719,10 @@ class TileConv(ModulePass):
         if rest:
             loops.append(_parallel(b, ix, [cv.n, G, 1, cv.oh], lambda b, ivs: kernels(
                 b, ivs[0], ivs[1], ix.const(tiles * ocv), ivs[3], -(-rest // vw), rest)))
+        if g is None:
+            b.insert(memref.DeallocOp.get(wp))
+        if nhwc:
+            b.insert(memref.DeallocOp.get(x))
         _replace(cv, epi, loops[0])
 
     @staticmethod
