@@ -73,11 +73,13 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
     The rule keeps the cases that win with both vector widths. On larger images a 1x1 conv
     that narrows to few output channels is packed too (PACKED_1X1_MAX_OC_NARROWING): the
     matmul has few rows (M = OC) against many columns, and streams its B (the image) from
-    IC rows for each of them. Measured on a Zen 3 (AVX2) the same way:
-      112x112: 32->16 1.79, 64->32 1.39; 56x56: 96->24 2.07, 144->24 1.78, 128->64 1.58,
-      256->64 1.57; 28x28: 240->40 1.32, 144->40 1.17, 512->128 1.22; but 1024->512 0.92
-      (many rows); widening or equal ones stay about even (16->96 at 112x112 0.86, 24->144
-      at 56x56 0.96, 40->240 1.03, 64->64 at 56x56 0.99). A strided 1x1 conv (resnet's
+    IC rows for each of them. Measured on a Zen 3 (AVX2) the same way, each timed call after
+    an untimed one (warm caches):
+      112x112: 32->16 1.24; 56x56: 96->24 1.28, 144->24 1.05, 128->64 1.28, 256->64 1.41;
+      28x28: 240->40 1.22, 512->128 1.07;
+    without the untimed call (the matmul timed first on cold caches) the ratios read 1.2-2.1.
+    Kept as matmuls: 1024->512 at 28x28 (0.92, many rows) and widening or equal ones, about
+    even (16->96 at 112x112 0.86, 24->144 at 56x56 0.96, 40->240 1.03, 64->64 at 56x56 0.99). A strided 1x1 conv (resnet's
     downsampling shortcut) follows it too: the packed kernel reads the input at its stride,
     where the matmul needs an im2col copy first (im2col time / packed time, 7x7 output:
     1024->2048 1.41/1.22, 256->512 1.28/1.04; 14x14: 512->1024 1.07/0.86, kept im2col).

@@ -541,17 +541,18 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
     conv (IC * W copies against IC * W * OC multiply-adds): a call's owb columns are owb runs
     of IC contiguous floats, where the image's own layout has it read IC rows of 196 bytes,
     a few floats from each, that the next call reads again after the weight block has
-    pushed them out of L1. Measured on a Zen 3 (AVX2) at one thread, one 1x1 conv + ReLU,
-    both compiled in one process and timed alternately (GFLOP/s, image's layout -> copy):
-      7x7: 192->1152 57 -> 76, 1152->192 59 -> 78, 320->1280 63 -> 81, 1152->320 59 -> 81,
-      2048->512 48 -> 82, 512->2048 65 -> 86, 1024->256 61 -> 77, 440->440 59 -> 77,
-      576->96 58 -> 66, 96->576 66 -> 66, 48->288 41 -> 42; 6x6: 256->512 64 -> 70;
+    pushed them out of L1. Measured on a Zen 3 (AVX2) at one thread, one 1x1 conv + bias +
+    residual + ReLU (or + ReLU), both compiled in one process and timed alternately, each
+    timed call after an untimed one (GFLOP/s, image's layout -> copy):
+      7x7: 192->1152 63 -> 83, 1152->192 66 -> 85, 2048->512 52 -> 85, 440->440 64 -> 82,
+      96->576 67 -> 67; (cold, + ReLU) 320->1280 63 -> 81, 1152->320 59 -> 81, 512->2048
+      65 -> 86, 1024->256 61 -> 77, 576->96 58 -> 66; 6x6: 256->512 74 -> 79;
       5x5: 256->512 60 -> 61;
     but where the rows are whole multiples of 16 floats the image's layout is as fast or
-    faster: 8x8 256->256 70-79 -> 64-67, 96->96 44 -> 39; 4x4 512->512 75 -> 72; and at
-    14x14 the copy is even (672->112 71 -> 74) or far slower with many input channels
-    (1024->256 77 -> 39). So: `nhwc` on pointwise convs of NHWC_MIN_PIXELS to
-    NHWC_MAX_PIXELS pixels that are not a multiple of NHWC_PIXEL_MULTIPLE."""
+    faster: 8x8 256->256 81 -> 68, 96->96 45 -> 40; 4x4 512->512 81 -> 78; and at 14x14
+    the copy is slower (672->112 83 -> 78), far slower with many input channels (1024->256
+    86 -> 38). So: `nhwc` on pointwise convs of NHWC_MIN_PIXELS to NHWC_MAX_PIXELS pixels
+    that are not a multiple of NHWC_PIXEL_MULTIPLE."""
     fixed = dict(fixed or {})
     if pointwise and "nhwc" not in fixed and NHWC_MIN_PIXELS < ow <= NHWC_MAX_PIXELS \
             and ow % NHWC_PIXEL_MULTIPLE:
