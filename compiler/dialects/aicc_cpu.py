@@ -212,9 +212,9 @@ class QGemmOp(IRDLOperation):
     memref<16 x G x C/2 x 16 x i16> (G = ceil(N / 8)), Up[ab, g, p, 2c + t] = U[ab][8g + c][2p + t]
     (zeros beyond N), and a_off and m count 2x2 output tiles of (N, ceil(OH/2), ceil(OW/2))
     (under an odd OH or OW the last ones halves), at most T per op (the kernel's buffers hold
-    T); c_off is 0 (the kernel writes each tile's 4 rows of C itself). Each tile's input window d (4x4, minus zp) becomes
-    V = Bt d B (within [-1020, 1020]: i16), M_ab = sum_c V_ab[c] U_ab[., c] (vpmaddwd, i32),
-    and C = (At M A) / 4, exact: the integer identity holds modulo 2^32 and the result is
+    T); c_off is 0 (the kernel writes each tile's 4 rows of C itself). Each tile's input
+    window d (4x4, minus zp) becomes V = Bt d B (within [-1020, 1020]: i16),
+    M_ab = sum_c V_ab[c] U_ab[., c] (vpmaddwd, i32), and C = (At M A) / 4, exact: the integer identity holds modulo 2^32 and the result is
     4 times the conv's sum, below 2^31 in magnitude for C < WINOGRAD_MAX_CHANNELS (see
     compiler/codegen/llvm/qgemm.py)."""
 

@@ -78,11 +78,13 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
       112x112: 32->16 1.24; 56x56: 96->24 1.28, 144->24 1.05, 128->64 1.28, 256->64 1.41;
       28x28: 240->40 1.22, 512->128 1.07;
     without the untimed call (the matmul timed first on cold caches) the ratios read 1.2-2.1.
-    Kept as matmuls: 1024->512 at 28x28 (0.92, many rows) and widening or equal ones, about
-    even (16->96 at 112x112 0.86, 24->144 at 56x56 0.96, 40->240 1.03, 64->64 at 56x56 0.99). A strided 1x1 conv (resnet's
-    downsampling shortcut) follows it too: the packed kernel reads the input at its stride,
-    where the matmul needs an im2col copy first (im2col time / packed time, 7x7 output:
-    1024->2048 1.41/1.22, 256->512 1.28/1.04; 14x14: 512->1024 1.07/0.86, kept im2col).
+    Kept as matmuls: 1024->512 at 28x28 (0.92, many rows) and widening or equal ones (warm:
+    16->96 at 112x112 0.82, 24->144 at 56x56 0.90, 64->256 at 56x56 0.88, 40->240 1.03;
+    cold: 64->64 at 56x56 0.99).
+    A strided 1x1 conv (resnet's downsampling shortcut) follows it too: the packed kernel
+    reads the input at its stride, where the matmul needs an im2col copy first (im2col time /
+    packed time, 7x7 output: 1024->2048 1.41/1.22, 256->512 1.28/1.04; 14x14: 512->1024
+    1.07/0.86, kept im2col).
 
     Per group the matmul is M = OC/G rows (one per output channel), N = OH*OW columns and
     K = IC/G*KH*KW; the im2col copy writes K*N elements for M*N*K multiply-adds, so it pays
@@ -111,7 +113,7 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
                  or (in_channels > out_channels
                      and (pixels <= PACKED_1X1_MAX_PIXELS_NARROWING
                           or out_channels <= PACKED_1X1_MAX_OC_NARROWING)))):
-        return "packed"  # small images: the output channels in vectors (see above)
+        return "packed"  # small images, narrowing ones: the output channels in vectors (above)
     if packed and groups == 1 and kernel != (1, 1) and out_channels >= PACKED_MIN_OC:
         return "packed"
     if packed and is_depthwise(in_channels, out_channels, groups) and kernel != (1, 1):

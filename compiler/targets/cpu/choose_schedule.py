@@ -46,6 +46,7 @@ from compiler.targets.cpu.schedule import (
     choose_dw_schedule,
     conv_schedule_of,
     parse_conv_schedule,
+    pointwise_row,
     SCHEDULE_ATTR,
     MatmulSchedule,
     choose_matmul_schedule,
@@ -190,9 +191,8 @@ class ChooseSchedule(ModulePass):
                 else:
                     wshape = o.inputs[1].type.get_shape()  # (G, OC/G, IC/G, KH, KW)
                     xshape = o.inputs[0].type.get_shape()  # (N, G, IC/G, H, W)
-                    pointwise = (wshape[0] == 1 and tuple(wshape[3:]) == (1, 1)
-                                 and xshape[-2] == shape[-2] == 1 and xshape[-1] == shape[-1]
-                                 and _conv_strides(o) == (1, 1))
+                    pointwise = pointwise_row(wshape[0], wshape[3:], xshape[-2:], shape[-2:],
+                                              _conv_strides(o))
                     s = choose_conv_schedule(self.vector_bits, shape[-1], shape[-3], fixed=fixed,
                                              k=math.prod(wshape[2:]), pointwise=pointwise)
                 o.attributes[CONV_SCHEDULE_ATTR] = DictionaryAttr(

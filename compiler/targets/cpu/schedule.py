@@ -512,6 +512,15 @@ NHWC_MAX_PIXELS = 64
 NHWC_PIXEL_MULTIPLE = 16
 
 
+def pointwise_row(groups: int, kernel: tuple[int, int], in_hw: tuple[int, int],
+                  out_hw: tuple[int, int], strides: tuple[int, int]) -> bool:
+    """Is a packed conv with these sizes a 1x1 unstrided conv of one group whose image is one
+    row, as nn_to_linalg views a 1x1 conv's H * W pixels (`pointwise` of
+    choose_conv_schedule: the convs that can read their input as an [N][W][IC] copy)?"""
+    return (groups == 1 and tuple(kernel) == (1, 1) and tuple(strides) == (1, 1)
+            and in_hw[0] == out_hw[0] == 1 and in_hw[1] == out_hw[1])
+
+
 def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
                          fixed: Mapping[str, int] | None = None, k: int = 0,
                          pointwise: bool = False) -> dict[str, int]:
@@ -791,6 +800,7 @@ __all__ = [
     "MatmulSchedule",
     "SCHEDULE_ATTR",
     "choose_conv_schedule",
+    "pointwise_row",
     "choose_dw_schedule",
     "choose_matmul_schedule",
     "conv_schedule_of",

@@ -32,7 +32,8 @@ makes no im2col copy. With the schedule's `nhwc` = 1 (a 1x1 conv on a small imag
 choose_conv_schedule) the input is first copied as [N][W][IC] and read from there. A
 weight known only at run time (no dense global: fold-conv-input-scale's weight times a
 gate) is packed by a loop nest before the conv into a temporary, laid out as above. The
-kernels' owb x ocv accumulators go into the NCHW output, so no layout conversion follows. The output's start (the zero fill, or the per-channel bias that
+kernels' owb x ocv accumulators go into the NCHW output, so no layout conversion follows.
+The output's start (the zero fill, or the per-channel bias that
 nn_to_linalg broadcast into it, right before the conv) is folded into the kernels, which
 then start from zero or the bias and store without reading the output; any other start is
 kept, the kernels adding into it. The first loop carries `aicc.tiled` (the generic's flops) for the
@@ -78,7 +79,12 @@ from compiler.errors import CompileError
 from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, depthwise_generic_shapes
 from compiler.lowering.loop_builder import IndexBuilder
 from compiler.stats import TILED_ATTR, flops
-from compiler.targets.cpu.schedule import choose_conv_schedule, choose_dw_schedule, conv_schedule_of
+from compiler.targets.cpu.schedule import (
+    choose_conv_schedule,
+    choose_dw_schedule,
+    conv_schedule_of,
+    pointwise_row,
+)
 
 
 def _d(i: int) -> AffineDimExpr:
@@ -563,33 +569,32 @@ def _pack_weight_at_run_time(cv: _Conv, vw: int, b: Builder, ix: IndexBuilder) -
     # dims: 0 group, 1 channel vector, 2 kernel row, 3 kernel column, 4 input channel, 5 lane
     at = ((((_d(0) * ocb + _d(1)) * kh + _d(2)) * kw + _d(3)) * ic + _d(4)) * vw + _d(5)
 
-    def copy(q0: int, lanes: int, lane0: int = 0, zero: bool = False):
+    zero = b.insert(arith.ConstantOp(FloatAttr(0.0, Float32Type()))).result
+
+    def copy(q0: int = 0, lane0: int = 0, pad: bool = False):
+        """The body storing channel vector q0 + q, lane lane0 + lane: the weight's value,
+        or (`pad`, lanes past OC) zero."""
         def body(b: Builder, ivs) -> None:
             g, q, r, s, c, lane = ivs
             dims = {0: g, 1: b.insert(arith.AddiOp(q, ix.const(q0))).result if q0 else q,
                     2: r, 3: s, 4: c,
                     5: b.insert(arith.AddiOp(lane, ix.const(lane0))).result if lane0 else lane}
-            if zero:
-                v = b.insert(arith.ConstantOp(FloatAttr(0.0, Float32Type()))).result
-            else:
-                o = ix.expr(b, _d(1) * vw + _d(5), dims)
-                v = b.insert(memref.LoadOp.get(cv.w, [g, o, c, r, s])).res
+            v = zero if pad else b.insert(memref.LoadOp.get(
+                cv.w, [g, ix.expr(b, _d(1) * vw + _d(5), dims), c, r, s])).res
             b.insert(memref.StoreOp.get(v, wp, [ix.expr(b, at, dims)]))
         return body
 
-    _nest(b, ix, [G, full, kh, kw, ic, vw], copy(0, vw))
+    _nest(b, ix, [G, full, kh, kw, ic, vw], copy())
     if rest:
-        _nest(b, ix, [G, 1, kh, kw, ic, rest], copy(full, rest))
-        _nest(b, ix, [G, 1, kh, kw, ic, vw - rest], copy(full, vw - rest, rest, zero=True))
+        _nest(b, ix, [G, 1, kh, kw, ic, rest], copy(full))
+        _nest(b, ix, [G, 1, kh, kw, ic, vw - rest], copy(full, rest, pad=True))
     return wp
 
 
 def nhwc_applies(cv: _Conv) -> bool:
-    """Can the kernels read this conv's input as an [N][W][IC] copy (schedule field `nhwc`):
-    a 1x1 unstrided conv of one group whose image is one row (as nn_to_linalg views a 1x1
-    conv's H * W pixels)?"""
-    return (cv.kh == cv.kw == 1 and cv.groups == 1 and cv.hp == cv.oh == 1 and cv.sw == 1
-            and cv.ow == cv.wp)
+    """Can the kernels read this conv's input as an [N][W][IC] copy (schedule field `nhwc`)?"""
+    return not cv.depthwise and pointwise_row(cv.groups, (cv.kh, cv.kw), (cv.hp, cv.wp),
+                                              (cv.oh, cv.ow), (cv.sh, cv.sw))
 
 
 def _input_as_nhwc(cv: _Conv, b: Builder, ix: IndexBuilder) -> SSAValue:
@@ -673,9 +678,9 @@ class TileConv(ModulePass):
         ocb = -(-cv.oc // vw)  # channel vectors of a group
         ints = dict(vw=vw, ic=cv.ic, kh=cv.kh, kw=cv.kw, sw=cv.sw, dh=cv.dh, dw=cv.dw,
                     x_cs=x_cs, x_rs=x_rs, w_ocs=w_ocs, o_cs=o_cs)
-        if nhwc:  # channel c of column j at j * IC + c
+        if nhwc:  # channel c of column j at j * IC + c; an image still IC * W floats
             ints.update(x_cs=1, x_rs=1, sw=cv.ic)
-        xcol = cv.ic if nhwc else cv.sw
+        xcol = cv.ic if nhwc else cv.sw  # a column's step in the input
         bias = _flat(b, bias_src) if bias_src is not None else None
         res, relu, region = None, False, None
         if epi is not None:  # the kernels write the op's result, the conv's output goes
