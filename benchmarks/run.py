@@ -38,7 +38,11 @@ torch.onnx.export, NumPy (MLP, encoder) with the same weights.
 five torchvision CNNs and six transformers, full size, random weights) at each `--batches` size,
 aicc through its torch frontend against torch eager, torch.compile and ONNX Runtime (the model
 through torch.onnx.export), written to models.json, models.md and models.png. Its bar: at one
-thread and batch 1, every model at least as fast as ONNX Runtime, geomean ratio >= 1.2.
+thread and batch 1, every model at least as fast as ONNX Runtime, geomean ratio >= 1.2. A
+model's GFLOP/s and % of peak count its nominal FLOPs (onnx_flops: the MatMul, Gemm and Conv
+nodes of its ONNX export, a convolution at its direct count, so a network that aicc runs with
+Winograd can pass 100%), and models.md ends with each model's ceiling: the ratio to ONNX Runtime
+that aicc would show at 100% of peak.
 
 Peak fp32 FLOP/s is measured once (benchmarks/peak.py): FMA units x f32 lanes x 2 x the measured
 clock, times the thread count.
@@ -76,7 +80,9 @@ class Case:
     # peer name -> factory returning the peer's function of the NumPy inputs (lazily: torch and
     # onnxruntime are imported only when a case needs them)
     peers: dict[str, Callable[[], Callable]] = field(default_factory=dict)
-    work: tuple | None = None  # ("bytes", n) or ("flops", n)
+    # ("bytes", n) or ("flops", n), or a function returning one (a zoo model's, counted on its
+    # ONNX export)
+    work: tuple | Callable[[], tuple] | None = None
     module: bool = False
     bar: str | None = None  # the key in BARS of the issue's bar this case (at this size) decides
 
@@ -258,18 +264,61 @@ def zoo_case(spec, batch: int, quick: bool, threads: int) -> Case:
         return built
 
     def onnx_model():
+        """The module through zoo.to_onnx, once (ONNX Runtime's model and the FLOP count's)."""
         import zoo
 
         b = build()
-        return zoo.to_onnx(b["module"], b["torch_inputs"], spec.onnx_attn)
+        if "onnx" not in b:
+            b["onnx"] = zoo.to_onnx(b["module"], b["torch_inputs"], spec.onnx_attn)
+        return b["onnx"]
 
     def make():
         return build()["module"]
 
     peers = {"torch": torch_peer(make), "torch.compile": torch_peer(make, compiled=True),
              "onnxruntime": ort_peer(onnx_model, None, threads)}
-    return Case(f"{spec.name} b{batch}", make, lambda: build()["inputs"], peers, module=True,
+    return Case(f"{spec.name} b{batch}", make, lambda: build()["inputs"], peers,
+                work=lambda: ("flops", onnx_flops(onnx_model(), build()["inputs"])), module=True,
                 bar=f"model:{spec.family}" if batch == 1 else None)
+
+
+def onnx_flops(proto, inputs: tuple) -> int:
+    """The nominal FLOPs of a model: 2 x the multiply-adds of its MatMul, Gemm and Conv nodes
+    (attention's products included: the export writes them as MatMuls), a direct convolution's
+    count whatever algorithm runs it (Winograd runs a 3x3 convolution in fewer); elementwise
+    ops, norms and softmax are not counted. The shapes are those of one ONNX Runtime run on
+    `inputs` with every operand of those nodes as an extra graph output (shape inference leaves
+    some of a transformer export's batch dimensions unknown)."""
+    import math
+
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    g = model.graph
+    counted = [n for n in g.node if n.op_type in ("MatMul", "Gemm", "Conv")]
+    shapes = {t.name: tuple(t.dims) for t in g.initializer}
+    wanted = list(dict.fromkeys(x for n in counted for x in (n.input[0], n.input[1], n.output[0])
+                                if x not in shapes))
+    outputs = {o.name for o in g.output}
+    g.output.extend(onnx.ValueInfoProto(name=x) for x in wanted if x not in outputs)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep the names
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    feed = {i.name: x for i, x in zip(sess.get_inputs(), inputs)}
+    shapes |= {x: v.shape for x, v in zip(wanted, sess.run(wanted, feed))}
+    total = 0
+    for n in counted:
+        a, w, out = shapes[n.input[0]], shapes[n.input[1]], shapes[n.output[0]]
+        if n.op_type == "Conv":  # weight [OC, IC / groups, KH, KW...]
+            macs_per_output = math.prod(w[1:])
+        elif n.op_type == "Gemm" and any(at.name == "transA" and at.i for at in n.attribute):
+            macs_per_output = a[0]
+        else:
+            macs_per_output = a[-1]
+        total += 2 * math.prod(out) * macs_per_output
+    return total
 
 
 def median_times(fns: list, args, budget_s: float, clock, min_runs: int = 5) -> list[float]:
@@ -359,6 +408,13 @@ def run_here(quick: bool, only: list[str] | None, budget_s: float, threads: int,
         errs = [v["max_scaled_err"] for v in row["peers"].values() if "max_scaled_err" in v]
         if errs:
             row["max_scaled_err"] = max(errs)
+        if callable(case.work):
+            try:
+                case.work = case.work()
+            except Exception as e:  # noqa: BLE001 - no count (an export that fails): no GFLOP/s
+                print(f"  {case.name}: work not counted ({type(e).__name__}: {str(e)[:100]})",
+                      flush=True)
+                case.work = None
         if case.work and case.work[0] == "bytes":
             row["aicc_GBps"] = case.work[1] / t_aicc / 1e9
         if case.work and case.work[0] == "flops":
@@ -478,6 +534,42 @@ def evaluate_model_bars(rows: list[dict]) -> list[tuple[str, bool | None, str]]:
              f"geomean {geo:.3f} over {len(ratios)} models; lowest {worst} {ratios[worst]:.2f}")]
 
 
+def model_ceilings(rows: list[dict]) -> list[str]:
+    """How far the models' one-thread bar can go on this machine: per model at batch 1, the share
+    of the FMA peak that aicc and ONNX Runtime run at on the model's nominal FLOPs (onnx_flops),
+    and the ceiling: ONNX Runtime's time over the time of the nominal FLOPs at peak, the ratio
+    aicc would show at 100% of peak. A convolution network can pass its ceiling (Winograd runs
+    fewer than the nominal FLOPs); a transformer's FLOPs are its matmuls', so it cannot."""
+    import math
+
+    lines, ceil = [], {}
+    for r in rows:
+        ort = r["peers"].get("onnxruntime", {})
+        if (not r.get("bar", "").startswith("model:") or "ratio" not in ort
+                or "aicc_pct_of_peak" not in r):
+            continue
+        ceil[r["name"]] = c = ort["ratio"] * 100 / r["aicc_pct_of_peak"]
+        lines.append(f"| {r['name']} | {r['aicc_GFLOPs'] * r['aicc_ms'] / 1e3:.2f} | "
+                     f"{r['aicc_pct_of_peak']:.0f}% | {r['aicc_pct_of_peak'] / ort['ratio']:.0f}% | "
+                     f"{ort['ratio']:.2f} | {c:.2f} |")
+    if not lines:
+        return []
+
+    def geo(vals):
+        return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+    fams = {}
+    for r in rows:
+        if r["name"] in ceil:
+            fams.setdefault(r["bar"].split(":", 1)[1], []).append(r["name"])
+    summary = "; ".join(f"{fam} {geo([ceil[n] for n in names]):.2f} ({len(names)})"
+                        for fam, names in fams.items())
+    return ["| model | GFLOP | aicc % of peak | ORT % of peak | ORT / aicc | ceiling (ORT at peak) |",
+            "|---|---:|---:|---:|---:|---:|", *lines, "",
+            f"Geomean of the ceilings: {geo(list(ceil.values())):.2f} over {len(ceil)} models; "
+            f"by family: {summary}."]
+
+
 def verdict(met: bool | None) -> str:
     return "no data" if met is None else "met" if met else "not met"
 
@@ -543,6 +635,14 @@ def markdown(results: dict, command: str) -> str:
         bars = evaluate_model_bars if results.get("models") else evaluate_bars
         for statement, met, numbers in bars(results["runs"]["1"]):
             md.append(f"| {statement} | {verdict(met)} | {numbers} |")
+        ceilings = model_ceilings(results["runs"]["1"]) if results.get("models") else []
+        if ceilings:
+            md.append("\n### Ceilings (1 thread)\n")
+            md.append("Nominal FLOPs: 2 x the multiply-adds of the model's MatMul, Gemm and Conv nodes in "
+                      "its ONNX export (a direct convolution's count; elementwise ops not counted). "
+                      "Ceiling: ONNX Runtime's time / (FLOPs / peak), the ratio aicc would show at 100% "
+                      "of peak.\n")
+            md.extend(ceilings)
     return "\n".join(md) + "\n"
 
 

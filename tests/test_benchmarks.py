@@ -133,6 +133,56 @@ def test_model_bars(run):
     assert run.evaluate_model_bars([])[0][1:] == (None, "not run")
 
 
+def test_onnx_flops(run):
+    """The nominal FLOPs of an ONNX graph: 2 x multiply-adds of MatMul (batched, broadcast),
+    Gemm (transA) and Conv (grouped, strided), on the shapes of a run (a symbolic batch too)."""
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    def graph(batch):
+        nodes = [helper.make_node("MatMul", ["a", "b"], ["ab"]),  # [batch, 7, 3] @ [3, 5]
+                 helper.make_node("Gemm", ["g", "h"], ["gh"], transA=1),  # [3, 7]^T @ [3, 4]
+                 helper.make_node("Conv", ["x", "w"], ["y"], group=2, strides=[2, 2], pads=[1, 1, 1, 1])]
+        inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, [batch, 7, 3]),
+                  helper.make_tensor_value_info("b", TensorProto.FLOAT, [3, 5]),
+                  helper.make_tensor_value_info("g", TensorProto.FLOAT, [3, 7]),
+                  helper.make_tensor_value_info("h", TensorProto.FLOAT, [3, 4]),
+                  helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 9, 9]),
+                  helper.make_tensor_value_info("w", TensorProto.FLOAT, [6, 2, 3, 3])]
+        outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("ab", "gh", "y")]
+        model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs),
+                                  opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8  # what ONNX Runtime reads
+        return model
+
+    rng = np.random.default_rng(0)
+    arrays = tuple(rng.standard_normal(s, dtype=np.float32)
+                   for s in ((2, 7, 3), (3, 5), (3, 7), (3, 4), (1, 4, 9, 9), (6, 2, 3, 3)))
+    conv = 2 * (6 * 5 * 5) * (2 * 3 * 3)  # 9x9, pad 1, stride 2 -> 5x5; 2 input channels per group
+    want = 2 * (2 * 7 * 5) * 3 + 2 * (7 * 4) * 3 + conv
+    assert run.onnx_flops(graph(2), arrays) == want
+    assert run.onnx_flops(graph("N"), arrays) == want  # shape inference alone cannot know N
+
+
+def test_model_ceilings(run):
+    """The ceiling of a model: ORT time / (nominal FLOPs / peak); aicc at 50% of peak and ORT
+    1.1x slower puts ORT at 45% and the ceiling at 2.2."""
+    def row(name, ms, bar, ort, gflops):
+        return _row(name, ms, bar, onnxruntime=ort) | {"aicc_GFLOPs": gflops, "aicc_pct_of_peak": gflops}
+
+    rows = [row("bert b1", 100.0, "model:transformers", 110.0, 50.0),  # peak 100 GFLOP/s
+            row("vit b1", 10.0, "model:transformers", 10.0, 80.0),
+            row("bert b8", 100.0, None, 50.0, 50.0)]
+    lines = run.model_ceilings(rows)
+    assert "| bert b1 | 5.00 | 50% | 45% | 1.10 | 2.20 |" in lines
+    assert "| vit b1 | 0.80 | 80% | 80% | 1.00 | 1.25 |" in lines
+    assert not any("bert b8" in ln for ln in lines)  # not part of the bar
+    assert lines[-1] == "Geomean of the ceilings: 1.66 over 2 models; by family: transformers 1.66 (2)."
+    assert run.model_ceilings(rows[2:]) == []
+
+
 def test_quick_model_run(tmp_path):
     """--models: a zoo model (quick size) at two batch sizes, aicc against ONNX Runtime on the
     model's torch.onnx.export, written to models.json and models.md with the model bar."""
@@ -150,7 +200,10 @@ def test_quick_model_run(tmp_path):
     assert [r["name"] for r in rows] == ["squeezenet1_1 b1", "squeezenet1_1 b3"]
     for r in rows:
         assert r["aicc_ms"] > 0 and r["peers"]["onnxruntime"]["max_scaled_err"] < 1e-4
+        assert r["aicc_GFLOPs"] > 0  # counted on the ONNX export
     md = (tmp_path / "models.md").read_text()
     assert "# aicc CPU benchmarks: models" in md and "| squeezenet1_1 b3 |" in md
+    if results["machine"].get("peak"):
+        assert "### Ceilings (1 thread)" in md and "| squeezenet1_1 b1 |" in md.split("### Ceilings")[1]
     assert "every model at batch 1 at least as fast as ONNX Runtime" in md
     assert not (tmp_path / "cpu.json").exists()
