@@ -514,8 +514,6 @@ def evaluate_bars(rows: list[dict]) -> list[tuple[str, bool | None, str]]:
 def evaluate_model_bars(rows: list[dict]) -> list[tuple[str, bool | None, str]]:
     """The model-level bar at one thread and batch 1: every CNN and every transformer at least
     as fast as ONNX Runtime, and their geometric mean ratio at least 1.2. Reporting only."""
-    import math
-
     ratios = {}
     for r in rows:
         if r.get("bar", "").startswith("model:"):
@@ -528,7 +526,7 @@ def evaluate_model_bars(rows: list[dict]) -> list[tuple[str, bool | None, str]]:
     if any(v is None for v in ratios.values()):
         missing = ", ".join(k for k, v in ratios.items() if v is None)
         return [(statement, None, f"no ONNX Runtime time for {missing}")]
-    geo = math.exp(sum(math.log(v) for v in ratios.values()) / len(ratios))
+    geo = statistics.geometric_mean(ratios.values())
     worst = min(ratios, key=ratios.get)
     return [(statement, min(ratios.values()) >= 1.0 and geo >= 1.2,
              f"geomean {geo:.3f} over {len(ratios)} models; lowest {worst} {ratios[worst]:.2f}")]
@@ -540,33 +538,25 @@ def model_ceilings(rows: list[dict]) -> list[str]:
     and the ceiling: ONNX Runtime's time over the time of the nominal FLOPs at peak, the ratio
     aicc would show at 100% of peak. A convolution network can pass its ceiling (Winograd runs
     fewer than the nominal FLOPs); a transformer's FLOPs are its matmuls', so it cannot."""
-    import math
-
-    lines, ceil = [], {}
+    lines, by_family = [], {}
     for r in rows:
         ort = r["peers"].get("onnxruntime", {})
         if (not r.get("bar", "").startswith("model:") or "ratio" not in ort
                 or "aicc_pct_of_peak" not in r):
             continue
-        ceil[r["name"]] = c = ort["ratio"] * 100 / r["aicc_pct_of_peak"]
+        c = ort["ratio"] * 100 / r["aicc_pct_of_peak"]
+        by_family.setdefault(r["bar"].split(":", 1)[1], []).append(c)
         lines.append(f"| {r['name']} | {r['aicc_GFLOPs'] * r['aicc_ms'] / 1e3:.2f} | "
                      f"{r['aicc_pct_of_peak']:.0f}% | {r['aicc_pct_of_peak'] / ort['ratio']:.0f}% | "
                      f"{ort['ratio']:.2f} | {c:.2f} |")
     if not lines:
         return []
-
-    def geo(vals):
-        return math.exp(sum(math.log(v) for v in vals) / len(vals))
-
-    fams = {}
-    for r in rows:
-        if r["name"] in ceil:
-            fams.setdefault(r["bar"].split(":", 1)[1], []).append(r["name"])
-    summary = "; ".join(f"{fam} {geo([ceil[n] for n in names]):.2f} ({len(names)})"
-                        for fam, names in fams.items())
+    geo = statistics.geometric_mean
+    ceilings = [c for cs in by_family.values() for c in cs]
+    summary = "; ".join(f"{fam} {geo(cs):.2f} ({len(cs)})" for fam, cs in by_family.items())
     return ["| model | GFLOP | aicc % of peak | ORT % of peak | ORT / aicc | ceiling (ORT at peak) |",
             "|---|---:|---:|---:|---:|---:|", *lines, "",
-            f"Geomean of the ceilings: {geo(list(ceil.values())):.2f} over {len(ceil)} models; "
+            f"Geomean of the ceilings: {geo(ceilings):.2f} over {len(ceilings)} models; "
             f"by family: {summary}."]
 
 

@@ -214,8 +214,8 @@ class QGemmOp(IRDLOperation):
     (under an odd OH or OW the last ones halves), at most T per op (the kernel's buffers hold
     T); c_off is 0 (the kernel writes each tile's 4 rows of C itself). Each tile's input
     window d (4x4, minus zp) becomes V = Bt d B (within [-1020, 1020]: i16),
-    M_ab = sum_c V_ab[c] U_ab[., c] (vpmaddwd, i32), and C = (At M A) / 4, exact: the integer identity holds modulo 2^32 and the result is
-    4 times the conv's sum, below 2^31 in magnitude for C < WINOGRAD_MAX_CHANNELS (see
+    M_ab = sum_c V_ab[c] U_ab[., c] (vpmaddwd, i32), and C = (At M A) / 4, exact: the integer
+    identity holds modulo 2^32 and the result is 4 times the conv's sum, below 2^31 in magnitude for C < WINOGRAD_MAX_CHANNELS (see
     compiler/codegen/llvm/qgemm.py)."""
 
     name = "aicc_cpu.qgemm"
