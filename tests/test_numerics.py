@@ -491,6 +491,28 @@ def test_special_values_tanh_sigmoid_saturate():
     np.testing.assert_allclose(got, want, **TRANS)
 
 
+@pytest.mark.parametrize("target_cpu", [None, "x86-64-v3"], ids=["host", "avx2"])
+def test_sigmoid_over_its_whole_range(target_cpu):
+    """Sigmoid's exp(-x) is marked afn (flushes below 2^-126; +inf where x <= -88.38): over
+    [-110, 110] and odd shapes, every result of 2^-126 or more within 4e-7 relative of float64
+    (2 ulp: the exp's and the division's roundings), the smaller ones (x < -87.3) within
+    2^-126 of it; inf, -inf, NaN and zeros as NumPy's."""
+    for shape in ((1,), (7,), (129, 7)):
+        x = np.random.default_rng(shape[0]).uniform(-110.0, 110.0, shape).astype(np.float32)
+        x.flat[0] = -88.5  # exp(88.5) is finite; its flushed form is +inf
+        got, _ = run(ops.sigmoid, x, target_cpu=target_cpu)
+        want = 1.0 / (1.0 + np.exp(-x.astype(np.float64)))
+        big = want >= np.finfo(np.float32).tiny
+        np.testing.assert_allclose(got[big], want[big], rtol=4e-7)
+        assert np.all(np.abs(got[~big] - want[~big]) <= np.finfo(np.float32).tiny)
+    x = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, -87.0, 87.0], np.float32)
+    got, _ = run(ops.sigmoid, x, target_cpu=target_cpu)
+    with np.errstate(over="ignore"):
+        want = 1.0 / (1.0 + np.exp(-x.astype(np.float64)))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=4e-7)
+
+
 # ------------------------------------------------------------------------------ nn ops
 
 @pytest.mark.parametrize(

@@ -43,6 +43,7 @@ from compiler.lowering.utils import (
     filled_tensor,
     insert_result,
     scalar_constant,
+    sigmoid_body,
 )
 
 # (identity, combiner) of each reduction
@@ -124,8 +125,7 @@ class _Body:
         if e.fn == "relu":
             return self.ins(arith.MaximumfOp(x, self.const(0.0)))
         if e.fn == "sigmoid":  # 1 / (1 + exp(-x))
-            ex = self.ins(xmath.ExpOp(self.ins(arith.NegfOp(x))))
-            return self.ins(arith.DivfOp(self.const(1.0), self.ins(arith.AddfOp(ex, self.const(1.0)))))
+            return sigmoid_body(self.b, x, self.const(1.0))
         return self.ins(UNARY[e.fn](x))
 
 

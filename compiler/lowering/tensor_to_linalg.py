@@ -60,6 +60,7 @@ from compiler.lowering.utils import (
     insert_result,
     reshape,
     scalar_constant,
+    sigmoid_body,
     tensor_elem,
 )
 
@@ -81,11 +82,6 @@ def _gelu(b: Builder, x: SSAValue, t: Attribute, tanh_form: bool) -> SSAValue:
     return insert_result(b, arith.MulfOp(half, insert_result(b, arith.AddfOp(t_, _c(b, 1.0, t)))))
 
 
-def _sigmoid(b: Builder, x: SSAValue, t: Attribute) -> SSAValue:
-    e = insert_result(b, xmath.ExpOp(insert_result(b, arith.NegfOp(x))))
-    return insert_result(b, arith.DivfOp(_c(b, 1.0, t), insert_result(b, arith.AddfOp(e, _c(b, 1.0, t)))))
-
-
 # The scalar body of each elementwise op, one line each: (builder, block args, element type).
 UNARY: dict[type[Operation], Body] = {
     aicc.NegOp: lambda b, a, t: insert_result(b, arith.NegfOp(a[0])),
@@ -97,7 +93,7 @@ UNARY: dict[type[Operation], Body] = {
     aicc.SqrtOp: lambda b, a, t: insert_result(b, xmath.SqrtOp(a[0])),
     aicc.RsqrtOp: lambda b, a, t: insert_result(b, xmath.RsqrtOp(a[0])),
     aicc.ReluOp: lambda b, a, t: insert_result(b, arith.MaximumfOp(a[0], _c(b, 0.0, t))),  # max(x, 0)
-    aicc.SigmoidOp: lambda b, a, t: _sigmoid(b, a[0], t),  # 1 / (1 + exp(-x))
+    aicc.SigmoidOp: lambda b, a, t: sigmoid_body(b, a[0], _c(b, 1.0, t)),  # 1 / (1 + exp(-x))
     aicc.FloorOp: lambda b, a, t: insert_result(b, xmath.FloorOp(a[0])),
     aicc.CeilOp: lambda b, a, t: insert_result(b, xmath.CeilOp(a[0])),
     aicc.RoundOp: lambda b, a, t: insert_result(b, xmath.RoundEvenOp(a[0])),  # half to even

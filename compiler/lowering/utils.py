@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith, tensor
+from xdsl.dialects import arith, math as xmath, tensor
 from xdsl.dialects.linalg import attrs, ops as linalg
 from xdsl.dialects.builtin import (
     AffineMapAttr,
@@ -91,6 +91,17 @@ def insert_result(b: Builder, op: Operation) -> SSAValue:
     """Insert `op` and return its (single) result."""
     b.insert(op)
     return op.results[0]
+
+
+def sigmoid_body(b: Builder, x: SSAValue, one: SSAValue) -> SSAValue:
+    """1 / (1 + exp(-x)), `one` the constant 1 of x's type. The exp is marked `afn`
+    (mathlib.emit_exp's `flush`): that changes only x in [-88.72, -88.38], whose sigmoid
+    (below 4e-39, a denormal) becomes 0; for x < -88.72 exp(-x) overflows and the sigmoid is 0
+    either way, and exp(-x) below 2^-126 is lost against the 1. Without AVX-512 the exp is
+    then 4 ops shorter: SiLU after a 1x1 conv (16 -> 96 channels at 112x112, Zen 3, AVX2)
+    cost 1.32 ms instead of 1.03 ms, against 0.55 ms with ReLU."""
+    e = insert_result(b, xmath.ExpOp(insert_result(b, arith.NegfOp(x)), AFN))
+    return insert_result(b, arith.DivfOp(one, insert_result(b, arith.AddfOp(e, one))))
 
 
 def empty_tensor(rewriter: PatternRewriter, t: TensorType) -> SSAValue:
