@@ -10,8 +10,9 @@ where every function body is one straight-line block:
   * a destination-passing linalg op writes into the buffer of its `outs` operand; when that
     tensor is read again later, the op writes into a fresh copy instead (no clobbering);
   * `tensor.collapse_shape` / `tensor.expand_shape` become memref views of the same buffer;
-  * a returned value whose buffer is a fresh allocation is computed straight into the
-    out-parameter (the allocation disappears); anything else is copied into it;
+  * a returned value whose buffer is a fresh allocation, or a reshape of one (static shapes),
+    is computed straight into the out-parameter, or the same reshape of it (the allocation
+    disappears); anything else is copied into it;
   * every remaining allocation is freed right after its last use (or that of a view of it).
 
 Any other op on tensors is an error, not silently kept.
@@ -41,6 +42,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from compiler.dialects.shapes import is_dynamic, shape_of
 from compiler.errors import UnsupportedOpError
 from compiler.lowering.dims import DimMaterializer, record_arg_dims
+from compiler.lowering.utils import reshaped_view
 
 VIEW_OPS = (memref.CollapseShapeOp, memref.ExpandShapeOp)
 
@@ -177,19 +179,40 @@ class _FunctionBufferizer:
         self._replace(op, new)
 
     def _bufferize_return(self, op: func.ReturnOp, out_params: list[SSAValue]) -> None:
-        written_to: dict[SSAValue, SSAValue] = {}  # allocation -> the out-parameter replacing it
+        written_to: dict[SSAValue, SSAValue] = {}  # allocation -> what replaces it (out, a view of it)
+        views = []  # returned views of a redirected allocation: dead once the return goes
         for value, out in zip(op.arguments, out_params):
             buf = self._buf_or_fresh(value, op)
             buf = written_to.get(buf, buf)
-            owner = buf.owner
-            if isinstance(owner, memref.AllocOp):
-                # Compute straight into the caller's buffer.
-                written_to[buf] = out
-                buf.replace_all_uses_with(out)
+            root = _view_root(buf)
+            owner = root.owner
+            if isinstance(owner, memref.AllocOp) and (root is buf or not owner.dynamic_sizes):
+                # Compute straight into the caller's buffer; a value returned through reshapes
+                # of its allocation (a conv's (N, C, H*W) result returned as (N, C, H, W)) is
+                # computed into the same view of the caller's buffer, made at the top of the
+                # function (not between the ops that the target's passes fuse).
+                new = out if root is buf else reshaped_view(
+                    Builder(InsertPoint.at_start(self.fn.body.block)), out, root.type)
+                written_to[root] = new
+                root.replace_all_uses_with(new)
                 Rewriter.erase_op(owner)
+                if root is not buf:
+                    views.append(buf)
             else:
                 Rewriter.insert_op(memref.CopyOp(buf, out), InsertPoint.before(op))
         Rewriter.replace_op(op, func.ReturnOp())
+        for view in views:
+            while isinstance(view.owner, VIEW_OPS) and not view.uses:
+                source = view.owner.operands[0]
+                Rewriter.erase_op(view.owner)
+                view = source
+
+
+def _view_root(buf: SSAValue) -> SSAValue:
+    """The buffer `buf` is a reshape (chain) of, else `buf`."""
+    while isinstance(buf.owner, VIEW_OPS):
+        buf = buf.owner.operands[0]
+    return buf
 
 
 def _read_after(value: SSAValue, op: Operation) -> bool:

@@ -51,7 +51,6 @@ from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
     FloatAttr,
@@ -78,6 +77,7 @@ from compiler.dialects.aicc_cpu import ConvKernelOp, DwKernelOp, YieldOp
 from compiler.errors import CompileError
 from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, depthwise_generic_shapes
 from compiler.lowering.loop_builder import IndexBuilder
+from compiler.lowering.utils import flat_view
 from compiler.stats import TILED_ATTR, flops
 from compiler.targets.cpu.schedule import (
     choose_conv_schedule,
@@ -123,18 +123,6 @@ def _global_of(v: SSAValue, module: ModuleOp) -> memref.GlobalOp | None:
                 and isinstance(op.initial_value, DenseIntOrFPElementsAttr):
             return op
     return None
-
-
-def _flat(b: Builder, v: SSAValue) -> SSAValue:
-    """A 1-D view of the contiguous memref `v`."""
-    shape = v.type.get_shape()
-    if len(shape) == 1:
-        return v
-    flat_t = MemRefType(v.type.element_type, [int(np.prod(shape))])
-    op = memref.CollapseShapeOp.create(
-        operands=[v], result_types=[flat_t],
-        properties={"reassociation": ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in range(len(shape))])])})
-    return b.insert(op).results[0]
 
 
 def _parallel(b: Builder, ix: IndexBuilder, ubs: list[int], body) -> scf.ParallelOp:
@@ -667,8 +655,8 @@ class TileConv(ModulePass):
         start, bias_src, epi, b, ix = _fold_start_and_epilogue(cv)
         wp = (_pack_weight(module, g, vw, b, cv.groups) if g is not None
               else _pack_weight_at_run_time(cv, vw, b, ix))
-        x = _flat(b, cv.x)
-        out = _flat(b, cv.out) if epi is None else None
+        x = flat_view(b, cv.x)
+        out = flat_view(b, cv.out) if epi is None else None
         x_cs, x_rs = cv.hp * cv.wp, cv.wp
         nhwc = bool(s.get("nhwc")) and nhwc_applies(cv)
         if nhwc:
@@ -681,11 +669,11 @@ class TileConv(ModulePass):
         if nhwc:  # channel c of column j at j * IC + c; an image still IC * W floats
             ints.update(x_cs=1, x_rs=1, sw=cv.ic)
         xcol = cv.ic if nhwc else cv.sw  # a column's step in the input
-        bias = _flat(b, bias_src) if bias_src is not None else None
+        bias = flat_view(b, bias_src) if bias_src is not None else None
         res, relu, region = None, False, None
         if epi is not None:  # the kernels write the op's result, the conv's output goes
-            out = _flat(b, epi.dest)
-            res = _flat(b, epi.res) if epi.res is not None else None
+            out = flat_view(b, epi.dest)
+            res = flat_view(b, epi.res) if epi.res is not None else None
             relu, region = epi.relu, epi.region
         G = cv.groups
 
@@ -749,15 +737,15 @@ class TileConv(ModulePass):
             for o in pad.ops:
                 Rewriter.erase_op(o)
             keep_alive_through(pad.src, cv.op)
-            x = _flat(b, pad.src)
+            x = flat_view(b, pad.src)
             h, w, top, left = pad.h, pad.w, pad.top, pad.left
         else:
-            x = _flat(b, cv.x)
+            x = flat_view(b, cv.x)
             h, w, top, left = cv.hp, cv.wp, 0, 0
-        wt = _flat(b, cv.w)
-        bias = _flat(b, bias_src) if bias_src is not None else None
-        out, res, relu, hi, region = (_flat(b, cv.out), None, False, None, None) if epi is None \
-            else (_flat(b, epi.dest), _flat(b, epi.res) if epi.res is not None else None,
+        wt = flat_view(b, cv.w)
+        bias = flat_view(b, bias_src) if bias_src is not None else None
+        out, res, relu, hi, region = (flat_view(b, cv.out), None, False, None, None) if epi is None \
+            else (flat_view(b, epi.dest), flat_view(b, epi.res) if epi.res is not None else None,
                   epi.relu, epi.hi, epi.region)
         c, x_cs, o_cs = cv.ic, h * w, cv.oh * cv.ow
 

@@ -47,8 +47,6 @@ from xdsl.context import Context
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
-    ArrayAttr,
-    DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
     FloatAttr,
@@ -79,6 +77,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
 from compiler.dialects.aicc_cpu import MicrokernelOp
 from compiler.errors import CompileError
+from compiler.lowering.utils import flat_view, reshaped_view
 from compiler.stats import TILED_ATTR, flops
 from compiler.threads import default_threads
 from compiler.targets.cpu.fuse_rows import root
@@ -201,34 +200,6 @@ def _parallel(b: Builder, ix: _Ix, ub: Index, body) -> None:
     body(Builder(InsertPoint.before(block.last_op)), block.args[0])
 
 
-def _flat(b: Builder, v: SSAValue) -> SSAValue:
-    """A 1-D view of a contiguous memref (the emitter uses the same pointer)."""
-    t = v.type
-    shape = t.get_shape()
-    if len(shape) == 1:
-        return v
-    flat_t = MemRefType(t.element_type, [DYNAMIC_INDEX if DYNAMIC_INDEX in shape else math.prod(shape)])
-    groups = ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in range(len(shape))])]) if shape \
-        else ArrayAttr([])
-    op = memref.CollapseShapeOp.create(operands=[v], result_types=[flat_t],
-                                       properties={"reassociation": groups})
-    return b.insert(op).results[0]
-
-
-def _reshaped(b: Builder, v: SSAValue, t: MemRefType, sizes: list[SSAValue] = ()) -> SSAValue:
-    """A row-major view of contiguous `v` as type `t` (same element count): flat, expanded;
-    `sizes`: the values of `t`'s dynamic dims, in order."""
-    flat = _flat(b, v)
-    if len(t.get_shape()) == 1:
-        return flat
-    op = memref.ExpandShapeOp.create(
-        operands=[flat, *sizes], result_types=[t],
-        properties={"reassociation": ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in range(
-            len(t.get_shape()))])]), "static_output_shape": DenseArrayBase.from_list(
-                i64, list(t.get_shape()))})
-    return b.insert(op).results[0]
-
-
 def _zero(b: Builder, elem) -> SSAValue:
     return b.insert(arith.ConstantOp(FloatAttr(0.0, elem))).result
 
@@ -335,7 +306,7 @@ class _Tiler:
         ix = _Ix(op)
         top = Builder(InsertPoint.before(op))
         elem = mm.element_type
-        a_flat, c_flat = _flat(top, mm.a), _flat(top, mm.c)
+        a_flat, c_flat = flat_view(top, mm.a), flat_view(top, mm.c)
         a_shape, b_shape = mm.a.type.get_shape(), mm.b.type.get_shape()
         nba = math.prod(a_shape[:-2])
         nbb = math.prod(b_shape[:-2])
@@ -369,7 +340,7 @@ class _Tiler:
             size = nbb * NP * K * s.nr
             bp = top.insert(memref.AllocOp.get(elem, 64, [size])).memref
             allocs.append(bp)
-            self._pack_b(top, ix, _flat(top, mm.b), bp, nbb, NP)
+            self._pack_b(top, ix, flat_view(top, mm.b), bp, nbb, NP)
             b_src = bp
         elif self.b_producer is not None:
             # One K x N buffer per thread, reused batch after batch (so it stays in cache),
@@ -379,7 +350,7 @@ class _Tiler:
             b_src = top.insert(memref.AllocOp.get(elem, 64, [self.slots * K * self.ldb])).memref
             allocs.append(b_src)
         else:
-            b_src = _flat(top, mm.b)
+            b_src = flat_view(top, mm.b)
         b_packed = pack_b
 
         last_pack = op.prev_op
@@ -785,7 +756,7 @@ class _Tiler:
                     Rewriter.erase_op(u.operation)
             alloc = c.op
             b = Builder(InsertPoint.before(alloc))
-            new_c = d if d.type == c.type else _reshaped(b, d, c.type, list(alloc.dynamic_sizes))
+            new_c = d if d.type == c.type else reshaped_view(b, d, c.type, list(alloc.dynamic_sizes))
             c.replace_all_uses_with(new_c)
             Rewriter.erase_op(alloc)
             self.match = dataclasses.replace(self.match, c=new_c)
@@ -935,7 +906,7 @@ class _Tiler:
         seq = [d for d in dims if d not in par and several(extents[d])]
         true_ = ix.const(1, i1)
         ldb = self.ldb if self.b_producer is not None else N  # B's row stride in place
-        init_flat = _flat(b, self.init[0]) if self.init is not None else None
+        init_flat = flat_view(b, self.init[0]) if self.init is not None else None
         epi_on_c = self._epilogue_on_c(b) if self.epilogue is not None else None
         self.operands = _Operands(a_src, a_packed, b_src, b_packed, c, MP, NP, first_overwrites,
                                   true_, ldb, init_flat, epi_on_c)
@@ -950,12 +921,12 @@ class _Tiler:
         if self.b_producer is not None:  # per thread, a run of batches: B, then its tiles
             shape = self.b_producer.outputs[0].type.get_shape()
             # (slot, the copy's K dims, one padded row of N)
-            slots = _reshaped(b, b_src, MemRefType(
+            slots = reshaped_view(b, b_src, MemRefType(
                 mm.element_type, [self.slots, *shape[1:self.kdims + 1], self.ldb]))
             if self.pad is not None:  # the padded buffer's source, in the copy's view of it
                 x = self.pad[0].inputs[0]
                 vshape = self.b_producer.inputs[0].type.get_shape()
-                self.pad_source = _reshaped(b, x, MemRefType(
+                self.pad_source = reshaped_view(b, x, MemRefType(
                     x.type.element_type, [*vshape[:-2], *x.type.get_shape()[-2:]]),
                     [self.nb] if mm.batch_dynamic else [])
             inner = [d for d in dims if d != "b" and extents[d] > 1]
@@ -1121,7 +1092,7 @@ class _Tiler:
             elif (m == ident and isinstance(v.type, MemRefType)
                   and isinstance(v.type.layout, NoneAttr)):
                 dyn = [self.nb] if self.match.batch_dynamic else []  # C's one dynamic dim
-                out.append((_reshaped(b, v, MemRefType(v.type.element_type, c_shape), dyn),
+                out.append((reshaped_view(b, v, MemRefType(v.type.element_type, c_shape), dyn),
                             AffineMap.identity(len(c_shape))))
             else:
                 return None

@@ -29,16 +29,15 @@ func.func @two_steps(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 }
 
 // -----
-// Returning an input, or a view of a temporary, copies into the out-parameter; the reshape
-// is a memref view of the matmul's buffer, which is freed after the copy.
+// A view of a temporary that is returned: the temporary becomes the inverse view of the
+// out-parameter (flattened, expanded to its shape; made at the top of the function), so the
+// matmul writes the caller's buffer and nothing is copied. Returning an input copies it into its out-parameter.
 // CHECK-LABEL: func.func @views_and_copies
 // CHECK-SAME:    (%[[A:.*]]: memref<2x3xf32>, %[[B:.*]]: memref<3x2xf32>, %[[O0:.*]]: memref<4xf32>, %[[O1:.*]]: memref<2x3xf32>)
-// CHECK:         %[[M:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x2xf32>
+// CHECK-NOT:     memref.alloc
+// CHECK:         %[[M:.*]] = memref.expand_shape %[[O0]] {{\[\[}}0 : i64, 1 : i64]] output_shape [2, 2] : memref<4xf32> into memref<2x2xf32>
 // CHECK:         linalg.fill ins(%{{.*}} : f32) outs(%[[M]] : memref<2x2xf32>)
 // CHECK-NEXT:    linalg.matmul ins(%[[A]], %[[B]] : memref<2x3xf32>, memref<3x2xf32>) outs(%[[M]] : memref<2x2xf32>)
-// CHECK-NEXT:    %[[V:.*]] = memref.collapse_shape %[[M]] {{\[\[}}0 : i64, 1 : i64]] : memref<2x2xf32> into memref<4xf32>
-// CHECK-NEXT:    "memref.copy"(%[[V]], %[[O0]])
-// CHECK-NEXT:    memref.dealloc %[[M]] : memref<2x2xf32>
 // CHECK-NEXT:    "memref.copy"(%[[A]], %[[O1]])
 // CHECK-NEXT:    func.return
 func.func @views_and_copies(%a: tensor<2x3xf32>, %b: tensor<3x2xf32>) -> (tensor<4xf32>, tensor<2x3xf32>) {
@@ -48,4 +47,23 @@ func.func @views_and_copies(%a: tensor<2x3xf32>, %b: tensor<3x2xf32>) -> (tensor
   %m = linalg.matmul ins(%a, %b : tensor<2x3xf32>, tensor<3x2xf32>) outs(%f : tensor<2x2xf32>) -> tensor<2x2xf32>
   %r = tensor.collapse_shape %m [[0, 1]] : tensor<2x2xf32> into tensor<4xf32>
   func.return %r, %a : tensor<4xf32>, tensor<2x3xf32>
+}
+
+// -----
+// One temporary returned twice, as a view and as itself: the first out-parameter takes the
+// temporary's place, the second is a copy of it (through the view of the first).
+// CHECK-LABEL: func.func @one_buffer_twice
+// CHECK-SAME:    (%[[A:.*]]: memref<2x3xf32>, %[[B:.*]]: memref<3x2xf32>, %[[O0:.*]]: memref<4xf32>, %[[O1:.*]]: memref<2x2xf32>)
+// CHECK-NOT:     memref.alloc
+// CHECK:         %[[M:.*]] = memref.expand_shape %[[O0]] {{\[\[}}0 : i64, 1 : i64]] output_shape [2, 2] : memref<4xf32> into memref<2x2xf32>
+// CHECK:         linalg.matmul ins(%[[A]], %[[B]] : memref<2x3xf32>, memref<3x2xf32>) outs(%[[M]] : memref<2x2xf32>)
+// CHECK-NEXT:    "memref.copy"(%[[M]], %[[O1]])
+// CHECK-NEXT:    func.return
+func.func @one_buffer_twice(%a: tensor<2x3xf32>, %b: tensor<3x2xf32>) -> (tensor<4xf32>, tensor<2x2xf32>) {
+  %e = tensor.empty() : tensor<2x2xf32>
+  %z = arith.constant 0.0 : f32
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<2x3xf32>, tensor<3x2xf32>) outs(%f : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %r = tensor.collapse_shape %m [[0, 1]] : tensor<2x2xf32> into tensor<4xf32>
+  func.return %r, %m : tensor<4xf32>, tensor<2x2xf32>
 }
