@@ -155,8 +155,14 @@ def _weights(shape):
 
 
 def _unary_case(draw):
-    u = _UNARY[draw(st.sampled_from(sorted(_UNARY)))]
+    name = draw(st.sampled_from(sorted(_UNARY)))
+    u = _UNARY[name]
     x = _arr(draw, _shape(draw))
+    if name in ("relu", "abs"):
+        # a central difference across the kink at 0 (eps 1e-3) measures no derivative: keep
+        # the draws 0.01 away from it (hypothesis found a draw that failed so: gradient -1.5,
+        # central difference -1.07)
+        x = np.where(np.abs(x) < 0.01, np.copysign(0.01, x), x).astype(np.float32)
     return lambda x: np.sum(u(x) * _weights(x.shape)), (x,)
 
 

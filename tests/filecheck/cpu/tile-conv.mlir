@@ -110,7 +110,7 @@
 // EPI-NOT:        linalg.generic
 // EPI:            func.return
 // Any other elementwise function of the conv's output alone (here SiLU, y * sigmoid(y), after
-// the bias) becomes the kernels' `epilogue` region: its scalar body, cloned, from the output
+// the bias; fuse-elementwise writes it y / (1 + exp(-y))) becomes the kernels' `epilogue` region: its scalar body, cloned, from the output
 // value to aicc_cpu.yield, which the kernels apply to each vector of outputs in registers
 // before the store. The op's pass over the conv's output is gone, as with relu.
 // EPI-LABEL:    func.func @dw_silu
@@ -120,11 +120,11 @@
 // EPI:            aicc_cpu.dw_kernel %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %[[DF]][%{{.*}}] bias %{{.*}}[%{{.*}}] : memref<3xf32> epilogue {
 // EPI-NEXT:       ^{{.*}}(%[[V:.*]]: f32):
 // EPI:              math.exp
-// EPI:              %[[S:.*]] = arith.divf
-// EPI-NEXT:         %[[R:.*]] = arith.mulf %[[V]], %[[S]] : f32
+// EPI:              %[[D1:.*]] = arith.addf
+// EPI-NEXT:         %[[R:.*]] = arith.divf %[[V]], %[[D1]] : f32
 // EPI-NEXT:         aicc_cpu.yield %[[R]] : f32
 // EPI-NEXT:       } {cols = 10 : i64, {{.*}}, start = 2 : i64}
-// EPI:            epilogue = "arith.negf,math.exp,arith.addf,arith.divf,arith.mulf"
+// EPI:            epilogue = "arith.negf,math.exp,arith.addf,arith.divf"
 // EPI-NOT:        linalg.generic
 // EPI:            func.return
 

@@ -208,3 +208,36 @@ func.func @relu_pad_dw(%x: tensor<1x4x6x9xf32>, %w: tensor<4x1x1x3x3xf32>) -> te
   } -> tensor<1x4x1x6x9xf32>
   func.return %17 : tensor<1x4x1x6x9xf32>
 }
+
+// -----
+// SiLU, x * sigmoid(x): the sigmoid generic (1 / (1 + exp(-x))) fuses into the multiply, and
+// in the fused body x * (1 / d) becomes x / d: one rounding, one multiply less.
+// CHECK-LABEL: func.func @silu
+// CHECK:         linalg.generic {{.*}} ins(%[[X:.*]] : tensor<7x129xf32>)
+// CHECK-NEXT:    ^{{.*}}(%[[A:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT:      %[[N:.*]] = arith.negf %[[A]] : f32
+// CHECK-NEXT:      %[[E:.*]] = math.exp %[[N]] fastmath<afn> : f32
+// CHECK-NEXT:      %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT:      %[[D:.*]] = arith.addf %[[E]], %[[ONE]] : f32
+// CHECK-NEXT:      %[[Y:.*]] = arith.divf %[[A]], %[[D]] : f32
+// CHECK-NEXT:      linalg.yield %[[Y]] : f32
+// CHECK-NOT:     linalg.generic
+func.func @silu(%x: tensor<7x129xf32>) -> tensor<7x129xf32> {
+  %e0 = tensor.empty() : tensor<7x129xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<7x129xf32>) outs(%e0 : tensor<7x129xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %n = arith.negf %a : f32
+    %e = math.exp %n fastmath<afn> : f32
+    %one = arith.constant 1.000000e+00 : f32
+    %d = arith.addf %e, %one : f32
+    %r = arith.divf %one, %d : f32
+    linalg.yield %r : f32
+  } -> tensor<7x129xf32>
+  %e1 = tensor.empty() : tensor<7x129xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%x, %s : tensor<7x129xf32>, tensor<7x129xf32>) outs(%e1 : tensor<7x129xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<7x129xf32>
+  func.return %y : tensor<7x129xf32>
+}
