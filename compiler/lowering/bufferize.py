@@ -42,7 +42,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from compiler.dialects.shapes import is_dynamic, shape_of
 from compiler.errors import UnsupportedOpError
 from compiler.lowering.dims import DimMaterializer, record_arg_dims
-from compiler.lowering.utils import reshaped_view
+from compiler.lowering.utils import reshaped_view, view_root
 
 VIEW_OPS = (memref.CollapseShapeOp, memref.ExpandShapeOp)
 
@@ -184,7 +184,7 @@ class _FunctionBufferizer:
         for value, out in zip(op.arguments, out_params):
             buf = self._buf_or_fresh(value, op)
             buf = written_to.get(buf, buf)
-            root = _view_root(buf)
+            root = view_root(buf)
             owner = root.owner
             if isinstance(owner, memref.AllocOp) and (root is buf or not owner.dynamic_sizes):
                 # Compute straight into the caller's buffer; a value returned through reshapes
@@ -206,13 +206,6 @@ class _FunctionBufferizer:
                 source = view.owner.operands[0]
                 Rewriter.erase_op(view.owner)
                 view = source
-
-
-def _view_root(buf: SSAValue) -> SSAValue:
-    """The buffer `buf` is a reshape (chain) of, else `buf`."""
-    while isinstance(buf.owner, VIEW_OPS):
-        buf = buf.owner.operands[0]
-    return buf
 
 
 def _read_after(value: SSAValue, op: Operation) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable, Sequence
 
 from xdsl.builder import Builder
@@ -109,6 +108,13 @@ def sigmoid_body(b: Builder, x: SSAValue, one: SSAValue) -> SSAValue:
     cost 1.32 ms instead of 1.03 ms, against 0.55 ms with ReLU."""
     e = insert_result(b, xmath.ExpOp(insert_result(b, arith.NegfOp(x)), AFN))
     return insert_result(b, arith.DivfOp(one, insert_result(b, arith.AddfOp(e, one))))
+
+
+def view_root(v: SSAValue) -> SSAValue:
+    """The memref that `v` is a view of, through collapse_shape / expand_shape (else `v`)."""
+    while isinstance(v.owner, memref.CollapseShapeOp | memref.ExpandShapeOp):
+        v = v.owner.operands[0]
+    return v
 
 
 def flat_view(b: Builder, v: SSAValue) -> SSAValue:

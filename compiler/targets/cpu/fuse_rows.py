@@ -58,18 +58,12 @@ from compiler.lowering.dims import dim_symbol, dim_value
 from compiler.lowering.linalg_to_loops import REASSOCIABLE, combiner_flags
 from compiler.lowering.loop_builder import IndexBuilder, for_loop, index_product
 from compiler.lowering.plan_memory import byte_size
+from compiler.lowering.utils import view_root
 
 ROW_BUFFER_BYTES = 64 * 1024
 KERNEL_ATTR = "aicc.kernel"
 VIEWS = (memref.CollapseShapeOp, memref.ExpandShapeOp)
 MOVABLE = (arith.ConstantOp, memref.AllocOp, memref.GetGlobalOp, *VIEWS)
-
-def root(v: SSAValue) -> SSAValue:
-    """The buffer a value views (through reshapes)."""
-    while isinstance(v.owner, VIEWS):
-        v = v.owner.operands[0]
-    return v
-
 
 @dataclass(eq=False)
 class RowOp:
@@ -92,10 +86,10 @@ class RowOp:
         return list(zip(self.op.outputs, self.maps[self.n_in:]))
 
     def read_roots(self) -> set[SSAValue]:
-        return {root(v) for v, _ in self.reads()}
+        return {view_root(v) for v, _ in self.reads()}
 
     def write_roots(self) -> set[SSAValue]:
-        return {root(v) for v, _ in self.writes()}
+        return {view_root(v) for v, _ in self.writes()}
 
     def inner(self, k: int) -> list[int]:
         """The dims that loop inside a row: not row dims, range above one."""
@@ -206,17 +200,17 @@ class RowGroup:
         if any(isinstance(o.ranges[d], DynRange) for o in (*self.ops, x) for d in o.rows[k:]):
             return False  # a dynamic dim would become a loop inside the row
         written = {v for o in self.ops for v in o.op.outputs}
-        written_roots = {root(v) for v in written}
+        written_roots = {view_root(v) for v in written}
         for v, m in x.reads():
-            if root(v) in written_roots and (v not in written or not row_local(m, x.rows, k)):
+            if view_root(v) in written_roots and (v not in written or not row_local(m, x.rows, k)):
                 return False
         for v, _ in x.writes():
-            r = root(v)
+            r = view_root(v)
             if r in written_roots and v not in written:
                 return False
             for o in self.ops:
                 for u, mu in o.reads():
-                    if root(u) == r and (u != v or not row_local(mu, o.rows, k)):
+                    if view_root(u) == r and (u != v or not row_local(mu, o.rows, k)):
                         return False
         self.ops.append(x)
         self.k, self.shape = k, self.shape[:k]
@@ -375,10 +369,10 @@ class _NestBuilder:
         if first.ranges[first.inner(self.k)[0]] != x.ranges[x.inner(self.k)[0]]:
             return False
         writes = {v: (w, m) for w in stage.ops for v, m in w.writes()}
-        write_roots = {root(v) for v in writes}
+        write_roots = {view_root(v) for v in writes}
         read_roots = set().union(*(w.read_roots() for w in stage.ops))
         for v, m in x.reads():
-            if root(v) not in write_roots:
+            if view_root(v) not in write_roots:
                 continue
             if v not in writes:
                 return False
@@ -437,7 +431,7 @@ class _NestBuilder:
             block = x.op.body.block
             for i, (v, m) in enumerate(zip(x.op.inputs, x.maps)):
                 arg = block.args[i]
-                if not isinstance(v.type, MemRefType) or not arg.uses or root(v) in writes:
+                if not isinstance(v.type, MemRefType) or not arg.uses or view_root(v) in writes:
                     continue
                 key = (v, self.canon(x, m))
                 if self.k in key[1].used_dims():
@@ -636,7 +630,7 @@ def in_place(ops: list[RowOp], internal: set[SSAValue]) -> dict[SSAValue, SSAVal
             continue  # b would read an element of t after writing it
         if b.op.body.block.args[b.n_in].uses:
             continue  # b reads its output (a reduction)
-        if any(root(v) == root(o) for x in ops if x is not b for v in x.op.operands):
+        if any(view_root(v) == view_root(o) for x in ops if x is not b for v in x.op.operands):
             continue
         alias[t] = o
     return alias

@@ -95,8 +95,9 @@ from compiler.dialects import aicc
 from compiler.dialects.aicc_cpu import WINOGRAD_MAX_CHANNELS, QGemmOp
 from compiler.lowering.loop_builder import IndexBuilder
 from compiler.lowering.quant_to_linalg import QGEMM_ATTR, QGEMM_DYNAMIC_ATTR
+from compiler.lowering.utils import view_root
 from compiler.lowering.winograd import G
-from compiler.targets.cpu.tile_conv import buffer_users, erase_if_dead, keep_alive_through, source
+from compiler.targets.cpu.tile_conv import buffer_users, erase_if_dead, keep_alive_through
 ROWS_PER_TASK = 8
 WINOGRAD_G2 = (2 * G).astype(np.int64)  # F(2x2, 3x3)'s G doubled: integers
 
@@ -337,7 +338,7 @@ def _im2col(op: linalg.GenericOp, a: SSAValue) -> tuple[linalg.GenericOp, tuple[
     SW q + DW j, c] of a contiguous int8 memref<N x HP x WP x C> (C a multiple of
     WINDOW_SPAN_BYTES, or DW = 1 and KW * C at least that), in the same block before `op`;
     returns (the copy, (OH, OW, KH, KW, SH, SW, DH, DW)), else None."""
-    root = source(a)
+    root = view_root(a)
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
         return None
     _, users = buffer_users(root)
@@ -494,7 +495,7 @@ def _lower(op: linalg.GenericOp, module: ModuleOp, options: LowerQGemm) -> None:
     if gather:  # the im2col matrix, never written now; its input read by the kernel instead
         copy, _ = gather
         Rewriter.erase_op(copy)
-        erase_if_dead(source(a))
+        erase_if_dead(view_root(a))
         keep_alive_through(a_read, par)
 
 

@@ -77,7 +77,7 @@ from compiler.dialects.aicc_cpu import ConvKernelOp, DwKernelOp, YieldOp
 from compiler.errors import CompileError
 from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, depthwise_generic_shapes
 from compiler.lowering.loop_builder import IndexBuilder
-from compiler.lowering.utils import flat_view
+from compiler.lowering.utils import flat_view, view_root
 from compiler.stats import TILED_ATTR, flops
 from compiler.targets.cpu.schedule import (
     choose_conv_schedule,
@@ -106,15 +106,9 @@ def _coeffs(e, ndims: int) -> list[int]:
     return out
 
 
-def source(v: SSAValue) -> SSAValue:
-    while isinstance(v, OpResult) and isinstance(v.op, memref.CollapseShapeOp | memref.ExpandShapeOp):
-        v = v.op.operands[0]
-    return v
-
-
 def _global_of(v: SSAValue, module: ModuleOp) -> memref.GlobalOp | None:
     """The dense global that `v` reads, through reshapes."""
-    v = source(v)
+    v = view_root(v)
     if not (isinstance(v, OpResult) and isinstance(v.op, memref.GetGlobalOp)):
         return None
     name = v.op.name_.root_reference.data
@@ -225,11 +219,11 @@ def _start_of(cv: _Conv) -> tuple[int, SSAValue | None, Operation | None]:
     while isinstance(prev, arith.ConstantOp | memref.GetGlobalOp | memref.CollapseShapeOp
                      | memref.ExpandShapeOp):
         prev = prev.prev_op
-    root, count = source(cv.out), int(np.prod(cv.out.type.get_shape()))
+    root, count = view_root(cv.out), int(np.prod(cv.out.type.get_shape()))
     if not isinstance(prev, linalg.FillOp | linalg.GenericOp) or len(prev.outputs) != 1:
         return 0, None, None
     dst = prev.outputs[0]
-    if source(dst) is not root or not isinstance(dst.type, MemRefType) \
+    if view_root(dst) is not root or not isinstance(dst.type, MemRefType) \
             or int(np.prod(dst.type.get_shape())) != count:
         return 0, None, None
     if isinstance(prev, linalg.FillOp):
@@ -281,7 +275,7 @@ def _views(root: SSAValue) -> set[SSAValue]:
 def scalar_constant(v: SSAValue) -> float | None:
     """The value of a one-element float buffer read from a dense constant global, else None
     (an i1 one is a condition, not a value)."""
-    v = source(v)
+    v = view_root(v)
     if not (isinstance(v, OpResult) and isinstance(v.op, memref.GetGlobalOp)) \
             or int(np.prod(v.type.get_shape())) != 1 \
             or not isinstance(v.type.element_type, Float16Type | Float32Type | Float64Type):
@@ -321,7 +315,7 @@ def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> _Epil
     EPILOGUE_OPS (sigmoid, SiLU, hardswish, GELU), which the kernels compute as their
     `epilogue` region. Returns what the kernels then compute (a ResNet block's residual add
     and ReLU), or None. `init`, the output's start that the kernels take over, is no reader."""
-    root = source(cv.out)
+    root = view_root(cv.out)
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
         return None
     views, users = buffer_users(root)
@@ -329,11 +323,11 @@ def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> _Epil
     if len(readers) != 1 or not isinstance(readers[0], linalg.GenericOp):
         return None
     g = readers[0]
-    roots = {source(v) for v in (*g.inputs, *g.outputs)}
+    roots = {view_root(v) for v in (*g.inputs, *g.outputs)}
     nxt = cv.op.next_op
     while nxt is not g:  # between: pure ops, and deallocations of other buffers
         if nxt is None or not (isinstance(nxt, _PURE) or (
-                isinstance(nxt, memref.DeallocOp) and source(nxt.memref) not in roots)):
+                isinstance(nxt, memref.DeallocOp) and view_root(nxt.memref) not in roots)):
             return None
         nxt = nxt.next_op
     count = int(np.prod(cv.out.type.get_shape()))
@@ -354,8 +348,8 @@ def _epilogue_of(cv: _Conv, init: Operation | None, clip: bool = False) -> _Epil
             v.type.get_shape() != g.outputs[0].type.get_shape() for v in operands):
         return None
     c_in = [k for k, v in enumerate(inputs) if v in views]
-    if len(c_in) != 1 or source(g.outputs[0]) in (root,) or any(
-            source(v) is root for k, v in enumerate(inputs) if k != c_in[0]):
+    if len(c_in) != 1 or view_root(g.outputs[0]) in (root,) or any(
+            view_root(v) is root for k, v in enumerate(inputs) if k != c_in[0]):
         return None
     a_out = args[kept[c_in[0]]]
     a_res = args[kept[1 - c_in[0]]] if len(inputs) == 2 else None
@@ -455,7 +449,7 @@ def _padded_input(cv: _Conv) -> _Pad | None:
     """The padding before the conv, when its input is a buffer that only a zero linalg.fill
     and a copy of a (N, C, H, W) source into its interior write, read only by the conv: the
     kernels can read the source instead (padding read through), and the buffer goes."""
-    root = source(cv.x)
+    root = view_root(cv.x)
     if not (isinstance(root, OpResult) and isinstance(root.op, memref.AllocOp)):
         return None
     _, users = buffer_users(root)
@@ -494,7 +488,7 @@ def keep_alive_through(v: SSAValue, op: Operation) -> None:
     """Move the deallocations of v's buffer that come before `op` (in its block) to right
     after it: `op` now reads the buffer, whose last reader was an earlier copy (a padding, an im2col)."""
     block = op.parent_block()
-    for view in _views(source(v)):
+    for view in _views(view_root(v)):
         for u in list(view.uses):
             d = u.operation
             if isinstance(d, memref.DeallocOp) and d.is_before_in_block(op):
@@ -733,7 +727,7 @@ class TileConv(ModulePass):
         span = owb * vw
         start, bias_src, epi, b, ix = _fold_start_and_epilogue(cv, clip=True)
         if pad is not None:
-            root = source(cv.x)
+            root = view_root(cv.x)
             for o in pad.ops:
                 Rewriter.erase_op(o)
             keep_alive_through(pad.src, cv.op)
@@ -863,7 +857,7 @@ def _replace(cv: _Conv, epi: _Epilogue | None, first_loop: Operation) -> None:
             o.name for o in fused.body.block.ops
             if not isinstance(o, linalg.YieldOp | arith.ConstantOp)))
     first_loop.attributes[TILED_ATTR] = DictionaryAttr(info)
-    root = source(cv.out)
+    root = view_root(cv.out)
     Rewriter.erase_op(cv.op)
     if fused is not None:
         Rewriter.erase_op(fused)

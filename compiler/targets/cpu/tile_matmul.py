@@ -77,10 +77,9 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
 from compiler.dialects.aicc_cpu import MicrokernelOp
 from compiler.errors import CompileError
-from compiler.lowering.utils import flat_view, reshaped_view
+from compiler.lowering.utils import flat_view, reshaped_view, view_root
 from compiler.stats import TILED_ATTR, flops
 from compiler.threads import default_threads
-from compiler.targets.cpu.fuse_rows import root
 from compiler.targets.cpu.tile_conv import epilogue_region, scalar_constant
 from compiler.lowering.dims import dim_value
 from compiler.lowering.linalg_to_loops import emit_body
@@ -388,7 +387,7 @@ class _Tiler:
                 pc, f, _ = self.pad
                 Rewriter.erase_op(pc)
                 Rewriter.erase_op(f)
-                _erase_dead_buffer(root(padded))
+                _erase_dead_buffer(view_root(padded))
 
     # -- B's producer, per batch
 
@@ -407,7 +406,7 @@ class _Tiler:
         if (s.parallel != "b" or (nb < 2 and not mm.batch_dynamic) or s.pack_b or mm.b_trans
                 or list(mm.b_batch) != list(range(len(mm.batch)))):
             return None
-        col = root(mm.b)
+        col = view_root(mm.b)
         if not (isinstance(col, OpResult) and isinstance(col.op, memref.AllocOp)):
             return None
         views = _aliases(col)
@@ -432,13 +431,13 @@ class _Tiler:
                            if math.prod(shape[1:j + 1]) == mm.k), None)
         if self.kdims is None:
             return None
-        src = _aliases(root(g.inputs[0]))
+        src = _aliases(view_root(g.inputs[0]))
         if src & views:
             return None
-        self.pad = self._take_pad(g, root(g.inputs[0]))
+        self.pad = self._take_pad(g, view_root(g.inputs[0]))
         if self.pad is not None:  # the copy reads the padded buffer's source instead
             pc = self.pad[0]
-            pad_src = _aliases(root(pc.inputs[0]))
+            pad_src = _aliases(view_root(pc.inputs[0]))
             if not _deallocs_movable(pc, op, pad_src):
                 self.pad = None
         if not _deallocs_movable(g, op, src):
