@@ -406,14 +406,13 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
             out.append(src if m == 0 else shuffle(src, nxt[t % 2], [i + m for i in range(vw)]))
         return out
 
-    # each vector's taps go round `chains` accumulators, summed at the end: a call of few
-    # vectors otherwise waits on one FMA after another (kh*kw of them in a row)
+    # each vector's taps go round `chains` accumulators (DW_MIN_CHAINS), summed at the end
     chains = -(-DW_MIN_CHAINS // owb)
     parts = [[zero] * chains for _ in range(owb)]
-    t = 0
     for r in range(r_lo, r_hi):
         rowtaps = [taps2(r, v) for v in range(owb)] if split else None
         for s in range(kw):
+            k = ((r - r_lo) * kw + s) % chains  # the tap's accumulator
             wv = splat(b.load(ptr(w_base, r * kw + s), typ=ety, align=esize))
             for v in range(owb):
                 if split:
@@ -423,8 +422,7 @@ def _emit_dw_body(e: FunctionEmitter, args, ety, cols, owb, vw, kh, kw, sw, dh, 
                 else:
                     xv = row(r, s, v)
                 if xv is not zero:  # (a tap no lane reads adds nothing)
-                    parts[v][t % chains] = e.intr("fma", xv, wv, parts[v][t % chains])
-            t += 1
+                    parts[v][k] = e.intr("fma", xv, wv, parts[v][k])
     accs = [_tree_sum(b, [p for p in ps if p is not zero] or [zero]) for ps in parts]
     bias = splat(b.load(bias_base, typ=ety, align=esize)) if bias_base is not None else None
     for v in range(owb):
