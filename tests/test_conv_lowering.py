@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import StringAttr
 from compiler.dialects import aicc, aicc_nn
 from compiler.errors import CompileError
 from compiler.lowering.nn_to_linalg import CONV_LOWERING_ATTR
-from compiler.lowering.conv_lowering import choose_conv_lowering
+from compiler.lowering.conv_lowering import PACKED_1X1_RULES, choose_conv_lowering
 from compiler.pipeline import CompileOptions, compile_module
 from test_nn_ops import build, rand
 
@@ -130,6 +130,36 @@ def test_heuristic_choices():
     assert choose_conv_lowering(1, 32, 32, 32, (56, 56), (3, 3)) == "direct"
     assert choose_conv_lowering(1, 32, 64, 32, (56, 56), (1, 1)) == "direct"
     assert choose_conv_lowering(1, 3, 5, 1, (1, 1), (3, 3)) == "direct"
+
+
+def test_packed_1x1_rules():
+    """The rules a machine keeps for unstrided 1x1 convs (choose_conv_lowering's packed_1x1):
+    "all" packs small images, narrowing ones up to 256 pixels and narrowing ones to at most
+    128 channels on any image; "small" the first alone; "none" none. Strided ones keep all."""
+    cases = [  # (ic, oc, out_hw, strides), packed under all / small / none
+        ((16, 32, (7, 7), (1, 1)), (True, True, False)),
+        ((256, 64, (14, 14), (1, 1)), (True, False, False)),
+        ((256, 64, (56, 56), (1, 1)), (True, False, False)),
+        ((64, 256, (56, 56), (1, 1)), (False, False, False)),
+        ((256, 512, (7, 7), (2, 2)), (True, True, True)),
+    ]
+    for (ic, oc, hw, s), want in cases:
+        got = tuple(choose_conv_lowering(1, ic, oc, 1, hw, (1, 1), s, packed=True, packed_1x1=rule)
+                    == "packed" for rule in PACKED_1X1_RULES)
+        assert got == want, (ic, oc, hw, s, got)
+
+
+@pytest.mark.parametrize("cpu,vendor,rule", [
+    ("znver3", "amd", "all"), ("znver4", "amd", "all"), ("haswell", "intel", "small"),
+    ("skylake-avx512", "intel", "none"), ("sapphirerapids", "intel", "none"),
+    ("x86-64-v3", "", "all")])
+def test_packed_1x1_rule_of_named_cpus(cpu, vendor, rule):
+    """The cpu target's rule by the code's machine (a named CPU: nothing read off the host)."""
+    from compiler.targets.cpu.machine import cpu_machine
+    from compiler.targets.cpu.schedule import packed_1x1_rule
+
+    m = cpu_machine(cpu)
+    assert m.vendor == vendor and packed_1x1_rule(m) == rule
 
 
 def test_lowering_by_env_and_pass_option(monkeypatch):

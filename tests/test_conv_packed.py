@@ -237,6 +237,29 @@ def test_packed_strided_pointwise_conv_matches_torch(case, vw, monkeypatch):
     _check(m, x.numpy(), want, ic)
 
 
+@pytest.mark.parametrize("case", [(1, 40, 16, (9, 13)), (2, 64, 24, (7, 7)), (1, 129, 32, (1, 7)),
+                                  (1, 96, 24, (28, 28))], ids=str)
+def test_pointwise_rule_of_the_machine_matches_torch(case, monkeypatch):
+    """Unstrided 1x1 convs that narrow: the packed kernel for a generic AVX2 CPU (x86-64-v3,
+    the rules measured on AMD's cores), for an Intel one (haswell: packed_1x1_rule "small")
+    only up to 64 pixels, and for none under AICC_CONV_PACKED_1X1=none: the matmul then.
+    Every variant matches torch (float64)."""
+    n, ic, oc, hw = case
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Conv2d(ic, oc, 1), torch.nn.ReLU()).eval()
+    x = torch.randn(n, ic, *hw)
+    want = copy.deepcopy(block).double()(x.double()).detach().numpy()
+    small = hw[0] * hw[1] <= 64
+    for cpu, env, packed in ((AVX2, None, True), ("haswell", None, small), (AVX2, "none", False)):
+        if env is None:
+            monkeypatch.delenv("AICC_CONV_PACKED_1X1", raising=False)
+        else:
+            monkeypatch.setenv("AICC_CONV_PACKED_1X1", env)
+        m = compiler.compile(block, (x,), threads=1, target_cpu=cpu)
+        assert ("aicc_cpu.conv_kernel" in m.ir("loops")) == packed, (cpu, env)
+        _check(m, x.numpy(), want, ic)
+
+
 @pytest.mark.parametrize("bits,regs", [(256, 16), (512, 32)])
 def test_conv_schedule_fits_the_register_file(bits, regs):
     """vw from the target's vector width (8 on AVX-512 too for 8 channels or fewer, half a

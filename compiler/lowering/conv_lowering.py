@@ -30,6 +30,9 @@ PACKED_1X1_MAX_PIXELS = 64
 PACKED_1X1_MAX_PIXELS_NARROWING = 256
 # ... and on any image when it narrows to at most this many output channels.
 PACKED_1X1_MAX_OC_NARROWING = 128
+# Which of those rules a target's machine keeps for unstrided 1x1 convs (choose_conv_lowering's
+# `packed_1x1`): "all" of them, the "small" images' alone, or "none" (every one a matmul).
+PACKED_1X1_RULES = ("all", "small", "none")
 # The heuristic takes Winograd's F(2x2, 3x3) for a 3x3 stride-1 conv it applies to from this
 # many input and output channels on (see winograd_wins).
 WINOGRAD_MIN_CHANNELS = 24
@@ -40,7 +43,7 @@ WINOGRAD4_MIN_TILES = 16
 def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups: int,
                          out_hw: tuple[int, int], kernel: tuple[int, int],
                          strides: tuple[int, int] = (1, 1), packed: bool = False,
-                         winograd_bits: int = 0) -> str:
+                         winograd_bits: int = 0, packed_1x1: str = "all") -> str:
     """How a conv2d is lowered to linalg (compiler/lowering/nn_to_linalg.py):
 
       "matmul"  a 1x1 stride-1 conv: the input viewed as (N, IC, H*W) is the matmul's B
@@ -81,7 +84,10 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
     Kept as matmuls: 1024->512 at 28x28 (0.92, many rows) and widening or equal ones (warm:
     16->96 at 112x112 0.82, 24->144 at 56x56 0.90, 64->256 at 56x56 0.88, 40->240 1.03;
     cold: 64->64 at 56x56 0.99).
-    A strided 1x1 conv (resnet's downsampling shortcut) follows it too: the packed kernel
+    Those measurements are AMD's cores; the machine may keep fewer of the rules for unstrided
+    1x1 convs (`packed_1x1`, one of PACKED_1X1_RULES, chosen by the target: on an Intel core
+    the matmul wins on more images, see the cpu target's `packed_1x1_rule`).
+    A strided 1x1 conv (resnet's downsampling shortcut) follows the rules in full: the packed kernel
     reads the input at its stride, where the matmul needs an im2col copy first (im2col time /
     packed time, 7x7 output: 1024->2048 1.41/1.22, 256->512 1.28/1.04; 14x14: 512->1024
     1.07/0.86, kept im2col).
@@ -108,9 +114,11 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
     pixels = out_hw[0] * out_hw[1]
     if winograd_bits and winograd_wins(winograd_bits, in_channels, out_channels, pixels):
         return winograd_tile(out_hw)
+    rule = packed_1x1 if strides == (1, 1) else "all"
     if (packed and groups == 1 and kernel == (1, 1) and out_channels >= PACKED_MIN_OC
+            and rule != "none"
             and (pixels <= PACKED_1X1_MAX_PIXELS
-                 or (in_channels > out_channels
+                 or (rule == "all" and in_channels > out_channels
                      and (pixels <= PACKED_1X1_MAX_PIXELS_NARROWING
                           or out_channels <= PACKED_1X1_MAX_OC_NARROWING)))):
         return "packed"  # small images, narrowing ones: the output channels in vectors (above)

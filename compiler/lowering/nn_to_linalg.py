@@ -85,6 +85,7 @@ from compiler.lowering.conv_lowering import (
     CONV_LOWERING_ATTR,
     CONV_LOWERINGS,
     CONV_SCHEDULE_ATTR,
+    PACKED_1X1_RULES,
     choose_conv_lowering,
 )
 from compiler.lowering.winograd import WINOGRAD_TILES, lower_winograd, winograd_applies
@@ -104,7 +105,8 @@ from compiler.lowering.utils import (
 CONV_LOWERING_ENV = "AICC_CONV_LOWERING"
 # "0": the heuristic never picks "packed", even where the target has the kernel (A/B timings)
 CONV_PACKED_ENV = "AICC_CONV_PACKED"
-# "0": 1x1 convs stay matmuls where the heuristic would pack them (A/B timings)
+# "0": 1x1 convs stay matmuls where the heuristic would pack them, strided ones too; all,
+# small or none: that rule for unstrided ones instead of the target's (A/B timings)
 CONV_PACKED_1X1_ENV = "AICC_CONV_PACKED_1X1"
 # "0": the heuristic never picks "winograd" (A/B timings)
 CONV_WINOGRAD_ENV = "AICC_CONV_WINOGRAD"
@@ -129,21 +131,25 @@ class LowerPad(RewritePattern):
 
 
 def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False,
-                  vector_bits: int = 0) -> str:
+                  vector_bits: int = 0, packed_1x1: str = "all") -> str:
     """The lowering of `op`: its `aicc.conv_lowering` attribute, else `forced` (the pass
     option), else $AICC_CONV_LOWERING, else `choose_conv_lowering` on its shape (`packed`: the
     target has the packed kernel, which takes f32 convs with a static batch, and packs a
     weight known only at run time before the conv; `vector_bits`: its vector width, for
-    where Winograd's F(2x2, 3x3) wins, 0 for never). "matmul" on a conv that needs the
-    im2col copy means "im2col"; "packed" on a dynamic batch means "direct"; "winograd" on a
+    where Winograd's F(2x2, 3x3) wins, 0 for never; `packed_1x1`: which of the heuristic's
+    rules the machine keeps for unstrided 1x1 convs, see choose_conv_lowering). "matmul" on
+    a conv that needs the im2col copy means "im2col"; "packed" on a dynamic batch means "direct"; "winograd" on a
     conv it does not apply to (winograd.py) means the heuristic's choice without it."""
+    if packed_1x1 not in PACKED_1X1_RULES:
+        raise CompileError(f"conv-packed-1x1 '{packed_1x1}': expected one of "
+                           f"{', '.join(PACKED_1X1_RULES)}")
     attr = op.attributes.get(CONV_LOWERING_ATTR)
     mode = attr.data if isinstance(attr, StringAttr) else (forced or os.environ.get(CONV_LOWERING_ENV, ""))
     n, _, _, _ = aicc.shape_of(op.input)
     kh, kw = aicc.shape_of(op.weight)[2:]
     strides = tuple(aicc_nn.int_values(op.strides))
     if mode in ("", "auto"):  # a dynamic batch: chosen as for one image
-        mode = _heuristic(op, packed, vector_bits)
+        mode = _heuristic(op, packed, vector_bits, packed_1x1)
     if mode not in CONV_LOWERINGS:
         raise CompileError(f"conv lowering '{mode}': expected one of {', '.join(CONV_LOWERINGS)} (or auto)")
     if mode == "matmul" and ((kh, kw) != (1, 1) or strides != (1, 1)):
@@ -151,11 +157,11 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False,
     if mode == "packed" and not isinstance(n, int):
         mode = "direct"
     if mode in WINOGRAD_TILES and not winograd_applies(op):
-        mode = _heuristic(op, packed, 0)
+        mode = _heuristic(op, packed, 0, packed_1x1)
     return mode
 
 
-def _heuristic(op: aicc_nn.Conv2dOp, packed: bool, vector_bits: int) -> str:
+def _heuristic(op: aicc_nn.Conv2dOp, packed: bool, vector_bits: int, packed_1x1: str) -> str:
     n, c, _, _ = aicc.shape_of(op.input)
     oc, _, kh, kw = aicc.shape_of(op.weight)
     _, _, oh, ow = aicc.shape_of(op.result)
@@ -163,10 +169,13 @@ def _heuristic(op: aicc_nn.Conv2dOp, packed: bool, vector_bits: int) -> str:
     kernel = (packed and isinstance(n, int)
               and isinstance(aicc.element_type_of(op.input), Float32Type)
               and os.environ.get(CONV_PACKED_ENV, "") != "0")
+    if os.environ.get(CONV_PACKED_1X1_ENV) in PACKED_1X1_RULES:
+        packed_1x1 = os.environ[CONV_PACKED_1X1_ENV]
     mode = choose_conv_lowering(n if isinstance(n, int) else 1, c, oc, op.groups.value.data,
                                 (oh, ow), (kh, kw), strides, packed=kernel,
                                 winograd_bits=vector_bits if kernel and winograd_applies(op)
-                                and os.environ.get(CONV_WINOGRAD_ENV, "") != "0" else 0)
+                                and os.environ.get(CONV_WINOGRAD_ENV, "") != "0" else 0,
+                                packed_1x1=packed_1x1)
     if mode == "packed" and (kh, kw) == (1, 1) and os.environ.get(CONV_PACKED_1X1_ENV) == "0":
         mode = "matmul" if strides == (1, 1) else "im2col"
     return mode
@@ -284,12 +293,13 @@ class LowerConv2d(RewritePattern):
     with_bias: bool = True
     packed: bool = False  # the target has the packed kernel (see choose_conv_lowering)
     vector_bits: int = 0  # its vector width, for Winograd (0: never)
+    packed_1x1: str = "all"  # the packed kernel's rules kept for unstrided 1x1 convs
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc_nn.Conv2dOp, rewriter: PatternRewriter) -> None:
         if self.with_bias and _channel_bias(op) is not None:
             return  # lowered with its add
-        mode = conv_lowering(op, self.lowering, self.packed, self.vector_bits)
+        mode = conv_lowering(op, self.lowering, self.packed, self.vector_bits, self.packed_1x1)
         rewriter.replace(op, [], [lower_conv2d(op, None, mode, rewriter, self.vector_bits)])
 
 
@@ -302,13 +312,15 @@ class LowerConv2dBias(RewritePattern):
     lowering: str = ""
     packed: bool = False
     vector_bits: int = 0
+    packed_1x1: str = "all"
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc.AddOp, rewriter: PatternRewriter) -> None:
         for v in (op.lhs, op.rhs):
             conv = v.owner
             if isinstance(conv, aicc_nn.Conv2dOp) and (found := _channel_bias(conv)) and found[0] is op:
-                mode = conv_lowering(conv, self.lowering, self.packed, self.vector_bits)
+                mode = conv_lowering(conv, self.lowering, self.packed, self.vector_bits,
+                                     self.packed_1x1)
                 out = lower_conv2d(conv, found[1], mode, rewriter, self.vector_bits)
                 rewriter.replace(op, [], [out])
                 rewriter.erase(conv)
@@ -739,9 +751,11 @@ class LowerConvTranspose2d(RewritePattern):
 
 
 def nn_patterns(conv_lowering: str = "", conv_bias: bool = True,
-                conv_packed: bool = False, conv_vector_bits: int = 0) -> list[RewritePattern]:
+                conv_packed: bool = False, conv_vector_bits: int = 0,
+                conv_packed_1x1: str = "all") -> list[RewritePattern]:
     """The NN lowerings, but for LowerConv2dBias (used when `conv_bias`), which goes before
     the elementwise ones."""
     return [LowerConvTranspose2d(), LowerResample(), LowerPad(),
-            LowerConv2d(conv_lowering, conv_bias, conv_packed, conv_vector_bits), LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
+            LowerConv2d(conv_lowering, conv_bias, conv_packed, conv_vector_bits, conv_packed_1x1),
+            LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
             LowerGatherElements(), LowerArgReduce(), LowerCumSum()]

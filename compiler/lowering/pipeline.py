@@ -65,6 +65,7 @@ class StageHooks:
     conv_bias: bool = True  # tensor-to-linalg starts a conv's accumulator from its bias
     conv_packed: bool = False  # the target lowers "packed" convs with a blocked kernel
     conv_vector_bits: int = 0  # its vector width, for the heuristic's Winograd choice
+    conv_packed_1x1: str = "all"  # the packed kernel's rules kept for unstrided 1x1 convs
     linalg: tuple[ModulePass, ...] = ()  # after fuse-elementwise and cleanup
     memref: tuple[ModulePass, ...] = ()  # between bufferize and plan-memory
     loops: tuple[ModulePass, ...] = ()  # before linalg-to-loops
@@ -77,7 +78,8 @@ def shared_stages(fuse: bool, hooks: StageHooks) -> list[tuple[str, list[ModuleP
     return [
         ("tensor", [*graph_passes(), *hooks.graph, *cleanup(), *hooks.tensor]),
         ("linalg", [TensorToLinalg(conv_bias=hooks.conv_bias, conv_packed=hooks.conv_packed,
-                                   conv_vector_bits=hooks.conv_vector_bits),
+                                   conv_vector_bits=hooks.conv_vector_bits,
+                                   conv_packed_1x1=hooks.conv_packed_1x1),
                     *([FuseElementwise()] if fuse else []), *cleanup(), *hooks.linalg]),
         ("memref", [Bufferize(), *hooks.memref, PlanMemory(workspace_arg=True)]),
         ("loops", [*hooks.loops, LinalgToLoops(transpose_tile=hooks.transpose_tile,

@@ -603,13 +603,17 @@ class TensorToLinalg(ModulePass):
     conv_packed: bool = False
     # the target's vector width in bits, for where the heuristic picks Winograd (0: never)
     conv_vector_bits: int = 0
+    # which of the heuristic's packed-kernel rules the machine keeps for unstrided 1x1 convs:
+    # all, small or none (see choose_conv_lowering)
+    conv_packed_1x1: str = "all"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         check_dynamic_support(op)
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
                 [
-                    *([LowerConv2dBias(self.conv_lowering, self.conv_packed, self.conv_vector_bits)] if self.conv_bias else []),  # before LowerBinary
+                    *([LowerConv2dBias(self.conv_lowering, self.conv_packed, self.conv_vector_bits,
+                                       self.conv_packed_1x1)] if self.conv_bias else []),  # before LowerBinary
                     LowerConstant(),
                     LowerUnary(),
                     LowerBinary(),
@@ -626,7 +630,7 @@ class TensorToLinalg(ModulePass):
                     LowerTensorOp(),  # aicc.tensor_op: index notation
                     *QUANT_PATTERNS,  # quantize, dequantize, matmul_integer
                     *nn_patterns(self.conv_lowering, self.conv_bias, self.conv_packed,
-                                 self.conv_vector_bits),
+                                 self.conv_vector_bits, self.conv_packed_1x1),
                 ]
             ),
         ).rewrite_module(op)

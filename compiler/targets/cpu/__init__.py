@@ -61,7 +61,7 @@ class CPUTarget(Target):
         from compiler.targets.cpu.fuse_rows import FuseRows
         from compiler.targets.cpu.lower_attention import LowerAttention
         from compiler.targets.cpu.qgemm import LowerQGemm
-        from compiler.targets.cpu.schedule import format_overrides
+        from compiler.targets.cpu.schedule import format_overrides, packed_1x1_rule
         from compiler.targets.cpu.tile_conv import TileConv
         from compiler.targets.cpu.tile_matmul import TileMatmul
 
@@ -94,6 +94,7 @@ class CPUTarget(Target):
             # on 128-bit targets AICC_CONV_LOWERING=packed or the op's attribute ask for them
             conv_packed=machine.vector_bits >= 256,
             conv_vector_bits=machine.vector_bits,
+            conv_packed_1x1=packed_1x1_rule(machine),
         )
         return shared.shared_stages(fuse, hooks)
 

@@ -60,9 +60,31 @@ class CPUMachine:
             return 256 if "+avxvnni" in flags or {"+avx512vnni", "+avx512vl"} <= flags else 0
         return (512 if self.vector_bits >= 512 else 256) if _probe_vnni(self.name) else 0
 
+    @property
+    def vendor(self) -> str:
+        """"amd" or "intel", read from the LLVM CPU name (a host's name is its core's), or ""
+        for a generic name (x86-64-v3): decisions measured to differ between the two vendors'
+        cores (choose_conv_lowering's 1x1 convs) read it; "" keeps the default."""
+        return cpu_vendor(self.name)
+
     def key(self) -> str:
         """What identifies the generated code's machine (for a cache key)."""
         return f"{self.name}:{self.features}" if self.features else self.name
+
+
+# LLVM's x86 CPU names: AMD's cores by prefix, the generic ones by name; every other is Intel's
+# (haswell, skylake-avx512, sapphirerapids, rocketlake, ...).
+_AMD_PREFIXES = ("znver", "bdver", "btver", "amdfam", "athlon", "opteron", "k8", "k6",
+                 "barcelona", "geode")
+_GENERIC = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4", "generic", "i386", "i486",
+            "i586", "i686", "pentium", "")
+
+
+def cpu_vendor(name: str) -> str:
+    """"amd", "intel" or "" (generic) for the LLVM x86 CPU `name`."""
+    if name in _GENERIC:
+        return ""
+    return "amd" if name.startswith(_AMD_PREFIXES) else "intel"
 
 
 def target_cpu_name(explicit: str | None = None) -> str:
@@ -229,5 +251,5 @@ def check_runnable(machine: CPUMachine) -> None:
             "(--emit llvm / asm) but not run here")
 
 
-__all__ = ["CPUMachine", "TARGET_CPU_ENV", "check_runnable", "cpu_machine", "host_cache_bytes",
-           "new_target_machine", "target_cpu_name"]
+__all__ = ["CPUMachine", "TARGET_CPU_ENV", "check_runnable", "cpu_machine", "cpu_vendor",
+           "host_cache_bytes", "new_target_machine", "target_cpu_name"]

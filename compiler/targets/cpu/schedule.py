@@ -521,6 +521,27 @@ def pointwise_row(groups: int, kernel: tuple[int, int], in_hw: tuple[int, int],
             and in_hw[0] == out_hw[0] == 1 and in_hw[1] == out_hw[1])
 
 
+def packed_1x1_rule(machine) -> str:
+    """Which of choose_conv_lowering's rules for taking the packed kernel on an unstrided 1x1
+    conv (PACKED_1X1_RULES) hold on `machine` (a CPUMachine). They were measured on AMD's
+    cores (Zen 3 with AVX2 code, Zen 4 with both widths), where the kernel, its weight block
+    streamed from L2 for every tile of owb columns, wins on small and narrowing images. On an
+    Intel core it loses to the matmul, whose packed panels stay in L1, on every such image
+    with AVX-512 code, and with AVX2 code on all but the smallest. Measured on an Intel Xeon
+    (Sapphire Rapids class, 2 MiB L2) at one thread, resnet50's 1x1 convs with bias as
+    one-node models (benchmarks/conv_layers.py), alternated in one process (matmul time /
+    packed time), AVX-512 code / AVX2 code (x86-64-v3):
+      56x56: 256->64 0.65/0.89, 256->128 0.36/0.62; 28x28: 512->128 0.74/0.83;
+      14x14: 1024->256 0.82/0.96, 1024->512 0.87/0.85; 7x7: 512->2048 0.71/1.09,
+      2048->512 0.78/1.17.
+    Whole resnet50 (ONNX, AVX-512 code): 104.9 ms with the packed 1x1 convs, 93.2 without.
+    So "none" on Intel with 512-bit vectors, "small" (PACKED_1X1_MAX_PIXELS) with 256-bit
+    ones, and "all" elsewhere (AMD, and generic CPU names such as x86-64-v3)."""
+    if machine.vendor != "intel":
+        return "all"
+    return "none" if machine.vector_bits >= 512 else "small"
+
+
 def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
                          fixed: Mapping[str, int] | None = None, k: int = 0,
                          pointwise: bool = False) -> dict[str, int]:
