@@ -162,6 +162,21 @@ def test_packed_1x1_rule_of_named_cpus(cpu, vendor, rule):
     assert m.vendor == vendor and packed_1x1_rule(m) == rule
 
 
+@pytest.mark.parametrize("cpu,pf", [("skylake-avx512", 16), ("sapphirerapids", 16),
+                                    ("haswell", 0), ("znver4", 0), ("znver3", 0),
+                                    ("x86-64-v4", 0)])
+def test_conv_prefetch_rule_of_named_cpus(cpu, pf):
+    """The packed conv kernels prefetch their weights on Intel cores with AVX-512 alone."""
+    from compiler.targets.cpu.machine import cpu_machine
+    from compiler.targets.cpu.schedule import CONV_PREFETCH, choose_conv_schedule, conv_prefetch_rule
+
+    rule = conv_prefetch_rule(cpu_machine(cpu))
+    assert rule == pf and pf in (0, CONV_PREFETCH)
+    assert choose_conv_schedule(512, 28, 64, pf=rule).get("pf", 0) == pf
+    assert "pf" not in choose_conv_schedule(512, 28, 64, fixed={"pf": 0}, pf=16)
+    assert "pf" not in choose_conv_schedule(512, 28, 8, pf=16)  # vw = 8: a grouped conv's 8
+
+
 def test_lowering_by_env_and_pass_option(monkeypatch):
     """AICC_CONV_LOWERING and tensor-to-linalg{conv-lowering} force every conv without the
     attribute; the attribute wins over both."""

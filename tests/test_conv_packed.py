@@ -237,6 +237,22 @@ def test_packed_strided_pointwise_conv_matches_torch(case, vw, monkeypatch):
     _check(m, x.numpy(), want, ic)
 
 
+@pytest.mark.parametrize("pf", [1, 16, 64])
+@pytest.mark.parametrize("vw", [8, 16])
+@pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[6]], ids=str)
+def test_packed_conv_with_weight_prefetch_matches_torch(monkeypatch, case, vw, pf):
+    """The schedule's `pf` (conv_prefetch_rule: Intel cores with AVX-512) prefetches the
+    weight streams pf channels ahead, past the weight's end on the last channels (which a
+    prefetch never faults on): the kernels carry it, and the results are unchanged."""
+    n, ic, oc, hw, k, s, p, d, bias = case
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(ic, oc, k, stride=s, padding=p, dilation=d, bias=bias).eval()
+    x = torch.randn(n, ic, *hw)
+    m, loops, want = _compile_packed(monkeypatch, conv, x, vw, f",pf={pf}")
+    assert f"pf = {pf} : i64" in loops and "llvm.prefetch" in m.ir("llvm")
+    _check(m, x.numpy(), want, ic * k[0] * k[1])
+
+
 @pytest.mark.parametrize("case", [(1, 40, 16, (9, 13)), (2, 64, 24, (7, 7)), (1, 129, 32, (1, 7)),
                                   (1, 96, 24, (28, 28))], ids=str)
 def test_pointwise_rule_of_the_machine_matches_torch(case, monkeypatch):

@@ -489,7 +489,8 @@ class ConvKernelOp(_ConvKernelBase):
     sum): the zero fill or bias broadcast of the output that tile-conv folds in. Then an
     epilogue, the elementwise op after the conv that tile-conv folds in: `res %r[%roff]` adds
     a residual read like O (r[roff + p*o_cs + j]), and `relu` takes max(., 0), before the
-    store."""
+    store. `pf` (absent: 0) prefetches each weight vector's stream pf input channels ahead
+    (pf * vw floats), into L1."""
 
     name = "aicc_cpu.conv_kernel"
 
@@ -507,15 +508,21 @@ class ConvKernelOp(_ConvKernelBase):
     x_rs = prop_def(IntegerAttr)
     w_ocs = prop_def(IntegerAttr)
     o_cs = prop_def(IntegerAttr)
+    pf = opt_prop_def(IntegerAttr)  # absent: 0
 
     def __init__(self, x: SSAValue, x_off: SSAValue, w: SSAValue, w_off: SSAValue,
                  o: SSAValue, o_off: SSAValue, *, start: int = 0,
                  bias: tuple[SSAValue, SSAValue] | None = None,
                  res: tuple[SSAValue, SSAValue] | None = None, relu: bool = False,
-                 epilogue: Region | None = None, **ints: int):
-        self._build(x, x_off, w, w_off, o, o_off,
-                    {k: IntegerAttr(ints[k], i64) for k in CONV_KERNEL_INTS}, start, bias, res,
-                    relu, epilogue)
+                 epilogue: Region | None = None, pf: int = 0, **ints: int):
+        props = {k: IntegerAttr(ints[k], i64) for k in CONV_KERNEL_INTS}
+        if pf:
+            props["pf"] = IntegerAttr(pf, i64)
+        self._build(x, x_off, w, w_off, o, o_off, props, start, bias, res, relu, epilogue)
+
+    @property
+    def prefetch_distance(self) -> int:
+        return self.pf.value.data if self.pf is not None else 0
 
     def verify_(self) -> None:
         v = {k: self.int_prop(k) for k in CONV_KERNEL_INTS}
@@ -524,6 +531,9 @@ class ConvKernelOp(_ConvKernelBase):
         if not (v["ocv"] - 1) * v["vw"] < v["ocn"] <= v["ocv"] * v["vw"]:
             raise VerifyException(f"aicc_cpu.conv_kernel: ocn = {v['ocn']} channels do not fill "
                                   f"ocv = {v['ocv']} vectors of vw = {v['vw']}")
+        if self.prefetch_distance < 0:
+            raise VerifyException(f"aicc_cpu.conv_kernel: pf = {self.prefetch_distance} must not "
+                                  "be negative")
         self.verify_common("aicc_cpu.conv_kernel")
 
 

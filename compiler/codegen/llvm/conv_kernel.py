@@ -20,6 +20,8 @@ broadcast, weights packed so that one vector load serves vw output channels), an
 of aicc_cpu.microkernel: there A (the weights) is broadcast and B (the im2col copy of the
 input) loaded as vectors; here the input is read where it lies, so no copy is made. The
 accumulators are loop-carried phis: pick owb * ocv + ocv + 1 within the register count.
+With `pf`, each of the ocv weight streams is prefetched pf input channels ahead, once per
+64-byte line (conv_prefetch_rule: Intel cores with AVX-512).
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ def emit_conv_kernel(e: FunctionEmitter, op) -> None:
     cfg["epilogue"] = op.epilogue
     # padding read through: X's pointer may lie before X (not inbounds)
     through = dw and op.reads_padding_through()
+    if not dw:
+        cfg["pf"] = op.prefetch_distance
     if dw:
         cfg["columns"], cfg["rows"], cfg["plane"] = op.columns(), op.tap_rows(), op.plane()
         cfg["clip_hi"] = op.clip_hi.value.data if op.clip_hi is not None else None
@@ -103,6 +107,8 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, i
         name += ".r{}-{}".format(*cfg["rows"])
     if cfg.get("plane") is not None:  # calls whose lanes read the same taps share code
         name += ".plane" + _plane_key(cfg)
+    if cfg.get("pf"):
+        name += f".pf{cfg['pf']}"
     if cfg["start"]:
         name += f".start{cfg['start']}"
     name += ".res" * cfg["res"] + ".relu" * cfg["relu"]
@@ -157,7 +163,7 @@ def _kernel_args(args, start: int, res: bool) -> tuple:
 
 
 def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw, dh, dw, x_cs,
-               x_rs, w_ocs, o_cs, start, res, relu, epilogue=None) -> None:
+               x_rs, w_ocs, o_cs, start, res, relu, epilogue=None, pf=0) -> None:
     b = e.b
     x_base, w_base, o_base, bias_base, res_base = _kernel_args(args, start, res)
     vty = ir.VectorType(ety, vw)
@@ -169,12 +175,22 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
         return b.shuffle_vector(b.insert_element(undef_v, v, ir.Constant(I32, 0)), undef_v,
                                 splat_mask)
 
-    def step(xp, wp, c: ir.Value, accs: list) -> list:
-        """Input channel c of window tap (xp, wp): ocv weight loads, owb broadcasts."""
+    prefetch = e.em.module.globals.get("llvm.prefetch.p0") or ir.Function(
+        e.em.module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), I32, I32, I32]),
+        name="llvm.prefetch.p0")
+
+    def step(xp, wp, c: ir.Value, accs: list, fetch: bool = False) -> list:
+        """Input channel c of window tap (xp, wp): ocv weight loads, owb broadcasts; with
+        `fetch`, a prefetch of each weight stream pf channels ahead (not inbounds: it may
+        point past the weight, which a prefetch never faults on)."""
         woff = b.mul(c, _c64(vw), flags=["nsw"])
         wv = [b.load(b.gep(wp, [woff if q == 0 else b.add(woff, _c64(q * w_ocs), flags=["nsw"])],
                            inbounds=True, source_etype=ety), typ=vty, align=esize)
               for q in range(ocv)]
+        for q in range(ocv if fetch else 0):
+            ahead = b.gep(wp, [b.add(woff, _c64(q * w_ocs + pf * vw), flags=["nsw"])],
+                          source_etype=ety)
+            b.call(prefetch, [ahead, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
         xoff = b.mul(c, _c64(x_cs), flags=["nsw"])
         out = list(accs)
         for j in range(owb):
@@ -191,7 +207,8 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
         def unrolled(c, carried):
             for u in range(CONV_UNROLL):
                 cc = c if u == 0 else b.add(c, _c64(u), flags=["nsw"])
-                carried = step(xp, wp, cc, carried)
+                # one prefetch per 64-byte line of each weight stream
+                carried = step(xp, wp, cc, carried, fetch=pf > 0 and (u * vw * esize) % 64 == 0)
             return carried
 
         if main:

@@ -61,7 +61,11 @@ class CPUTarget(Target):
         from compiler.targets.cpu.fuse_rows import FuseRows
         from compiler.targets.cpu.lower_attention import LowerAttention
         from compiler.targets.cpu.qgemm import LowerQGemm
-        from compiler.targets.cpu.schedule import format_overrides, packed_1x1_rule
+        from compiler.targets.cpu.schedule import (
+            conv_prefetch_rule,
+            format_overrides,
+            packed_1x1_rule,
+        )
         from compiler.targets.cpu.tile_conv import TileConv
         from compiler.targets.cpu.tile_matmul import TileMatmul
 
@@ -74,6 +78,7 @@ class CPUTarget(Target):
             linalg=(ChooseSchedule(vector_bits=machine.vector_bits, threads=threads,
                                    l1_bytes=machine.l1_bytes, l2_bytes=machine.l2_bytes,
                                    overrides=format_overrides(options.schedule),
+                                   conv_pf=conv_prefetch_rule(machine),
                                    record=self._record(machine)),),
             # tile-conv first: it folds the activation after a conv into the kernels, which
             # fuse-rows would otherwise group with a following reduction (an SE block's pool)

@@ -134,6 +134,8 @@ class ChooseSchedule(ModulePass):
     record: str = ""  # a tuning record's path ("" none)
     # fields of every packed conv's register tile, "owb=7,ocv=1" ("": $AICC_CONV_SCHEDULE)
     conv_overrides: str = ""
+    # the packed conv kernels' weight prefetch distance in input channels (conv_prefetch_rule)
+    conv_pf: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from pathlib import Path
@@ -194,7 +196,8 @@ class ChooseSchedule(ModulePass):
                     pointwise = pointwise_row(wshape[0], wshape[3:], xshape[-2:], shape[-2:],
                                               _conv_strides(o))
                     s = choose_conv_schedule(self.vector_bits, shape[-1], shape[-3], fixed=fixed,
-                                             k=math.prod(wshape[2:]), pointwise=pointwise)
+                                             k=math.prod(wshape[2:]), pointwise=pointwise,
+                                             pf=self.conv_pf)
                 o.attributes[CONV_SCHEDULE_ATTR] = DictionaryAttr(
                     {k: IntegerAttr(v, i64) for k, v in s.items()})
         unused = [k for k in overrides if k is not None and k >= index]

@@ -451,13 +451,14 @@ L1_BYTES = 48 * 1024  # data cache per core, when the host's is unknown
 L2_BYTES = 2048 * 1024
 
 
-CONV_SCHEDULE_FIELDS = ("vw", "owb", "ocv", "plane", "nhwc")
+CONV_SCHEDULE_FIELDS = ("vw", "owb", "ocv", "plane", "nhwc", "pf")
 _FLAGS = ("plane", "nhwc")
 
 
 def _field_ok(k: str, v: int) -> bool:
-    """Is v a value of conv schedule field k (positive; `plane` and `nhwc` flags, 0 or 1)?"""
-    return v in (0, 1) if k in _FLAGS else v >= 1
+    """Is v a value of conv schedule field k (positive; `plane` and `nhwc` flags, 0 or 1;
+    `pf`, the weight prefetch distance, 0 for none)?"""
+    return v in (0, 1) if k in _FLAGS else v >= 0 if k == "pf" else v >= 1
 
 
 def conv_schedule_of(op: Operation) -> dict[str, int]:
@@ -494,8 +495,8 @@ def parse_conv_schedule(spec: str = "") -> dict[str, int]:
         k = k.strip()
         if k not in CONV_SCHEDULE_FIELDS or not v.strip().isdigit() or not _field_ok(k, int(v)):
             raise CompileError(f"conv schedule '{item}': expected "
-                               f"{'/'.join(CONV_SCHEDULE_FIELDS[:3])}=<positive integer> or "
-                               "plane=0/1 or nhwc=0/1")
+                               f"{'/'.join(CONV_SCHEDULE_FIELDS[:3])}=<positive integer>, "
+                               "plane=0/1, nhwc=0/1 or pf=<integer>")
         out[k] = int(v)
     return out
 
@@ -521,6 +522,27 @@ def pointwise_row(groups: int, kernel: tuple[int, int], in_hw: tuple[int, int],
             and in_hw[0] == out_hw[0] == 1 and in_hw[1] == out_hw[1])
 
 
+CONV_PREFETCH = 16  # input channels ahead (16 x 64-byte lines of each weight stream)
+
+
+def conv_prefetch_rule(machine) -> int:
+    """How far ahead the packed conv kernels prefetch their weights on `machine` (a
+    CPUMachine), in input channels (choose_conv_schedule's `pf`; 0: not at all). A kernel
+    streams its weight block (KH * KW * IC * ocv vectors) from L2 for every tile of owb
+    columns; an Intel core with AVX-512 runs two 512-bit FMAs a cycle, and its hardware
+    prefetchers keep ocv such streams ahead too little. Measured on an Intel Xeon (Sapphire
+    Rapids class) at one thread, one conv + bias as an ONNX model, alternated in one process
+    (time without / time with, prefetch distance 8 / 16 / 32 channels):
+      resnet50's 7x7/2 stem 1.06/1.05/1.07; 3x3/2 128ch at 56x56 1.12/1.15/1.11, 256ch at
+      28x28 1.00/1.05/1.01, 512ch at 14x14 1.04/1.08/1.12; 3x3 32ch at 112x112
+      1.02/1.04/0.99; a 1x1 96->24 at 56x56 (AMD's rules) 1.18/1.38/1.28; resnet18's
+      64->128 3x3/2 1.0/0.99/1.03.
+    With AVX2 code on the same core it loses (3x3/2 convs 0.78-0.93 at 16: the prefetches
+    compete with the broadcasts for the load ports), and on AMD's cores it is unmeasured: so
+    CONV_PREFETCH on Intel with 512-bit vectors, else 0."""
+    return CONV_PREFETCH if machine.vendor == "intel" and machine.vector_bits >= 512 else 0
+
+
 def packed_1x1_rule(machine) -> str:
     """Which of choose_conv_lowering's rules for taking the packed kernel on an unstrided 1x1
     conv (PACKED_1X1_RULES) hold on `machine` (a CPUMachine). They were measured on AMD's
@@ -544,7 +566,7 @@ def packed_1x1_rule(machine) -> str:
 
 def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
                          fixed: Mapping[str, int] | None = None, k: int = 0,
-                         pointwise: bool = False) -> dict[str, int]:
+                         pointwise: bool = False, pf: int = 0) -> dict[str, int]:
     """The register tile of an packed conv kernel (tile_conv.py): `vw` output channels per
     vector (the target's vector width in floats: 8 with AVX2, 16 with AVX-512, 8 there too for
     8 channels or fewer), `ocv` vectors
@@ -582,7 +604,11 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
     faster: 8x8 256->256 81 -> 68, 96->96 45 -> 40; 4x4 512->512 81 -> 78; and at 14x14
     the copy is slower (672->112 83 -> 78), far slower with many input channels (1024->256
     86 -> 38). So: `nhwc` on pointwise convs of NHWC_MIN_PIXELS to NHWC_MAX_PIXELS pixels
-    that are not a multiple of NHWC_PIXEL_MULTIPLE."""
+    that are not a multiple of NHWC_PIXEL_MULTIPLE.
+
+    `pf`: the kernels prefetch each weight stream pf input channels ahead (the machine's
+    `conv_prefetch_rule`) where vw is 16 floats; a fixed `pf` wins; recorded only when not
+    0."""
     fixed = dict(fixed or {})
     if pointwise and "nhwc" not in fixed and NHWC_MIN_PIXELS < ow <= NHWC_MAX_PIXELS \
             and ow % NHWC_PIXEL_MULTIPLE:
@@ -596,6 +622,11 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
     regs = nregs if vw <= lanes else nregs * lanes // vw  # vw-wide registers
     ocv = fixed.get("ocv", max(1, min(3, -(-oc // vw))))
     flags = {k: fixed[k] for k in _FLAGS if fixed.get(k)}
+    # 8-float vectors on AVX-512 (grouped convs of 8 channels) keep their small weight
+    # blocks in L1: the prefetches only cost there (regnet_y_400mf 0.96x with them)
+    pf = fixed["pf"] if "pf" in fixed else pf if vw >= 16 else 0
+    if pf:
+        flags["pf"] = pf
     if "owb" in fixed:
         return {"vw": vw, "owb": fixed["owb"], "ocv": ocv, **flags}
     top = max(1, (regs - 1 - ocv) // ocv)

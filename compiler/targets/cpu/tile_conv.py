@@ -687,7 +687,7 @@ class TileConv(ModulePass):
                                       start=start, bias=(bias, bo) if bias is not None else None,
                                       res=(res, oo) if res is not None else None, relu=relu,
                                       epilogue=region.clone() if region is not None else None,
-                                      **ints))
+                                      pf=s.get("pf", 0), **ints))
 
             full = cv.ow - cv.ow % owb
             _for(b, ix, full, owb, lambda b, ow0: at(b, ow0, owb))

@@ -71,6 +71,19 @@
 // CHECK:         store <2 x float>
 // CHECK:         ret void
 
+// pf = 4: each weight stream is prefetched 4 input channels (4 * vw = 32 floats) ahead, once
+// per 64-byte line: with vw = 8 (32-byte vectors), at every other channel of the unrolled
+// loop, 2 prefetches (read, locality 3: into L1) for its 4 channels of 4 FMAs each.
+// CHECK-LABEL: define internal void @"aicc.conv_kernel.owb4.ocv1.ocn8.vw8.ic4.kh1.kw1.sw1.dh1.dw1.x_cs16.x_rs4.w_ocs8.o_cs16.pf4.start1"
+// CHECK:       loop.2:
+// CHECK:         add nsw i64 %{{.*}}, 32
+// CHECK-NEXT:    %[[PF:.*]] = getelementptr float, ptr %{{.*}}, i64 %{{.*}}
+// CHECK-NEXT:    call void @"llvm.prefetch.p0"(ptr %[[PF]], i32 0, i32 3, i32 1)
+// CHECK-COUNT-8: call <8 x float> @"llvm.fma.v8f32"
+// CHECK:         call void @"llvm.prefetch.p0"
+// CHECK-COUNT-8: call <8 x float> @"llvm.fma.v8f32"
+// CHECK-NOT:     llvm.prefetch
+
 func.func @conv(%x: memref<1x5x9x11xf32>, %w: memref<480xf32>, %o: memref<1x13x4x5xf32>) {
   %c0 = arith.constant 0 : index
   %xf = memref.collapse_shape %x [[0, 1, 2, 3]] : memref<1x5x9x11xf32> into memref<495xf32>
@@ -88,5 +101,11 @@ func.func @conv_bias(%x: memref<16xf32>, %w: memref<8xf32>, %o: memref<128xf32>,
 func.func @conv_bias_edge(%x: memref<16xf32>, %w: memref<16xf32>, %o: memref<80xf32>, %b: memref<13xf32>) {
   %c0 = arith.constant 0 : index
   aicc_cpu.conv_kernel %x[%c0], %w[%c0], %o[%c0] bias %b[%c0] : memref<13xf32> {owb = 2 : i64, ocv = 2 : i64, ocn = 13 : i64, vw = 8 : i64, ic = 1 : i64, kh = 1 : i64, kw = 1 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_cs = 16 : i64, x_rs = 4 : i64, w_ocs = 8 : i64, o_cs = 4 : i64, start = 2 : i64, relu} : memref<16xf32>, memref<16xf32>, memref<80xf32>
+  func.return
+}
+
+func.func @conv_pf(%x: memref<64xf32>, %w: memref<32xf32>, %o: memref<128xf32>) {
+  %c0 = arith.constant 0 : index
+  aicc_cpu.conv_kernel %x[%c0], %w[%c0], %o[%c0] {owb = 4 : i64, ocv = 1 : i64, ocn = 8 : i64, vw = 8 : i64, ic = 4 : i64, kh = 1 : i64, kw = 1 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_cs = 16 : i64, x_rs = 4 : i64, w_ocs = 8 : i64, o_cs = 16 : i64, start = 1 : i64, pf = 4 : i64} : memref<64xf32>, memref<32xf32>, memref<128xf32>
   func.return
 }

@@ -3,6 +3,7 @@
 // RUN: aicc-opt %s -p 'tensor-to-linalg,choose-schedule{vector-bits=256 threads=1},bufferize,tile-conv,canonicalize,cse' | filecheck %s --check-prefix=TILED
 // RUN: aicc-opt %s -p 'tensor-to-linalg{conv-packed=true}' | filecheck %s --check-prefix=AUTO
 // RUN: aicc-opt %s -p 'tensor-to-linalg,fuse-elementwise,choose-schedule{vector-bits=256 threads=1},bufferize,tile-conv,canonicalize,cse' | filecheck %s --check-prefix=EPI
+// RUN: aicc-opt %s -p 'tensor-to-linalg,choose-schedule{vector-bits=512 threads=1 conv-pf=16},bufferize,tile-conv' | filecheck %s --check-prefix=PF
 // The packed conv (compiler/targets/cpu/tile_conv.py). tensor-to-linalg lowers it to the direct
 // generic (loops n, g, oc, oh, ow | ic, kh, kw over the padded input), marked
 // aicc.conv_lowering = "packed"; choose-schedule records its register tile from the target's
@@ -24,6 +25,10 @@
 // With 2 x 3 x 3 = 18 products per output (a short reduction, under SHORT_K), AVX-512's tile
 // takes at most 8 columns, not the 9 of the row.
 // AVX512:         attrs = {aicc.conv_lowering = "packed", aicc.conv_schedule = {vw = 16 : i64, owb = 8 : i64, ocv = 1 : i64}}
+// With conv-pf (the cpu target's conv_prefetch_rule: 16 on Intel cores with AVX-512) the
+// schedule records the weight prefetch distance, and tile-conv gives it to the kernels.
+// PF-LABEL:     func.func @conv
+// PF:             aicc_cpu.conv_kernel {{.*}}pf = 16 : i64
 
 // TILED-LABEL:  func.func @conv
 // TILED-SAME:     (%[[X:.*]]: memref<1x2x7x9xf32>, %[[RES:.*]]: memref<1x10x4x9xf32>)
