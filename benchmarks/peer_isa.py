@@ -24,8 +24,9 @@ a match the copy is refused. Each copy is then checked: an int8 MatMulInteger of
 pairs gives the saturated sum (32767 a pair) that MLAS's AVX2 kernel gives, not the exact one
 of its VNNI kernel. On a CPU with AVX-VNNI (VNNI at 256 bits: Sapphire Rapids, Alder Lake)
 MLAS's AVX2 level takes its AVX-VNNI kernel, exact too, so there the check expects the exact
-sum and the patched jumps alone show the AVX-512 block skipped. The copy lives under $XDG_CACHE_HOME/aicc-bench (~/.cache/aicc-bench),
-keyed by the installed package's version and library size, and is made once.
+sum and the patched jumps alone show the AVX-512 block skipped. The copy lives under
+$XDG_CACHE_HOME/aicc-bench (~/.cache/aicc-bench), keyed by the installed package's version
+and library size, and is made once.
 
 The hardware stays the host's: AVX2 code on a Zen 4 runs on its 256-bit units, as it would on
 a Zen 4 without AVX-512, not as on a Zen 1 (whose units are 128 bits wide). What this measures
@@ -150,11 +151,11 @@ def onnxruntime_avx2() -> Path:
         shutil.rmtree(site, ignore_errors=True)
         raise PeerIsaError(f"MLAS's AVX-512 set-up not found in {libraries[0]} "
                            f"(onnxruntime {ort_version}): cannot restrict it to AVX2")
-    total = check_onnxruntime(site)
-    if total != avx2_int8_sum():
+    total, want = check_onnxruntime(site), avx2_int8_sum()
+    if total != want:
         shutil.rmtree(site, ignore_errors=True)
         raise PeerIsaError(f"the patched onnxruntime's int8 check gave {total}, not the AVX2 "
-                           f"kernel's {avx2_int8_sum()} (saturated: {SATURATED}, exact: {EXACT})")
+                           f"kernel's {want} (saturated: {SATURATED}, exact: {EXACT})")
     (site / "ok").write_text(f"{patched} jumps patched\n")
     return site
 

@@ -138,11 +138,9 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False,
     weight known only at run time before the conv; `vector_bits`: its vector width, for
     where Winograd's F(2x2, 3x3) wins, 0 for never; `packed_1x1`: which of the heuristic's
     rules the machine keeps for unstrided 1x1 convs, see choose_conv_lowering). "matmul" on
-    a conv that needs the im2col copy means "im2col"; "packed" on a dynamic batch means "direct"; "winograd" on a
-    conv it does not apply to (winograd.py) means the heuristic's choice without it."""
-    if packed_1x1 not in PACKED_1X1_RULES:
-        raise CompileError(f"conv-packed-1x1 '{packed_1x1}': expected one of "
-                           f"{', '.join(PACKED_1X1_RULES)}")
+    a conv that needs the im2col copy means "im2col"; "packed" on a dynamic batch means
+    "direct"; "winograd" on a conv it does not apply to (winograd.py) means the heuristic's
+    choice without it."""
     attr = op.attributes.get(CONV_LOWERING_ATTR)
     mode = attr.data if isinstance(attr, StringAttr) else (forced or os.environ.get(CONV_LOWERING_ENV, ""))
     n, _, _, _ = aicc.shape_of(op.input)

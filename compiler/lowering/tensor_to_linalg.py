@@ -44,8 +44,9 @@ from xdsl.pattern_rewriter import (
 from compiler.dialects import aicc, aicc_nn
 from compiler.dialects.aicc_fused import AttentionOp
 from compiler.dialects.shapes import is_dynamic
-from compiler.errors import UnsupportedOpError
+from compiler.errors import CompileError, UnsupportedOpError
 from compiler.symbolic import Sym, prod as sym_prod
+from compiler.lowering.conv_lowering import PACKED_1X1_RULES
 from compiler.lowering.nn_to_linalg import LowerConv2dBias, nn_patterns
 from compiler.lowering.quant_to_linalg import QUANT_PATTERNS
 from compiler.lowering.tensor_op_to_linalg import LowerTensorOp
@@ -609,6 +610,9 @@ class TensorToLinalg(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         check_dynamic_support(op)
+        if self.conv_packed_1x1 not in PACKED_1X1_RULES:
+            raise CompileError(f"conv-packed-1x1 '{self.conv_packed_1x1}': expected one of "
+                               f"{', '.join(PACKED_1X1_RULES)}")
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
                 [

@@ -31,7 +31,13 @@ import hashlib
 from llvmlite import ir
 
 from compiler.codegen.llvm.emitter import FunctionEmitter, byte_size, handles, memory_type
-from compiler.codegen.llvm.microkernel import Literal, apply_epilogue, masked_intrinsic, region_key
+from compiler.codegen.llvm.microkernel import (
+    Literal,
+    apply_epilogue,
+    masked_intrinsic,
+    prefetch_intrinsic,
+    region_key,
+)
 from compiler.dialects.aicc_cpu import DW_KERNEL_INTS
 
 I1 = ir.IntType(1)
@@ -79,11 +85,11 @@ def emit_conv_kernel(e: FunctionEmitter, op) -> None:
     cfg["epilogue"] = op.epilogue
     # padding read through: X's pointer may lie before X (not inbounds)
     through = dw and op.reads_padding_through()
-    if not dw:
-        cfg["pf"] = op.prefetch_distance
     if dw:
         cfg["columns"], cfg["rows"], cfg["plane"] = op.columns(), op.tap_rows(), op.plane()
         cfg["clip_hi"] = op.clip_hi.value.data if op.clip_hi is not None else None
+    else:
+        cfg["pf"] = op.prefetch_distance
     fn = _kernel_function(e, cfg, ety, "aicc.dw_kernel" if dw else "aicc.conv_kernel", ints,
                           _emit_dw_body if dw else _emit_body)
     b = e.b
@@ -175,9 +181,7 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
         return b.shuffle_vector(b.insert_element(undef_v, v, ir.Constant(I32, 0)), undef_v,
                                 splat_mask)
 
-    prefetch = e.em.module.globals.get("llvm.prefetch.p0") or ir.Function(
-        e.em.module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), I32, I32, I32]),
-        name="llvm.prefetch.p0")
+    prefetch = prefetch_intrinsic(e.em.module)
 
     def step(xp, wp, c: ir.Value, accs: list, fetch: bool = False) -> list:
         """Input channel c of window tap (xp, wp): ocv weight loads, owb broadcasts; with

@@ -32,6 +32,13 @@ I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 
 
+def prefetch_intrinsic(module: ir.Module) -> ir.Function:
+    """`llvm.prefetch.p0(ptr, rw, locality, cache type)`, declared once per module."""
+    return module.globals.get("llvm.prefetch.p0") or ir.Function(
+        module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), I32, I32, I32]),
+        name="llvm.prefetch.p0")
+
+
 class Literal(ir.Constant):
     """A constant printed as an LLVM literal (`zeroinitializer`, `undef`): llvmlite spells
     vector constants out element by element, which makes the IR hard to read."""
@@ -185,9 +192,7 @@ class _KernelBody:
         self.zero_v = Literal(self.vty, "zeroinitializer")
         self.undef_v = Literal(self.vty, "undef")
         self.splat_mask = Literal(ir.VectorType(I32, vw), "zeroinitializer")
-        self.prefetch = e.em.module.globals.get("llvm.prefetch.p0") or ir.Function(
-            e.em.module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), I32, I32, I32]),
-            name="llvm.prefetch.p0")
+        self.prefetch = prefetch_intrinsic(e.em.module)
 
     # -- the k loop
 

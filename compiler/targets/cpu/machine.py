@@ -77,7 +77,7 @@ class CPUMachine:
 _AMD_PREFIXES = ("znver", "bdver", "btver", "amdfam", "athlon", "opteron", "k8", "k6",
                  "barcelona", "geode")
 _GENERIC = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4", "generic", "i386", "i486",
-            "i586", "i686", "pentium", "")
+            "i586", "i686", "")
 
 
 def cpu_vendor(name: str) -> str:

@@ -556,7 +556,8 @@ def packed_1x1_rule(machine) -> str:
       56x56: 256->64 0.65/0.89, 256->128 0.36/0.62; 28x28: 512->128 0.74/0.83;
       14x14: 1024->256 0.82/0.96, 1024->512 0.87/0.85; 7x7: 512->2048 0.71/1.09,
       2048->512 0.78/1.17.
-    Whole resnet50 (ONNX, AVX-512 code): 104.9 ms with the packed 1x1 convs, 93.2 without.
+    Whole resnet50 (ONNX, AVX-512 code, nothing else running): 115.8 ms with the packed 1x1
+    convs, 102.2 without.
     So "none" on Intel with 512-bit vectors, "small" (PACKED_1X1_MAX_PIXELS) with 256-bit
     ones, and "all" elsewhere (AMD, and generic CPU names such as x86-64-v3)."""
     if machine.vendor != "intel":
