@@ -353,6 +353,36 @@ def test_attention_row_tile_follows_the_vector_registers():
         assert close(m(q, k, v), want, REF_RTOL, REF_ATOL)
 
 
+@pytest.mark.parametrize("rows,cols", [(6, 16), (8, 32), (5, 32)], ids=lambda v: str(v))
+def test_attention_register_tiles_on_any_host(monkeypatch, rows, cols):
+    """Each register tile lower-attention can take (AVX2's 6 rows x 16 keys, AVX-512's 8 x
+    32, an odd row count) matches the reference on odd shapes, whatever this host's vector
+    width: the tile is forced on the pass, so an AVX2-only host runs the wide tile too
+    (spilling, the same arithmetic). The loop over e carries rows x cols sums; F = 40 and 48
+    take a 32-column accumulator tile, then 16 columns, then a tail (F = 40)."""
+    from compiler.targets.cpu import lower_attention as la
+
+    def apply(self, ctx, op):
+        for o in list(op.walk()):
+            if isinstance(o, la.AttentionOp):
+                la.lower(o, rows, cols)
+
+    monkeypatch.setattr(la.LowerAttention, "apply", apply)
+    monkeypatch.setenv("AICC_CACHE", "0")
+    carried = "-> (" + "f32, " * (rows * cols - 1) + "f32)"
+    for L, S, E, F, kind in ((13, 129, 64, 64, "causal"), (7, 137, 17, 48, "none"), (1, 1, 1, 1, "none"),
+                             (33, 200, 64, 40, "add")):
+        q, k, v = randn(2, L, E), randn(2, S, E), randn(2, S, F)
+        extra = ()
+        if kind == "add":
+            m = np.where(rng.random((L, S)) < 0.6, 0.0, -np.inf).astype(np.float32)
+            m[:, 0] = 0.0
+            extra = (m + randn(L, S, scale=0.5),)
+        fused, _ = check(attention_fn(L, S, E, kind), (q, k, v, *extra))
+        if E > 1:  # (a loop of one e is folded away)
+            assert carried in fused.ir("loops"), (rows, cols, L, S, E, F)
+
+
 def test_attention_matches_the_op_reference():
     """The dialect's own reference semantics agree with the compiled kernel (and causal rows
     attend to keys up to themselves, top-left aligned, when L != S)."""

@@ -85,18 +85,28 @@ ROW_TILE = 6
 ROW_TILE_WIDE = 8
 KEY_BLOCK = 128
 SCORE_COLS = 16  # keys per register tile of the scores: ROW_TILE x 16 sums in registers
+# ... and with AVX-512: 8 rows x 32 keys (or v columns) are 16 accumulators, two loads of
+# k^T (or v) and 8 broadcasts per 16 FMAs, where 8 x 16 had 8 accumulators and 9 loads per 8
+# FMAs. One thread, Sapphire Rapids-class Xeon, alternately in one process, 8 x 16 -> 8 x 32:
+# 6 heads of 1500 x 64 (whisper) 50.1 -> 36.1 ms, 12 x 128 x 64 1.32 -> 1.04 ms, causal
+# 8 x 1024 x 64 18.3 -> 15.0 ms, 12 x 197 x 64 (vit) 3.01 -> 2.93 ms. AVX2's 16 registers
+# hold 6 x 16 (12 accumulators) and no more.
+SCORE_COLS_WIDE = 32
 ACC_BYTES = 64 * 1024
 KT_BYTES = 32 * 1024
 REASSOC = arith.FastMathFlagsAttr([arith.FastMathFlag.REASSOC])
+MAX_FLAGS = arith.FastMathFlagsAttr([arith.FastMathFlag.REASSOC, arith.FastMathFlag.NO_NANS,
+                                     arith.FastMathFlag.NO_SIGNED_ZEROS])
 # the products of q . k and p @ v may fuse into FMAs (one rounding instead of two)
 CONTRACT = arith.FastMathFlagsAttr([arith.FastMathFlag.ALLOW_CONTRACT])
 REASSOC_CONTRACT = arith.FastMathFlagsAttr([arith.FastMathFlag.REASSOC, arith.FastMathFlag.ALLOW_CONTRACT])
 
 
 class _Emitter:
-    def __init__(self, op: AttentionOp, row_tile: int = ROW_TILE):
+    def __init__(self, op: AttentionOp, row_tile: int = ROW_TILE, score_cols: int = SCORE_COLS):
         self.op = op
         self.rt = row_tile  # query rows a register tile
+        self.sc = score_cols  # keys (and v columns) a register tile
         self.batch, self.L, self.S, self.E, self.F = op.sizes()
         self.ety = op.out.type.element_type
         self.idx: IndexBuilder | None = None
@@ -182,7 +192,7 @@ class _Emitter:
         self.L, self.S = self._size(outer, "out", -2), self._size(outer, "k", -2)
         L, S, E, F = self.L, self.S, self.E, self.F
         self.bq = block_rows(F, L if isinstance(L, int) else DYNAMIC_SIZE_GUESS, self.rt)
-        self.kb = keys_per_block(E, S if isinstance(S, int) else DYNAMIC_SIZE_GUESS)
+        self.kb = keys_per_block(E, S if isinstance(S, int) else DYNAMIC_SIZE_GUESS, self.sc)
 
         qblocks = self.ceil_div(outer, L, self.bq)
         self.nkb = self.ceil_div(outer, S, self.kb)
@@ -325,8 +335,9 @@ class _Emitter:
         """Keys j0 .. j0 + cols against every row tile of the block; their k^T tile lies at
         kt_all[(flat * nkb + j0 / kb) * E * kb ..]."""
         cols = self.minsi(b, self.c(self.kb), b.insert(arith.SubiOp(kend, j0)).result)
-        # the score tile's columns past `cols`, up to the next 16, are computed and masked
-        cend = self.muli(b, self.ceil_div(b, cols, SCORE_COLS), self.c(SCORE_COLS))
+        # the score tile's columns past `cols`, up to the next multiple of sc, are computed
+        # and masked
+        cend = self.muli(b, self.ceil_div(b, cols, self.sc), self.c(self.sc))
         kt = self.addi(b, self.kt_entry, self.muli(b, j0, self.c(self.E)))
         first = self.c(0)
         if self.op.causal is not None:  # rows above the block's first key see none of it
@@ -354,11 +365,12 @@ class _Emitter:
         self.tile_accumulate(b, slots, alpha, j0, cols)
 
     def tile_scores(self, b: Builder, rows: list[SSAValue], cend: SSAValue, kt: SSAValue) -> None:
-        """scores[t][:cend] = q_t . k^T tile (at kt_all[kt ..]), SCORE_COLS keys at a time: the
-        rt x SCORE_COLS sums are values carried through the loop over e (registers, which
+        """scores[t][:cend] = q_t . k^T tile (at kt_all[kt ..]), sc keys at a time: the
+        rt x sc sums are values carried through the loop over e (registers, which
         LLVM's SLP vectorizer packs into vectors), one outer-product update of them per e,
         stored once."""
         zero = self.f(b, 0.0)
+        sc = self.sc
 
         def chunk(bb: Builder, c0: SSAValue, _):
             kt0 = self.addi(bb, kt, c0)
@@ -367,18 +379,18 @@ class _Emitter:
                 qs = [self.load(b2, "q", [*self.batch_ix, rows[t], e]) for t in range(self.rt)]
                 row = self.addi(b2, kt0, self.muli(b2, e, self.c(self.kb)))
                 ks = [b2.insert(memref.LoadOp.get(self.kt_all, [self.addi(b2, row, self.c(c))])).res
-                      for c in range(SCORE_COLS)]
-                return [self.fma(b2, acc[t * SCORE_COLS + c], qs[t], ks[c], False)
-                        for t in range(self.rt) for c in range(SCORE_COLS)]
+                      for c in range(sc)]
+                return [self.fma(b2, acc[t * sc + c], qs[t], ks[c], False)
+                        for t in range(self.rt) for c in range(sc)]
 
-            sums = for_loop(bb, self.c(0), self.c(self.E), self.c(1), [zero] * (self.rt * SCORE_COLS), per_e)
+            sums = for_loop(bb, self.c(0), self.c(self.E), self.c(1), [zero] * (self.rt * sc), per_e)
             for t in range(self.rt):
-                for c in range(SCORE_COLS):
-                    bb.insert(memref.StoreOp.get(sums[t * SCORE_COLS + c], self.scores,
+                for c in range(sc):
+                    bb.insert(memref.StoreOp.get(sums[t * sc + c], self.scores,
                                                  [self.c(t), self.addi(bb, c0, self.c(c))]))
             return []
 
-        for_loop(b, self.c(0), cend, self.c(SCORE_COLS), [], chunk)
+        for_loop(b, self.c(0), cend, self.c(sc), [], chunk)
 
     def tile_masked_max(self, b: Builder, rows: list[SSAValue], j0: SSAValue,
                         cols: SSAValue, cend: SSAValue) -> list[SSAValue]:
@@ -419,7 +431,10 @@ class _Emitter:
                         dead = b2.insert(arith.CmpiOp(c, lims[t], "sge")).result
                         s = b2.insert(arith.SelectOp(dead, neg_inf, s)).result
                     b2.insert(memref.StoreOp.get(s, self.scores, [self.c(t), c]))
-                    out.append(self.op2(b2, arith.MaximumfOp, acc[t], s, True))
+                    # nnan nsz: one vmaxps, where maximumf's NaN and signed-zero rules cost
+                    # five more instructions per vector (a NaN score still reaches its row's
+                    # result through exp(s - max)); reassoc: a vector reduction along c
+                    out.append(self.op2(b2, arith.MaximumfOp, acc[t], s, flags=MAX_FLAGS))
                 return out
 
             return list(for_loop(bb, self.c(0), cend, self.c(1), [neg_inf] * self.rt, finish))
@@ -465,34 +480,39 @@ class _Emitter:
 
     def tile_accumulate(self, b: Builder, slots: list[SSAValue], alpha: list[SSAValue],
                         j0: SSAValue, cols: SSAValue) -> None:
-        """acc = acc * alpha + p @ v, SCORE_COLS columns of v at a time: the rt x
-        SCORE_COLS accumulators are values carried through the loop over the keys (registers),
-        loaded and rescaled before it, stored after it. F's tail (F % SCORE_COLS columns)
-        keeps a load / store per update."""
+        """acc = acc * alpha + p @ v, self.sc columns of v at a time (then SCORE_COLS at a
+        time, when sc is wider): the rt x width accumulators are values carried through the
+        loop over the keys (registers), loaded and rescaled before it, stored after it. F's
+        tail (F % SCORE_COLS columns) keeps a load / store per update."""
         F = self.F
-        full = F // SCORE_COLS * SCORE_COLS
 
-        def chunk(bb: Builder, f0: SSAValue, _):
-            fs = [self.addi(bb, f0, self.c(f)) for f in range(SCORE_COLS)]
-            start = [self.op2(bb, arith.MulfOp, bb.insert(memref.LoadOp.get(self.acc, [slots[t], fs[f]])).res,
-                              alpha[t]) for t in range(self.rt) for f in range(SCORE_COLS)]
+        def chunk_of(width: int):
+            def chunk(bb: Builder, f0: SSAValue, _):
+                fs = [self.addi(bb, f0, self.c(f)) for f in range(width)]
+                start = [self.op2(bb, arith.MulfOp, bb.insert(memref.LoadOp.get(self.acc, [slots[t], fs[f]])).res,
+                                  alpha[t]) for t in range(self.rt) for f in range(width)]
 
-            def per_key(b2: Builder, c: SSAValue, acc):
-                j = self.addi(b2, j0, c)
-                ps = [b2.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res for t in range(self.rt)]
-                vs = [self.load(b2, "v", [*self.batch_ix, j, self.addi(b2, f0, self.c(f))])
-                      for f in range(SCORE_COLS)]
-                return [self.fma(b2, acc[t * SCORE_COLS + f], ps[t], vs[f], False)
-                        for t in range(self.rt) for f in range(SCORE_COLS)]
+                def per_key(b2: Builder, c: SSAValue, acc):
+                    j = self.addi(b2, j0, c)
+                    ps = [b2.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res for t in range(self.rt)]
+                    vs = [self.load(b2, "v", [*self.batch_ix, j, fs[f]]) for f in range(width)]
+                    return [self.fma(b2, acc[t * width + f], ps[t], vs[f], False)
+                            for t in range(self.rt) for f in range(width)]
 
-            sums = for_loop(bb, self.c(0), cols, self.c(1), start, per_key)
-            for t in range(self.rt):
-                for f in range(SCORE_COLS):
-                    bb.insert(memref.StoreOp.get(sums[t * SCORE_COLS + f], self.acc, [slots[t], fs[f]]))
-            return []
+                sums = for_loop(bb, self.c(0), cols, self.c(1), start, per_key)
+                for t in range(self.rt):
+                    for f in range(width):
+                        bb.insert(memref.StoreOp.get(sums[t * width + f], self.acc, [slots[t], fs[f]]))
+                return []
 
-        if full:
-            for_loop(b, self.c(0), self.c(full), self.c(SCORE_COLS), [], chunk)
+            return chunk
+
+        full = 0
+        for width in dict.fromkeys((self.sc, SCORE_COLS)):
+            n = (F - full) // width * width
+            if n:
+                for_loop(b, self.c(full), self.c(full + n), self.c(width), [], chunk_of(width))
+                full += n
         if full == F:
             return
 
@@ -532,14 +552,16 @@ def block_rows(F: int, L: int, row_tile: int = ROW_TILE) -> int:
     return min(rows, -(-L // row_tile) * row_tile)
 
 
-def keys_per_block(E: int, S: int) -> int:
-    """Keys per block: KEY_BLOCK, fewer when the transposed k tile would pass KT_BYTES."""
-    keys = max(16, min(KEY_BLOCK, KT_BYTES // (4 * max(E, 1))) // 16 * 16)
-    return min(keys, -(-S // 16) * 16)
+def keys_per_block(E: int, S: int, score_cols: int = SCORE_COLS) -> int:
+    """Keys per block: KEY_BLOCK, fewer when the transposed k tile would pass KT_BYTES; a
+    multiple of score_cols."""
+    sc = score_cols
+    keys = max(sc, min(KEY_BLOCK, KT_BYTES // (4 * max(E, 1))) // sc * sc)
+    return min(keys, -(-S // sc) * sc)
 
 
-def lower(op: AttentionOp, row_tile: int = ROW_TILE) -> scf.ParallelOp:
-    par = _Emitter(op, row_tile).build()
+def lower(op: AttentionOp, row_tile: int = ROW_TILE, score_cols: int = SCORE_COLS) -> scf.ParallelOp:
+    par = _Emitter(op, row_tile, score_cols).build()
     Rewriter.erase_op(op)
     return par
 
@@ -550,17 +572,22 @@ class LowerAttention(ModulePass):
 
     name = "lower-attention"
 
-    vector_bits: int = 256  # the target's: ROW_TILE_WIDE rows a tile with 32 vector registers
+    # the target's: with 32 vector registers (512 bits), tiles of ROW_TILE_WIDE rows x
+    # SCORE_COLS_WIDE keys; else ROW_TILE x SCORE_COLS
+    vector_bits: int = 256
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        row_tile = ROW_TILE_WIDE if self.vector_bits >= 512 else ROW_TILE
+        wide = self.vector_bits >= 512
+        row_tile = ROW_TILE_WIDE if wide else ROW_TILE
+        score_cols = SCORE_COLS_WIDE if wide else SCORE_COLS
         for o in list(op.walk()):
             if isinstance(o, AttentionOp):
                 if any(not isinstance(v.type, MemRefType) for v in o.operands):
                     from compiler.errors import CompileError
 
                     raise CompileError("lower-attention: run bufferize first (attention on tensors)")
-                lower(o, row_tile)
+                lower(o, row_tile, score_cols)
 
 
-__all__ = ["LowerAttention", "QUERY_BLOCK", "ROW_TILE", "ROW_TILE_WIDE", "KEY_BLOCK", "block_rows", "keys_per_block"]
+__all__ = ["LowerAttention", "QUERY_BLOCK", "ROW_TILE", "ROW_TILE_WIDE", "SCORE_COLS", "SCORE_COLS_WIDE",
+           "KEY_BLOCK", "block_rows", "keys_per_block"]

@@ -1,4 +1,5 @@
 // RUN: aicc-opt %s -p lower-attention,canonicalize,cse | filecheck %s
+// RUN: aicc-opt %s -p 'lower-attention{vector-bits=512}',canonicalize,cse | filecheck %s --check-prefix=WIDE
 
 // Causal attention over 2 heads, q and k read out of a (L, H, E) = (5, 2, 4) layout, v and the
 // result (H, L, F) = (2, 5, 3).
@@ -53,6 +54,9 @@
 // CHECK:               scf.if %{{.*}} -> (f32, f32, f32, f32, f32, f32) {
 // CHECK:                 arith.mulf %{{.*}}, %[[HALF]] : f32
 // CHECK:                 arith.select %{{.*}}, %[[NEG]], %{{.*}} : f32
+// The block max: one maximumf per score, marked nnan nsz (one vmaxps, no NaN or signed-zero
+// fix-ups) and reassoc (a vector reduction along the keys).
+// CHECK:               arith.maximumf %{{.*}}, %{{.*}} fastmath<reassoc,nnan,nsz> : f32
 // CHECK:               } else {
 // CHECK-NOT:             arith.select
 // CHECK:               }
@@ -74,6 +78,15 @@
 // CHECK:         }) {aicc.kernel = "attention"}
 // CHECK-NEXT:    memref.dealloc %[[KT]] : memref<128xf32>
 // CHECK-NOT:     aicc_fused.attention
+// With AVX-512's 32 vector registers: tiles of 8 rows x 32 keys, 8 x 32 = 256 sums carried
+// through the loop over e (16 vectors of 16 floats), and the score tile holds 32 keys.
+// WIDE-LABEL: func.func @causal
+// WIDE:         memref.alloc() {alignment = 64 : i64} : memref<256xf32>
+// WIDE:         }) {aicc.kernel = "attention-transpose-k"}
+// WIDE:           memref.alloca() {alignment = 64 : i64} : memref<8x32xf32>
+// WIDE:           memref.alloca() {alignment = 64 : i64} : memref<8x3xf32>
+// WIDE:               scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> ({{(f32, ){255}f32}}) {
+// WIDE:         }) {aicc.kernel = "attention"}
 func.func @causal(%q: memref<5x2x4xf32>, %k: memref<5x2x4xf32>, %v: memref<2x5x3xf32>, %out: memref<2x5x3xf32>) {
   aicc_fused.attention ins(%q, %k, %v : memref<5x2x4xf32>, memref<5x2x4xf32>, memref<2x5x3xf32>) outs(%out : memref<2x5x3xf32>) {scale = 5.000000e-01 : f64, causal, q_perm = array<i64: 1, 0, 2>, k_perm = array<i64: 1, 0, 2>}
   func.return
