@@ -132,6 +132,29 @@ def test_heuristic_choices():
     assert choose_conv_lowering(1, 3, 5, 1, (1, 1), (3, 3)) == "direct"
 
 
+def test_one_dimensional_convs_over_128_input_channels_take_im2col():
+    """A 1-D conv (one output row, kernel height 1) keeps the packed kernel up to
+    PACKED_1D_MAX_IC input channels and takes im2col past it; a 2-D conv of as many channels,
+    or a kernel taller than its one output row, keeps the packed kernel. End to end: the
+    heuristic's choice on a 160-channel 1-D conv (no attribute) matches NumPy."""
+    from compiler.lowering.conv_lowering import PACKED_1D_MAX_IC
+
+    assert PACKED_1D_MAX_IC == 128
+    for ic, hw, k, s, want in [(384, (1, 1500), (1, 3), (1, 2), "im2col"),  # whisper's second
+                               (129, (1, 3000), (1, 3), (1, 1), "im2col"),
+                               (128, (1, 3000), (1, 3), (1, 1), "packed"),
+                               (80, (1, 3000), (1, 3), (1, 1), "packed"),  # whisper's first
+                               (384, (3, 1500), (3, 3), (1, 1), "packed"),
+                               (384, (1, 1500), (3, 3), (1, 1), "packed")]:
+        assert choose_conv_lowering(1, ic, 384, 1, hw, k, s, packed=True) == want, (ic, hw, k)
+    xs, ws = (1, 160, 1, 37), (24, 160, 1, 3)
+    x, w, b = inputs(xs, ws)
+    m = compile_module(conv_module(x, w, b, (1, 2), (1, 1), 1, (0, 1, 0, 1), True, None), "main")
+    assert 'aicc.conv_lowering = "im2col"' in m.ir("linalg")
+    np.testing.assert_allclose(m(x, w, b), want_of(x, w, b, (1, 2), (1, 1), 1, (0, 1, 0, 1), True),
+                               rtol=1e-4, atol=1e-5 * math.sqrt(480))
+
+
 def test_packed_1x1_rules():
     """The rules a machine keeps for unstrided 1x1 convs (choose_conv_lowering's packed_1x1):
     "all" packs small images, narrowing ones up to 256 pixels and narrowing ones to at most

@@ -20,6 +20,10 @@ CONV_SCHEDULE_ATTR = "aicc.conv_schedule"
 # The output channels from which a target with the packed kernel (`packed=True`) takes it for
 # a KxK (K > 1) conv of one group (see choose_conv_lowering).
 PACKED_MIN_OC = 16
+# A 1-D conv (one output row, a kernel of height 1: whisper's, wav2vec2's) of more input
+# channels than this takes im2col and the matmul, not the packed kernel (see
+# choose_conv_lowering).
+PACKED_1D_MAX_IC = 128
 # The output channels per group from which a grouped KxK conv takes the packed kernel, a
 # group at a time (one vector of 8 channels on AVX2).
 PACKED_MIN_OCG = 8
@@ -104,6 +108,14 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
     many tiny matmuls is mostly overhead. Convs under 2^12 multiply-adds in all stay direct
     (one small loop nest beats packing and kernel calls).
 
+    A 1-D conv (one output row, kernel height 1) with more than PACKED_1D_MAX_IC input
+    channels takes im2col: on one output row the packed kernel loses to the copy and the
+    matmul from about 192 input channels on. Measured at one thread on a Sapphire
+    Rapids-class Xeon, both compiled in one process and timed alternately (conv1d k=3 +
+    GELU, packed time / im2col time, AVX-512 code; AVX2 code in brackets): 384->384 over
+    3000 1.52, stride 2 1.54 [1.73]; 192->384 1.26 [1.29]; 256->256 1.18; 512->512 stride 2
+    over 1000 1.28; but 128->128 stride 2 0.95 [0.97], 80->384 0.92 [1.09], stride 2 0.96.
+
     The direct loop wins only where it vectorizes: along output rows of DIRECT_MIN_WIDTH
     or more, unstrided. On short or strided rows (the late stages of a CNN) the copy and
     matmul win even for 4 to 15 channels per group (Zen 3, AVX2, one thread: regnet's
@@ -122,7 +134,8 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
                      and (pixels <= PACKED_1X1_MAX_PIXELS_NARROWING
                           or out_channels <= PACKED_1X1_MAX_OC_NARROWING)))):
         return "packed"  # small images, narrowing ones: the output channels in vectors (above)
-    if packed and groups == 1 and kernel != (1, 1) and out_channels >= PACKED_MIN_OC:
+    if (packed and groups == 1 and kernel != (1, 1) and out_channels >= PACKED_MIN_OC
+            and not (out_hw[0] == 1 and kernel[0] == 1 and in_channels > PACKED_1D_MAX_IC)):
         return "packed"
     if packed and is_depthwise(in_channels, out_channels, groups) and kernel != (1, 1):
         return "packed"  # tile-conv's depthwise kernel: output columns in vectors
