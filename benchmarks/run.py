@@ -430,7 +430,9 @@ def run_here(quick: bool, only: list[str] | None, budget_s: float, threads: int,
 
 def peak_info() -> dict | None:
     """The measured single-core peak (benchmarks/peak.py, x86 only): FMA units x lanes x 2 x
-    clock; None where it cannot be measured."""
+    clock; None where it cannot be measured. The lanes are those of the vectors aicc's code
+    uses (AICC_TARGET_CPU, else the host's): code for AVX2 on an AVX-512 host is held to the
+    AVX2 peak, which is all it can reach."""
     try:
         import llvmlite.binding as llvm
         import peak
@@ -439,7 +441,9 @@ def peak_info() -> dict | None:
 
         _init_llvm()
         llvm.initialize_native_asmparser()
-        lanes = peak.host_vector_lanes()
+        from compiler.targets.cpu.machine import cpu_machine
+
+        lanes = min(peak.host_vector_lanes(), max(4, cpu_machine(None).vector_bits // 32))
         clock = peak.measure_clock()
         fma = peak.measure_fma(lanes)
         units = round(fma / (lanes * 2 * clock))

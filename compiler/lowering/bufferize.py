@@ -42,7 +42,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from compiler.dialects.shapes import is_dynamic, shape_of
 from compiler.errors import UnsupportedOpError
 from compiler.lowering.dims import DimMaterializer, record_arg_dims
-from compiler.lowering.utils import reshaped_view, view_root
+from compiler.lowering.utils import is_before, reshaped_view, view_root
 
 VIEW_OPS = (memref.CollapseShapeOp, memref.ExpandShapeOp)
 
@@ -215,7 +215,7 @@ def _read_after(value: SSAValue, op: Operation, order: dict[Operation, int]) -> 
     """Is the tensor `value` used by an op after `op` (so writing its buffer in place clobbers it)?
     `order`: the block's original ops by position (Block.get_operation_index walks the block,
     which made bufferize quadratic: 59 of densenet121's 220 s of compile time); an op made
-    since is placed by a walk."""
+    since is placed by a walk out from it (is_before)."""
     block = op.parent_block()
     assert block is not None
     for use in value.uses:
@@ -231,7 +231,7 @@ def _after(block: Block, a: Operation, b: Operation, order: dict[Operation, int]
     """Does `a` come after `b` in `block`?"""
     if a in order and b in order:
         return order[a] > order[b]
-    return block.get_operation_index(a) > block.get_operation_index(b)
+    return is_before(b, a)
 
 
 def _insert_deallocs(block: Block) -> None:

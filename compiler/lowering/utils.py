@@ -110,6 +110,24 @@ def sigmoid_body(b: Builder, x: SSAValue, one: SSAValue) -> SSAValue:
     return insert_result(b, arith.DivfOp(one, insert_result(b, arith.AddfOp(e, one))))
 
 
+def is_before(a: Operation, b: Operation) -> bool:
+    """Does `a` come before `b`, two ops of one block? A walk out from `a` both ways, which
+    stops at `b`: as long as the distance between them, where Operation.is_before_in_block
+    walks to `b` or to the block's end (the whole rest of a model's main function when `b`
+    comes first: quadratic in passes that ask it per op)."""
+    if a is b or a.parent is not b.parent or a.parent is None:
+        return False
+    fwd, bwd = a.next_op, a.prev_op
+    while fwd is not None or bwd is not None:
+        if fwd is b:
+            return True
+        if bwd is b:
+            return False
+        fwd = fwd.next_op if fwd is not None else None
+        bwd = bwd.prev_op if bwd is not None else None
+    return False
+
+
 def view_root(v: SSAValue) -> SSAValue:
     """The memref that `v` is a view of, through collapse_shape / expand_shape (else `v`)."""
     while isinstance(v.owner, memref.CollapseShapeOp | memref.ExpandShapeOp):

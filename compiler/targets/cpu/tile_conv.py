@@ -77,7 +77,7 @@ from compiler.dialects.aicc_cpu import ConvKernelOp, DwKernelOp, YieldOp
 from compiler.errors import CompileError
 from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, depthwise_generic_shapes
 from compiler.lowering.loop_builder import IndexBuilder
-from compiler.lowering.utils import flat_view, view_root
+from compiler.lowering.utils import flat_view, is_before, view_root
 from compiler.stats import TILED_ATTR, flops
 from compiler.targets.cpu.schedule import (
     choose_conv_schedule,
@@ -479,7 +479,7 @@ def _padded_input(cv: _Conv) -> _Pad | None:
             or offsets[0] or offsets[1] or tuple(shape[:2]) != (cv.n, cv.ic):
         return None
     # program order: fill, copy, then the conv, in one block
-    if not (fill.is_before_in_block(copy) and copy.is_before_in_block(cv.op)):
+    if not (is_before(fill, copy) and is_before(copy, cv.op)):
         return None
     return _Pad(src, offsets[2], offsets[3], shape[2], shape[3], (fill, copy))
 
@@ -491,7 +491,7 @@ def keep_alive_through(v: SSAValue, op: Operation) -> None:
     for view in _views(view_root(v)):
         for u in list(view.uses):
             d = u.operation
-            if isinstance(d, memref.DeallocOp) and d.is_before_in_block(op):
+            if isinstance(d, memref.DeallocOp) and is_before(d, op):
                 d.detach()
                 block.insert_op_after(d, op)
 

@@ -77,7 +77,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
 from compiler.dialects.aicc_cpu import MicrokernelOp
 from compiler.errors import CompileError
-from compiler.lowering.utils import flat_view, reshaped_view, view_root
+from compiler.lowering.utils import flat_view, is_before, reshaped_view, view_root
 from compiler.stats import TILED_ATTR, flops
 from compiler.threads import default_threads
 from compiler.targets.cpu.tile_conv import epilogue_region, scalar_constant
@@ -510,9 +510,7 @@ class _Tiler:
                 or any(xs + o > ps for xs, o, ps in zip(xshape, offsets, pshape))
                 or xshape[:-2] != pshape[:-2]):
             return None
-        blk = g.parent
-        if not (blk.get_operation_index(f) < blk.get_operation_index(pc)
-                < blk.get_operation_index(g)):
+        if not (is_before(f, pc) and is_before(pc, g)):
             return None
         return pc, f, offsets[-2:]
 
@@ -694,7 +692,7 @@ class _Tiler:
 
         def before_matmul(user: Operation) -> bool:
             top = block.find_ancestor_op_in_block(user)
-            return top is not None and top.is_before_in_block(op)
+            return top is not None and is_before(top, op)
 
         # C's one reader after the matmul, through a chain of single-use reshapes
         view, chain = c, []
