@@ -3,6 +3,7 @@ ONNX model (Conv with bias), aicc against ONNX Runtime, and the same conv's matm
 (W (OC x IC*KH*KW) @ X (IC*KH*KW x OH*OW), W constant) to show the im2col copy's share.
 
     python benchmarks/conv_layers.py [--runs 20] [--lowering "im2col/packed:owb=4,ocv=3"]
+    python benchmarks/conv_layers.py --model resnet50
     python benchmarks/conv_layers.py --small-cnn 1     # run.py's CNN: packed vs im2col vs ORT
 
 Times are the minimum thread CPU time (time.thread_time) of one call, the calls of every
@@ -37,6 +38,33 @@ RESNET18 = [
     ("l4.3x3.512", 512, 512, 7, 3, 1, 1, 3),
     ("l4.1x1s2.512", 256, 512, 14, 1, 2, 0, 1),
 ]
+# torchvision's ResNet-50 (v1.5: the stride on the 3x3), bottleneck blocks 3, 4, 6, 3
+RESNET50 = [
+    ("stem7x7s2", 3, 64, 224, 7, 2, 3, 1),
+    ("l1.1x1.64-64", 64, 64, 56, 1, 1, 0, 1),
+    ("l1.1x1.256-64", 256, 64, 56, 1, 1, 0, 2),
+    ("l1.3x3.64", 64, 64, 56, 3, 1, 1, 3),
+    ("l1.1x1.64-256", 64, 256, 56, 1, 1, 0, 4),  # 3 blocks + the downsample (stride 1)
+    ("l2.1x1.256-128", 256, 128, 56, 1, 1, 0, 1),
+    ("l2.3x3s2.128", 128, 128, 56, 3, 2, 1, 1),
+    ("l2.1x1s2.256-512", 256, 512, 56, 1, 2, 0, 1),
+    ("l2.1x1.128-512", 128, 512, 28, 1, 1, 0, 4),
+    ("l2.1x1.512-128", 512, 128, 28, 1, 1, 0, 3),
+    ("l2.3x3.128", 128, 128, 28, 3, 1, 1, 3),
+    ("l3.1x1.512-256", 512, 256, 28, 1, 1, 0, 1),
+    ("l3.3x3s2.256", 256, 256, 28, 3, 2, 1, 1),
+    ("l3.1x1s2.512-1024", 512, 1024, 28, 1, 2, 0, 1),
+    ("l3.1x1.256-1024", 256, 1024, 14, 1, 1, 0, 6),
+    ("l3.1x1.1024-256", 1024, 256, 14, 1, 1, 0, 5),
+    ("l3.3x3.256", 256, 256, 14, 3, 1, 1, 5),
+    ("l4.1x1.1024-512", 1024, 512, 14, 1, 1, 0, 1),
+    ("l4.3x3s2.512", 512, 512, 14, 3, 2, 1, 1),
+    ("l4.1x1s2.1024-2048", 1024, 2048, 14, 1, 2, 0, 1),
+    ("l4.1x1.512-2048", 512, 2048, 7, 1, 1, 0, 3),
+    ("l4.1x1.2048-512", 2048, 512, 7, 1, 1, 0, 2),
+    ("l4.3x3.512", 512, 512, 7, 3, 1, 1, 2),
+]
+MODELS = {"resnet18": RESNET18, "resnet50": RESNET50}
 
 
 def conv_model(ic, oc, hw, k, stride, pad, lowering=None):
@@ -97,6 +125,8 @@ def main(argv=None) -> int:
                    help="aicc conv lowerings to time, separated by '/' (default: the heuristic's); "
                         "packed:owb=4,ocv=3 also fixes the packed register tile")
     p.add_argument("--only", default="")
+    p.add_argument("--model", default="resnet18", choices=sorted(MODELS),
+                   help="whose conv layers (with their counts in the model)")
     p.add_argument("--no-matmul", action="store_true")
     p.add_argument("--small-cnn", type=int, metavar="BATCH", default=0,
                    help="time run.py's CNN 3x32x32 at this batch instead (A/B against im2col)")
@@ -105,10 +135,10 @@ def main(argv=None) -> int:
         small_cnn(args.runs, args.small_cnn)
         return 0
     lowerings = args.lowering.split("/")
-    rows = [r for r in RESNET18 if not args.only or r[0] in args.only.split(",")]
+    rows = [r for r in MODELS[args.model] if not args.only or r[0] in args.only.split(",")]
     for i, low in enumerate(lowerings):
         print(f"variant {i}: {low}")
-    head = f"{'layer':<14}{'x':>3}{'ORT ms':>9}" + "".join(f"{f'v{i} ms':>14}" for i in range(len(lowerings)))
+    head = f"{'layer':<20}{'x':>3}{'ORT ms':>9}" + "".join(f"{f'v{i} ms':>14}" for i in range(len(lowerings)))
     head += ("" if args.no_matmul else f"{'matmul ms':>11}") + "".join(
         f"{f'ORT/v{i}':>14}" for i in range(len(lowerings)))
     print(head, flush=True)
@@ -146,11 +176,11 @@ def main(argv=None) -> int:
         if args.no_matmul:
             t.append(0.0)
         tot += np.array(t) * count
-        line = f"{name:<14}{count:>3}{t[0]:9.3f}" + "".join(f"{v:14.3f}" for v in t[1:1 + len(lowerings)])
+        line = f"{name:<20}{count:>3}{t[0]:9.3f}" + "".join(f"{v:14.3f}" for v in t[1:1 + len(lowerings)])
         line += ("" if args.no_matmul else f"{t[-1]:11.3f}") + "".join(
             f"{t[0] / v:14.2f}" for v in t[1:1 + len(lowerings)])
         print(line, flush=True)
-    line = f"{'total(xcount)':<14}{'':>3}{tot[0]:9.3f}" + "".join(f"{v:14.3f}" for v in tot[1:1 + len(lowerings)])
+    line = f"{'total(xcount)':<20}{'':>3}{tot[0]:9.3f}" + "".join(f"{v:14.3f}" for v in tot[1:1 + len(lowerings)])
     line += ("" if args.no_matmul else f"{tot[-1]:11.3f}") + "".join(
         f"{tot[0] / v:14.2f}" for v in tot[1:1 + len(lowerings)])
     print(line)

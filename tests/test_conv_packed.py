@@ -21,6 +21,7 @@ import compiler
 from compiler.errors import CompileError
 from compiler.lowering.conv_lowering import choose_conv_lowering
 from compiler.targets.cpu.schedule import choose_conv_schedule
+from compiler.targets.cpu.tile_conv import nhwc_stride
 from test_conv_lowering import conv_module, inputs, want_of
 from compiler.pipeline import compile_module
 
@@ -185,6 +186,7 @@ def test_heuristic_picks_packed_only_where_the_target_has_it():
 POINTWISE = [
     (1, 192, 1152 // 8, (7, 7), True),  # efficientnet's last stage, narrowed
     (2, 129, 24, (7, 7), False),  # batch 2, one short block of channels
+    (2, 64, 40, (7, 7), True),  # batch 2, the copy's columns padded (64 -> 80 floats apart)
     (1, 40, 17, (13, 11), True),  # narrowing on a non-square image of 143 pixels
     (1, 7, 33, (1, 1), True),  # a 1x1 image
     (3, 16, 16, (3, 5), False),
@@ -204,8 +206,11 @@ def test_packed_pointwise_conv_matches_torch(case, vw, nhwc, monkeypatch):
     m = compiler.compile(block, (x,), threads=1, target_cpu=AVX2)
     loops = m.ir("loops")
     assert "aicc_cpu.conv_kernel" in loops and "relu" in loops
-    if nhwc:  # the [N][W][IC] copy: a column's channels contiguous, columns IC apart
-        assert "x_cs = 1 : i64, x_rs = 1 : i64, w_ocs" in loops and f"sw = {ic} : i64" in loops
+    if nhwc:  # the [N][W][IC] copy: a column's channels contiguous, columns IC apart (one
+        # 64-byte line more where IC floats are an even count of lines: 192 -> 208, 16 stays)
+        stride = nhwc_stride(ic)
+        assert stride == {192: 208, 64: 80}.get(ic, ic)
+        assert "x_cs = 1 : i64, x_rs = 1 : i64, w_ocs" in loops and f"sw = {stride} : i64" in loops
     else:  # one row of h*w output columns: the kernel's x_rs (row stride) is the whole image
         assert f"x_rs = {hw[0] * hw[1]} : i64" in loops, loops
     want = block.double()(x.double()).detach().numpy()
