@@ -139,9 +139,13 @@ def test_kill_switch_and_override(monkeypatch):
 def test_weight_known_only_at_run_time_is_packed_before_the_conv(xs, ws, groups, pads):
     """A weight that is an argument is packed by a loop nest before the conv (into a
     temporary), the zeros past each group's last channel vector included, and the conv runs
-    the packed kernel on it."""
+    the packed kernel on it. (Code for AVX2, whose pointwise convs at 7x7 always take the
+    nhwc copy, whatever the host.)"""
+    from compiler.stages import CompileOptions
+
     x, w, b = inputs(xs, ws)
-    m = compile_module(conv_module(x, w, b, (1, 1), (1, 1), groups, pads, True, "packed"), "main")
+    m = compile_module(conv_module(x, w, b, (1, 1), (1, 1), groups, pads, True, "packed"), "main",
+                       options=CompileOptions(target="cpu", target_cpu=AVX2))
     loops = m.ir("loops")
     assert "aicc_cpu.conv_kernel" in loops
     assert ("nhwc = 1" in m.ir("linalg")) == (ws[2:] == (1, 1))
@@ -302,6 +306,22 @@ def test_conv_schedule_fits_the_register_file(bits, regs):
     assert choose_conv_schedule(512, 112, 64, k=147) == {"vw": 16, "owb": 8, "ocv": 3}
     assert choose_conv_schedule(512, 112, 32, k=576) == {"vw": 16, "owb": 14, "ocv": 2}
     assert choose_conv_schedule(256, 112, 32, k=27) == choose_conv_schedule(256, 112, 32)
+
+
+def test_pointwise_convs_on_small_images_take_the_nhwc_copy_by_vector_width():
+    """A 1x1 conv on a 7x7 image reads an [N][W][IC] copy of its input: always with 256-bit
+    vectors, with 512-bit ones only where IC * OC reaches NHWC_WIDE_MIN_WEIGHTS; never on an
+    image whose row is a multiple of 16 pixels, nor on a conv that is not pointwise."""
+    def nhwc(bits, ow, ic, oc, pointwise=True):
+        return choose_conv_schedule(bits, ow, oc, k=ic, pointwise=pointwise).get("nhwc", 0)
+
+    assert nhwc(256, 49, 1152, 192) == nhwc(256, 49, 192, 1152) == 1
+    assert nhwc(512, 49, 1152, 192) == nhwc(512, 49, 672, 192) == nhwc(512, 49, 192, 1152) == 0
+    assert nhwc(512, 49, 2048, 512) == nhwc(512, 49, 512, 2048) == 1
+    assert nhwc(256, 64, 256, 256) == nhwc(512, 64, 2048, 512) == 0  # 8x8: rows of 64 floats
+    assert nhwc(256, 49, 1152, 192, pointwise=False) == 0
+    assert choose_conv_schedule(512, 49, 192, k=1152, pointwise=True,
+                                fixed={"nhwc": 1})["nhwc"] == 1  # a fixed field is kept
 
 
 def test_conv_kernel_verifier():

@@ -511,6 +511,8 @@ SHORT_K_MAX_OWB = 8
 NHWC_MIN_PIXELS = 16
 NHWC_MAX_PIXELS = 64
 NHWC_PIXEL_MULTIPLE = 16
+# ... and with 512-bit vectors only where IC * OC is at least this (see choose_conv_schedule)
+NHWC_WIDE_MIN_WEIGHTS = 1 << 20
 
 
 def pointwise_row(groups: int, kernel: tuple[int, int], in_hw: tuple[int, int],
@@ -607,12 +609,20 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
     86 -> 38). So: `nhwc` on pointwise convs of NHWC_MIN_PIXELS to NHWC_MAX_PIXELS pixels
     that are not a multiple of NHWC_PIXEL_MULTIPLE.
 
+    With 512-bit vectors the copy (a scalar transpose, IC * W of them) pays only on the
+    largest weights: measured on a Zen 5 at one thread, one 1x1 conv + bias at 7x7, A/B in
+    one process (ms, image's layout / copy): 1152->192 0.105 / 0.122, 672->192 0.065 /
+    0.076, 1152->320 0.177 / 0.189, 192->1152 0.114 / 0.118, but 2048->512 0.573 / 0.534,
+    512->2048 0.576 / 0.559 (with AVX2 code on the same core within 5% either way). So with
+    512-bit vectors only where IC * OC >= NHWC_WIDE_MIN_WEIGHTS (whole models, A/B: 1-2%
+    faster efficientnet_b0, mobilenet_v3_small, regnet_y_400mf).
+
     `pf`: the kernels prefetch each weight stream pf input channels ahead (the machine's
     `conv_prefetch_rule`) where vw is 16 floats; a fixed `pf` wins; recorded only when not
     0."""
     fixed = dict(fixed or {})
     if pointwise and "nhwc" not in fixed and NHWC_MIN_PIXELS < ow <= NHWC_MAX_PIXELS \
-            and ow % NHWC_PIXEL_MULTIPLE:
+            and ow % NHWC_PIXEL_MULTIPLE and (vector_bits < 512 or k * oc >= NHWC_WIDE_MIN_WEIGHTS):
         fixed["nhwc"] = 1
     lanes = max(1, vector_bits // 32)
     # Output channels that fill at most half a vector (a grouped conv's 8 per group on
