@@ -21,8 +21,10 @@ import numpy as np
 import pytest
 
 import compiler
+from compiler.targets.cpu.machine import CPUMachine, cpu_machine
 from compiler.targets.cpu.schedule import (
     MatmulSchedule,
+    aliased_a_rule,
     choose_matmul_schedule,
     parse_overrides,
     rows_alias_in_l1,
@@ -417,10 +419,30 @@ def test_rows_of_a_that_alias_in_l1_are_packed():
     assert not rows_alias_in_l1(4096, 4)
     for k, packed in ((1024, True), (2048, True), (1000, False), (256, False)):
         assert choose_matmul_schedule((), 1024, 1024, k, vw=16, threads=1).pack_a is packed
+        # where the machine's rule says so (a Zen 5), such an A is read in place
+        assert not choose_matmul_schedule((), 1024, 1024, k, vw=16, threads=1,
+                                          pack_aliased_a=False).pack_a
     a, b = rand(100, 1024, seed=5), rand(1024, 70, seed=6)
     m, out = run(matmul, (a, b))
-    assert "pack_a = true" in m.ir("linalg")
+    packs = aliased_a_rule(cpu_machine())  # the machine the code is for (host or AICC_TARGET_CPU)
+    assert ("pack_a = true" in m.ir("linalg")) is packs
     check(out, ref_matmul(a, b), 1024)
+    m, out = run(matmul, (a, b), schedule={"pack_a": not packs})  # and the other way
+    assert ("pack_a = true" in m.ir("linalg")) is not packs
+    check(out, ref_matmul(a, b), 1024)
+
+
+def test_aliased_a_rule_by_vendor_and_l1():
+    """A's aliasing rows are packed except on AMD cores with a 48 KiB L1 (Zen 5), where A read
+    in place measured as fast or faster; Intel's cores, smaller L1s and generic names pack."""
+    def machine(name, l1):
+        return CPUMachine(name, "", 512, l1, 1 << 20, False)
+
+    assert not aliased_a_rule(machine("znver5", 48 * 1024))
+    assert aliased_a_rule(machine("znver4", 32 * 1024)) and aliased_a_rule(machine("znver3", 32 * 1024))
+    assert aliased_a_rule(machine("sapphirerapids", 48 * 1024))
+    assert aliased_a_rule(machine("x86-64-v3", 48 * 1024))
+    assert aliased_a_rule(machine("znver5", 0))  # an unknown L1: the measured default
 
 
 def test_a_packed_sliver_serves_four_register_panels():

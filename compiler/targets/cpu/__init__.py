@@ -62,6 +62,7 @@ class CPUTarget(Target):
         from compiler.targets.cpu.lower_attention import LowerAttention
         from compiler.targets.cpu.qgemm import LowerQGemm
         from compiler.targets.cpu.schedule import (
+            aliased_a_rule,
             conv_prefetch_rule,
             format_overrides,
             packed_1x1_rule,
@@ -79,6 +80,7 @@ class CPUTarget(Target):
                                    l1_bytes=machine.l1_bytes, l2_bytes=machine.l2_bytes,
                                    overrides=format_overrides(options.schedule),
                                    conv_pf=conv_prefetch_rule(machine),
+                                   pack_aliased_a=aliased_a_rule(machine),
                                    record=self._record(machine)),),
             # tile-conv first: it folds the activation after a conv into the kernels, which
             # fuse-rows would otherwise group with a following reduction (an SE block's pool)

@@ -136,6 +136,8 @@ class ChooseSchedule(ModulePass):
     conv_overrides: str = ""
     # the packed conv kernels' weight prefetch distance in input channels (conv_prefetch_rule)
     conv_pf: int = 0
+    # pack an A whose rows alias in L1 (the machine's aliased_a_rule)
+    pack_aliased_a: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from pathlib import Path
@@ -178,7 +180,8 @@ class ChooseSchedule(ModulePass):
                     threads=self.threads or None, b_constant=is_constant(match.b),
                     a_constant=is_constant(match.a),
                     a_trans=match.a_trans, b_trans=match.b_trans,
-                    conv=CONV_LOWERING_ATTR in o.attributes, fixed=fixed, **caches)
+                    conv=CONV_LOWERING_ATTR in o.attributes, pack_aliased_a=self.pack_aliased_a,
+                    fixed=fixed, **caches)
             o.attributes[SCHEDULE_ATTR] = sched.to_attr()
             index += 1
         for o in op.walk():  # the packed convs' register tiles (see tile_conv.py)

@@ -717,12 +717,26 @@ def rows_alias_in_l1(row_bytes: int, rows: int, limit: int = 4) -> bool:
     return -(-rows // period) > limit
 
 
+def aliased_a_rule(machine) -> bool:
+    """Does choose_matmul_schedule pack an A whose rows alias in L1 (rows_alias_in_l1) on
+    `machine` (a CPUMachine)? The rule was measured on a Zen 4 (32 KiB, 8-way L1: 1024^3 in
+    place 59 GFLOP/s, packed 101). On a Zen 5 (48 KiB, 12-way) A read in place is as fast or
+    faster on every such shape, at one thread with a constant B, A/B in one process (ms,
+    packed / in place): AVX-512 code 197x3072x768 4.91 / 4.65, 1500x1536x384 10.37 / 8.56,
+    128x3072x768 3.15 / 3.00, 1024^3 11.14 / 10.91, 256x2048x512 2.84 / 2.74, 64x4096x1024
+    2.80 / 2.78; AVX2 code 8.84 / 8.65, 16.39 / 16.44, 19.66 / 19.42, 5.50 / 5.27. Intel's
+    48 KiB cores are unmeasured. So False on AMD cores with an L1 of 48 KiB or more, True
+    elsewhere (generic CPU names included)."""
+    return not (machine.vendor == "amd" and machine.l1_bytes >= 48 * 1024)
+
+
 def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw: int,
                            elem_bytes: int = 4, threads: int | None = None,
                            registers: int | None = None, l1_bytes: int = L1_BYTES,
                            l2_bytes: int = L2_BYTES, b_constant: bool = False,
                            a_constant: bool = False, a_trans: bool = False,
                            b_trans: bool = False, conv: bool = False,
+                           pack_aliased_a: bool = True,
                            fixed: Mapping[str, object] | None = None) -> MatmulSchedule:
     """The default schedule for a (batch x) m x n x k matmul; fields in `fixed` are kept and
     the others chosen around them.
@@ -746,7 +760,8 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     packed, so each packed sliver serves 4 tiles), the mc x nc tile of C an eighth; blocks are
     balanced so the last is not a sliver. Then tiles are split until each thread has a few.
     A is read in place (its sliver sits in L1) unless transposed or its rows alias in L1
-    (`rows_alias_in_l1`: a K that is a multiple of 512 f32), or constant (a conv's weight:
+    (`rows_alias_in_l1`: a K that is a multiple of 512 f32; only with `pack_aliased_a`, the
+    machine's aliased_a_rule), or constant (a conv's weight:
     packed at compile time, so each sliver is one contiguous stream); B is
     packed when its panels are reused (m > mr), transposed or constant (packed at compile
     time, so for free). A conv's matmul (`conv`: B is the im2col copy or the input itself,
@@ -809,7 +824,8 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
             kc_max = 64
         kc = _balanced(max(k, 1), kc_max, 1)
     pack_a = bool(fixed["pack_a"]) if "pack_a" in fixed else (a_constant or (
-        (order == "nm" or a_trans or rows_alias_in_l1(k * elem_bytes, mr)) and m > mr and n > nr))
+        (order == "nm" or a_trans or (pack_aliased_a and rows_alias_in_l1(k * elem_bytes, mr)))
+        and m > mr and n > nr))
     if "nc" in fixed:
         nc = int(fixed["nc"])
     else:

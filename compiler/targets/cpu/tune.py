@@ -52,6 +52,7 @@ from compiler.targets.cpu.choose_schedule import ChooseSchedule, matmul_signatur
 from compiler.targets.cpu.schedule import (
     L1_BYTES,
     L2_BYTES,
+    aliased_a_rule,
     choose_matmul_schedule,
     element_bytes,
     is_constant,
@@ -195,6 +196,7 @@ class Space:
     def __init__(self, k: Kernel, threads: int, machine):
         self.k, self.threads = k, threads
         self.l1 = machine.l1_bytes or L1_BYTES
+        self.pack_aliased_a = aliased_a_rule(machine)
         self.l2 = machine.l2_bytes or L2_BYTES
         registers = 32 if k.vw * k.elem_bytes >= 64 else 16
         self.acc = registers - 4
@@ -239,7 +241,7 @@ class Space:
                 k.batch, k.m, k.n, k.k, vw=k.vw, elem_bytes=k.elem_bytes, threads=self.threads,
                 l1_bytes=self.l1, l2_bytes=self.l2, b_constant=k.b_constant,
                 a_constant=k.a_constant, a_trans=k.a_trans, b_trans=k.b_trans, conv=k.conv,
-                fixed=fixed)
+                pack_aliased_a=self.pack_aliased_a, fixed=fixed)
         except CompileError:
             return None
         return asdict(s)
