@@ -66,6 +66,8 @@ SHAPES = [  # (M, K, N)
     (1, 300, 77),   # a row vector
     (300, 77, 1),   # a column
     (16, 32, 48),   # multiples of every tile
+    (197, 65, 96),  # 512-bit code: 9-row tiles of 3 vectors (22 of them, the last 8 rows)
+    (128, 33, 144),  # 512-bit code: 8-row tiles of 3 vectors
 ]
 
 
@@ -430,6 +432,25 @@ def test_rows_of_a_that_alias_in_l1_are_packed():
     m, out = run(matmul, (a, b), schedule={"pack_a": not packs})  # and the other way
     assert ("pack_a = true" in m.ir("linalg")) is not packs
     check(out, ref_matmul(a, b), 1024)
+
+
+def test_wide_register_tile_where_n_is_a_multiple_of_three_vectors():
+    """With 32 registers, 9 (or 8) rows x 3 vectors where N is a multiple of 3 vectors and M
+    at least WIDE_TILE_MIN_M; 14 x 2 elsewhere; 16 registers keep 6 x 2."""
+    def tile(m, n, vw=16):
+        s = choose_matmul_schedule((), m, n, 768, vw=vw, threads=1)
+        return s.mr, s.nr
+
+    assert tile(197, 768) == tile(1500, 3072) == (9, 48)
+    assert tile(128, 768) == tile(77, 2304) == (8, 48)  # 8 rows pad M less
+    assert tile(197, 2048) == (14, 32) and tile(77, 512) == (13, 32)  # N not a multiple of 48
+    assert tile(12, 768) == (12, 32)  # a short M: one 14-row tile's worth
+    assert tile(197, 768, vw=8) == (6, 16)
+    assert choose_matmul_schedule((), 197, 768, 768, vw=16, threads=1,
+                                  fixed={"mr": 14}).nr == 32  # a fixed mr keeps 2 vectors
+    for m, n in ((197, 768), (128, 96), (16, 48)):
+        s = choose_matmul_schedule((), m, n, 768, vw=16, threads=1)
+        assert s.mr * (s.nr // 16) + s.nr // 16 + 1 <= 32
 
 
 def test_aliased_a_rule_by_vendor_and_l1():
