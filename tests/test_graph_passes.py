@@ -159,6 +159,34 @@ def test_simplify_keeps_nan_and_inf(without):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("shape, axis", [((7, 129), -1), ((1, 1), -1), ((33, 5, 3), 1),
+                                         ((129, 7), 0)], ids=str)
+def test_simplify_recognizes_a_numpy_softmax(without, shape, axis):
+    """exp(x - max) / sum(exp(x - max)) becomes aicc.softmax and matches NumPy (and the
+    unsimplified compile) to float32 rounding, -inf entries, a row of one and entries whose
+    exp is below FLT_MIN (flushed to 0: within NP_ATOL) included; the same with the exp
+    also returned stays as written."""
+    def model(x):
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+    x = randn(*shape) * 4
+    x.flat[0], x.flat[-1] = -np.inf, -100.0  # exp(-100 - max) is a denormal in NumPy
+    m = compiler.compile(model, (x,))
+    assert m.stats["tensor_ops"] == {"aicc.softmax": 1}
+    want = model(x.astype(np.float64))
+    assert close(m(x), want, NP_RTOL, NP_ATOL)
+
+    def with_exp(x):
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True), e
+
+    assert "aicc.softmax" not in compiler.compile(with_exp, (x,)).ir("tensor")
+    without(Simplify)
+    plain = compiler.compile(model, (x,))
+    assert "aicc.softmax" not in plain.ir("tensor") and close(m(x), plain(x), RTOL, ATOL)
+
+
 def test_simplify_folds_transposes_into_matmul(without):
     def model(a, b, w):
         # a^T @ b and x @ w^T (torch's linear weight layout), batched

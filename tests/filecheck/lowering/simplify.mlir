@@ -194,3 +194,37 @@ func.func @small_powers(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %2 = aicc.pow %1, %three : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
   func.return %2 : tensor<4x8xf32>
 }
+
+// -----
+// exp(x - max(x)) / sum(exp(x - max(x))) over one axis with keepdims, as NumPy code writes a
+// softmax, is aicc.softmax (which lowers with its exp marked afn: only entries below 2^-126
+// change, to 0).
+// CHECK-LABEL: func.func @numpy_softmax
+// CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK-NEXT:    %[[S:.*]] = aicc.softmax %[[X]] {axis = 1 : i64} : tensor<4x8xf32>
+// CHECK-NEXT:    func.return %[[S]]
+func.func @numpy_softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %m = aicc.reduce_max %x {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %d = aicc.sub %x, %m : tensor<4x8xf32>, tensor<4x1xf32> -> tensor<4x8xf32>
+  %e = aicc.exp %d : tensor<4x8xf32>
+  %s = aicc.reduce_sum %e {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %y = aicc.div %e, %s : tensor<4x8xf32>, tensor<4x1xf32> -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+
+// -----
+// Not a softmax: the sum runs over another axis than the max, or the exp is read elsewhere too.
+// CHECK-LABEL: func.func @not_softmax
+// CHECK-NOT:     aicc.softmax
+// CHECK:         func.return
+func.func @not_softmax(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %m = aicc.reduce_max %x {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %d = aicc.sub %x, %m : tensor<4x8xf32>, tensor<4x1xf32> -> tensor<4x8xf32>
+  %e = aicc.exp %d : tensor<4x8xf32>
+  %s0 = aicc.reduce_sum %e {axes = array<i64: 0>, keepdims = true} : tensor<4x8xf32> -> tensor<1x8xf32>
+  %y0 = aicc.div %e, %s0 : tensor<4x8xf32>, tensor<1x8xf32> -> tensor<4x8xf32>
+  %e1 = aicc.exp %d : tensor<4x8xf32>
+  %s1 = aicc.reduce_sum %e1 {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %y1 = aicc.div %e1, %s1 : tensor<4x8xf32>, tensor<4x1xf32> -> tensor<4x8xf32>
+  func.return %y0, %y1, %e1 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
