@@ -232,8 +232,8 @@ class RecognizeSoftmax(RewritePattern):
                 or [u.operation for u in op.lhs.uses] not in ([op, s], [s, op]):
             return
         d = owner(e.input, A.SubOp)
-        rank = len(A.shape_of(op.lhs))
-        if d is None or rank == 0 or not same_type(d.lhs, op.result) or not same_type(op.lhs, op.result):
+        if d is None or not A.shape_of(op.lhs) or not same_type(d.lhs, op.result) \
+                or not same_type(op.lhs, op.result):
             return
         axes = tuple(s.axes.get_values())
         if len(axes) != 1 or not _keepdims_over(s, A.ReduceSumOp, axes[0]):

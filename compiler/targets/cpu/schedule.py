@@ -47,7 +47,6 @@ Fields (GotoBLAS/BLIS names; rows of C are M, columns N, the reduction K):
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
@@ -757,8 +756,9 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
 
     Register tile: as many accumulators as the register file holds next to the B vectors
     and a broadcast (28 of 32 zmm: 14 x 2 vectors, or 9 x 3 where N is a multiple of 3
-    vectors and M at least WIDE_TILE_MIN_M; 12 of 16 ymm: 6 x 2), narrower when N is, and wide (up to 8 vectors) for a row vector (m < 4), where the FMA chains would
-    otherwise be too few to hide the FMA latency; such a matrix-vector product reading B
+    vectors and M at least WIDE_TILE_MIN_M; 12 of 16 ymm: 6 x 2), narrower when N is, and
+    wide (up to 8 vectors) for a row vector (m < 4), where the FMA chains would otherwise
+    be too few to hide the FMA latency; such a matrix-vector product reading B
     in place walks it in K blocks of 64 rows. A matrix-vector product (m < 4) prefetches
     nothing: B, in place or packed at compile time, streams in order, which the hardware
     prefetcher follows, and prefetch instructions only compete with its loads (Zen 4, one

@@ -678,7 +678,7 @@ class TileConv(ModulePass):
             stride = nhwc_stride(cv.ic)
             ints.update(x_cs=1, x_rs=1, sw=stride)
             image = cv.wp * stride
-        xcol = ints["sw"] if nhwc else cv.sw  # a column's step in the input
+        xcol = ints["sw"]  # a column's step in the input
         bias = flat_view(b, bias_src) if bias_src is not None else None
         res, relu, region = None, False, None
         if epi is not None:  # the kernels write the op's result, the conv's output goes

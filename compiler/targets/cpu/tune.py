@@ -196,8 +196,8 @@ class Space:
     def __init__(self, k: Kernel, threads: int, machine):
         self.k, self.threads = k, threads
         self.l1 = machine.l1_bytes or L1_BYTES
-        self.pack_aliased_a = aliased_a_rule(machine)
         self.l2 = machine.l2_bytes or L2_BYTES
+        self.pack_aliased_a = aliased_a_rule(machine)
         registers = 32 if k.vw * k.elem_bytes >= 64 else 16
         self.acc = registers - 4
 
