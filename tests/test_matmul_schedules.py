@@ -370,6 +370,63 @@ def test_constant_a_is_prepacked(shape, schedule):
     assert "_slivers" in m.ir("memref") and "pack_a = true" in m.ir("linalg")
 
 
+L2PF_CASES = [  # (side, M x K x N, schedule, threads)
+    ("b", (7, 33, 129), {}, 1),
+    ("b", (129, 45, 7), {"kc": 16, "mc": 12, "nc": 32, "mr": 4}, 2),
+    ("b", (70, 100, 96), {"vw": 8, "mr": 5, "kc": 24}, 1),
+    ("b", (70, 100, 96), {"kc": 8, "ku": 2, "nr": 16, "nc": 16}, 2),
+    ("b", (33, 1, 49), {"ku": 1}, 1),
+    ("a", (7, 33, 129), {"kc": 16, "mc": 12, "nc": 32, "mr": 4}, 1),
+    ("a", (129, 45, 7), {}, 2),
+    ("a", (70, 100, 96), {"vw": 8, "mr": 5, "kc": 24}, 2),
+    ("a", (33, 1, 49), {}, 1),
+]
+
+
+@pytest.mark.parametrize("side, shape, schedule, threads", L2PF_CASES, ids=str)
+def test_l2_prefetch_of_a_constant_operand(side, shape, schedule, threads):
+    # l2pf: the kernels fetch the next block of a constant operand into L2 as they go; the
+    # prefetches (past the buffer's end too, at the last block) change no result
+    m_, k, n = shape
+    schedule = {**schedule, "l2pf": 1}
+    if side == "b":
+        w, x = rand(k, n, seed=40), rand(m_, k, seed=41)
+        fn, ref = (lambda x: x @ w), ref_matmul(x, w)
+    else:
+        w, x = rand(m_, k, seed=42), rand(k, n, seed=43)
+        fn, ref = (lambda x: w @ x), ref_matmul(w, x)
+        schedule["pack_a"] = True
+    m, out = run(fn, (x,), schedule=schedule, threads=threads)
+    check(out, ref, k)
+    # the calls fetch where a block has several of them along the constant's reuse (slivers
+    # of A for B's panels, panels of B for A's slivers), an unrolled k loop and a line to fetch
+    f = {k_: int(v) for k_, v in re.findall(r"(\w+) = (\d+) : i64", m.ir("linalg"))}
+    several = (-(-min(m_, f["mc"]) // f["mr"]) if side == "b" else -(-min(n, f["nc"]) // f["nr"])) >= 2
+    lines = min(k, f["kc"]) * (f["nr"] if side == "b" else f["mr"]) // 16
+    assert ("l2pf %" in m.ir("loops")) == (several and f["ku"] > 1 and lines > 0), f
+
+
+def test_l2_prefetch_rule_by_vendor():
+    """Intel cores fetch a constant operand's next block into L2 (measured on a Sapphire
+    Rapids-class Xeon); AMD cores and generic CPU names, unmeasured with it, do not."""
+    from compiler.targets.cpu.schedule import l2_prefetch_rule
+
+    def machine(name):
+        return CPUMachine(name, "", 512, 48 * 1024, 2 << 20, False)
+
+    assert l2_prefetch_rule(machine("sapphirerapids")) and l2_prefetch_rule(machine("haswell"))
+    assert not l2_prefetch_rule(machine("znver4")) and not l2_prefetch_rule(machine("x86-64-v3"))
+    # the heuristic asks for it only where an operand is a constant packed at compile time
+    on = dict(vw=16, threads=1, l2_prefetch=True)
+    assert choose_matmul_schedule((), 128, 3072, 768, b_constant=True, **on).l2pf == 1
+    assert choose_matmul_schedule((), 512, 49, 2048, a_constant=True, conv=True, **on).l2pf == 1
+    assert choose_matmul_schedule((), 128, 3072, 768, **on).l2pf == 0
+    assert choose_matmul_schedule((), 128, 3072, 768, b_constant=True, vw=16, threads=1).l2pf == 0
+    s = choose_matmul_schedule((), 128, 3072, 768, b_constant=True, **on)
+    assert MatmulSchedule.from_attr(s.to_attr()) == s
+    assert "l2pf" not in str(choose_matmul_schedule((), 64, 64, 64, vw=16, threads=1).to_attr())
+
+
 @pytest.mark.parametrize("n", [1, 9, 17, 33, 49, 129])
 @pytest.mark.parametrize("schedule", [{"vw": 8, "nr": 16}, {"vw": 8, "nr": 24, "mr": 4},
                                       {"vw": 16, "nr": 32}, {"vw": 8, "nr": 16, "pack_b": False}])

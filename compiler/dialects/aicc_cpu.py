@@ -23,6 +23,13 @@ instead of zero: C[r, j] = x[off + r*init_rs + j*init_cs] + sum. init_rs = 0 bro
 row (a bias), init_rs = ldc reads a full matrix (a residual); init_cs = 0 (default 1) one
 value per row (a conv's per-channel bias, C being (OC, OH*OW)). This replaces the separate
 copy of a bias into C that `fuse-linear-bias` asks for.
+
+With `l2pf %y[%off] : memref<...>`, the kernel fetches lines of y into L2 while it computes:
+`l2pf_rate` 64-byte lines per unrolled k step (ku steps), the i-th from y[off] on, so a call
+of kc steps fetches (kc / ku) * l2pf_rate consecutive lines. tile-matmul points it at the
+part of the next cache block's constant operand that this call's share is (see
+tile_matmul.py): that block is then in L2 when its first kernel reads it, instead of coming
+from memory at the speed of the first sliver's FMAs.
 """
 
 from __future__ import annotations
@@ -83,6 +90,8 @@ class MicrokernelOp(IRDLOperation):
     accumulate = operand_def(EqAttrConstraint(i1))
     init = opt_operand_def(MemRefType)
     init_off = opt_operand_def(IndexType)
+    l2pf = opt_operand_def(MemRefType)
+    l2pf_off = opt_operand_def(IndexType)
 
     mr = prop_def(IntegerAttr)
     nr = prop_def(IntegerAttr)
@@ -97,6 +106,7 @@ class MicrokernelOp(IRDLOperation):
     b_pf = opt_prop_def(IntegerAttr)
     init_rs = opt_prop_def(IntegerAttr)
     init_cs = opt_prop_def(IntegerAttr)  # absent: 1
+    l2pf_rate = opt_prop_def(IntegerAttr)  # with l2pf: lines fetched per ku k steps
     # applied to each value of C last, before its store (see _ConvKernelBase): only where the
     # call finishes its tile of C (tile-matmul: one K block)
     epilogue = opt_region_def()
@@ -108,6 +118,7 @@ class MicrokernelOp(IRDLOperation):
     assembly_format = (
         "$a `[` $a_off `]` `,` $b `[` $b_off `]` `,` $c `[` $c_off `]` `k` $kc `rows` $m "
         "`cols` $n `accumulate` $accumulate (`init` $init^ `[` $init_off `]` `:` type($init))? "
+        "(`l2pf` $l2pf^ `[` $l2pf_off `]` `:` type($l2pf))? "
         "(`epilogue` $epilogue^)? attr-dict `:` type($a) `,` type($b) `,` type($c)"
     )
 
@@ -115,6 +126,7 @@ class MicrokernelOp(IRDLOperation):
                  c: SSAValue, c_off: SSAValue, kc: SSAValue, m: SSAValue, n: SSAValue,
                  accumulate: SSAValue, *, a_clamp: bool = False, b_masked: bool = False,
                  b_pf: int = 0, init: tuple[SSAValue, SSAValue, int, int] | None = None,
+                 l2pf: tuple[SSAValue, SSAValue, int] | None = None,
                  epilogue: Region | None = None, **ints: int):
         props = {k: IntegerAttr(ints[k], i64) for k in MICROKERNEL_INTS}
         if init is not None:
@@ -128,7 +140,11 @@ class MicrokernelOp(IRDLOperation):
         if b_masked:
             props["b_masked"] = BoolAttr(True, i1)
         inits = ([init[0]], [init[1]]) if init is not None else ([], [])
-        super().__init__(operands=[a, a_off, b, b_off, c, c_off, kc, m, n, accumulate, *inits],
+        pfs = ([l2pf[0]], [l2pf[1]]) if l2pf is not None else ([], [])
+        if l2pf is not None:
+            props["l2pf_rate"] = IntegerAttr(l2pf[2], i64)
+        super().__init__(operands=[a, a_off, b, b_off, c, c_off, kc, m, n, accumulate, *inits,
+                                   *pfs],
                          properties=props, regions=[[epilogue] if epilogue is not None else []])
 
     def int_prop(self, name: str) -> int:
@@ -148,6 +164,9 @@ class MicrokernelOp(IRDLOperation):
             raise VerifyException("aicc_cpu.microkernel: init needs an offset and init_rs")
         if self.init_cs is not None and (self.init is None or self.init_cs.value.data not in (0, 1)):
             raise VerifyException("aicc_cpu.microkernel: init_cs is 0 or 1, with an init")
+        if (self.l2pf is None) != (self.l2pf_rate is None) or (
+                self.l2pf_rate is not None and self.l2pf_rate.value.data < 1):
+            raise VerifyException("aicc_cpu.microkernel: l2pf needs a positive l2pf_rate")
         elems = {self.a.type.element_type, self.b.type.element_type, self.c.type.element_type}
         if len(elems) != 1:
             raise VerifyException("aicc_cpu.microkernel: A, B and C must have one element type")

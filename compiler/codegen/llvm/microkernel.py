@@ -111,12 +111,15 @@ def emit_microkernel(e: FunctionEmitter, op) -> None:
         op.b_masked is not None and bool(op.b_masked.value.data),
         op.b_pf.value.data if op.b_pf is not None else 0,
         None if op.init is None else op.init_rs.value.data,
-        op.init_cs.value.data if op.init_cs is not None else 1)
+        op.init_cs.value.data if op.init_cs is not None else 1,
+        op.l2pf_rate.value.data if op.l2pf_rate is not None else 0)
     fn = _kernel_function(e, cfg, ety, op.epilogue)
     b = e.b
     buffers = [(op.a, op.a_off), (op.b, op.b_off), (op.c, op.c_off)]
     if op.init is not None:
         buffers.append((op.init, op.init_off))
+    if op.l2pf is not None:
+        buffers.append((op.l2pf, op.l2pf_off))
     args = [b.gep(e.get(v), [e.get(off)], inbounds=True, source_etype=ety) for v, off in buffers]
     b.call(fn, args[:3] + [e.get(op.kc), e.get(op.m), e.get(op.n), e.get(op.accumulate)]
            + args[3:])
@@ -125,16 +128,19 @@ def emit_microkernel(e: FunctionEmitter, op) -> None:
 def _kernel_function(e: FunctionEmitter, cfg: tuple, ety: ir.Type,
                      epilogue: Region | None = None) -> ir.Function:
     """`void @aicc.microkernel.<config>(ptr a, ptr b, ptr c, i64 kc, i64 m, i64 n, i1 acc
-    [, ptr init])`.
+    [, ptr init][, ptr l2pf])`.
 
     A function of its own, not inlined: LLVM then compiles the register tile once per
     configuration, and cannot unswitch an enclosing loop into copies of it."""
-    _, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked, b_pf, init_rs, init_cs = cfg
+    (_, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked, b_pf, init_rs, init_cs,
+     l2pf_rate) = cfg
     a_clamp, b_masked = bool(a_clamp), bool(b_masked)
     name = "aicc.microkernel." + ".".join(str(x).replace(" ", "") for x in (
         ety, f"{mr}x{nr}", f"v{vw}", a_rs, a_ks, b_ks, ldc, ku, int(a_clamp), int(b_masked), b_pf))
     if init_rs is not None:
         name += f".init{init_rs}" + ("" if init_cs else ".rowinit")
+    if l2pf_rate:
+        name += f".l2pf{l2pf_rate}"
     if epilogue is not None:
         name += ".epi" + region_key(epilogue)
     module = e.em.module
@@ -142,7 +148,8 @@ def _kernel_function(e: FunctionEmitter, cfg: tuple, ety: ir.Type,
     if fn is not None:
         return fn
     ptr = ir.PointerType()
-    params = [ptr, ptr, ptr, I64, I64, I64, I1] + ([ptr] if init_rs is not None else [])
+    params = [ptr, ptr, ptr, I64, I64, I64, I1] + ([ptr] if init_rs is not None else []) \
+        + ([ptr] if l2pf_rate else [])
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
@@ -153,18 +160,19 @@ def _kernel_function(e: FunctionEmitter, cfg: tuple, ety: ir.Type,
         arg.add_attribute("captures(none)")
     k = FunctionEmitter(e.em, fn)
     _emit_kernel_body(k, fn.args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked,
-                      b_pf, init_rs, init_cs, epilogue)
+                      b_pf, init_rs, init_cs, epilogue, l2pf_rate)
     k.b.ret_void()
     k.finish()
     return fn
 
 
 def _emit_kernel_body(e: FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku,
-                      a_clamp, b_masked, b_pf, init_rs=None, init_cs=1, epilogue=None) -> None:
+                      a_clamp, b_masked, b_pf, init_rs=None, init_cs=1, epilogue=None,
+                      l2pf_rate=0) -> None:
     """The kernel function's body: prefetch the C tile, run the k loop into mr * nr / vw
     vector accumulators, then update C with them."""
     body = _KernelBody(e, args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked,
-                       b_pf, init_rs, init_cs, epilogue)
+                       b_pf, init_rs, init_cs, epilogue, l2pf_rate)
     body.prefetch_c()
     body.update_c(body.accumulate())
 
@@ -175,7 +183,7 @@ class _KernelBody:
     accumulator r * nq + q holds row r, columns q*vw ... q*vw + vw - 1."""
 
     def __init__(self, e: FunctionEmitter, args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku,
-                 a_clamp, b_masked, b_pf, init_rs, init_cs, epilogue=None):
+                 a_clamp, b_masked, b_pf, init_rs, init_cs, epilogue=None, l2pf_rate=0):
         self.e, self.b = e, e.b
         self.epilogue = epilogue
         self.ety, self.mr, self.nr, self.vw = ety, mr, nr, vw
@@ -188,6 +196,8 @@ class _KernelBody:
         self.a_base, self.b_base, self.c_base = args[:3]
         self.kc, self.m, self.n, self.accumulating = args[3:7]  # accumulating: i1, C += or C =
         self.init_base = args[7] if init_rs is not None else None
+        self.l2pf_rate = l2pf_rate
+        self.l2pf_base = args[-1] if l2pf_rate else None
         self.lanes = ir.Constant(ir.VectorType(I64, vw), list(range(vw)))
         self.zero_v = Literal(self.vty, "zeroinitializer")
         self.undef_v = Literal(self.vty, "undef")
@@ -272,6 +282,8 @@ class _KernelBody:
                 for u in range(ku):
                     kk = k if u == 0 else b.add(k, _c64(u), flags=["nsw"])
                     carried = self.k_steps(kk, carried, a_rows, masks)
+                    for j in range(u, self.l2pf_rate, ku):
+                        self.prefetch_l2(k, j)
                 return carried
 
             accs = e.loop(_c64(0), main, _c64(ku), accs, unrolled)
@@ -279,6 +291,16 @@ class _KernelBody:
             main = _c64(0)
         return e.loop(main, kc, _c64(1), accs,
                       lambda k, carried: self.k_steps(k, carried, a_rows, masks))
+
+    def prefetch_l2(self, k: ir.Value, j: int) -> None:
+        """Line j of the l2pf_rate lines of the l2pf stream that the unrolled step at k fetches
+        into L2: line (k / ku) * rate + j from l2pf's start. Step u of an unrolled iteration
+        fetches lines j = u, u + ku, ..., so that the fetches spread over the loop."""
+        b, line = self.b, 64 // self.esize
+        off = b.mul(b.sdiv(k, _c64(self.ku)), _c64(self.l2pf_rate * line), flags=["nsw"])
+        p = b.gep(self.l2pf_base, [b.add(off, _c64(j * line), flags=["nsw"])],
+                  source_etype=self.ety)  # not inbounds: past the buffer's end is harmless
+        b.call(self.prefetch, [p, ir.Constant(I32, 0), ir.Constant(I32, 2), ir.Constant(I32, 1)])
 
     def prefetch_c(self) -> None:
         """Start fetching the C tile now: it arrives while the k loop runs, instead of

@@ -24,6 +24,9 @@ WINDOW_INNER_ENV = "AICC_WINDOW_INNER"
 COLLAPSE_ENV = "AICC_COLLAPSE"
 # "0": int8 3x3 convs keep the direct kernel where the integer Winograd one would run (A/B timing)
 INT8_WINOGRAD_ENV = "AICC_INT8_WINOGRAD"
+# "0" / "1": the matmul kernels fetch the next block of a constant operand into L2 or not,
+# whatever the machine's l2_prefetch_rule says (A/B timing)
+L2_PREFETCH_ENV = "AICC_L2_PREFETCH"
 
 
 def _pass(module: str, cls: str):
@@ -65,6 +68,7 @@ class CPUTarget(Target):
             aliased_a_rule,
             conv_prefetch_rule,
             format_overrides,
+            l2_prefetch_rule,
             packed_1x1_rule,
         )
         from compiler.targets.cpu.tile_conv import TileConv
@@ -81,6 +85,9 @@ class CPUTarget(Target):
                                    overrides=format_overrides(options.schedule),
                                    conv_pf=conv_prefetch_rule(machine),
                                    pack_aliased_a=aliased_a_rule(machine),
+                                   l2_prefetch={"0": False, "1": True}.get(
+                                       os.environ.get(L2_PREFETCH_ENV, ""),
+                                       l2_prefetch_rule(machine)),
                                    record=self._record(machine)),),
             # tile-conv first: it folds the activation after a conv into the kernels, which
             # fuse-rows would otherwise group with a following reduction (an SE block's pool)
@@ -139,7 +146,8 @@ class CPUTarget(Target):
                 "llvmlite": llvmlite.__version__, "schedule": format_overrides(options.schedule),
                 "tuning": record_digest(machine.key()),
                 "env": {k: os.environ.get(k, "")
-                        for k in (CONV_SCHEDULE_ENV, WINDOW_INNER_ENV, COLLAPSE_ENV, INT8_WINOGRAD_ENV)}}
+                        for k in (CONV_SCHEDULE_ENV, WINDOW_INNER_ENV, COLLAPSE_ENV, INT8_WINOGRAD_ENV,
+                                  L2_PREFETCH_ENV)}}
 
     @staticmethod
     def _record(machine) -> str:

@@ -138,6 +138,8 @@ class ChooseSchedule(ModulePass):
     conv_pf: int = 0
     # pack an A whose rows alias in L1 (the machine's aliased_a_rule)
     pack_aliased_a: bool = True
+    # fetch the next block of a constant operand into L2 (the machine's l2_prefetch_rule)
+    l2_prefetch: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from pathlib import Path
@@ -181,7 +183,7 @@ class ChooseSchedule(ModulePass):
                     a_constant=is_constant(match.a),
                     a_trans=match.a_trans, b_trans=match.b_trans,
                     conv=CONV_LOWERING_ATTR in o.attributes, pack_aliased_a=self.pack_aliased_a,
-                    fixed=fixed, **caches)
+                    l2_prefetch=self.l2_prefetch, fixed=fixed, **caches)
             o.attributes[SCHEDULE_ATTR] = sched.to_attr()
             index += 1
         for o in op.walk():  # the packed convs' register tiles (see tile_conv.py)

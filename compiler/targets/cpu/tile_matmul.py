@@ -256,6 +256,8 @@ class _Operands:
     ldb: int  # B's row stride in place
     init_flat: SSAValue | None  # the init operand, flat
     epi_on_c: list[tuple[SSAValue, AffineMap]] | None  # see _Tiler._epilogue_on_c
+    a_cold: bool = False  # A packed at compile time: its slivers come from memory
+    b_cold: bool = False  # B likewise, its panels
 
 
 @dataclass
@@ -313,12 +315,14 @@ class _Tiler:
         allocs: list[SSAValue] = []
 
         a_src, a_packed = a_flat, False
+        self.a_cold = False
         # Strides of A's rows (m) and columns (k) in place: [m, k], or [k, m] when transposed.
         self.a_rs, self.a_ks = (1, M) if mm.a_trans else (K, 1)
         a_in_rs, a_in_ks = self.a_rs, self.a_ks
         if s.pack_a:
             g = _global_of(mm.a, self.module)
             if g is not None:  # packed now: A^T in panels mr wide are A's slivers
+                self.a_cold = True
                 a_src = self._prepacked(top, g, f"slivers{s.mr}", s.mr, lambda data: (
                     data.reshape(nba, K, M) if mm.a_trans
                     else data.reshape(nba, M, K).transpose(0, 2, 1)))
@@ -331,6 +335,7 @@ class _Tiler:
 
         pack_b = s.pack_b or mm.b_trans  # the kernel reads B along n: a [n, k] B is packed
         g = _global_of(mm.b, self.module) if pack_b else None
+        self.b_cold = g is not None
         if g is not None:
             b_src = self._prepacked(top, g, f"panels{s.nr}", s.nr, lambda data: (
                 data.reshape(nbb, N, K).transpose(0, 2, 1) if mm.b_trans
@@ -906,7 +911,7 @@ class _Tiler:
         init_flat = flat_view(b, self.init[0]) if self.init is not None else None
         epi_on_c = self._epilogue_on_c(b) if self.epilogue is not None else None
         self.operands = _Operands(a_src, a_packed, b_src, b_packed, c, MP, NP, first_overwrites,
-                                  true_, ldb, init_flat, epi_on_c)
+                                  true_, ldb, init_flat, epi_on_c, self.a_cold, self.b_cold)
 
         def nest(b: Builder, idx: dict[str, Index], dims: list[str]) -> None:
             if not dims:
@@ -1028,7 +1033,8 @@ class _Tiler:
                              ix.add(b, ix.mul(b, i, self.a_rs), ix.mul(b, pc, self.a_ks)))
 
         def kernel(b: Builder, ir: Index, jr: Index, m_a, n_b, nr: int) -> None:
-            self._emit_microkernel(b, ix, tile, kc, acc, ir, jr, m_a, n_b, nr)
+            l2pf = self._l2_prefetch(b, ix, pc, ir, jr, m_a[1], n_b[1])
+            self._emit_microkernel(b, ix, tile, kc, acc, ir, jr, m_a, n_b, nr, l2pf)
 
         mcv = tile.mcv
         if s.order == "nm":  # a B panel stays in L1 while the slivers of A pass
@@ -1040,8 +1046,53 @@ class _Tiler:
                 b, lambda b, jr, nr: kernel(b, ir, jr, ma_, panel(b, jr, nr), nr)))(
                     sliver(b, ir)))
 
+    def _l2_prefetch(self, b: Builder, ix: _Ix, pc: Index, ir: Index, jr: Index, a_off: Index,
+                     b_off: Index) -> tuple[SSAValue, SSAValue, int] | None:
+        """What the kernel call on sliver ir and panel jr of K block pc fetches into L2
+        (MicrokernelOp's l2pf: buffer, offset, lines per ku steps), or None.
+
+        With the A sliver outside the panels (order mn), a constant operand packed at compile
+        time comes from memory the first time a kernel reads it: B's panels at the first
+        sliver of a block, A's sliver at its first panel. The calls of the block fetch the next
+        block of it meanwhile, each call its own share:
+        - B: the block of the next K block of this tile (the same panels, kc rows on), or of
+          the next tile's columns (nc on) after the last K block; the calls on panel p fetch
+          that block's panel p, sliver i the i-th share of it;
+        - A: the next sliver's K block; the calls on it fetch one share each, one per panel.
+        The rate: enough lines per ku k steps that the shares cover the block (a rate of 0:
+        none: a single sliver or panel streams its operand once, as the hardware's
+        prefetchers follow; nor with ku = 1, no unrolled loop to fetch in)."""
+        mm, s, o = self.match, self.s, self.operands
+        if not s.l2pf or s.order != "mn" or s.ku < 2:  # the unrolled k loop fetches
+            return None
+        K = mm.k
+        line = 64 // element_bytes(mm.element_type)
+        steps = max(1, min(s.kc, K) // s.ku)  # unrolled iterations of a full K block
+        S, P = -(-min(s.mc, self.M if isinstance(self.M, int) else s.mc) // s.mr), \
+            -(-min(s.nc, mm.n) // s.nr)
+        if o.b_cold and S >= 2:
+            need = min(s.kc, K) * s.nr // line  # lines of one panel's K block
+            rate = -(-need // (S * steps))
+            if not rate:
+                return None
+            last = ix.div(b, ix.add(b, pc, s.kc), K)  # 1 in the tile's last K block
+            # next = this + kc rows, or (last K block) P panels on, back to row 0
+            step = ix.add(b, s.kc * s.nr,
+                          ix.mul(b, last, ix.sub(b, P * K * s.nr - s.kc * s.nr, ix.mul(b, pc, s.nr))))
+            off = ix.add(b, ix.add(b, b_off, step), ix.mul(b, ix.div(b, ir, s.mr), steps * rate * line))
+            return o.b_src, ix.v(off), min(rate, 4 * s.ku)
+        if o.a_cold and P >= 2:
+            need = min(s.kc, K) * s.mr // line
+            rate = -(-need // (P * steps))
+            if not rate:  # less than a line
+                return None
+            off = ix.add(b, ix.add(b, a_off, K * s.mr), ix.mul(b, ix.div(b, jr, s.nr), steps * rate * line))
+            return o.a_src, ix.v(off), min(rate, 4 * s.ku)
+        return None
+
     def _emit_microkernel(self, b: Builder, ix: _Ix, tile: _Tile, kc: Index, acc: SSAValue,
-                          ir: Index, jr: Index, m_a, n_b, nr: int) -> None:
+                          ir: Index, jr: Index, m_a, n_b, nr: int,
+                          l2pf: tuple[SSAValue, SSAValue, int] | None = None) -> None:
         """The micro-kernel, nr columns wide, on sliver ir of A (m rows at a_off) and panel
         jr of B (n columns at b_off), into C's tile at (ir, jr), starting from the init
         operand when there is one."""
@@ -1062,7 +1113,7 @@ class _Tiler:
             mr=s.mr, nr=nr, vw=s.vw,
             a_rs=self.a_rs, a_ks=self.a_ks,
             b_ks=s.nr if o.b_packed else o.ldb, ldc=N, ku=s.ku,
-            b_pf=s.pf, init=init,
+            b_pf=s.pf, init=init, l2pf=l2pf,
             epilogue=self.epilogue_region.clone() if self.epilogue_region is not None else None))
 
     def _c_shape(self) -> list[int]:

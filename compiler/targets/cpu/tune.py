@@ -53,6 +53,7 @@ from compiler.targets.cpu.schedule import (
     L1_BYTES,
     L2_BYTES,
     aliased_a_rule,
+    l2_prefetch_rule,
     choose_matmul_schedule,
     element_bytes,
     is_constant,
@@ -191,13 +192,14 @@ class Space:
     """The schedules of one kernel: random ones, mutations, completion by the heuristic."""
 
     FIELDS = ("mr", "nr", "kc", "mc", "nc", "order", "pack_a", "pack_b", "ku", "pf",
-              "parallel")
+              "parallel", "l2pf")
 
     def __init__(self, k: Kernel, threads: int, machine):
         self.k, self.threads = k, threads
         self.l1 = machine.l1_bytes or L1_BYTES
         self.l2 = machine.l2_bytes or L2_BYTES
         self.pack_aliased_a = aliased_a_rule(machine)
+        self.l2_prefetch = l2_prefetch_rule(machine)
         registers = 32 if k.vw * k.elem_bytes >= 64 else 16
         self.acc = registers - 4
 
@@ -226,6 +228,8 @@ class Space:
             return rng.choice([1, 2, 4, 8])
         if name == "pf":
             return rng.choice([0, 16, 32, 64])
+        if name == "l2pf":
+            return rng.choice([0, 1])
         return rng.choice(["bmn", "mn", "m", "n", *(["b"] if math.prod(k.batch) > 1 else [])])
 
     def complete(self, fixed: dict) -> dict | None:
@@ -241,7 +245,7 @@ class Space:
                 k.batch, k.m, k.n, k.k, vw=k.vw, elem_bytes=k.elem_bytes, threads=self.threads,
                 l1_bytes=self.l1, l2_bytes=self.l2, b_constant=k.b_constant,
                 a_constant=k.a_constant, a_trans=k.a_trans, b_trans=k.b_trans, conv=k.conv,
-                pack_aliased_a=self.pack_aliased_a, fixed=fixed)
+                pack_aliased_a=self.pack_aliased_a, l2_prefetch=self.l2_prefetch, fixed=fixed)
         except CompileError:
             return None
         return asdict(s)
@@ -253,7 +257,7 @@ class Space:
         return self.complete(fixed)
 
     def mutate(self, rng: random.Random, parent: dict) -> dict | None:
-        s = {f: parent[f] for f in self.FIELDS}
+        s = {f: parent[f] for f in self.FIELDS if f in parent}
         for name in rng.sample(self.FIELDS, rng.randint(1, 2)):
             s[name] = self.value(rng, name, s)
         return self.complete(s)

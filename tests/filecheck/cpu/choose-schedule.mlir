@@ -2,6 +2,7 @@
 // RUN: aicc-opt %s -p 'choose-schedule{vector-bits=256 threads=1 l1-bytes=32768 l2-bytes=1048576}' --split-input-file | filecheck %s --check-prefix=AVX2
 // RUN: aicc-opt %s -p 'choose-schedule{vector-bits=512 threads=1 overrides="mr=6,kc=64,pack_b=false"}' --split-input-file | filecheck %s --check-prefix=OVERRIDE
 // RUN: not aicc-opt %s -p 'choose-schedule{overrides="mr=4,nr=20"}' --split-input-file 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: aicc-opt %s -p 'choose-schedule{vector-bits=512 threads=1 l2-prefetch=true}' --split-input-file | filecheck %s --check-prefix=L2PF
 
 // A schedule per matmul, chosen for its shape and the target: AVX-512 holds a 14 x 2-vector
 // register tile of 16 lanes, AVX2 a 6 x 2-vector tile of 8 lanes. K = 1024 puts A's rows
@@ -11,6 +12,10 @@
 // AVX512:         linalg.matmul {aicc.schedule = {mr = 14 : i64, nr = 32 : i64, vw = 16 : i64, kc = 512 : i64, mc = 210 : i64, nc = 256 : i64, ku = 4 : i64, pack_a = true, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
 // AVX2-LABEL:   func.func @matmul
 // AVX2:           linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 16 : i64, vw = 8 : i64, kc = 512 : i64, mc = 210 : i64, nc = 128 : i64, ku = 4 : i64, pack_a = true, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
+// With l2-prefetch (an Intel core's l2_prefetch_rule), l2pf only where an operand is a
+// constant, packed at compile time (@weights below); these operands are run-time values.
+// L2PF-LABEL: func.func @matmul
+// L2PF:         linalg.matmul {aicc.schedule = {{{.*}}pf = 32 : i64}}
 // OVERRIDE-LABEL: func.func @matmul
 // OVERRIDE:       linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 32 : i64, vw = 16 : i64, kc = 64 : i64, {{.*}}, pack_b = false, {{.*}}}}
 // BAD: aicc-opt: error: matmul schedule mr=4,nr=20,{{.*}}: nr = 20 must be a multiple of vw = 16
@@ -83,4 +88,20 @@ func.func @transposed_b(%x: tensor<8x32xf32>, %w: tensor<24x32xf32>) -> tensor<8
   %f = linalg.fill ins(%z : f32) outs(%e2 : tensor<8x24xf32>) -> tensor<8x24xf32>
   %r = linalg.matmul ins(%x, %t : tensor<8x32xf32>, tensor<32x24xf32>) outs(%f : tensor<8x24xf32>) -> tensor<8x24xf32>
   func.return %r : tensor<8x24xf32>
+}
+
+// -----
+// A constant B (a layer's weight), packed at compile time: with l2-prefetch the kernels of a
+// block fetch the next block of it into L2 (l2pf = 1, see tile-matmul-l2pf.mlir).
+// AVX512-LABEL: func.func @weights
+// AVX512:         linalg.matmul {aicc.schedule = {{{.*}}pack_b = true, {{.*}}pf = 32 : i64}}
+// L2PF-LABEL:   func.func @weights
+// L2PF:           linalg.matmul {aicc.schedule = {{{.*}}pack_b = true, {{.*}}pf = 32 : i64, l2pf = 1 : i64}}
+func.func @weights(%x: tensor<64x256xf32>) -> tensor<64x512xf32> {
+  %w = arith.constant dense<0.5> : tensor<256x512xf32>
+  %e = tensor.empty() : tensor<64x512xf32>
+  %z = arith.constant 0.0 : f32
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<64x512xf32>) -> tensor<64x512xf32>
+  %r = linalg.matmul ins(%x, %w : tensor<64x256xf32>, tensor<256x512xf32>) outs(%f : tensor<64x512xf32>) -> tensor<64x512xf32>
+  func.return %r : tensor<64x512xf32>
 }

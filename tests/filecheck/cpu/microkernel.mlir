@@ -112,3 +112,29 @@ func.func @with_epilogue(%a: memref<2x8xf32>, %b: memref<8x16xf32>, %c: memref<2
   } {mr = 2 : i64, nr = 16 : i64, vw = 16 : i64, a_rs = 8 : i64, a_ks = 1 : i64, b_ks = 16 : i64, ldc = 16 : i64, ku = 1 : i64} : memref<2x8xf32>, memref<8x16xf32>, memref<2x16xf32>
   func.return
 }
+
+// With l2pf, the kernel function takes one more pointer (the call passes &w[64]), and each
+// unrolled iteration of the k loop (ku = 2 steps) fetches l2pf_rate = 3 lines of it into L2
+// (locality 2: prefetcht1): lines 0 and 2 after the first step, line 1 after the second, at
+// (k / ku) * 3 lines on.
+// CHECK-LABEL: define internal void @"aicc.microkernel.float.4x16.v16.64.1.16.16.2.0.0.0.l2pf3"
+// CHECK-SAME:    i1 %{{[^,]*}}, ptr captures(none) noalias %[[PF:[^)]*]])
+// CHECK:       loop:
+// CHECK:         %[[IT:.*]] = sdiv i64 %[[K:.*]], 2
+// CHECK-NEXT:    %[[LINE:.*]] = mul nsw i64 %[[IT]], 48
+// CHECK-NEXT:    %[[OFF0:.*]] = add nsw i64 %[[LINE]], 0
+// CHECK-NEXT:    %[[P0:.*]] = getelementptr float, ptr %[[PF]], i64 %[[OFF0]]
+// CHECK-NEXT:    call void @"llvm.prefetch.p0"(ptr %[[P0]], i32 0, i32 2, i32 1)
+// CHECK:         add nsw i64 %{{.*}}, 32
+// CHECK:         call void @"llvm.prefetch.p0"(ptr %{{.*}}, i32 0, i32 2, i32 1)
+// CHECK:         call <16 x float> @"llvm.fma.v16f32"
+// CHECK:         add nsw i64 %{{.*}}, 16
+// CHECK:         call void @"llvm.prefetch.p0"(ptr %{{.*}}, i32 0, i32 2, i32 1)
+// CHECK:         %{{.*}} = add nsw i64 %"iv", 2
+func.func @with_l2pf(%a: memref<4x64xf32>, %b: memref<64x16xf32>, %c: memref<4x16xf32>, %w: memref<4096xf32>, %kc: index, %m: index, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %acc = arith.constant false
+  aicc_cpu.microkernel %a[%c0], %b[%c0], %c[%c0] k %kc rows %m cols %n accumulate %acc l2pf %w[%c64] : memref<4096xf32> {mr = 4 : i64, nr = 16 : i64, vw = 16 : i64, a_rs = 64 : i64, a_ks = 1 : i64, b_ks = 16 : i64, ldc = 16 : i64, ku = 2 : i64, l2pf_rate = 3 : i64} : memref<4x64xf32>, memref<64x16xf32>, memref<4x16xf32>
+  func.return
+}
