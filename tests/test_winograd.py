@@ -124,9 +124,10 @@ def test_heuristic_picks_winograd_where_it_won(monkeypatch, mode):
     assert winograd_wins(512, 24, 24, 3136) and winograd_wins(512, 32, 64, 784)
     assert not winograd_wins(512, 16, 16, 12544) and not winograd_wins(512, 64, 64, 1)
     assert not winograd_wins(128, 256, 256, 3136)  # no packed kernel to compare with
-    # F(4x4) on outputs of 16 tiles of 4x4 or more (14x14 padded to 16x16), else F(2x2)
-    for hw, want_mode in (((56, 56), "winograd4"), ((28, 28), "winograd4"), ((14, 14), "winograd4"),
-                          ((16, 12), "winograd"), ((8, 8), "winograd"), ((28, 30), "winograd4")):
+    # F(4x4) on outputs of 32 tiles of 4x4 or more, else F(2x2) (14x14: 16 tiles)
+    for hw, want_mode in (((56, 56), "winograd4"), ((28, 28), "winograd4"), ((14, 14), "winograd"),
+                          ((24, 24), "winograd4"), ((20, 20), "winograd"), ((16, 12), "winograd"),
+                          ((8, 8), "winograd"), ((28, 30), "winograd4")):
         assert choose_conv_lowering(1, 64, 64, 1, hw, (3, 3), packed=True,
                                     winograd_bits=256) == want_mode, hw
     assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3), packed=True) == "packed"

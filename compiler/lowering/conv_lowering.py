@@ -41,7 +41,7 @@ PACKED_1X1_RULES = ("all", "small", "none")
 # many input and output channels on (see winograd_wins).
 WINOGRAD_MIN_CHANNELS = 24
 # ... and F(4x4, 3x3) instead where an image has this many tiles of 4x4 (see winograd_tile).
-WINOGRAD4_MIN_TILES = 16
+WINOGRAD4_MIN_TILES = 32
 
 
 def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups: int,
@@ -179,7 +179,15 @@ def winograd_tile(out_hw: tuple[int, int]) -> str:
     (F(2x2) time / F(4x4) time), AVX-512 code / AVX2 code:
       64ch 16x16 -/1.42, 32->64 32x32 1.59/1.51, 64ch 56x56 1.42/1.32, 128ch 28x28
       1.16/1.09, 256ch 14x14 (padded to 16x16) 1.13/1.15, 512ch 14x14 1.02/0.98;
-      but 512ch 8x8 (4 tiles) 0.44/0.48."""
+      but 512ch 8x8 (4 tiles) 0.44/0.48.
+    Those are one conv timed over and over, its weight in cache. In a model every weight
+    comes from memory once per run (resnet50's are 100 MB), and F(4x4)'s is 4x the conv's
+    own (36 / 9), 2.25x F(2x2)'s, for its tiles' few FLOPs per weight element (2 per
+    tile). Whole models on a Sapphire Rapids-class Xeon at one thread (ONNX, alternated in
+    one process, ms, F(4x4) from 16 tiles / from 17 / from 50): resnet50 54.9 / 52.5 /
+    54.9, resnet18 22.7 / 20.9 / 21.9; the 256ch 14x14 convs (16 tiles) went to F(2x2),
+    the 128ch 28x28 ones (49 tiles) lost with it. So WINOGRAD4_MIN_TILES between the two
+    (AMD's cores unmeasured in a model)."""
     oh, ow = out_hw
     return "winograd4" if -(-oh // 4) * -(-ow // 4) >= WINOGRAD4_MIN_TILES else "winograd"
 
