@@ -262,6 +262,22 @@ def test_packed_conv_with_weight_prefetch_matches_torch(monkeypatch, case, vw, p
     _check(m, x.numpy(), want, ic * k[0] * k[1])
 
 
+@pytest.mark.parametrize("vw", [8, 16])
+@pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[3], CASES[6]], ids=str)
+def test_packed_conv_with_l2_prefetch_matches_torch(monkeypatch, case, vw):
+    """The schedule's `l2pf` (l2_prefetch_rule: Intel cores): each kernel call fetches its
+    share of the next block of output channels' weights into L2, past the weight's end from
+    the last block; the kernels of a constant weight with four input channels or more carry
+    it, and the results are unchanged."""
+    n, ic, oc, hw, k, s, p, d, bias = case
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(ic, oc, k, stride=s, padding=p, dilation=d, bias=bias).eval()
+    x = torch.randn(n, ic, *hw)
+    m, loops, want = _compile_packed(monkeypatch, conv, x, vw, ",l2pf=1")
+    assert ("l2pf_rate" in loops) == (ic >= 4), loops.count("l2pf_rate")
+    _check(m, x.numpy(), want, ic * k[0] * k[1])
+
+
 @pytest.mark.parametrize("case", [(1, 40, 16, (9, 13)), (2, 64, 24, (7, 7)), (1, 129, 32, (1, 7)),
                                   (1, 96, 24, (28, 28))], ids=str)
 def test_pointwise_rule_of_the_machine_matches_torch(case, monkeypatch):

@@ -403,6 +403,9 @@ class QGemmOp(IRDLOperation):
 
 
 # The integer properties of a conv kernel, in printing order.
+# Input channels per step of conv_kernel's unrolled channel loop (its l2pf_rate is per step)
+CONV_UNROLL = 4
+
 CONV_KERNEL_INTS = ("owb", "ocv", "ocn", "vw", "ic", "kh", "kw", "sw", "dh", "dw", "x_cs",
                     "x_rs", "w_ocs", "o_cs")
 
@@ -434,6 +437,8 @@ class _ConvKernelBase(IRDLOperation, ABC):
     bias_off = opt_operand_def(IndexType)
     res = opt_operand_def(MemRefType)
     res_off = opt_operand_def(IndexType)
+    l2pf = opt_operand_def(MemRefType)  # conv_kernel only: see ConvKernelOp
+    l2pf_off = opt_operand_def(IndexType)
 
     start = opt_prop_def(IntegerAttr)  # absent: 0
     relu = opt_prop_def(UnitAttr)
@@ -446,19 +451,22 @@ class _ConvKernelBase(IRDLOperation, ABC):
     assembly_format = ("$x `[` $x_off `]` `,` $w `[` $w_off `]` `,` $o `[` $o_off `]` "
                        "(`bias` $bias^ `[` $bias_off `]` `:` type($bias))? "
                        "(`res` $res^ `[` $res_off `]` `:` type($res))? "
+                       "(`l2pf` $l2pf^ `[` $l2pf_off `]` `:` type($l2pf))? "
                        "(`epilogue` $epilogue^)? "
                        "attr-dict `:` type($x) `,` type($w) `,` type($o)")
 
     def _build(self, x, x_off, w, w_off, o, o_off, props: dict, start: int,
                bias: tuple[SSAValue, SSAValue] | None, res: tuple[SSAValue, SSAValue] | None,
-               relu: bool, epilogue: Region | None = None) -> None:
+               relu: bool, epilogue: Region | None = None,
+               l2pf: tuple[SSAValue, SSAValue] | None = None) -> None:
         if start:
             props["start"] = IntegerAttr(start, i64)
         if relu:
             props["relu"] = UnitAttr()
         biases = ([bias[0]], [bias[1]]) if bias is not None else ([], [])
         residuals = ([res[0]], [res[1]]) if res is not None else ([], [])
-        super().__init__(operands=[x, x_off, w, w_off, o, o_off, *biases, *residuals],
+        pfs = ([l2pf[0]], [l2pf[1]]) if l2pf is not None else ([], [])
+        super().__init__(operands=[x, x_off, w, w_off, o, o_off, *biases, *residuals, *pfs],
                          properties=props, regions=[[epilogue] if epilogue is not None else []])
 
     @property
@@ -509,7 +517,11 @@ class ConvKernelOp(_ConvKernelBase):
     epilogue, the elementwise op after the conv that tile-conv folds in: `res %r[%roff]` adds
     a residual read like O (r[roff + p*o_cs + j]), and `relu` takes max(., 0), before the
     store. `pf` (absent: 0) prefetches each weight vector's stream pf input channels ahead
-    (pf * vw floats), into L1."""
+    (pf * vw floats), into L1. With `l2pf %y[%off]`, the kernel also fetches lines of y into
+    L2, `l2pf_rate` 64-byte lines per unrolled step of the channel loop, the i-th from
+    y[off] on (a call of kh * kw * ic / 4 such steps fetches that many times l2pf_rate
+    consecutive lines): tile-conv points it at this call's share of the next block of
+    channels' weights, as tile-matmul does for its kernels (MicrokernelOp)."""
 
     name = "aicc_cpu.conv_kernel"
 
@@ -528,16 +540,21 @@ class ConvKernelOp(_ConvKernelBase):
     w_ocs = prop_def(IntegerAttr)
     o_cs = prop_def(IntegerAttr)
     pf = opt_prop_def(IntegerAttr)  # absent: 0
+    l2pf_rate = opt_prop_def(IntegerAttr)  # with l2pf: lines fetched per unrolled step
 
     def __init__(self, x: SSAValue, x_off: SSAValue, w: SSAValue, w_off: SSAValue,
                  o: SSAValue, o_off: SSAValue, *, start: int = 0,
                  bias: tuple[SSAValue, SSAValue] | None = None,
                  res: tuple[SSAValue, SSAValue] | None = None, relu: bool = False,
-                 epilogue: Region | None = None, pf: int = 0, **ints: int):
+                 epilogue: Region | None = None, pf: int = 0,
+                 l2pf: tuple[SSAValue, SSAValue, int] | None = None, **ints: int):
         props = {k: IntegerAttr(ints[k], i64) for k in CONV_KERNEL_INTS}
         if pf:
             props["pf"] = IntegerAttr(pf, i64)
-        self._build(x, x_off, w, w_off, o, o_off, props, start, bias, res, relu, epilogue)
+        if l2pf is not None:
+            props["l2pf_rate"] = IntegerAttr(l2pf[2], i64)
+        self._build(x, x_off, w, w_off, o, o_off, props, start, bias, res, relu, epilogue,
+                    l2pf[:2] if l2pf is not None else None)
 
     @property
     def prefetch_distance(self) -> int:
@@ -553,6 +570,9 @@ class ConvKernelOp(_ConvKernelBase):
         if self.prefetch_distance < 0:
             raise VerifyException(f"aicc_cpu.conv_kernel: pf = {self.prefetch_distance} must not "
                                   "be negative")
+        if (self.l2pf is None) != (self.l2pf_rate is None) or (
+                self.l2pf_rate is not None and self.l2pf_rate.value.data < 1):
+            raise VerifyException("aicc_cpu.conv_kernel: l2pf needs a positive l2pf_rate")
         self.verify_common("aicc_cpu.conv_kernel")
 
 
@@ -649,6 +669,8 @@ class DwKernelOp(_ConvKernelBase):
 
     def verify_(self) -> None:
         v = {k: self.int_prop(k) for k in DW_KERNEL_INTS}
+        if self.l2pf is not None:
+            raise VerifyException("aicc_cpu.dw_kernel: no l2pf (a conv_kernel's)")
         if min(v.values()) < 1:
             raise VerifyException(f"aicc_cpu.dw_kernel: sizes and strides must be positive, got {v}")
         if not (v["owb"] - 1) * v["vw"] < v["cols"] <= v["owb"] * v["vw"]:

@@ -38,12 +38,11 @@ from compiler.codegen.llvm.microkernel import (
     prefetch_intrinsic,
     region_key,
 )
-from compiler.dialects.aicc_cpu import DW_KERNEL_INTS
+from compiler.dialects.aicc_cpu import CONV_UNROLL, DW_KERNEL_INTS
 
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
-CONV_UNROLL = 4  # input channels per step of the innermost loop
 
 _INTS = ("owb", "ocv", "ocn", "vw", "ic", "kh", "kw", "sw", "dh", "dw", "x_cs", "x_rs", "w_ocs",
          "o_cs")
@@ -90,6 +89,7 @@ def emit_conv_kernel(e: FunctionEmitter, op) -> None:
         cfg["clip_hi"] = op.clip_hi.value.data if op.clip_hi is not None else None
     else:
         cfg["pf"] = op.prefetch_distance
+        cfg["l2pf"] = op.l2pf_rate.value.data if op.l2pf_rate is not None else 0
     fn = _kernel_function(e, cfg, ety, "aicc.dw_kernel" if dw else "aicc.conv_kernel", ints,
                           _emit_dw_body if dw else _emit_body)
     b = e.b
@@ -98,14 +98,16 @@ def emit_conv_kernel(e: FunctionEmitter, op) -> None:
         buffers.append((op.bias, op.bias_off))
     if op.res is not None:
         buffers.append((op.res, op.res_off))
+    if op.l2pf is not None:
+        buffers.append((op.l2pf, op.l2pf_off))
     b.call(fn, [b.gep(e.get(v), [e.get(off)], inbounds=not (through and i == 0),
                       source_etype=ety) for i, (v, off) in enumerate(buffers)])
 
 
 def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, ints,
                      emit_body) -> ir.Function:
-    """`void @<prefix>.<config>(ptr x, ptr w, ptr o [, ptr bias] [, ptr res])`, internal and
-    noinline."""
+    """`void @<prefix>.<config>(ptr x, ptr w, ptr o [, ptr bias] [, ptr res] [, ptr l2pf])`,
+    internal and noinline."""
     name = prefix + "." + ".".join(f"{k}{cfg[k]}" for k in ints)
     if cfg.get("columns") is not None:
         name += ".w{}.c{}".format(*cfg["columns"]).replace("-", "m")
@@ -115,6 +117,8 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, i
         name += ".plane" + _plane_key(cfg)
     if cfg.get("pf"):
         name += f".pf{cfg['pf']}"
+    if cfg.get("l2pf"):
+        name += f".l2pf{cfg['l2pf']}"
     if cfg["start"]:
         name += f".start{cfg['start']}"
     name += ".res" * cfg["res"] + ".relu" * cfg["relu"]
@@ -127,16 +131,17 @@ def _kernel_function(e: FunctionEmitter, cfg: dict, ety: ir.Type, prefix: str, i
     if fn is not None:
         return fn
     ptr = ir.PointerType()
-    nptr = 3 + (cfg["start"] == 2) + cfg["res"]
+    nptr = 3 + (cfg["start"] == 2) + cfg["res"] + bool(cfg.get("l2pf"))
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr] * nptr), name=name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     fn.attributes.add("nounwind")
     e.em.vector_attrs(fn)
+    res_arg = 3 + (cfg["start"] == 2)
     for i, arg in enumerate(fn.args):
         # the residual may be the output itself (an in-place add): each element is read
         # before it is written, but the two may not be marked noalias
-        if not (cfg["res"] and (i == 2 or i == len(fn.args) - 1)):
+        if not (cfg["res"] and i in (2, res_arg)):
             arg.add_attribute("noalias")
         arg.add_attribute("captures(none)")
     k = FunctionEmitter(e.em, fn)
@@ -164,14 +169,17 @@ def _plane_key(cfg: dict) -> str:
 
 
 def _kernel_args(args, start: int, res: bool) -> tuple:
-    """(x, w, o, bias or None, res or None): a kernel function's pointer arguments."""
-    return (*args[:3], args[3] if start == 2 else None, args[-1] if res else None)
+    """(x, w, o, bias or None, res or None): a kernel function's pointer arguments (an l2pf
+    pointer, when there is one, follows them)."""
+    return (*args[:3], args[3] if start == 2 else None,
+            args[3 + (start == 2)] if res else None)
 
 
 def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw, dh, dw, x_cs,
-               x_rs, w_ocs, o_cs, start, res, relu, epilogue=None, pf=0) -> None:
+               x_rs, w_ocs, o_cs, start, res, relu, epilogue=None, pf=0, l2pf=0) -> None:
     b = e.b
     x_base, w_base, o_base, bias_base, res_base = _kernel_args(args, start, res)
+    l2pf_base = args[-1] if l2pf else None
     vty = ir.VectorType(ety, vw)
     esize = byte_size(ety)
     undef_v = Literal(vty, "undef")
@@ -205,14 +213,27 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
                 out[j * ocv + q] = e.intr("fma", xv, wv[q], out[j * ocv + q])
         return out
 
-    def channels(xp, wp, accs: list) -> list:
-        main = ic - ic % CONV_UNROLL
+    main = ic - ic % CONV_UNROLL
+    line = 64 // esize
 
+    def fetch_l2(tap, c, j: int) -> None:
+        """Line j of the l2pf_rate lines that the unrolled step at channel c of window tap
+        `tap` (r * kw + s) fetches into L2: line (tap * main / CONV_UNROLL + c / CONV_UNROLL)
+        * l2pf + j of the l2pf stream."""
+        it = b.add(b.mul(tap, _c64(main // CONV_UNROLL), flags=["nsw"]),
+                   b.sdiv(c, _c64(CONV_UNROLL)), flags=["nsw"])
+        off = b.add(b.mul(it, _c64(l2pf * line), flags=["nsw"]), _c64(j * line), flags=["nsw"])
+        p = b.gep(l2pf_base, [off], source_etype=ety)  # not inbounds: may point past it
+        b.call(prefetch, [p, ir.Constant(I32, 0), ir.Constant(I32, 2), ir.Constant(I32, 1)])
+
+    def channels(xp, wp, accs: list, tap) -> list:
         def unrolled(c, carried):
             for u in range(CONV_UNROLL):
                 cc = c if u == 0 else b.add(c, _c64(u), flags=["nsw"])
                 # one prefetch per 64-byte line of each weight stream
                 carried = step(xp, wp, cc, carried, fetch=pf > 0 and (u * vw * esize) % 64 == 0)
+                for j in range(u, l2pf, CONV_UNROLL):  # the next block's weights, into L2
+                    fetch_l2(tap, c, j)
             return carried
 
         if main:
@@ -230,7 +251,8 @@ def _emit_body(e: FunctionEmitter, args, ety, owb, ocv, ocn, vw, ic, kh, kw, sw,
                           _c64(ic * vw), flags=["nsw"])
             xp = b.gep(x_base, [x_off], inbounds=True, source_etype=ety)
             wp = b.gep(w_base, [w_off], inbounds=True, source_etype=ety)
-            return channels(xp, wp, carried)
+            return channels(xp, wp, carried, b.add(b.mul(r, _c64(kw), flags=["nsw"]), s,
+                                                   flags=["nsw"]))
 
         return e.loop(_c64(0), _c64(kw), _c64(1), accs, tap, known_nonempty=True, unroll=False)
 

@@ -202,7 +202,7 @@ class ChooseSchedule(ModulePass):
                                               _conv_strides(o))
                     s = choose_conv_schedule(self.vector_bits, shape[-1], shape[-3], fixed=fixed,
                                              k=math.prod(wshape[2:]), pointwise=pointwise,
-                                             pf=self.conv_pf)
+                                             pf=self.conv_pf, l2pf=self.l2_prefetch)
                 o.attributes[CONV_SCHEDULE_ATTR] = DictionaryAttr(
                     {k: IntegerAttr(v, i64) for k, v in s.items()})
         unused = [k for k in overrides if k is not None and k >= index]

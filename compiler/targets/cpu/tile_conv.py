@@ -73,7 +73,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
-from compiler.dialects.aicc_cpu import ConvKernelOp, DwKernelOp, YieldOp
+from compiler.dialects.aicc_cpu import CONV_UNROLL, ConvKernelOp, DwKernelOp, YieldOp
 from compiler.errors import CompileError
 from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, depthwise_generic_shapes
 from compiler.lowering.loop_builder import IndexBuilder
@@ -686,6 +686,25 @@ class TileConv(ModulePass):
             res = flat_view(b, epi.res) if epi.res is not None else None
             relu, region = epi.relu, epi.region
         G = cv.groups
+        calls_per_row = -(-cv.ow // owb)
+
+        def l2_prefetch(b: Builder, dims: dict, nq: int) -> tuple | None:
+            """What the call at `dims` fetches into L2 (ConvKernelOp's l2pf): its share of
+            the weights of the next nq channel vectors (of this group, or the next group's
+            first: they follow in the packed weight), the calls of a block (its rows, and
+            the column calls of each) one share each; None where the weight is packed at
+            run time (then in cache), a block has one call, or the channel loop is not
+            unrolled (fewer than CONV_UNROLL channels)."""
+            calls = cv.oh * calls_per_row
+            steps = cv.kh * cv.kw * (cv.ic // CONV_UNROLL)  # unrolled steps of a call
+            if not s.get("l2pf") or g is None or calls < 2 or not steps:
+                return None
+            lines = -(-cv.kh * cv.kw * cv.ic * nq * vw * 4 // 64)  # the next block's weights
+            rate = -(-lines // (calls * steps))
+            share = steps * rate * 16  # floats a call fetches
+            off = ix.expr(b, _d(4) * (ocb * w_ocs) + _d(1) * w_ocs + nq * w_ocs
+                          + (_d(2) * calls_per_row + _d(3) // owb) * share, dims)
+            return wp, off, rate
 
         def kernels(b: Builder, n: SSAValue, gi: SSAValue, q0: SSAValue, y: SSAValue, nq: int,
                     ocn: int) -> None:
@@ -703,7 +722,7 @@ class TileConv(ModulePass):
                                       start=start, bias=(bias, bo) if bias is not None else None,
                                       res=(res, oo) if res is not None else None, relu=relu,
                                       epilogue=region.clone() if region is not None else None,
-                                      pf=s.get("pf", 0), **ints))
+                                      pf=s.get("pf", 0), l2pf=l2_prefetch(b, dims, nq), **ints))
 
             full = cv.ow - cv.ow % owb
             _for(b, ix, full, owb, lambda b, ow0: at(b, ow0, owb))

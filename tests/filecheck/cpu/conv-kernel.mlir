@@ -84,6 +84,28 @@
 // CHECK-COUNT-8: call <8 x float> @"llvm.fma.v8f32"
 // CHECK-NOT:     llvm.prefetch
 
+// With l2pf, one more pointer after the residual's (the residual, which may be the output,
+// is not noalias; the l2pf stream is), and each unrolled step of the channel loop (4
+// channels) fetches l2pf_rate = 5 lines of it into L2 (locality 2): line (tap * ic / 4 +
+// c / 4) * 5 + j, lines 0 and 4 with the first channel, 1, 2 and 3 with the others.
+// CHECK-LABEL: define internal void @"aicc.conv_kernel.owb4.ocv1.ocn8.vw8.ic8.kh1.kw1.sw1.dh1.dw1.x_cs16.x_rs4.w_ocs8.o_cs16.l2pf5.start1.res"
+// CHECK-SAME:    (ptr captures(none) noalias %{{.*}}, ptr captures(none) noalias %{{.*}}, ptr captures(none) %{{.*}}, ptr captures(none) %{{.*}}, ptr captures(none) noalias %[[L2:[^)]*]])
+// CHECK:       loop.2:
+// CHECK-COUNT-4: call <8 x float> @"llvm.fma.v8f32"
+// CHECK:         %[[IT:.*]] = sdiv i64 %"iv.2", 4
+// CHECK-NEXT:    %[[STEP:.*]] = add nsw i64 %{{.*}}, %[[IT]]
+// CHECK-NEXT:    %[[LINE:.*]] = mul nsw i64 %[[STEP]], 80
+// CHECK-NEXT:    %[[OFF:.*]] = add nsw i64 %[[LINE]], 0
+// CHECK-NEXT:    %[[P:.*]] = getelementptr float, ptr %[[L2]], i64 %[[OFF]]
+// CHECK-NEXT:    call void @"llvm.prefetch.p0"(ptr %[[P]], i32 0, i32 2, i32 1)
+// CHECK:         add nsw i64 %{{.*}}, 64
+// CHECK-NEXT:    getelementptr float, ptr %[[L2]]
+// CHECK-NEXT:    call void @"llvm.prefetch.p0"(ptr %{{.*}}, i32 0, i32 2, i32 1)
+// CHECK-COUNT-4: call <8 x float> @"llvm.fma.v8f32"
+// CHECK:         add nsw i64 %{{.*}}, 16
+// CHECK-NEXT:    getelementptr float, ptr %[[L2]]
+// CHECK-NEXT:    call void @"llvm.prefetch.p0"(ptr %{{.*}}, i32 0, i32 2, i32 1)
+
 func.func @conv(%x: memref<1x5x9x11xf32>, %w: memref<480xf32>, %o: memref<1x13x4x5xf32>) {
   %c0 = arith.constant 0 : index
   %xf = memref.collapse_shape %x [[0, 1, 2, 3]] : memref<1x5x9x11xf32> into memref<495xf32>
@@ -107,5 +129,12 @@ func.func @conv_bias_edge(%x: memref<16xf32>, %w: memref<16xf32>, %o: memref<80x
 func.func @conv_pf(%x: memref<64xf32>, %w: memref<32xf32>, %o: memref<128xf32>) {
   %c0 = arith.constant 0 : index
   aicc_cpu.conv_kernel %x[%c0], %w[%c0], %o[%c0] {owb = 4 : i64, ocv = 1 : i64, ocn = 8 : i64, vw = 8 : i64, ic = 4 : i64, kh = 1 : i64, kw = 1 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_cs = 16 : i64, x_rs = 4 : i64, w_ocs = 8 : i64, o_cs = 16 : i64, start = 1 : i64, pf = 4 : i64} : memref<64xf32>, memref<32xf32>, memref<128xf32>
+  func.return
+}
+
+func.func @conv_l2pf(%x: memref<128xf32>, %w: memref<64xf32>, %o: memref<128xf32>, %r: memref<128xf32>, %wn: memref<4096xf32>) {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  aicc_cpu.conv_kernel %x[%c0], %w[%c0], %o[%c0] res %r[%c0] : memref<128xf32> l2pf %wn[%c64] : memref<4096xf32> {owb = 4 : i64, ocv = 1 : i64, ocn = 8 : i64, vw = 8 : i64, ic = 8 : i64, kh = 1 : i64, kw = 1 : i64, sw = 1 : i64, dh = 1 : i64, dw = 1 : i64, x_cs = 16 : i64, x_rs = 4 : i64, w_ocs = 8 : i64, o_cs = 16 : i64, start = 1 : i64, l2pf_rate = 5 : i64} : memref<128xf32>, memref<64xf32>, memref<128xf32>
   func.return
 }
