@@ -12,6 +12,7 @@ the error grows with K, so atol scales with it.
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
@@ -404,6 +405,35 @@ def test_l2_prefetch_of_a_constant_operand(side, shape, schedule, threads):
     several = (-(-min(m_, f["mc"]) // f["mr"]) if side == "b" else -(-min(n, f["nc"]) // f["nr"])) >= 2
     lines = min(k, f["kc"]) * (f["nr"] if side == "b" else f["mr"]) // 16
     assert ("l2pf %" in m.ir("loops")) == (several and f["ku"] > 1 and lines > 0), f
+
+
+LANES_CASES = [  # (M x K x N, schedule, threads, epilogue)
+    ((64, 128, 49), {}, 1, "relu"),  # resnet's 1x1 convs at 7x7: 48 columns + 1
+    ((30, 37, 196), {"vw": 16}, 2, "bias"),  # 14x14: 192 + 4
+    ((13, 5, 17), {"vw": 8, "mr": 6}, 1, ""),
+    ((29, 70, 50), {"kc": 16, "mr": 7, "nr": 32}, 2, "gelu"),  # 4 K blocks, 48 + 2
+    ((9, 33, 2), {"vw": 8, "mr": 9}, 1, "bias"),  # 2 columns, 9 rows in 2 vectors of 8
+    ((40, 20, 129), {"order": "nm", "mc": 16, "nc": 160}, 1, "relu"),
+]
+
+
+@pytest.mark.parametrize("mkn, schedule, threads, epi", LANES_CASES, ids=str)
+def test_lanes_kernel_for_the_last_columns(mkn, schedule, threads, epi):
+    # A constant A (packed into slivers) and a few columns past whole vectors: those run an
+    # m_lanes kernel (the rows in lanes, a column an FMA per k step), with the init (a bias
+    # per row), the epilogue and K blocks as the other kernels
+    m_, k, n = mkn
+    w, x = rand(m_, k, seed=50), rand(k, n, seed=51)
+    bias = rand(m_, 1, seed=52)
+    ops = {"": lambda y: y, "relu": lambda y: np.maximum(y + bias, 0), "bias": lambda y: y + bias,
+           "gelu": lambda y: compiler.ops.gelu(y)}
+    ref64 = ref_matmul(w, x)
+    want = {"": ref64, "relu": np.maximum(ref64 + bias, 0), "bias": ref64 + bias,
+            "gelu": 0.5 * ref64 * (1 + np.vectorize(math.erf)(ref64 / math.sqrt(2)))}[epi]
+    m, out = run(lambda x: ops[epi](w @ x), (x,), schedule={**schedule, "pack_a": True},
+                 threads=threads)
+    check(out, want, k)
+    assert "m_lanes = true" in m.ir("loops")
 
 
 def test_l2_prefetch_rule_by_vendor():

@@ -30,6 +30,12 @@ of kc steps fetches (kc / ku) * l2pf_rate consecutive lines. tile-matmul points 
 part of the next cache block's constant operand that this call's share is (see
 tile_matmul.py): that block is then in L2 when its first kernel reads it, instead of coming
 from memory at the speed of the first sliver's FMAs.
+
+With `m_lanes`, the tile's mr rows lie in the lanes of ceil(mr / vw) vectors instead, read
+from A as vectors (a_rs = 1: a packed sliver), and each of the nr columns (any count, not a
+multiple of vw) has its own accumulators, B's elements broadcast: the kernel for the last
+few columns of a matrix whose N is not a multiple of vw (N = 49: 3 vectors of 16 and one
+column), which a vw-wide tile would compute with one useful lane in vw.
 """
 
 from __future__ import annotations
@@ -107,6 +113,7 @@ class MicrokernelOp(IRDLOperation):
     init_rs = opt_prop_def(IntegerAttr)
     init_cs = opt_prop_def(IntegerAttr)  # absent: 1
     l2pf_rate = opt_prop_def(IntegerAttr)  # with l2pf: lines fetched per ku k steps
+    m_lanes = opt_prop_def(BoolAttr)  # the tile's rows in vector lanes (see the module doc)
     # applied to each value of C last, before its store (see _ConvKernelBase): only where the
     # call finishes its tile of C (tile-matmul: one K block)
     epilogue = opt_region_def()
@@ -126,9 +133,11 @@ class MicrokernelOp(IRDLOperation):
                  c: SSAValue, c_off: SSAValue, kc: SSAValue, m: SSAValue, n: SSAValue,
                  accumulate: SSAValue, *, a_clamp: bool = False, b_masked: bool = False,
                  b_pf: int = 0, init: tuple[SSAValue, SSAValue, int, int] | None = None,
-                 l2pf: tuple[SSAValue, SSAValue, int] | None = None,
+                 l2pf: tuple[SSAValue, SSAValue, int] | None = None, m_lanes: bool = False,
                  epilogue: Region | None = None, **ints: int):
         props = {k: IntegerAttr(ints[k], i64) for k in MICROKERNEL_INTS}
+        if m_lanes:
+            props["m_lanes"] = BoolAttr(True, i1)
         if init is not None:
             props["init_rs"] = IntegerAttr(init[2], i64)
             if init[3] != 1:
@@ -150,11 +159,19 @@ class MicrokernelOp(IRDLOperation):
     def int_prop(self, name: str) -> int:
         return getattr(self, name).value.data
 
+    @property
+    def lanes_kernel(self) -> bool:
+        return self.m_lanes is not None and bool(self.m_lanes.value.data)
+
     def verify_(self) -> None:
         v = {k: self.int_prop(k) for k in MICROKERNEL_INTS}
         if min(v.values()) < 1:
             raise VerifyException(f"aicc_cpu.microkernel: sizes and strides must be positive, got {v}")
-        if v["nr"] % v["vw"]:
+        if self.lanes_kernel:
+            if v["a_rs"] != 1 or self.a_clamp is not None:
+                raise VerifyException("aicc_cpu.microkernel: m_lanes reads A's rows as vectors "
+                                      "(a_rs = 1, no a_clamp)")
+        elif v["nr"] % v["vw"]:
             raise VerifyException(
                 f"aicc_cpu.microkernel: nr = {v['nr']} is not a multiple of vw = {v['vw']}")
         if self.accumulate.type != i1:

@@ -112,7 +112,8 @@ def emit_microkernel(e: FunctionEmitter, op) -> None:
         op.b_pf.value.data if op.b_pf is not None else 0,
         None if op.init is None else op.init_rs.value.data,
         op.init_cs.value.data if op.init_cs is not None else 1,
-        op.l2pf_rate.value.data if op.l2pf_rate is not None else 0)
+        op.l2pf_rate.value.data if op.l2pf_rate is not None else 0,
+        op.lanes_kernel)
     fn = _kernel_function(e, cfg, ety, op.epilogue)
     b = e.b
     buffers = [(op.a, op.a_off), (op.b, op.b_off), (op.c, op.c_off)]
@@ -133,7 +134,7 @@ def _kernel_function(e: FunctionEmitter, cfg: tuple, ety: ir.Type,
     A function of its own, not inlined: LLVM then compiles the register tile once per
     configuration, and cannot unswitch an enclosing loop into copies of it."""
     (_, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked, b_pf, init_rs, init_cs,
-     l2pf_rate) = cfg
+     l2pf_rate, m_lanes) = cfg
     a_clamp, b_masked = bool(a_clamp), bool(b_masked)
     name = "aicc.microkernel." + ".".join(str(x).replace(" ", "") for x in (
         ety, f"{mr}x{nr}", f"v{vw}", a_rs, a_ks, b_ks, ldc, ku, int(a_clamp), int(b_masked), b_pf))
@@ -141,6 +142,8 @@ def _kernel_function(e: FunctionEmitter, cfg: tuple, ety: ir.Type,
         name += f".init{init_rs}" + ("" if init_cs else ".rowinit")
     if l2pf_rate:
         name += f".l2pf{l2pf_rate}"
+    if m_lanes:
+        name += ".lanes"
     if epilogue is not None:
         name += ".epi" + region_key(epilogue)
     module = e.em.module
@@ -159,8 +162,12 @@ def _kernel_function(e: FunctionEmitter, cfg: tuple, ety: ir.Type,
         arg.add_attribute("noalias")
         arg.add_attribute("captures(none)")
     k = FunctionEmitter(e.em, fn)
-    _emit_kernel_body(k, fn.args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp, b_masked,
-                      b_pf, init_rs, init_cs, epilogue, l2pf_rate)
+    if m_lanes:
+        _LanesBody(k, fn.args, ety, mr, nr, vw, a_ks, b_ks, ldc, init_rs, init_cs,
+                   epilogue).emit()
+    else:
+        _emit_kernel_body(k, fn.args, ety, mr, nr, vw, a_rs, a_ks, b_ks, ldc, ku, a_clamp,
+                          b_masked, b_pf, init_rs, init_cs, epilogue, l2pf_rate)
     k.b.ret_void()
     k.finish()
     return fn
@@ -468,5 +475,117 @@ class _KernelBody:
                     masks[q], self.zero_v]))
                 b.call(masked_intrinsic(e, "store", vty),
                        [self.update(old, accs[r * nq + q]), p, ir.Constant(I32, esize), masks[q]])
+            b.branch(next_bb)
+            b.position_at_end(next_bb)
+
+
+# The least count of independent FMA chains a lanes kernel keeps (each of its nr columns'
+# vectors times the k steps it interleaves): an FMA's latency is 4 cycles at 2 a cycle.
+LANES_MIN_CHAINS = 8
+
+
+class _LanesBody:
+    """The body of an `m_lanes` kernel: the tile's mr rows in the lanes of nv = ceil(mr / vw)
+    vectors, loaded from the packed A sliver (a_rs = 1: row r of step k at k * a_ks + r, the
+    last vector masked to the rows past mr * (nv - 1)), and one broadcast of B per column:
+
+        for k < kc (steps interleaved over `chains` sets of accumulators):
+            a[v]       = load A[k*a_ks + v*vw ...]                       v < nv
+            acc[j][v] += a[v] * splat B[k*b_ks + j]                      j < nr
+        C[r*ldc + j] = start + acc[j][r / vw][r % vw]                    r < m, j < n
+
+    A column's update is scalar: mr * nr values a call, against kc * nr * nv FMAs."""
+
+    def __init__(self, e: FunctionEmitter, args, ety, mr, nr, vw, a_ks, b_ks, ldc, init_rs,
+                 init_cs, epilogue):
+        self.e, self.b = e, e.b
+        self.ety, self.mr, self.nr, self.vw = ety, mr, nr, vw
+        self.a_ks, self.b_ks, self.ldc = a_ks, b_ks, ldc
+        self.init_rs, self.init_cs, self.epilogue = init_rs, init_cs, epilogue
+        self.esize = byte_size(ety)
+        self.vty = ir.VectorType(ety, vw)
+        self.nv = -(-mr // vw)
+        self.chains = max(1, min(8, -(-LANES_MIN_CHAINS // (nr * self.nv))))
+        self.a_base, self.b_base, self.c_base = args[:3]
+        self.kc, self.m, self.n, self.accumulating = args[3:7]
+        self.init_base = args[7] if init_rs is not None else None
+        self.zero_v = Literal(self.vty, "zeroinitializer")
+        self.undef_v = Literal(self.vty, "undef")
+
+    def a_vector(self, kk: ir.Value, v: int) -> ir.Value:
+        """Rows v*vw ... of A at step kk; lanes past mr are not read (masked to zero)."""
+        b, ety = self.b, self.ety
+        off = kk if self.a_ks == 1 else b.mul(kk, _c64(self.a_ks), flags=["nsw"])
+        if v:
+            off = b.add(off, _c64(v * self.vw), flags=["nsw"])
+        p = b.gep(self.a_base, [off], inbounds=True, source_etype=ety)
+        lanes = min(self.vw, self.mr - v * self.vw)
+        if lanes == self.vw:
+            return b.load(p, typ=self.vty, align=self.esize)
+        mask = ir.Constant(ir.VectorType(I1, self.vw), [i < lanes for i in range(self.vw)])
+        return b.call(masked_intrinsic(self.e, "load", self.vty),
+                      [p, ir.Constant(I32, self.esize), mask, self.zero_v])
+
+    def step(self, kk: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
+        b, ety, nv = self.b, self.ety, self.nv
+        avec = [self.a_vector(kk, v) for v in range(nv)]
+        boff = kk if self.b_ks == 1 else b.mul(kk, _c64(self.b_ks), flags=["nsw"])
+        out = list(accs)
+        for j in range(self.nr):
+            x = b.load(b.gep(self.b_base, [boff if j == 0 else b.add(boff, _c64(j), flags=["nsw"])],
+                             inbounds=True, source_etype=ety), typ=ety, align=self.esize)
+            xv = b.shuffle_vector(b.insert_element(self.undef_v, x, ir.Constant(I32, 0)),
+                                  self.undef_v, Literal(ir.VectorType(I32, self.vw), "zeroinitializer"))
+            for v in range(nv):
+                out[j * nv + v] = self.e.intr("fma", avec[v], xv, out[j * nv + v])
+        return out
+
+    def accumulate(self) -> list[ir.Value]:
+        """The k loop, `chains` steps an iteration each into its own accumulators, then the
+        remainder into the first, and the chains summed."""
+        b, e, c, size = self.b, self.e, self.chains, self.nr * self.nv
+        main = b.mul(b.sdiv(self.kc, _c64(c)), _c64(c), flags=["nsw"])
+
+        def unrolled(k, carried):
+            out = []
+            for u in range(c):
+                kk = k if u == 0 else b.add(k, _c64(u), flags=["nsw"])
+                out += self.step(kk, carried[u * size:(u + 1) * size])
+            return out
+
+        accs = e.loop(_c64(0), main, _c64(c), [self.zero_v] * (size * c), unrolled)
+        total = e.loop(main, self.kc, _c64(1), accs[:size], self.step)
+        for u in range(1, c):
+            total = [b.fadd(t, a) for t, a in zip(total, accs[u * size:(u + 1) * size])]
+        return total
+
+    def emit(self) -> None:
+        """C's update, one value at a time: rows r < m, columns j < n."""
+        b, fn, ety, nv = self.b, self.e.fn, self.ety, self.nv
+        accs = self.accumulate()
+        for r in range(self.mr):
+            row_bb = fn.append_basic_block(f"mk.row{r}")
+            next_bb = fn.append_basic_block(f"mk.row{r}.next")
+            b.cbranch(b.icmp_signed("<", _c64(r), self.m), row_bb, next_bb)
+            b.position_at_end(row_bb)
+            for j in range(self.nr):
+                col_bb = fn.append_basic_block(f"mk.row{r}.col{j}")
+                skip_bb = fn.append_basic_block(f"mk.row{r}.col{j}.next")
+                b.cbranch(b.icmp_signed("<", _c64(j), self.n), col_bb, skip_bb)
+                b.position_at_end(col_bb)
+                v, lane = divmod(r, self.vw)
+                x = b.extract_element(accs[j * nv + v], ir.Constant(I32, lane))
+                p = b.gep(self.c_base, [_c64(r * self.ldc + j)], inbounds=True, source_etype=ety)
+                if self.init_base is not None:  # first K block: from the init operand
+                    ip = b.gep(self.init_base, [_c64(r * self.init_rs + j * self.init_cs)],
+                               inbounds=True, source_etype=ety)
+                    old = b.load(b.select(self.accumulating, p, ip), typ=ety, align=self.esize)
+                    new = b.fadd(old, x)
+                else:
+                    old = b.load(p, typ=ety, align=self.esize)
+                    new = b.select(self.accumulating, b.fadd(old, x), x)
+                b.store(apply_epilogue(self.e, self.epilogue, new), p, align=self.esize)
+                b.branch(skip_bb)
+                b.position_at_end(skip_bb)
             b.branch(next_bb)
             b.position_at_end(next_bb)

@@ -1001,25 +1001,36 @@ class _Tiler:
             acc = b.insert(arith.CmpiOp(pc, ix.v(0), "ne")).result
 
         def panels(b: Builder, body) -> None:
-            """body(b, jr, nr) for each panel of the tile, nr the kernel's width: s.nr, but
-            a last panel of fewer vectors (the tile's width known) runs a kernel only as
-            wide as they are, so fewer lanes idle (N = 49, nr = 16: 56 columns, not 64)."""
+            """body(b, jr, nr, lanes) for each panel of the tile, nr the kernel's width: s.nr,
+            but a last panel of fewer vectors (the tile's width known) runs a kernel only as
+            wide as they are, so fewer lanes idle (N = 49, nr = 16: 56 columns, not 64); and
+            where A's rows are packed (a_rs = 1), the last few columns past whole vectors
+            (LANES_MAX_COLS) take an m_lanes kernel (`lanes`): the rows in vector lanes, a
+            column an FMA per k step instead of mr (N = 49: 48 columns of vectors and one)."""
             ncv = tile.ncv
             rem = ncv % s.nr if isinstance(ncv, int) else 0
-            narrow = -(-rem // s.vw) * s.vw
-            if not 0 < narrow < s.nr:
-                _for(b, ix, 0, ncv, s.nr, lambda b, jr: body(b, jr, s.nr))
+            cols = rem % s.vw
+            if not (o.a_packed and 0 < cols <= lanes_max_cols(s.mr, s.vw)):
+                cols = 0
+            narrow = -(-(rem - cols) // s.vw) * s.vw
+            if not rem or narrow + cols == s.nr:
+                _for(b, ix, 0, ncv, s.nr, lambda b, jr: body(b, jr, s.nr, False))
                 return
-            _for(b, ix, 0, ncv - rem, s.nr, lambda b, jr: body(b, jr, s.nr))
-            body(b, ncv - rem, narrow)
+            _for(b, ix, 0, ncv - rem, s.nr, lambda b, jr: body(b, jr, s.nr, False))
+            if narrow:
+                body(b, ncv - rem, narrow, False)
+            if cols:
+                body(b, ncv - cols, cols, True)
 
-        def panel(b: Builder, jr: Index, nr: int) -> tuple[Index, Index]:
-            """Columns of panel jr (of a kernel nr wide) and its offset in B."""
+        def panel(b: Builder, jr: Index, nr: int, lanes: bool = False) -> tuple[Index, Index]:
+            """Columns of the nr from jr on (a kernel nr wide) and their offset in B: a
+            panel's first column, or (`lanes`) one within it."""
             n = ix.min(b, nr, ix.sub(b, tile.ncv, jr))
             j = ix.add(b, tile.jc, jr)
-            if o.b_packed:  # panel (bb*NP + j/nr), row pc
+            if o.b_packed:  # panel (bb*NP + j/nr), row pc (column j % nr)
                 pnl = ix.add(b, ix.mul(b, tile.bb, o.NP), ix.div(b, j, s.nr))
-                return n, ix.add(b, ix.mul(b, pnl, K * s.nr), ix.mul(b, pc, s.nr))
+                off = ix.add(b, ix.mul(b, pnl, K * s.nr), ix.mul(b, pc, s.nr))
+                return n, ix.add(b, off, ix.rem(b, j, s.nr)) if lanes else off
             return n, ix.add(b, ix.mul(b, tile.bb, K * o.ldb), ix.add(b, ix.mul(b, pc, o.ldb), j))
 
         def sliver(b: Builder, ir: Index) -> tuple[Index, Index]:
@@ -1032,19 +1043,20 @@ class _Tiler:
             return m, ix.add(b, ix.mul(b, tile.ba, ix.mul(b, M, K)),
                              ix.add(b, ix.mul(b, i, self.a_rs), ix.mul(b, pc, self.a_ks)))
 
-        def kernel(b: Builder, ir: Index, jr: Index, m_a, n_b, nr: int) -> None:
-            l2pf = self._l2_prefetch(b, ix, pc, ir, jr, m_a[1], n_b[1])
-            self._emit_microkernel(b, ix, tile, kc, acc, ir, jr, m_a, n_b, nr, l2pf)
+        def kernel(b: Builder, ir: Index, jr: Index, m_a, n_b, nr: int, lanes: bool) -> None:
+            l2pf = None if lanes else self._l2_prefetch(b, ix, pc, ir, jr, m_a[1], n_b[1])
+            self._emit_microkernel(b, ix, tile, kc, acc, ir, jr, m_a, n_b, nr, l2pf, lanes)
 
         mcv = tile.mcv
         if s.order == "nm":  # a B panel stays in L1 while the slivers of A pass
-            panels(b, lambda b, jr, nr: (lambda nb_: _for(
-                b, ix, 0, mcv, s.mr, lambda b, ir: kernel(b, ir, jr, sliver(b, ir), nb_, nr)))(
-                    panel(b, jr, nr)))
+            panels(b, lambda b, jr, nr, lanes: (lambda nb_: _for(
+                b, ix, 0, mcv, s.mr,
+                lambda b, ir: kernel(b, ir, jr, sliver(b, ir), nb_, nr, lanes)))(
+                    panel(b, jr, nr, lanes)))
         else:  # an A sliver stays in L1 while the panels of B pass
             _for(b, ix, 0, mcv, s.mr, lambda b, ir: (lambda ma_: panels(
-                b, lambda b, jr, nr: kernel(b, ir, jr, ma_, panel(b, jr, nr), nr)))(
-                    sliver(b, ir)))
+                b, lambda b, jr, nr, lanes: kernel(b, ir, jr, ma_, panel(b, jr, nr, lanes), nr,
+                                                   lanes)))(sliver(b, ir)))
 
     def _l2_prefetch(self, b: Builder, ix: _Ix, pc: Index, ir: Index, jr: Index, a_off: Index,
                      b_off: Index) -> tuple[SSAValue, SSAValue, int] | None:
@@ -1092,7 +1104,8 @@ class _Tiler:
 
     def _emit_microkernel(self, b: Builder, ix: _Ix, tile: _Tile, kc: Index, acc: SSAValue,
                           ir: Index, jr: Index, m_a, n_b, nr: int,
-                          l2pf: tuple[SSAValue, SSAValue, int] | None = None) -> None:
+                          l2pf: tuple[SSAValue, SSAValue, int] | None = None,
+                          lanes: bool = False) -> None:
         """The micro-kernel, nr columns wide, on sliver ir of A (m rows at a_off) and panel
         jr of B (n columns at b_off), into C's tile at (ir, jr), starting from the init
         operand when there is one."""
@@ -1109,11 +1122,11 @@ class _Tiler:
             o.a_src, ix.v(a_off), o.b_src, ix.v(b_off), o.c, ix.v(c_off), ix.v(kc),
             ix.v(m), ix.v(n), acc,
             a_clamp=not o.a_packed and (mm.m_dynamic or M % s.mr != 0),
-            b_masked=not o.b_packed and N % nr != 0,
+            b_masked=not lanes and not o.b_packed and N % nr != 0, m_lanes=lanes,
             mr=s.mr, nr=nr, vw=s.vw,
             a_rs=self.a_rs, a_ks=self.a_ks,
             b_ks=s.nr if o.b_packed else o.ldb, ldc=N, ku=s.ku,
-            b_pf=s.pf, init=init, l2pf=l2pf,
+            b_pf=0 if lanes else s.pf, init=init, l2pf=l2pf,
             epilogue=self.epilogue_region.clone() if self.epilogue_region is not None else None))
 
     def _c_shape(self) -> list[int]:
@@ -1192,6 +1205,13 @@ class _Tiler:
             _for(b, ix, 0, ncv, 1, col)
 
         _for(b, ix, 0, mcv, 1, row)
+
+
+def lanes_max_cols(mr: int, vw: int) -> int:
+    """The most columns past a tile's whole vectors that an m_lanes kernel takes (see
+    _emit_kblock's panels): it spends cols * ceil(mr / vw) FMAs a k step on them, a kernel
+    one vector wide mr, so at most half of that."""
+    return mr // 2 // -(-mr // vw)
 
 
 def _touches(op: Operation, values: set[SSAValue]) -> bool:
