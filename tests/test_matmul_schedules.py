@@ -541,14 +541,15 @@ def test_wide_register_tile_where_n_is_a_multiple_of_three_vectors():
 
 
 def test_aliased_a_rule_by_vendor_and_l1():
-    """A's aliasing rows are packed except on AMD cores with a 48 KiB L1 (Zen 5), where A read
-    in place measured as fast or faster; Intel's cores, smaller L1s and generic names pack."""
+    """A's aliasing rows are packed except on cores with a 48 KiB L1 (Zen 5, Sapphire Rapids),
+    where A read in place measured as fast or faster; smaller L1s and generic names pack."""
     def machine(name, l1):
         return CPUMachine(name, "", 512, l1, 1 << 20, False)
 
     assert not aliased_a_rule(machine("znver5", 48 * 1024))
     assert aliased_a_rule(machine("znver4", 32 * 1024)) and aliased_a_rule(machine("znver3", 32 * 1024))
-    assert aliased_a_rule(machine("sapphirerapids", 48 * 1024))
+    assert not aliased_a_rule(machine("sapphirerapids", 48 * 1024))
+    assert aliased_a_rule(machine("skylake-avx512", 32 * 1024))
     assert aliased_a_rule(machine("x86-64-v3", 48 * 1024))
     assert aliased_a_rule(machine("znver5", 0))  # an unknown L1: the measured default
 
