@@ -200,6 +200,24 @@ def test_conv_prefetch_rule_of_named_cpus(cpu, pf):
     assert "pf" not in choose_conv_schedule(512, 28, 8, pf=16)  # vw = 8: a grouped conv's 8
 
 
+@pytest.mark.parametrize("cpu, flops", [("sapphirerapids", 1000), ("haswell", 1000),
+                                        ("znver4", 0), ("x86-64-v3", 0)])
+def test_nhwc_kxk_rule_of_named_cpus(cpu, flops):
+    """KxK convs read an NHWC copy of their input from 1000 FLOPs per input element on Intel
+    cores (both vector widths measured there); AMD's and generic names keep NCHW."""
+    from compiler.targets.cpu.machine import cpu_machine
+    from compiler.targets.cpu.schedule import choose_conv_schedule, nhwc_kxk_rule
+
+    rule = nhwc_kxk_rule(cpu_machine(cpu))
+    assert rule == flops
+    # resnet50's 3x3/2 convs: 537 FLOPs per input element at 56x56, 1003 at 28x28
+    for per_input, wants in ((537, False), (1003, bool(flops))):
+        s = choose_conv_schedule(512, 14, 256, k=2304, input_flops=per_input, nhwc_min_flops=rule)
+        assert bool(s.get("nhwc")) == wants, (cpu, per_input)
+    assert "nhwc" not in choose_conv_schedule(512, 14, 256, fixed={"nhwc": 0}, input_flops=5000,
+                                              nhwc_min_flops=1000)
+
+
 def test_lowering_by_env_and_pass_option(monkeypatch):
     """AICC_CONV_LOWERING and tensor-to-linalg{conv-lowering} force every conv without the
     attribute; the attribute wins over both."""

@@ -197,6 +197,25 @@ POINTWISE = [
 ]
 
 
+@pytest.mark.parametrize("vw", [8, 16])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_packed_conv_reading_an_nhwc_copy_matches_torch(monkeypatch, case, vw):
+    """`nhwc` on a KxK conv (nhwc_kxk_rule: the strided and small-image convs of a ResNet's
+    late stages on Intel cores): the kernels read the input as [N][Hp][Wp][IC] (the padding's
+    copy writing that layout where there is one), strided, dilated, batched, a 1x1 image;
+    the results are unchanged."""
+    n, ic, oc, hw, k, s, p, d, bias = case
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(ic, oc, k, stride=s, padding=p, dilation=d, bias=bias).eval()
+    x = torch.randn(n, ic, *hw)
+    m, loops, want = _compile_packed(monkeypatch, conv, x, vw, ",nhwc=1")
+    assert "x_cs = 1 : i64" in loops
+    if p != (0, 0):  # the padding's copy writes the NHWC layout: no padded NCHW buffer
+        padded = f"{ic}x{hw[0] + 2 * p[0]}x{hw[1] + 2 * p[1]}xf32"
+        assert padded not in m.ir("loops"), padded
+    _check(m, x.numpy(), want, ic * k[0] * k[1])
+
+
 @pytest.mark.parametrize("nhwc", [0, 1])
 @pytest.mark.parametrize("vw", [8, 16])
 @pytest.mark.parametrize("case", POINTWISE, ids=str)

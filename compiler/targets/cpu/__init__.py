@@ -69,6 +69,7 @@ class CPUTarget(Target):
             conv_prefetch_rule,
             format_overrides,
             l2_prefetch_rule,
+            nhwc_kxk_rule,
             packed_1x1_rule,
         )
         from compiler.targets.cpu.tile_conv import TileConv
@@ -85,6 +86,7 @@ class CPUTarget(Target):
                                    overrides=format_overrides(options.schedule),
                                    conv_pf=conv_prefetch_rule(machine),
                                    pack_aliased_a=aliased_a_rule(machine),
+                                   conv_nhwc_flops=nhwc_kxk_rule(machine),
                                    l2_prefetch={"0": False, "1": True}.get(
                                        os.environ.get(L2_PREFETCH_ENV, ""),
                                        l2_prefetch_rule(machine)),

@@ -42,6 +42,7 @@ from compiler.lowering.conv_lowering import (
 )
 from compiler.lowering.utils import PARALLEL, REDUCTION, build_generic
 from compiler.targets.cpu.schedule import (
+    NHWC_MIN_CHANNELS,
     choose_conv_schedule,
     choose_dw_schedule,
     conv_schedule_of,
@@ -138,6 +139,9 @@ class ChooseSchedule(ModulePass):
     conv_pf: int = 0
     # pack an A whose rows alias in L1 (the machine's aliased_a_rule)
     pack_aliased_a: bool = True
+    # a KxK conv reads an NHWC copy of its input from this many FLOPs per input element on
+    # (the machine's nhwc_kxk_rule; 0: never)
+    conv_nhwc_flops: int = 0
     # fetch the next block of a constant operand into L2 (the machine's l2_prefetch_rule)
     l2_prefetch: bool = False
 
@@ -200,9 +204,16 @@ class ChooseSchedule(ModulePass):
                     xshape = o.inputs[0].type.get_shape()  # (N, G, IC/G, H, W)
                     pointwise = pointwise_row(wshape[0], wshape[3:], xshape[-2:], shape[-2:],
                                               _conv_strides(o))
+                    # FLOPs per element of the padded input, for a conv of one group whose
+                    # pixels have a 64-byte line of channels or more (NHWC_MIN_CHANNELS)
+                    input_flops = (2 * shape[-3] * wshape[3] * wshape[4] * shape[-2] * shape[-1]
+                                   / (xshape[-2] * xshape[-1])) \
+                        if wshape[0] == 1 and xshape[-3] >= NHWC_MIN_CHANNELS else 0
                     s = choose_conv_schedule(self.vector_bits, shape[-1], shape[-3], fixed=fixed,
                                              k=math.prod(wshape[2:]), pointwise=pointwise,
-                                             pf=self.conv_pf, l2pf=self.l2_prefetch)
+                                             pf=self.conv_pf, l2pf=self.l2_prefetch,
+                                             input_flops=input_flops,
+                                             nhwc_min_flops=self.conv_nhwc_flops)
                 o.attributes[CONV_SCHEDULE_ATTR] = DictionaryAttr(
                     {k: IntegerAttr(v, i64) for k, v in s.items()})
         unused = [k for k in overrides if k is not None and k >= index]

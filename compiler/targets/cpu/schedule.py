@@ -576,10 +576,39 @@ def packed_1x1_rule(machine) -> str:
     return "none" if machine.vector_bits >= 512 else "small"
 
 
+def nhwc_kxk_rule(machine) -> int:
+    """From how many FLOPs per element of its (padded) input a conv of one group that is not
+    a pointwise row reads that input as an [N][H][W][IC] copy on `machine` (a CPUMachine;
+    choose_conv_schedule's `nhwc_min_flops`, 0: never). The kernels then read a pixel's
+    channels contiguously, instead of one float from each of IC planes, which the strided
+    and small-image convs of a ResNet's late stages walk out of L1 (IC = 512: 512 planes x
+    3 rows for each call's taps). The copy is the padding's copy itself where the conv reads
+    a zero-padded input (tile_conv._input_as_nhwc); it costs about as much as a transpose
+    of the input. Measured on a Sapphire Rapids-class Xeon at one thread, resnet50's convs
+    as one-node models (conv + bias) alternated in one process (ms, NCHW / NHWC; FLOPs per
+    input element), AVX-512 code: 3x3/2 128ch 56x56 1.78 / 1.87 (537), 3x3/2 256ch 28x28
+    1.71 / 1.51 (1003), 3x3/2 512ch 14x14 1.85 / 1.51 (1764), 3x3 512ch 7x7 1.53 / 1.39
+    (5575), 1x1/2 1024->2048 1.44 / 1.32 (1024), 7x7/2 stem 1.67 / 1.63 (1487); AVX2 code
+    (haswell) 2.68 / 2.79, 2.60 / 2.46, 2.79 / 2.50, 2.62 / 2.58, 2.66 / 2.17, 2.19 / 2.16.
+    Whole models (ONNX, A/B in one process, ms NCHW / NHWC): AVX2 code resnet50 77.6 / 75.7,
+    resnet18 28.5 / 27.5; AVX-512 code even (resnet50 47.4 / 47.6, resnet18 19.6 / 19.6:
+    there the late stages' convs wait on their weights from memory, as one-node models,
+    their weights in cache, do not). So from NHWC_KXK_MIN_FLOPS on Intel cores; AMD's are
+    unmeasured, and keep the NCHW input."""
+    return NHWC_KXK_MIN_FLOPS if machine.vendor == "intel" else 0
+
+
+NHWC_KXK_MIN_FLOPS = 1000
+# ... and with 16 input channels or more (a 64-byte line of a pixel's channels): the 3
+# channels of a stem lost with it (7x7/2 at 224x224 1.63 -> 1.72 ms)
+NHWC_MIN_CHANNELS = 16
+
+
 def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
                          fixed: Mapping[str, int] | None = None, k: int = 0,
                          pointwise: bool = False, pf: int = 0,
-                         l2pf: bool = False) -> dict[str, int]:
+                         l2pf: bool = False, input_flops: float = 0,
+                         nhwc_min_flops: int = 0) -> dict[str, int]:
     """The register tile of an packed conv kernel (tile_conv.py): `vw` output channels per
     vector (the target's vector width in floats: 8 with AVX2, 16 with AVX-512, 8 there too for
     8 channels or fewer), `ocv` vectors
@@ -629,7 +658,9 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
 
     `pf`: the kernels prefetch each weight stream pf input channels ahead (the machine's
     `conv_prefetch_rule`) where vw is 16 floats; a fixed `pf` wins; recorded only when not
-    0. `l2pf` (the machine's l2_prefetch_rule): the calls on one block of output channels
+    0. `input_flops`: the conv's FLOPs per element of its padded input (0 for a grouped
+    conv); from `nhwc_min_flops` (the machine's nhwc_kxk_rule, 0: never) a conv that is not a
+    pointwise row takes `nhwc` too. `l2pf` (the machine's l2_prefetch_rule): the calls on one block of output channels
     fetch the next block's weights into L2 (tile_conv.py), recorded as l2pf = 1; with
     512-bit vectors only. Measured on a Sapphire Rapids-class Xeon at one thread, whole ONNX
     models A/B in one process (ms, without / with): AVX-512 code resnet50 53.6 / 52.9,
@@ -639,6 +670,8 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
     fixed = dict(fixed or {})
     if pointwise and "nhwc" not in fixed and NHWC_MIN_PIXELS < ow <= NHWC_MAX_PIXELS \
             and ow % NHWC_PIXEL_MULTIPLE and (vector_bits < 512 or k * oc >= NHWC_WIDE_MIN_WEIGHTS):
+        fixed["nhwc"] = 1
+    if not pointwise and "nhwc" not in fixed and 0 < nhwc_min_flops <= input_flops:
         fixed["nhwc"] = 1
     lanes = max(1, vector_bits // 32)
     # Output channels that fill at most half a vector (a grouped conv's 8 per group on
@@ -946,6 +979,7 @@ __all__ = [
     "choose_matmul_schedule",
     "conv_schedule_of",
     "l2_prefetch_rule",
+    "nhwc_kxk_rule",
     "parse_conv_schedule",
     "format_overrides",
     "match_matmul",

@@ -77,7 +77,7 @@ from compiler.dialects.aicc_cpu import CONV_UNROLL, ConvKernelOp, DwKernelOp, Yi
 from compiler.errors import CompileError
 from compiler.lowering.conv_lowering import CONV_LOWERING_ATTR, depthwise_generic_shapes
 from compiler.lowering.loop_builder import IndexBuilder
-from compiler.lowering.utils import flat_view, is_before, view_root
+from compiler.lowering.utils import PARALLEL, build_generic, flat_view, is_before, reshaped_view, view_root
 from compiler.stats import TILED_ATTR, flops
 from compiler.targets.cpu.schedule import (
     choose_conv_schedule,
@@ -574,9 +574,9 @@ def _pack_weight_at_run_time(cv: _Conv, vw: int, b: Builder, ix: IndexBuilder) -
 
 
 def nhwc_applies(cv: _Conv) -> bool:
-    """Can the kernels read this conv's input as an [N][W][IC] copy (schedule field `nhwc`)?"""
-    return not cv.depthwise and pointwise_row(cv.groups, (cv.kh, cv.kw), (cv.hp, cv.wp),
-                                              (cv.oh, cv.ow), (cv.sh, cv.sw))
+    """Can the kernels read this conv's input as an [N][H][W][IC] copy (schedule field
+    `nhwc`)? Any conv of one group."""
+    return not cv.depthwise and cv.groups == 1
 
 
 def nhwc_stride(ic: int) -> int:
@@ -590,25 +590,42 @@ def nhwc_stride(ic: int) -> int:
     return ic + 16 if not rest and lines % 2 == 0 else ic
 
 
-def _input_as_nhwc(cv: _Conv, b: Builder, ix: IndexBuilder) -> SSAValue:
-    """The input (N, 1, IC, 1, W) copied, before the conv, into a temporary laid out
-    [N][W][nhwc_stride(IC)] (`memref.alloc`, placed by plan-memory): a kernel's owb columns
-    then read owb runs of IC contiguous floats instead of IC rows of the image. The copy
-    walks the image's rows in order and writes the W lines of the copy that a row's pixels
-    go to."""
-    n, ic, w = cv.n, cv.ic, cv.wp
+def _input_as_nhwc(cv: _Conv, b: Builder) -> tuple[SSAValue, SSAValue | None]:
+    """The input (N, 1, IC, Hp, Wp) as a temporary laid out [N][Hp][Wp][nhwc_stride(IC)]
+    (`memref.alloc`, placed by plan-memory), written before the conv by linalg ops (which
+    linalg-to-loops tiles as a transpose): a kernel's taps then read a pixel's channels
+    contiguously instead of one float from each of IC planes. Where the input is a
+    zero-padded copy read only by the conv (`_padded_input`), the copy writes this layout
+    itself, into a zero-filled temporary, and the padded buffer goes (the caller erases it,
+    the second value, once the conv no longer reads it): the layout costs no pass of its
+    own."""
+    n, ic, h, w = cv.n, cv.ic, cv.hp, cv.wp
     stride = nhwc_stride(ic)
-    xt = b.insert(memref.AllocOp.get(Float32Type(), 64, [n * w * stride])).memref
-
-    def copy(b: Builder, ivs) -> None:
-        i, c, p = ivs
-        zero = ix.const(0)
-        v = b.insert(memref.LoadOp.get(cv.x, [i, zero, c, zero, p])).res
-        at = ix.expr(b, (_d(0) * w + _d(2)) * stride + _d(1), {0: i, 1: c, 2: p})
-        b.insert(memref.StoreOp.get(v, xt, [at]))
-
-    _nest(b, ix, [n, ic, w], copy)
-    return xt
+    f32 = Float32Type()
+    xt = b.insert(memref.AllocOp.get(f32, 64, [n * h * w * stride])).memref
+    pad = _padded_input(cv)
+    if pad is not None:
+        zero = b.insert(arith.ConstantOp(FloatAttr(0.0, f32))).result
+        b.insert(linalg.FillOp((zero,), (xt,), ()))
+        src, top, left = pad.src, pad.top, pad.left
+    else:
+        src = reshaped_view(b, cv.x, MemRefType(f32, [n, ic, h, w]))
+        top = left = 0
+    if stride == ic:  # a transpose, which linalg-to-loops tiles
+        out = reshaped_view(b, xt, MemRefType(f32, [n, h, w, ic]))
+        out_map = AffineMap(4, 0, (_d(0), _d(2) + top, _d(3) + left, _d(1)))
+    else:  # a pixel's stride longer than its channels: the flat index
+        out = xt
+        out_map = AffineMap(4, 0, ((((_d(0) * h + _d(2) + top) * w) + _d(3) + left) * stride
+                                   + _d(1),))
+    copy = b.insert(build_generic([src], [out], [AffineMap.identity(4), out_map],
+                                  [PARALLEL] * 4, lambda bb, args: [args[0]]))
+    if pad is None:
+        return xt, None
+    keep_alive_through(src, copy)
+    for o in pad.ops:
+        Rewriter.erase_op(o)
+    return xt, view_root(cv.x)
 
 
 def _weight_as_4d(module: ModuleOp, g: memref.GlobalOp, cv: _Conv) -> bool:
@@ -666,18 +683,22 @@ class TileConv(ModulePass):
         out = flat_view(b, cv.out) if epi is None else None
         x_cs, x_rs = cv.hp * cv.wp, cv.wp
         nhwc = bool(s.get("nhwc")) and nhwc_applies(cv)
+        padded = None
         if nhwc:
-            x = _input_as_nhwc(cv, b, ix)
+            x, padded = _input_as_nhwc(cv, b)
         o_cs = cv.oh * cv.ow
         w_ocs = cv.kh * cv.kw * cv.ic * vw
         ocb = -(-cv.oc // vw)  # channel vectors of a group
         ints = dict(vw=vw, ic=cv.ic, kh=cv.kh, kw=cv.kw, sw=cv.sw, dh=cv.dh, dw=cv.dw,
                     x_cs=x_cs, x_rs=x_rs, w_ocs=w_ocs, o_cs=o_cs)
         image = cv.groups * cv.ic * x_cs  # floats per image of the input the kernels read
-        if nhwc:  # channel c of column j at j * stride + c; an image W * stride floats
+        if nhwc:  # channel c of pixel (y, j) at (y * W + j) * stride + c
             stride = nhwc_stride(cv.ic)
-            ints.update(x_cs=1, x_rs=1, sw=stride)
-            image = cv.wp * stride
+            # (a pointwise row's one row and one tap: x_rs and dw unused, left at 1)
+            x_rs = cv.wp * stride if cv.hp > 1 else 1
+            ints.update(x_cs=1, x_rs=x_rs, sw=cv.sw * stride,
+                        dw=cv.dw * stride if cv.kw > 1 else cv.dw)
+            image = cv.hp * cv.wp * stride
         xcol = ints["sw"]  # a column's step in the input
         bias = flat_view(b, bias_src) if bias_src is not None else None
         res, relu, region = None, False, None
@@ -746,6 +767,8 @@ class TileConv(ModulePass):
         if nhwc:
             b.insert(memref.DeallocOp.get(x))
         _replace(cv, epi, loops[0])
+        if padded is not None:  # the conv read it, now the kernels read the NHWC copy
+            erase_if_dead(padded)
 
     @staticmethod
     def _rewrite_dw(cv: _Conv, s: dict[str, int]) -> None:

@@ -10,10 +10,11 @@
 // temporary goes after the conv's loop.
 //
 // @pointwise_7x7: a 1x1 conv on a 7x7 image (the image one row of 49 columns) gets
-// `nhwc = 1` in its schedule: its input is copied as [N][W][stride] (column p, channel c at
-// p*48 + c) and the kernels read the copy, a column's channels contiguous (x_cs = 1) and
-// columns 48 floats apart (sw = 48): IC = 32 floats are two 64-byte lines, an even count,
-// so one line more (nhwc_stride), that a call's columns fall in different sets of L1.
+// `nhwc = 1` in its schedule: its input is copied as [N][H][W][stride] by a linalg.generic
+// (column p, channel c at p*48 + c; linalg-to-loops makes loops of it) and the kernels read
+// the copy, a column's channels contiguous (x_cs = 1) and columns 48 floats apart (sw = 48):
+// IC = 32 floats are two 64-byte lines, an even count, so one line more (nhwc_stride), that
+// a call's columns fall in different sets of L1.
 
 // SCHED-LABEL: func.func @runtime_weight
 // SCHED:         attrs = {aicc.conv_lowering = "packed", aicc.conv_schedule = {vw = 8 : i64, owb = 3 : i64, ocv = 2 : i64}}
@@ -53,19 +54,11 @@
 // CHECK:         func.return
 
 // CHECK-LABEL: func.func @pointwise_7x7
-// CHECK:         %[[X5:.*]] = memref.expand_shape {{.*}} output_shape [1, 1, 32, 1, 49]
-// CHECK-DAG:     %[[C32:.*]] = arith.constant 32 : index
-// CHECK-DAG:     %[[C48:.*]] = arith.constant 48 : index
-// CHECK-DAG:     %[[C49:.*]] = arith.constant 49 : index
 // CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
 // CHECK-DAG:     %[[WP:.*]] = memref.get_global @__constant_0_packed8 : memref<512xf32>
 // CHECK:         %[[XT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2352xf32>
-// CHECK-NEXT:    scf.for %[[C:.*]] = %[[C0]] to %[[C32]] step
-// CHECK-NEXT:      scf.for %[[P:.*]] = %[[C0]] to %[[C49]] step
-// CHECK-NEXT:        %[[V:.*]] = memref.load %[[X5]][%[[C0]], %[[C0]], %[[C]], %[[C0]], %[[P]]]
-// CHECK-NEXT:        %[[PC:.*]] = arith.muli %[[P]], %[[C48]] : index
-// CHECK-NEXT:        %[[AT:.*]] = arith.addi %[[PC]], %[[C]] : index
-// CHECK-NEXT:        memref.store %[[V]], %[[XT]][%[[AT]]] : memref<2352xf32>
+// CHECK:         %[[X4:.*]] = memref.expand_shape {{.*}} output_shape [1, 32, 1, 49]
+// CHECK-NEXT:    linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (((((d0 * 2352) + (d2 * 2352)) + (d3 * 48)) + d1))>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%[[X4]] : memref<1x32x1x49xf32>) outs(%[[XT]] : memref<2352xf32>)
 // CHECK:         "scf.parallel"
 // CHECK:           aicc_cpu.conv_kernel %[[XT]][%{{.*}}], %[[WP]][%[[C0]]], %{{.*}} {owb = 6 : i64, ocv = 2 : i64, ocn = 16 : i64, vw = 8 : i64, ic = 32 : i64, kh = 1 : i64, kw = 1 : i64, sw = 48 : i64, dh = 1 : i64, dw = 1 : i64, x_cs = 1 : i64, x_rs = 1 : i64, w_ocs = 256 : i64, o_cs = 49 : i64, start = 1 : i64}
 // CHECK:           aicc_cpu.conv_kernel %[[XT]][%{{.*}}], %[[WP]][%[[C0]]], %{{.*}} {owb = 1 : i64, ocv = 2 : i64, {{.*}} sw = 48 : i64, {{.*}} x_cs = 1 : i64
