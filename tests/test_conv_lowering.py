@@ -173,7 +173,7 @@ def test_packed_1x1_rules():
 
 
 @pytest.mark.parametrize("cpu,vendor,rule", [
-    ("znver3", "amd", "all"), ("znver4", "amd", "all"), ("haswell", "intel", "small"),
+    ("znver3", "amd", "all"), ("znver4", "amd", "all"), ("haswell", "intel", "none"),
     ("skylake-avx512", "intel", "none"), ("sapphirerapids", "intel", "none"),
     ("x86-64-v3", "", "all")])
 def test_packed_1x1_rule_of_named_cpus(cpu, vendor, rule):

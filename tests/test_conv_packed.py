@@ -301,16 +301,17 @@ def test_packed_conv_with_l2_prefetch_matches_torch(monkeypatch, case, vw):
                                   (1, 96, 24, (28, 28))], ids=str)
 def test_pointwise_rule_of_the_machine_matches_torch(case, monkeypatch):
     """Unstrided 1x1 convs that narrow: the packed kernel for a generic AVX2 CPU (x86-64-v3,
-    the rules measured on AMD's cores), for an Intel one (haswell: packed_1x1_rule "small")
-    only up to 64 pixels, and for none under AICC_CONV_PACKED_1X1=none: the matmul then.
-    Every variant matches torch (float64)."""
+    the rules measured on AMD's cores), under AICC_CONV_PACKED_1X1=small only up to 64
+    pixels, and for none under AICC_CONV_PACKED_1X1=none or on an Intel core (haswell:
+    packed_1x1_rule "none"): the matmul then. Every variant matches torch (float64)."""
     n, ic, oc, hw = case
     torch.manual_seed(0)
     block = torch.nn.Sequential(torch.nn.Conv2d(ic, oc, 1), torch.nn.ReLU()).eval()
     x = torch.randn(n, ic, *hw)
     want = copy.deepcopy(block).double()(x.double()).detach().numpy()
     small = hw[0] * hw[1] <= 64
-    for cpu, env, packed in ((AVX2, None, True), ("haswell", None, small), (AVX2, "none", False)):
+    for cpu, env, packed in ((AVX2, None, True), (AVX2, "small", small), ("haswell", None, False),
+                             (AVX2, "none", False)):
         if env is None:
             monkeypatch.delenv("AICC_CONV_PACKED_1X1", raising=False)
         else:

@@ -568,12 +568,14 @@ def packed_1x1_rule(machine) -> str:
       14x14: 1024->256 0.82/0.96, 1024->512 0.87/0.85; 7x7: 512->2048 0.71/1.09,
       2048->512 0.78/1.17.
     Whole resnet50 (ONNX, AVX-512 code, nothing else running): 115.8 ms with the packed 1x1
-    convs, 102.2 without.
-    So "none" on Intel with 512-bit vectors, "small" (PACKED_1X1_MAX_PIXELS) with 256-bit
-    ones, and "all" elsewhere (AMD, and generic CPU names such as x86-64-v3)."""
-    if machine.vendor != "intel":
-        return "all"
-    return "none" if machine.vector_bits >= 512 else "small"
+    convs, 102.2 without. The small images' matmul has since taken an m_lanes kernel for its
+    last columns (tile_matmul.py: N = 49 is 48 columns of vectors and one), and with it the
+    matmul wins there too with AVX2 code: whole models A/B in one process, "small" / "none"
+    (ms, haswell code): resnet50 74.2 / 69.8, regnet_y_400mf 11.0 / 10.6, efficientnet_b0
+    12.9 / 12.6, mobilenet_v3_small 2.1 / 2.0.
+    So "none" on Intel, and "all" elsewhere (AMD, and generic CPU names such as x86-64-v3),
+    where the rules were measured before the m_lanes kernel."""
+    return "none" if machine.vendor == "intel" else "all"
 
 
 def nhwc_kxk_rule(machine) -> int:
