@@ -807,8 +807,8 @@ def l2_prefetch_rule(machine) -> bool:
     `machine` (a CPUMachine; the schedule's `l2pf`)? A layer's weight, packed at compile
     time, is read from memory (or L3) by the first sliver of each block, at the pace of that
     sliver's FMAs, which outrun the core's memory bandwidth; the other slivers find it in
-    L2. Measured on an Intel Xeon (Sapphire Rapids class) at one thread, constant B, ms off
-    / on in one process (GFLOP/s in a chain of 8 distinct weights, as in a model, off / on):
+    L2. Measured on an Intel Xeon (Sapphire Rapids class) at one thread, alternated in one
+    process (GFLOP/s of a chain of 8 distinct constant B, as in a model, off / on):
     128x768x3072 158 / 182, 128x768x768 154 / 173, 197x768x2304 156 / 171, 128x3072x768
     145 / 159, 32x768x3072 103 / 119, 1500x384x1536 166 / 173; whole models (ONNX, A/B in
     one process): bert 162.7 -> 145.9 ms, vit 220.9 -> 207.0, resnet50 57.1 -> 55.2. A

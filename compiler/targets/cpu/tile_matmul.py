@@ -1005,7 +1005,7 @@ class _Tiler:
             but a last panel of fewer vectors (the tile's width known) runs a kernel only as
             wide as they are, so fewer lanes idle (N = 49, nr = 16: 56 columns, not 64); and
             where A's rows are packed (a_rs = 1), the last few columns past whole vectors
-            (LANES_MAX_COLS) take an m_lanes kernel (`lanes`): the rows in vector lanes, a
+            (lanes_max_cols) take an m_lanes kernel (`lanes`): the rows in vector lanes, a
             column an FMA per k step instead of mr (N = 49: 48 columns of vectors and one)."""
             ncv = tile.ncv
             rem = ncv % s.nr if isinstance(ncv, int) else 0
@@ -1071,35 +1071,34 @@ class _Tiler:
           the next tile's columns (nc on) after the last K block; the calls on panel p fetch
           that block's panel p, sliver i the i-th share of it;
         - A: the next sliver's K block; the calls on it fetch one share each, one per panel.
-        The rate: enough lines per ku k steps that the shares cover the block (a rate of 0:
-        none: a single sliver or panel streams its operand once, as the hardware's
-        prefetchers follow; nor with ku = 1, no unrolled loop to fetch in)."""
+        Each call fetches `rate` lines per unrolled k step, enough that the shares cover the
+        block. None where a block has a single sliver (B) or panel (A): that streams its
+        operand once, in order, which the hardware's prefetchers follow; where a K block is
+        less than a line; and with ku = 1 (no unrolled loop to fetch in)."""
         mm, s, o = self.match, self.s, self.operands
-        if not s.l2pf or s.order != "mn" or s.ku < 2:  # the unrolled k loop fetches
+        if not s.l2pf or s.order != "mn" or s.ku < 2:
             return None
-        K = mm.k
+        K, kc = mm.k, min(s.kc, mm.k)
         line = 64 // element_bytes(mm.element_type)
-        steps = max(1, min(s.kc, K) // s.ku)  # unrolled iterations of a full K block
-        S, P = -(-min(s.mc, self.M if isinstance(self.M, int) else s.mc) // s.mr), \
-            -(-min(s.nc, mm.n) // s.nr)
-        if o.b_cold and S >= 2:
-            need = min(s.kc, K) * s.nr // line  # lines of one panel's K block
-            rate = -(-need // (S * steps))
+        steps = max(1, kc // s.ku)  # unrolled iterations of a full K block
+        slivers = -(-min(s.mc, self.M if isinstance(self.M, int) else s.mc) // s.mr)
+        panels = -(-min(s.nc, mm.n) // s.nr)
+        if o.b_cold and slivers >= 2:
+            rate = -(-(kc * s.nr // line) // (slivers * steps))  # a panel's K block, shared
             if not rate:
                 return None
             last = ix.div(b, ix.add(b, pc, s.kc), K)  # 1 in the tile's last K block
-            # next = this + kc rows, or (last K block) P panels on, back to row 0
-            step = ix.add(b, s.kc * s.nr,
-                          ix.mul(b, last, ix.sub(b, P * K * s.nr - s.kc * s.nr, ix.mul(b, pc, s.nr))))
-            off = ix.add(b, ix.add(b, b_off, step), ix.mul(b, ix.div(b, ir, s.mr), steps * rate * line))
-            return o.b_src, ix.v(off), min(rate, 4 * s.ku)
-        if o.a_cold and P >= 2:
-            need = min(s.kc, K) * s.mr // line
-            rate = -(-need // (P * steps))
-            if not rate:  # less than a line
+            # the next block: this one + kc rows, or (last K block) `panels` panels on, row 0
+            back = ix.sub(b, panels * K * s.nr - s.kc * s.nr, ix.mul(b, pc, s.nr))
+            nxt = ix.add(b, b_off, ix.add(b, s.kc * s.nr, ix.mul(b, last, back)))
+            share = ix.mul(b, ix.div(b, ir, s.mr), steps * rate * line)
+            return o.b_src, ix.v(ix.add(b, nxt, share)), min(rate, 4 * s.ku)
+        if o.a_cold and panels >= 2:
+            rate = -(-(kc * s.mr // line) // (panels * steps))  # the next sliver, shared
+            if not rate:
                 return None
-            off = ix.add(b, ix.add(b, a_off, K * s.mr), ix.mul(b, ix.div(b, jr, s.nr), steps * rate * line))
-            return o.a_src, ix.v(off), min(rate, 4 * s.ku)
+            share = ix.mul(b, ix.div(b, jr, s.nr), steps * rate * line)
+            return o.a_src, ix.v(ix.add(b, ix.add(b, a_off, K * s.mr), share)), min(rate, 4 * s.ku)
         return None
 
     def _emit_microkernel(self, b: Builder, ix: _Ix, tile: _Tile, kc: Index, acc: SSAValue,

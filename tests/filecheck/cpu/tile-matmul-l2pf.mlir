@@ -52,9 +52,9 @@ func.func @weights(%x: memref<8x64xf32>, %c: memref<8x64xf32>) {
 // CHECK:         scf.for
 // CHECK:           %[[AOFF:.*]] = arith.muli %{{.*}}, %[[C256]] : index
 // CHECK:           scf.for %[[JR:.*]] = %{{.*}} step %[[C16]] {
-// CHECK:             %[[NEXT:.*]] = arith.addi %[[AOFF]], %[[C256]] : index
 // CHECK:             %[[J:.*]] = arith.divui %[[JR]], %[[C16]] : index
 // CHECK:             %[[SHARE:.*]] = arith.muli %[[J]], %[[C256]] : index
+// CHECK:             %[[NEXT:.*]] = arith.addi %[[AOFF]], %[[C256]] : index
 // CHECK:             %[[PF:.*]] = arith.addi %[[NEXT]], %[[SHARE]] : index
 // CHECK:             aicc_cpu.microkernel %[[W]][%[[AOFF]]], {{.*}} l2pf %[[W]][%[[PF]]] : memref<512xf32> {{{.*}}l2pf_rate = 1 : i64}
 "memref.global"() <{sym_name = "wa", type = memref<8x64xf32>, initial_value = dense<1.0> : tensor<8x64xf32>, sym_visibility = "private", constant}> : () -> ()
