@@ -29,8 +29,9 @@ The score tile, p and acc live in per-thread stack buffers (a few KB); q's rows 
 read in place through each operand's permutation and broadcast batch dims, and the result is
 written through its permutation. A block of fewer keys than KEY_BLOCK (the last) computes
 scores, the mask and exp only up to the next multiple of SCORE_COLS keys. Causal attention
-stops each tile's key sweep at its last row and masks the one block that crosses the
-diagonal. Scores are computed as in the unfused program (dot product, then the scale, then
+stops the task's key sweep after its last row, and each row tile's keys after the tile's
+last row (its scores and exp up to the next multiple of SCORE_COLS), masking only the keys
+past the diagonal within them. Scores are computed as in the unfused program (dot product, then the scale, then
 the mask); the softmax is online, so its rounding differs from the unfused one by a few ulps.
 
 Both products are register tiles: the scores of ROW_TILE rows x SCORE_COLS keys are values
@@ -336,8 +337,10 @@ class _Emitter:
         kt_all[(flat * nkb + j0 / kb) * E * kb ..]."""
         cols = self.minsi(b, self.c(self.kb), b.insert(arith.SubiOp(kend, j0)).result)
         # the score tile's columns past `cols`, up to the next multiple of sc, are computed
-        # and masked
-        cend = self.muli(b, self.ceil_div(b, cols, self.sc), self.c(self.sc))
+        # and masked (causal: row_tile bounds both per tile)
+        cend = None
+        if self.op.causal is None:
+            cend = self.muli(b, self.ceil_div(b, cols, self.sc), self.c(self.sc))
         kt = self.addi(b, self.kt_entry, self.muli(b, j0, self.c(self.E)))
         first = self.c(0)
         if self.op.causal is not None:  # rows above the block's first key see none of it
@@ -351,14 +354,21 @@ class _Emitter:
 
         for_loop(b, first, self.nrows, self.c(self.rt), [], tile)
 
-    def row_tile(self, b: Builder, r0: SSAValue, j0: SSAValue, cols: SSAValue, cend: SSAValue,
-                 kt: SSAValue) -> None:
+    def row_tile(self, b: Builder, r0: SSAValue, j0: SSAValue, cols: SSAValue,
+                 cend: SSAValue | None, kt: SSAValue) -> None:
         """self.rt rows (state slots r0 ..; rows past L read row L-1 and are not written)
         against one key block: scores, their scale / mask / block max, the online-softmax
         state, then the accumulators."""
         slots = [self.addi(b, r0, self.c(t)) for t in range(self.rt)]
         last = self.last(b, self.L)
         rows = [self.minsi(b, self.addi(b, self.i0, r), last) for r in slots]
+        if self.op.causal is not None:
+            # the tile's keys end after its last row (rows[-1] >= j0: earlier tiles were
+            # skipped), not after the block's: the other tiles of the block crossing the
+            # diagonal compute no scores, exps or p @ v updates that the mask would zero
+            upto = self.addi(b, b.insert(arith.SubiOp(rows[-1], j0)).result, self.c(1))
+            cols = self.minsi(b, cols, upto)
+            cend = self.muli(b, self.ceil_div(b, cols, self.sc), self.c(self.sc))
         self.tile_scores(b, rows, cend, kt)
         maxes = self.tile_masked_max(b, rows, j0, cols, cend)
         alpha = self.tile_softmax_state(b, slots, maxes, cend)

@@ -32,14 +32,16 @@
 // CHECK:           %[[KEND:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
 // CHECK:           %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
 // CHECK:           scf.for %[[J0:.*]] = %{{.*}} to %[[KEND]] step %{{.*}} {
-// The block's keys: cols = min(16, kend - j0); the score tile is computed up to the next
-// multiple of 16 keys past cols.
+// The block's keys: cols = min(16, kend - j0).
 // CHECK:             %[[COLS:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
-// CHECK:             arith.divui
-// CHECK:             %[[CEND:.*]] = arith.muli
 // Row tiles start at the first one that reaches this key block.
 // CHECK:             arith.maxsi
 // CHECK:             scf.for
+// Causal: a row tile's keys end after its last row, min(cols, last row - j0 + 1); its score
+// tile is computed up to the next multiple of 16 keys past them.
+// CHECK:               %[[TCOLS:.*]] = arith.minsi %[[COLS]], %{{.*}} : index
+// CHECK:               arith.divui
+// CHECK:               %[[CEND:.*]] = arith.muli
 // The scores: six rows x 16 keys of sums carried through the loop over e (registers), one
 // multiply-add of a q element and a k^T row (from the buffer) each per e; stored once after it.
 // CHECK:               scf.for %{{.*}} = %{{.*}} to %[[CEND]] step
@@ -68,7 +70,8 @@
 // CHECK:               memref.store %{{.*}}, %[[M]]
 // CHECK:               math.exp %{{.*}} fastmath<afn>
 // CHECK:               memref.store %{{.*}}, %[[L]]
-// p @ v into the accumulators.
+// p @ v into the accumulators, over the tile's keys.
+// CHECK:               scf.for %{{.*}} = %{{.*}} to %[[TCOLS]] step
 // CHECK:               memref.load %[[V]][%[[T]], %{{.*}}, %{{.*}}] : memref<2x5x3xf32>
 // CHECK:               memref.store %{{.*}}, %[[ACC]]
 // The result: accumulators over the sums, for the block's real rows only.
