@@ -35,6 +35,7 @@ SHARED_PASSES = {
     "tensor-to-linalg": _pass("tensor_to_linalg", "TensorToLinalg"),
     "fuse-elementwise": _pass("fuse_elementwise", "FuseElementwise"),
     "bufferize": _pass("bufferize", "Bufferize"),
+    "forward-copies": _pass("forward_copies", "ForwardCopies"),
     "plan-memory": _pass("plan_memory", "PlanMemory"),
     "collapse-dims": _pass("collapse_dims", "CollapseDims"),
     "linalg-to-loops": _pass("linalg_to_loops", "LinalgToLoops"),

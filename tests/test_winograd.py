@@ -11,6 +11,7 @@ K = 9*IC products.
 from __future__ import annotations
 
 import math
+import re
 import shutil
 
 import numpy as np
@@ -160,3 +161,28 @@ def test_heuristic_picks_winograd_where_it_won(monkeypatch, mode):
     monkeypatch.setenv("AICC_CONV_WINOGRAD", "0")
     m = compiler.compile(model, (x,), threads=1, target_cpu="x86-64-v3")
     assert "winograd" not in m.ir("linalg") and "aicc_cpu.conv_kernel" in m.ir("loops")
+
+
+@pytest.mark.parametrize("interleave_in_place", [False, True], ids=["planes", "interleaved"])
+def test_winograd4_output_transform_writes_in_place(monkeypatch, mode, interleave_in_place):
+    """forward-copies: F(4x4)'s output transform writes its 16 planes into their slices of
+    the planes buffer (no plane buffers, no 16 copies); where the planes pass the target's
+    L2 (forced here: 1 byte) it writes the output's interleaved view, and the interleave copy
+    is gone too. Same numbers either way."""
+    if mode != "winograd4":
+        pytest.skip("F(4x4, 3x3) only")
+    from compiler.lowering import forward_copies
+
+    if interleave_in_place:
+        apply = forward_copies.ForwardCopies.apply
+        monkeypatch.setattr(forward_copies.ForwardCopies, "apply",
+                            lambda self, ctx, op: apply(forward_copies.ForwardCopies(1), ctx, op))
+    torch.manual_seed(2)
+    n, ic, oc = 2, 8, 16
+    model = torch.nn.Sequential(torch.nn.Conv2d(ic, oc, 3, padding=1), torch.nn.ReLU()).eval()
+    m = _check(model, torch.randn(n, ic, 12, 12), ic)
+    buffers = re.findall(r"memref\.view .* to (memref<.*>)", m.ir("memref"))
+    # the (N, OC, TH, TW) planes never get buffers of their own, nor the 4 x 4 planes tensor
+    # where the interleave is in place
+    assert "memref<2x16x3x3xf32>" not in buffers, buffers
+    assert ("memref<4x4x2x16x3x3xf32>" in buffers) != interleave_in_place, buffers

@@ -24,6 +24,7 @@ from compiler.dialects.gpu_map import GPUMap
 from compiler.lowering.bufferize import Bufferize
 from compiler.lowering.fold_constants import FoldConstants
 from compiler.lowering.fold_conv_bn import FoldConvBatchNorm
+from compiler.lowering.forward_copies import ForwardCopies
 from compiler.lowering.fuse_elementwise import FuseElementwise
 from compiler.lowering.linalg_to_loops import LinalgToLoops
 from compiler.lowering.plan_memory import PlanMemory
@@ -68,6 +69,8 @@ class StageHooks:
     conv_packed_1x1: str = "all"  # the packed kernel's rules kept for unstrided 1x1 convs
     linalg: tuple[ModulePass, ...] = ()  # after fuse-elementwise and cleanup
     memref: tuple[ModulePass, ...] = ()  # between bufferize and plan-memory
+    # forward-copies' permuted_min_bytes: copies in another order forwarded above this size
+    forward_permuted_min_bytes: int = 0
     loops: tuple[ModulePass, ...] = ()  # before linalg-to-loops
     transpose_tile: int = 0  # linalg-to-loops' block size for transposes (0: none)
     window_inner: bool = False  # linalg-to-loops' window-inner (small windows in registers)
@@ -81,7 +84,8 @@ def shared_stages(fuse: bool, hooks: StageHooks) -> list[tuple[str, list[ModuleP
                                    conv_vector_bits=hooks.conv_vector_bits,
                                    conv_packed_1x1=hooks.conv_packed_1x1),
                     *([FuseElementwise()] if fuse else []), *cleanup(), *hooks.linalg]),
-        ("memref", [Bufferize(), *hooks.memref, PlanMemory(workspace_arg=True)]),
+        ("memref", [Bufferize(), ForwardCopies(permuted_min_bytes=hooks.forward_permuted_min_bytes),
+                    *hooks.memref, PlanMemory(workspace_arg=True)]),
         ("loops", [*hooks.loops, LinalgToLoops(transpose_tile=hooks.transpose_tile,
                                                    window_inner=hooks.window_inner),
                    CanonicalizePass(), CommonSubexpressionElimination()]),

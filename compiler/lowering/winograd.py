@@ -34,7 +34,8 @@ At[s, b] != 0, written into its slice of the planes (offset output maps, as conc
 F(4x4, 3x3)'s products have 16 and 25 terms, so its transforms are factored, each one generic
 with many results: the input transform reads the 36 elements of a tile's window and yields
 the 36 V_ab (Bt d, then (Bt d) B); the output transform reads the 36 M_ab and yields the 16
-P[r, s] (At M, then (At M) A), copied into their slices of the planes. Its input transform
+P[r, s] (At M, then (At M) A), copied into their slices of the planes (forward-copies, after
+bufferize, has the transform write them there itself). Its input transform
 reads the input at stride 4, which LLVM's cost model leaves scalar without gathers; where
 that was measured to pay (WINOGRAD4_VECTORIZE_TILES) it is marked `aicc.vectorize` so that
 LLVM vectorizes it 4 lanes wide all the same. An output whose height or width

@@ -98,6 +98,9 @@ class CPUTarget(Target):
                     LowerQGemm(enabled=machine.has_avx2, vnni=machine.vnni_bits,
                                saturate=bool(options.target_options.get("int8_saturation")),
                                winograd=os.environ.get(INT8_WINOGRAD_ENV, "1") != "0")),
+            # forward-copies: an interleave or transpose of a buffer larger than L2 (which
+            # streams through memory twice) is written in place by its producer
+            forward_permuted_min_bytes=machine.l2_bytes,
             # collapse-dims: an elementwise op's loop nest over as few dims as its operands
             # allow, so its innermost loop is long and all vectors
             loops=(LowerAttention(vector_bits=machine.vector_bits),

@@ -87,3 +87,22 @@ func.func @kept(%x: memref<4x8xf32>, %y: memref<8x4xf32>, %r: memref<4xf32>, %v:
   }
   func.return
 }
+
+// -----
+
+// A generic writing a slice of a larger buffer at a constant index (forward-copies' planes):
+// the constant position stays a dim of its own and keeps its index, the three loop dims
+// merge into one of 32 in both operands.
+// CHECK-LABEL: func.func @slice
+// CHECK-SAME:    (%[[X:.*]]: memref<2x4x4xf32>, %[[P:.*]]: memref<2x2x4x4xf32>)
+// CHECK-NEXT:    %[[XC:.*]] = memref.collapse_shape %[[X]] {{\[}}[0 : i64, 1 : i64, 2 : i64]] : memref<2x4x4xf32> into memref<32xf32>
+// CHECK-NEXT:    %[[PC:.*]] = memref.collapse_shape %[[P]] {{\[}}[0 : i64], [1 : i64, 2 : i64, 3 : i64]] : memref<2x2x4x4xf32> into memref<2x32xf32>
+// CHECK-NEXT:    linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (1, d0)>], iterator_types = ["parallel"]} ins(%[[XC]] : memref<32xf32>) outs(%[[PC]] : memref<2x32xf32>)
+func.func @slice(%x: memref<2x4x4xf32>, %p: memref<2x2x4x4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (1, d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x : memref<2x4x4xf32>) outs(%p : memref<2x2x4x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %a, %a : f32
+    linalg.yield %s : f32
+  }
+  func.return
+}
