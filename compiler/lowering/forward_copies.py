@@ -22,9 +22,11 @@ dealloc) are gone. It applies when
   * nothing between P and C touches D's buffer, and D (an allocation or a view of one, or a
     function argument) can be defined before P (its alloc and views move up).
 
-A copy that reads in another order (a transpose, an interleave) is forwarded only where its
+A copy that reads in another order (a transpose, an interleave), or that writes a slice at an
+offset (a concat's part: `d + c`, or `d + 0` where the destination's dim is larger than the
+loop's range, so that the verifier reads the range elsewhere), is forwarded only where its
 buffer has more than `permuted_min_bytes` (the cpu target: its L2): the producer's writes
-then land out of order, and its loop nest can no longer run over its dims as one
+then land out of order or apart, and its loop nest can no longer run over its dims as one
 (collapse-dims), which cost more than the copy of a buffer that stays in L2.
 
 Where it pays: Winograd F(4x4, 3x3)'s output transform yields its 16 planes P[r, s] as 16
@@ -56,7 +58,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from compiler.lowering.linalg_to_loops import loop_ranges
-from compiler.lowering.utils import is_before, view_root
+from compiler.lowering.utils import is_before, plus, view_root
 
 VIEWS = (memref.CollapseShapeOp, memref.ExpandShapeOp)
 
@@ -119,6 +121,28 @@ def _touches(op: Operation, root: SSAValue) -> bool:
     return False
 
 
+def _maps_into(prod: GenericOp, outs: list[int], dst: SSAValue, to_dst: AffineMap
+               ) -> list[AffineMapAttr] | None:
+    """The producer's maps with its outputs `outs` through `to_dst` into `dst`, or None where
+    its loop ranges could no longer be read from its operands. A dim of `dst` that a loop
+    indexes plainly but that is larger than the loop's range (a slice: a concat's part) is
+    indexed `d + 0`, which the linalg verifier does not read a range from."""
+    ranges = loop_ranges(prod)
+    n_in = len(prod.inputs)
+    maps = [m.data for m in prod.indexing_maps.data]
+    shape = dst.type.get_shape()
+    for i in outs:
+        m = to_dst.compose(maps[n_in + i])
+        maps[n_in + i] = AffineMap(m.num_dims, m.num_symbols, tuple(
+            plus(e, 0) if isinstance(e, AffineDimExpr) and shape[pos] != ranges[e.position] else e
+            for pos, e in enumerate(m.results)))
+    known = {e.position for v, m in zip(prod.operands, maps)
+             for pos, e in enumerate(m.results) if isinstance(e, AffineDimExpr)}
+    if known != set(range(len(ranges))):
+        return None
+    return [AffineMapAttr(m) for m in maps]
+
+
 def _forward(copy: GenericOp, permuted_min_bytes: int) -> bool:
     src, dst = copy.inputs[0], copy.outputs[0]
     read, write = (m.data for m in copy.indexing_maps.data)
@@ -127,10 +151,10 @@ def _forward(copy: GenericOp, permuted_min_bytes: int) -> bool:
     shape = src.type.get_shape()
     if DYNAMIC_INDEX in shape:
         return False
-    if read != AffineMap.identity(read.num_dims):
-        nbytes = math.prod(shape) * src.type.element_type.bitwidth // 8
-        if not permuted_min_bytes or nbytes <= permuted_min_bytes:
-            return False
+    big = bool(permuted_min_bytes) and \
+        math.prod(shape) * src.type.element_type.bitwidth // 8 > permuted_min_bytes
+    if read != AffineMap.identity(read.num_dims) and not big:
+        return False
     producers = [u.operation for u in src.uses if u.operation is not copy
                  and not isinstance(u.operation, memref.DeallocOp)]
     if len({id(p) for p in producers}) != 1 or not isinstance(producers[0], GenericOp):
@@ -166,14 +190,19 @@ def _forward(copy: GenericOp, permuted_min_bytes: int) -> bool:
     moved = _hoist(dst, prod)
     if moved is None:
         return False
+    new_maps = _maps_into(prod, outs, dst, write.compose(read.inverse_permutation()))
+    if new_maps is None:
+        return False
+    # a slice at an offset (d + c, d + 0) keeps the producer's loops apart, as an out-of-order
+    # copy does: forwarded on the same terms
+    if not big and any(not isinstance(e, AffineDimExpr | AffineConstantExpr)
+                       for i in outs for e in new_maps[n_in + i].data.results):
+        return False
     for m in moved:
         m.detach()
         Rewriter.insert_op(m, InsertPoint.before(prod))
-    to_dst = write.compose(read.inverse_permutation())
-    new_maps = list(prod.indexing_maps.data)
     operands = list(prod.operands)
     for i in outs:
-        new_maps[n_in + i] = AffineMapAttr(to_dst.compose(maps[n_in + i]))
         operands[n_in + i] = dst
     prod.operands = operands
     prod.indexing_maps = ArrayAttr(new_maps)

@@ -85,3 +85,35 @@ func.func @kept(%x: memref<8xf32>, %y: memref<8xf32>, %z: memref<8xf32>) {
   %v = memref.load %u[%c0] : memref<8xf32>
   func.return
 }
+
+// -----
+
+// A concat's second part (4 x 32, 512 bytes) copied into the right half of a 4 x 64 result
+// (the left half filled): a slice at an offset keeps the producer's loops from merging into
+// one, so it is forwarded on an out-of-order copy's terms. Kept by default; with
+// permuted-min-bytes=100 the producer writes its half itself, through d1 + 32.
+// CHECK-LABEL: func.func @concat
+// CHECK-COUNT-2: linalg.generic
+// BIG-LABEL: func.func @concat
+// BIG-SAME:    (%[[X:.*]]: memref<4x32xf32>, %[[Y:.*]]: memref<4x64xf32>)
+// BIG:         linalg.fill
+// BIG-NEXT:    linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, (d1 + 32))>]
+// BIG-SAME:      outs(%[[Y]] : memref<4x64xf32>)
+// BIG-NOT:     linalg.generic
+// BIG:         func.return
+func.func @concat(%x: memref<4x32xf32>, %y: memref<4x64xf32>) {
+  %zero = arith.constant 0.000000e+00 : f32
+  linalg.fill ins(%zero : f32) outs(%y : memref<4x64xf32>)
+  %b = memref.alloc() : memref<4x32xf32>
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%x : memref<4x32xf32>) outs(%b : memref<4x32xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %s = arith.mulf %v, %v : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, (d1 + 32))>], iterator_types = ["parallel", "parallel"]} ins(%b : memref<4x32xf32>) outs(%y : memref<4x64xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    linalg.yield %v : f32
+  }
+  memref.dealloc %b : memref<4x32xf32>
+  func.return
+}
