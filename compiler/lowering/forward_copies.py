@@ -52,7 +52,7 @@ from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX, AffineMapAttr, ArrayAttr, ModuleOp
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import GenericOp, YieldOp
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -89,17 +89,15 @@ def _dims_and_constants(m: AffineMap, n_dims: int) -> tuple[int, ...] | None:
             consts.append(e.value)
         else:
             return None
-    return tuple(consts) if sorted(seen) == list(range(n_dims)) == sorted(set(seen)) else None
+    return tuple(consts) if sorted(seen) == list(range(n_dims)) else None
 
 
 def _hoist(v: SSAValue, before: Operation) -> list[Operation] | None:
     """The ops to move above `before` so that `v` dominates it (an alloc without operands and
     the views and constants on the way), or None where `v` cannot be."""
     op = v.owner
-    if isinstance(op, BlockArgument) or not isinstance(op, Operation) or op.parent is not before.parent:
-        return []
-    if is_before(op, before):
-        return []
+    if not isinstance(op, Operation) or op.parent is not before.parent or is_before(op, before):
+        return []  # a block argument, or defined above `before` already
     if isinstance(op, memref.AllocOp) and not op.operands:
         return [op]
     if isinstance(op, (*VIEWS, arith.ConstantOp)):
@@ -121,13 +119,12 @@ def _touches(op: Operation, root: SSAValue) -> bool:
     return False
 
 
-def _maps_into(prod: GenericOp, outs: list[int], dst: SSAValue, to_dst: AffineMap
-               ) -> list[AffineMapAttr] | None:
+def _maps_into(prod: GenericOp, ranges: list[int], outs: list[int], dst: SSAValue,
+               to_dst: AffineMap) -> list[AffineMapAttr] | None:
     """The producer's maps with its outputs `outs` through `to_dst` into `dst`, or None where
     its loop ranges could no longer be read from its operands. A dim of `dst` that a loop
     indexes plainly but that is larger than the loop's range (a slice: a concat's part) is
     indexed `d + 0`, which the linalg verifier does not read a range from."""
-    ranges = loop_ranges(prod)
     n_in = len(prod.inputs)
     maps = [m.data for m in prod.indexing_maps.data]
     shape = dst.type.get_shape()
@@ -136,8 +133,7 @@ def _maps_into(prod: GenericOp, outs: list[int], dst: SSAValue, to_dst: AffineMa
         maps[n_in + i] = AffineMap(m.num_dims, m.num_symbols, tuple(
             plus(e, 0) if isinstance(e, AffineDimExpr) and shape[pos] != ranges[e.position] else e
             for pos, e in enumerate(m.results)))
-    known = {e.position for v, m in zip(prod.operands, maps)
-             for pos, e in enumerate(m.results) if isinstance(e, AffineDimExpr)}
+    known = {e.position for m in maps for e in m.results if isinstance(e, AffineDimExpr)}
     if known != set(range(len(ranges))):
         return None
     return [AffineMapAttr(m) for m in maps]
@@ -172,11 +168,11 @@ def _forward(copy: GenericOp, permuted_min_bytes: int) -> bool:
     maps = [m.data for m in prod.indexing_maps.data]
     n_in = len(prod.inputs)
     outs = [i for i, o in enumerate(prod.outputs) if o is src]
-    space = math.prod(loop_ranges(prod))
+    ranges = loop_ranges(prod)
     consts = [_dims_and_constants(maps[n_in + i], len(prod.iterator_types)) for i in outs]
     if any(c is None for c in consts) or len(set(consts)) != len(consts):
         return False
-    if space < 0 or space * len(outs) != math.prod(shape):
+    if DYNAMIC_INDEX in ranges or math.prod(ranges) * len(outs) != math.prod(shape):
         return False
     block_args = prod.body.block.args
     if any(block_args[n_in + i].uses for i in outs):
@@ -190,7 +186,7 @@ def _forward(copy: GenericOp, permuted_min_bytes: int) -> bool:
     moved = _hoist(dst, prod)
     if moved is None:
         return False
-    new_maps = _maps_into(prod, outs, dst, write.compose(read.inverse_permutation()))
+    new_maps = _maps_into(prod, ranges, outs, dst, write.compose(read.inverse_permutation()))
     if new_maps is None:
         return False
     # a slice at an offset (d + c, d + 0) keeps the producer's loops apart, as an out-of-order

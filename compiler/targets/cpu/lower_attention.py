@@ -31,8 +31,9 @@ written through its permutation. A block of fewer keys than KEY_BLOCK (the last)
 scores, the mask and exp only up to the next multiple of SCORE_COLS keys. Causal attention
 stops the task's key sweep after its last row, and each row tile's keys after the tile's
 last row (its scores and exp up to the next multiple of SCORE_COLS), masking only the keys
-past the diagonal within them. Scores are computed as in the unfused program (dot product, then the scale, then
-the mask); the softmax is online, so its rounding differs from the unfused one by a few ulps.
+past the diagonal within them. Scores are computed as in the unfused program (dot product,
+then the scale, then the mask); the softmax is online, so its rounding differs from the
+unfused one by a few ulps.
 
 Both products are register tiles: the scores of ROW_TILE rows x SCORE_COLS keys are values
 carried through the loop over e (one multiply-add of a q element and a row of the k^T tile
@@ -336,11 +337,6 @@ class _Emitter:
         """Keys j0 .. j0 + cols against every row tile of the block; their k^T tile lies at
         kt_all[(flat * nkb + j0 / kb) * E * kb ..]."""
         cols = self.minsi(b, self.c(self.kb), b.insert(arith.SubiOp(kend, j0)).result)
-        # the score tile's columns past `cols`, up to the next multiple of sc, are computed
-        # and masked (causal: row_tile bounds both per tile)
-        cend = None
-        if self.op.causal is None:
-            cend = self.muli(b, self.ceil_div(b, cols, self.sc), self.c(self.sc))
         kt = self.addi(b, self.kt_entry, self.muli(b, j0, self.c(self.E)))
         first = self.c(0)
         if self.op.causal is not None:  # rows above the block's first key see none of it
@@ -349,13 +345,13 @@ class _Emitter:
             first = self.muli(b, b.insert(arith.DivUIOp(skip, self.c(self.rt))).result, self.c(self.rt))
 
         def tile(bb: Builder, r0: SSAValue, _):
-            self.row_tile(bb, r0, j0, cols, cend, kt)
+            self.row_tile(bb, r0, j0, cols, kt)
             return []
 
         for_loop(b, first, self.nrows, self.c(self.rt), [], tile)
 
     def row_tile(self, b: Builder, r0: SSAValue, j0: SSAValue, cols: SSAValue,
-                 cend: SSAValue | None, kt: SSAValue) -> None:
+                 kt: SSAValue) -> None:
         """self.rt rows (state slots r0 ..; rows past L read row L-1 and are not written)
         against one key block: scores, their scale / mask / block max, the online-softmax
         state, then the accumulators."""
@@ -368,7 +364,9 @@ class _Emitter:
             # diagonal compute no scores, exps or p @ v updates that the mask would zero
             upto = self.addi(b, b.insert(arith.SubiOp(rows[-1], j0)).result, self.c(1))
             cols = self.minsi(b, cols, upto)
-            cend = self.muli(b, self.ceil_div(b, cols, self.sc), self.c(self.sc))
+        # the score tile's columns past `cols`, up to the next multiple of sc, are computed
+        # and masked
+        cend = self.muli(b, self.ceil_div(b, cols, self.sc), self.c(self.sc))
         self.tile_scores(b, rows, cend, kt)
         maxes = self.tile_masked_max(b, rows, j0, cols, cend)
         alpha = self.tile_softmax_state(b, slots, maxes, cend)

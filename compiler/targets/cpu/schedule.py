@@ -662,9 +662,9 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
     `conv_prefetch_rule`) where vw is 16 floats; a fixed `pf` wins; recorded only when not
     0. `input_flops`: the conv's FLOPs per element of its padded input (0 for a grouped
     conv); from `nhwc_min_flops` (the machine's nhwc_kxk_rule, 0: never) a conv that is not a
-    pointwise row takes `nhwc` too. `l2pf` (the machine's l2_prefetch_rule): the calls on one block of output channels
-    fetch the next block's weights into L2 (tile_conv.py), recorded as l2pf = 1; with
-    512-bit vectors only. Measured on a Sapphire Rapids-class Xeon at one thread, whole ONNX
+    pointwise row takes `nhwc` too. `l2pf` (the machine's l2_prefetch_rule): the calls on one
+    block of output channels fetch the next block's weights into L2 (tile_conv.py), recorded
+    as l2pf = 1; with 512-bit vectors only. Measured on a Sapphire Rapids-class Xeon at one thread, whole ONNX
     models A/B in one process (ms, without / with): AVX-512 code resnet50 53.6 / 52.9,
     resnet18 21.3 / 20.7, regnet_y_400mf 8.6 / 8.4, efficientnet_b0 10.1 / 9.9; AVX2 code
     (haswell) resnet50 75.5 / 78.7, resnet18 28.5 / 28.9, where the fetches compete with
