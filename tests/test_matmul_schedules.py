@@ -24,6 +24,8 @@ import pytest
 import compiler
 from compiler.targets.cpu.machine import CPUMachine, cpu_machine
 from compiler.targets.cpu.schedule import (
+    L2PF_NARROW_COLS,
+    L2PF_NARROW_MAX_M,
     MatmulSchedule,
     aliased_a_rule,
     choose_matmul_schedule,
@@ -377,6 +379,8 @@ L2PF_CASES = [  # (side, M x K x N, schedule, threads)
     ("b", (70, 100, 96), {"vw": 8, "mr": 5, "kc": 24}, 1),
     ("b", (70, 100, 96), {"kc": 8, "ku": 2, "nr": 16, "nc": 16}, 2),
     ("b", (33, 1, 49), {"ku": 1}, 1),
+    ("b", (16, 300, 257), {}, 1),  # few rows: blocks of L2PF_NARROW_COLS, the last one short
+    ("b", (13, 70, 200), {"vw": 8}, 2),
     ("a", (7, 33, 129), {"kc": 16, "mc": 12, "nc": 32, "mr": 4}, 1),
     ("a", (129, 45, 7), {}, 2),
     ("a", (70, 100, 96), {"vw": 8, "mr": 5, "kc": 24}, 2),
@@ -401,10 +405,13 @@ def test_l2_prefetch_of_a_constant_operand(side, shape, schedule, threads):
     check(out, ref, k)
     # the calls fetch where a block has several of them along the constant's reuse (slivers
     # of A for B's panels, panels of B for A's slivers), an unrolled k loop and a line to fetch
-    f = {k_: int(v) for k_, v in re.findall(r"(\w+) = (\d+) : i64", m.ir("linalg"))}
+    sched = re.search(r"aicc\.schedule = \{[^}]*\}", m.ir("linalg")).group(0)
+    f = {k_: int(v) for k_, v in re.findall(r"(\w+) = (\d+) : i64", sched)}
     several = (-(-min(m_, f["mc"]) // f["mr"]) if side == "b" else -(-min(n, f["nc"]) // f["nr"])) >= 2
     lines = min(k, f["kc"]) * (f["nr"] if side == "b" else f["mr"]) // 16
     assert ("l2pf %" in m.ir("loops")) == (several and f["ku"] > 1 and lines > 0), f
+    if side == "b" and "nc" not in schedule and m_ <= L2PF_NARROW_MAX_M:
+        assert f["nc"] <= max(L2PF_NARROW_COLS, f["nr"]), f  # a short first block
 
 
 LANES_CASES = [  # (M x K x N, schedule, threads, epilogue)
@@ -454,6 +461,14 @@ def test_l2_prefetch_rule_by_vendor():
     assert choose_matmul_schedule((), 128, 3072, 768, b_constant=True, vw=16, threads=1).l2pf == 0
     s = choose_matmul_schedule((), 128, 3072, 768, b_constant=True, **on)
     assert MatmulSchedule.from_attr(s.to_attr()) == s
+    # the first block of a constant B streams in on demand: narrow blocks for few rows
+    # (L2PF_NARROW_MAX_M), the L2-sized ones for many, or without l2pf
+    for vw in (8, 16):
+        on = dict(vw=vw, threads=1, l2_prefetch=True)
+        assert choose_matmul_schedule((), 16, 512, 512, b_constant=True, **on).nc == 64
+        assert choose_matmul_schedule((), 1500, 1536, 384, b_constant=True, **on).nc > 64
+        assert choose_matmul_schedule((), 16, 512, 512, b_constant=True, vw=vw,
+                                      threads=1).nc > 64
     assert "l2pf" not in str(choose_matmul_schedule((), 64, 64, 64, vw=16, threads=1).to_attr())
 
 

@@ -92,11 +92,13 @@ func.func @transposed_b(%x: tensor<8x32xf32>, %w: tensor<24x32xf32>) -> tensor<8
 
 // -----
 // A constant B (a layer's weight), packed at compile time: with l2-prefetch the kernels of a
-// block fetch the next block of it into L2 (l2pf = 1, see tile-matmul-l2pf.mlir).
+// block fetch the next block of it into L2 (l2pf = 1, see tile-matmul-l2pf.mlir). The first
+// block comes from memory on demand, so with few rows (M = 64) the blocks are 64 columns
+// wide, not 512.
 // AVX512-LABEL: func.func @weights
-// AVX512:         linalg.matmul {aicc.schedule = {{{.*}}pack_b = true, {{.*}}pf = 32 : i64}}
+// AVX512:         linalg.matmul {aicc.schedule = {{{.*}}nc = 512 : i64, {{.*}}pack_b = true, {{.*}}pf = 32 : i64}}
 // L2PF-LABEL:   func.func @weights
-// L2PF:           linalg.matmul {aicc.schedule = {{{.*}}pack_b = true, {{.*}}pf = 32 : i64, l2pf = 1 : i64}}
+// L2PF:           linalg.matmul {aicc.schedule = {{{.*}}nc = 64 : i64, {{.*}}pack_b = true, {{.*}}pf = 32 : i64, l2pf = 1 : i64}}
 func.func @weights(%x: tensor<64x256xf32>) -> tensor<64x512xf32> {
   %w = arith.constant dense<0.5> : tensor<256x512xf32>
   %e = tensor.empty() : tensor<64x512xf32>
