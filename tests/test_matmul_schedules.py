@@ -414,6 +414,45 @@ def test_l2_prefetch_of_a_constant_operand(side, shape, schedule, threads):
         assert f["nc"] <= max(L2PF_NARROW_COLS, f["nr"]), f  # a short first block
 
 
+TAIL_CASES = [  # (M x K x N, schedule, threads, constant B, kernels' rows)
+    # A in place, 2 rows left (4 FMA chains): the last sliver and them as two kernels of 4
+    ((14, 37, 40), {"vw": 8, "mr": 6}, 1, False, {6, 4}),
+    ((128, 70, 48), {"vw": 8, "mr": 6}, 1, True, {6, 4}),  # bert's M with AVX2 code
+    ((16, 33, 64), {"vw": 16, "mr": 14}, 1, True, {8}),  # 14 + 2 -> 8 + 8
+    ((13, 20, 16), {"vw": 8, "mr": 6}, 1, False, {6, 4, 3}),  # 6 + 7 -> 6 + 4 + 3
+    # enough chains (5 rows x 2 vectors): one kernel of the rows left
+    ((17, 9, 40), {"vw": 8, "mr": 6}, 1, True, {6, 5}),
+    # A packed (slivers of mr rows): one kernel of the rows left, reading its sliver
+    ((14, 37, 40), {"vw": 8, "mr": 6, "pack_a": True}, 1, False, {6, 2}),
+    ((14, 37, 40), {"vw": 8, "mr": 6, "pack_a": True, "order": "nm"}, 1, False, {6, 2}),
+    # M blocks over threads: only the last block has the tail (scf.if on the block's rows)
+    ((50, 24, 33), {"vw": 8, "mr": 6, "mc": 12, "parallel": "mn"}, 2, True, {6, 2}),
+    ((52, 24, 33), {"vw": 8, "mr": 6, "mc": 12, "parallel": "mn"}, 2, True, {6, 4}),
+    # l2pf over split tail kernels: the second fetches the last sliver's share
+    ((20, 64, 96), {"vw": 8, "mr": 6, "kc": 32, "nc": 32, "l2pf": 1}, 1, True, {6, 4}),
+]
+
+
+@pytest.mark.parametrize("mkn, schedule, threads, const_b, rows", TAIL_CASES, ids=str)
+def test_row_tail_kernels(mkn, schedule, threads, const_b, rows):
+    # The M % mr rows past the last whole sliver run kernels of exactly as many rows (or,
+    # with A in place and too few FMA chains, share the last sliver's rows evenly), with an
+    # init (a bias) and an epilogue in the kernels, as the other kernels
+    m_, k, n = mkn
+    x, w, bias = rand(m_, k, seed=60), rand(k, n, seed=61), rand(n, seed=62)
+    want = np.maximum(ref_matmul(x, w) + bias, 0)
+    if const_b:
+        m, out = run(lambda x: np.maximum(x @ w + bias, 0), (x,), schedule=schedule,
+                     threads=threads)
+    else:
+        m, out = run(lambda x, w: np.maximum(x @ w + bias, 0), (x, w), schedule=schedule,
+                     threads=threads)
+    check(out, want, k)
+    loops = m.ir("loops")
+    assert {int(r) for r in re.findall(r"\bmr = (\d+) : i64", loops)} == rows
+    assert "a_clamp" not in loops
+
+
 LANES_CASES = [  # (M x K x N, schedule, threads, epilogue)
     ((64, 128, 49), {}, 1, "relu"),  # resnet's 1x1 convs at 7x7: 48 columns + 1
     ((30, 37, 196), {"vw": 16}, 2, "bias"),  # 14x14: 192 + 4

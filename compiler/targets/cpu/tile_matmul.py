@@ -19,7 +19,8 @@ panel layout, and nothing packs it at run time. A zero
 `linalg.fill` of C right before the matmul is dropped: the first K block overwrites C.
 Sizes that are not multiples of the tile are handled by the micro-kernel (`rows`/`cols`
 below mr/nr), reading the zero padding of the packed operands; a last panel of fewer
-vectors than nr runs a kernel only as wide as they are.
+vectors than nr runs a kernel only as wide as they are, and the rows past the last whole
+sliver of a static M kernels of exactly as many rows (`_tail_kernels`).
 
 Epilogues: a copy of a bias or residual into C before the matmul becomes the first K
 block's starting value (`init`), and an elementwise op right after it that is C's only
@@ -98,6 +99,9 @@ from compiler.targets.cpu.schedule import (
 Index = int | SSAValue
 
 PACK_B_ROWS = 16  # rows of B per iteration of the parallel packing loop
+# Independent FMA chains (accumulators) a micro-kernel needs to keep two FMA units busy at a
+# latency of 4 cycles (Intel cores since Skylake, Zen 2-5); fewer, and it waits on them.
+FMA_CHAINS = 8
 
 
 class _Ix:
@@ -1033,9 +1037,47 @@ class _Tiler:
                 return n, ix.add(b, off, ix.rem(b, j, s.nr)) if lanes else off
             return n, ix.add(b, ix.mul(b, tile.bb, K * o.ldb), ix.add(b, ix.mul(b, pc, o.ldb), j))
 
-        def sliver(b: Builder, ir: Index) -> tuple[Index, Index]:
-            """Rows of sliver ir and its offset in A."""
-            m = ix.min(b, s.mr, ix.sub(b, tile.mcv, ir))
+        tail = self._tail_kernels()
+
+        def slivers(b: Builder, body) -> None:
+            """body(b, ir, mr, slot) for each sliver of the tile's rows, mr the kernel's: s.mr, but
+            the M % s.mr rows left at the end of the last M block (M known) run kernels of
+            exactly as many rows (_tail_kernels), which compute no rows that are dropped.
+            The other blocks are whole slivers (mc a multiple of s.mr), so a tile's rows past
+            its whole slivers are 0 or the tail's; a dynamic tile tests which. slot: the
+            sliver of s.mr rows whose share of the next block the call fetches (l2pf; None:
+            ir / s.mr), which for the second of two tail kernels is the last one."""
+            mcv = tile.mcv
+            if tail is None:
+                _for(b, ix, 0, mcv, s.mr, lambda b, ir: body(b, ir, s.mr, None))
+                return
+            rem = ix.rem(b, mcv, s.mr)
+            if isinstance(rem, int) and not rem:
+                _for(b, ix, 0, mcv, s.mr, lambda b, ir: body(b, ir, s.mr, None))
+                return
+            # at the tail: rem is the tail's leftover (M % s.mr), its kernels take sum(tail)
+            at_tail = 1 if isinstance(rem, int) else ix.div(b, rem, self.M % s.mr)
+            end = ix.sub(b, mcv, ix.mul(b, at_tail, sum(tail)))
+            _for(b, ix, 0, end, s.mr, lambda b, ir: body(b, ir, s.mr, None))
+
+            def tail_kernels(b: Builder) -> None:
+                ir, first = end, ix.div(b, end, s.mr)
+                for i, rows in enumerate(tail):
+                    body(b, ir, rows, ix.add(b, first, i))
+                    ir = ix.add(b, ir, rows)
+
+            if isinstance(rem, int):
+                tail_kernels(b)
+                return
+            blk = Block()
+            b.insert(scf.IfOp(b.insert(arith.CmpiOp(ix.v(rem), ix.v(0), "ne")).result, [],
+                              Region(blk)))
+            Builder(InsertPoint.at_end(blk)).insert(scf.YieldOp())
+            tail_kernels(Builder(InsertPoint.before(blk.last_op)))
+
+        def sliver(b: Builder, ir: Index, mr: int) -> tuple[Index, Index]:
+            """Rows of sliver ir (a kernel of mr rows) and its offset in A."""
+            m = mr if tail is not None else ix.min(b, s.mr, ix.sub(b, tile.mcv, ir))
             i = ix.add(b, tile.ic, ir)
             if o.a_packed:
                 slv = ix.add(b, ix.mul(b, tile.ba, o.MP), ix.div(b, i, s.mr))
@@ -1043,25 +1085,50 @@ class _Tiler:
             return m, ix.add(b, ix.mul(b, tile.ba, ix.mul(b, M, K)),
                              ix.add(b, ix.mul(b, i, self.a_rs), ix.mul(b, pc, self.a_ks)))
 
-        def kernel(b: Builder, ir: Index, jr: Index, m_a, n_b, nr: int, lanes: bool) -> None:
-            l2pf = None if lanes else self._l2_prefetch(b, ix, pc, ir, jr, m_a[1], n_b[1])
-            self._emit_microkernel(b, ix, tile, kc, acc, ir, jr, m_a, n_b, nr, l2pf, lanes)
+        def kernel(b: Builder, ir: Index, jr: Index, mr: int, slot: Index | None, m_a, n_b,
+                   nr: int, lanes: bool) -> None:
+            l2pf = None if lanes else self._l2_prefetch(b, ix, pc, ir, jr, m_a[1], n_b[1], slot)
+            self._emit_microkernel(b, ix, tile, kc, acc, ir, jr, m_a, n_b, mr, nr, l2pf, lanes)
 
-        mcv = tile.mcv
         if s.order == "nm":  # a B panel stays in L1 while the slivers of A pass
-            panels(b, lambda b, jr, nr, lanes: (lambda nb_: _for(
-                b, ix, 0, mcv, s.mr,
-                lambda b, ir: kernel(b, ir, jr, sliver(b, ir), nb_, nr, lanes)))(
-                    panel(b, jr, nr, lanes)))
+            panels(b, lambda b, jr, nr, lanes: (lambda nb_: slivers(
+                b, lambda b, ir, mr, slot: kernel(b, ir, jr, mr, slot, sliver(b, ir, mr), nb_,
+                                                  nr, lanes)))(panel(b, jr, nr, lanes)))
         else:  # an A sliver stays in L1 while the panels of B pass
-            _for(b, ix, 0, mcv, s.mr, lambda b, ir: (lambda ma_: panels(
-                b, lambda b, jr, nr, lanes: kernel(b, ir, jr, ma_, panel(b, jr, nr, lanes), nr,
-                                                   lanes)))(sliver(b, ir)))
+            slivers(b, lambda b, ir, mr, slot: (lambda ma_: panels(
+                b, lambda b, jr, nr, lanes: kernel(b, ir, jr, mr, slot, ma_,
+                                                   panel(b, jr, nr, lanes), nr, lanes)))(
+                                                       sliver(b, ir, mr)))
+
+    def _tail_kernels(self) -> list[int] | None:
+        """The rows of the kernels that take the last rows of a static M, where M % mr = r is
+        not 0: one kernel of r rows; or, with A read in place and r rows too few FMA chains
+        to hide the FMA latency (r * nr / vw < FMA_CHAINS), the last whole sliver and the r
+        rows as two kernels of (mr + r) / 2 rows each (M = 128, mr = 6: 20 slivers of 6 and
+        two of 4, not 21 and one of 2). Without this, the last sliver ran the mr-row kernel
+        on clamped rows, in a k loop not unrolled. A chain of 4 layers (512x512 x 4,
+        512x2048, 2048x512) with AVX2 code on a Sapphire Rapids-class Xeon, one thread:
+        M = 126 26.4-26.7 ms, 128 27.9-28.1, 132 27.7-27.9. None: M dynamic (each edge
+        sliver clamps its rows), M a multiple of mr, or mc not one."""
+        mm, s, o = self.match, self.s, self.operands
+        M = self.M
+        if mm.m_dynamic or not isinstance(M, int) or s.mc % s.mr:
+            return None
+        r = M % s.mr
+        if not r:
+            return None
+        last_block = M - (M - 1) // s.mc * s.mc  # rows of the last M block
+        if (not o.a_packed and r * (s.nr // s.vw) < FMA_CHAINS
+                and last_block >= s.mr + r):
+            return [(s.mr + r + 1) // 2, (s.mr + r) // 2]
+        return [r]
 
     def _l2_prefetch(self, b: Builder, ix: _Ix, pc: Index, ir: Index, jr: Index, a_off: Index,
-                     b_off: Index) -> tuple[SSAValue, SSAValue, int] | None:
+                     b_off: Index, slot: Index | None = None
+                     ) -> tuple[SSAValue, SSAValue, int] | None:
         """What the kernel call on sliver ir and panel jr of K block pc fetches into L2
-        (MicrokernelOp's l2pf: buffer, offset, lines per ku steps), or None.
+        (MicrokernelOp's l2pf: buffer, offset, lines per ku steps), or None. slot: the
+        sliver whose share of B the call fetches, where not ir / mr (tail kernels).
 
         With the A sliver outside the panels (order mn), a constant operand packed at compile
         time comes from memory the first time a kernel reads it: B's panels at the first
@@ -1091,7 +1158,8 @@ class _Tiler:
             # the next block: this one + kc rows, or (last K block) `panels` panels on, row 0
             back = ix.sub(b, panels * K * s.nr - s.kc * s.nr, ix.mul(b, pc, s.nr))
             nxt = ix.add(b, b_off, ix.add(b, s.kc * s.nr, ix.mul(b, last, back)))
-            share = ix.mul(b, ix.div(b, ir, s.mr), steps * rate * line)
+            share = ix.mul(b, ix.div(b, ir, s.mr) if slot is None else slot,
+                           steps * rate * line)
             return o.b_src, ix.v(ix.add(b, nxt, share)), min(rate, 4 * s.ku)
         if o.a_cold and panels >= 2:
             rate = -(-(kc * s.mr // line) // (panels * steps))  # the next sliver, shared
@@ -1102,12 +1170,12 @@ class _Tiler:
         return None
 
     def _emit_microkernel(self, b: Builder, ix: _Ix, tile: _Tile, kc: Index, acc: SSAValue,
-                          ir: Index, jr: Index, m_a, n_b, nr: int,
+                          ir: Index, jr: Index, m_a, n_b, mr: int, nr: int,
                           l2pf: tuple[SSAValue, SSAValue, int] | None = None,
                           lanes: bool = False) -> None:
-        """The micro-kernel, nr columns wide, on sliver ir of A (m rows at a_off) and panel
-        jr of B (n columns at b_off), into C's tile at (ir, jr), starting from the init
-        operand when there is one."""
+        """The micro-kernel, mr x nr, on sliver ir of A (m rows at a_off) and panel jr of B
+        (n columns at b_off), into C's tile at (ir, jr), starting from the init operand when
+        there is one."""
         mm, s, o = self.match, self.s, self.operands
         M, N = self.M, mm.n
         (m, a_off), (n, b_off) = m_a, n_b
@@ -1120,9 +1188,10 @@ class _Tiler:
         b.insert(MicrokernelOp(
             o.a_src, ix.v(a_off), o.b_src, ix.v(b_off), o.c, ix.v(c_off), ix.v(kc),
             ix.v(m), ix.v(n), acc,
-            a_clamp=not o.a_packed and (mm.m_dynamic or M % s.mr != 0),
+            a_clamp=not o.a_packed and (mm.m_dynamic or M % s.mr != 0) and (
+                self._tail_kernels() is None),
             b_masked=not lanes and not o.b_packed and N % nr != 0, m_lanes=lanes,
-            mr=s.mr, nr=nr, vw=s.vw,
+            mr=mr, nr=nr, vw=s.vw,
             a_rs=self.a_rs, a_ks=self.a_ks,
             b_ks=s.nr if o.b_packed else o.ldb, ldc=N, ku=s.ku,
             b_pf=0 if lanes else s.pf, init=init, l2pf=l2pf,

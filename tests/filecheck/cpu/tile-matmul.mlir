@@ -61,17 +61,26 @@ func.func @weights(%x: memref<10x3xf32>, %c: memref<10x20xf32>) {
 // A constant A read through reshapes (a conv's weight viewed as its matmul's matrix) is packed
 // at compile time into mr-row slivers, k-major (sliver 0: rows 0-3; sliver 1: row 4, then
 // zeros); the original global and its views go. B, read in place, is 20 columns: a 16-wide
-// panel, then the last 4 columns by a kernel one vector (8 columns) wide, not 16.
+// panel, then the last 4 columns by a kernel one vector (8 columns) wide, not 16. The fifth
+// row (M % mr = 1) takes kernels of one row (mr = 1) on the second sliver, not 4-row kernels
+// whose 3 other rows are dropped.
 // CHECK-NOT:   sym_name = "wa",
 // CHECK:       "memref.global"() <{sym_name = "wa_slivers4", type = memref<24xf32>, initial_value = dense<[1.000000e+00, 4.000000e+00, 7.000000e+00, 1.000000e+01, 2.000000e+00, {{.*}}, 1.200000e+01, 1.300000e+01, 0.000000e+00, 0.000000e+00, 0.000000e+00, 1.400000e+01, {{.*}}]> : tensor<24xf32>, sym_visibility = "private", constant}>
 // CHECK-LABEL: func.func @constant_a
+// CHECK-DAG:     %[[C12:.*]] = arith.constant 12 : index
+// CHECK-DAG:     %[[C80:.*]] = arith.constant 80 : index
+// CHECK-DAG:     %[[C96:.*]] = arith.constant 96 : index
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
+// CHECK-DAG:     %[[C4:.*]] = arith.constant 4 : index
 // CHECK-NOT:     memref.expand_shape
 // CHECK:         %[[W:.*]] = memref.get_global @wa_slivers4 : memref<24xf32>
 // CHECK-NOT:     memref.store
-// CHECK:         scf.for
-// CHECK:           aicc_cpu.microkernel %[[W]][%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}] k %{{.*}} rows %{{.*}} cols %{{.*}} accumulate %{{.*}} {mr = 4 : i64, nr = 16 : i64, vw = 8 : i64, a_rs = 1 : i64, a_ks = 4 : i64, b_ks = 20 : i64, ldc = 20 : i64, ku = 1 : i64, b_masked = true}
-// CHECK-NEXT:      arith.addi
-// CHECK-NEXT:      aicc_cpu.microkernel %[[W]][%{{.*}}], {{.*}} {mr = 4 : i64, nr = 8 : i64, vw = 8 : i64, a_rs = 1 : i64, a_ks = 4 : i64, b_ks = 20 : i64, ldc = 20 : i64, ku = 1 : i64, b_masked = true}
+// CHECK-NOT:     scf.for
+// CHECK:         aicc_cpu.microkernel %[[W]][%[[C0]]], %{{.*}}[%{{.*}}], %{{.*}}[%[[C0]]] k %{{.*}} rows %[[C4]] cols %{{.*}} accumulate %{{.*}} {{{.*}}mr = 4 : i64, nr = 16 : i64, vw = 8 : i64, a_rs = 1 : i64, a_ks = 4 : i64, b_ks = 20 : i64, ldc = 20 : i64, ku = 1 : i64, b_masked = true}
+// CHECK-NEXT:    aicc_cpu.microkernel %[[W]][%[[C0]]], {{.*}} rows %[[C4]] {{.*}} {mr = 4 : i64, nr = 8 : i64, vw = 8 : i64, a_rs = 1 : i64, a_ks = 4 : i64, b_ks = 20 : i64, ldc = 20 : i64, ku = 1 : i64, b_masked = true}
+// CHECK-NEXT:    aicc_cpu.microkernel %[[W]][%[[C12]]], %{{.*}}[%[[C0]]], %{{.*}}[%[[C80]]] k %{{.*}} rows %[[C1]] {{.*}} {mr = 1 : i64, nr = 16 : i64, {{.*}}}
+// CHECK-NEXT:    aicc_cpu.microkernel %[[W]][%[[C12]]], {{.*}}[%[[C96]]] k %{{.*}} rows %[[C1]] {{.*}} {mr = 1 : i64, nr = 8 : i64, {{.*}}}
 // CHECK-NOT:     aicc_cpu.microkernel
 "memref.global"() <{sym_name = "wa", type = memref<5x1x3xf32>, initial_value = dense<[[[1.0, 2.0, 3.0]], [[4.0, 5.0, 6.0]], [[7.0, 8.0, 9.0]], [[10.0, 11.0, 12.0]], [[13.0, 14.0, 15.0]]]> : tensor<5x1x3xf32>, sym_visibility = "private", constant}> : () -> ()
 func.func @constant_a(%x: memref<3x20xf32>, %c: memref<5x20xf32>) {
@@ -337,5 +346,57 @@ func.func @bias_view_overwritten(%x: memref<6x5xf32>, %w: memref<5x16xf32>, %t: 
   linalg.fill ins(%z : f32) outs(%r : memref<1x6x16xf32>)
   linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 16 : i64, vw = 16 : i64, kc = 5 : i64, mc = 6 : i64, nc = 16 : i64, ku = 1 : i64, pack_a = true, pack_b = false, parallel = "", order = "mn", pf = 0 : i64}} ins(%x, %w : memref<6x5xf32>, memref<5x16xf32>) outs(%c : memref<6x16xf32>)
   memref.dealloc %r : memref<1x6x16xf32>
+  func.return
+}
+
+// -----
+// M = 14 rows, mr = 6, A read in place: 2 rows are left past 2 whole slivers, 4 FMA chains
+// in a 2-row kernel (too few to hide the FMA latency), so the last sliver and those rows
+// run as two kernels of 4 rows (rows 6-9 and 10-13), each of exactly its rows: no kernel
+// computes rows that are dropped, and none clamps its rows of A.
+// CHECK-LABEL: func.func @split_tail
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[C4:.*]] = arith.constant 4 : index
+// CHECK-DAG:     %[[C6:.*]] = arith.constant 6 : index
+// CHECK-DAG:     %[[C48:.*]] = arith.constant 48 : index
+// CHECK-DAG:     %[[C80:.*]] = arith.constant 80 : index
+// CHECK:         scf.for
+// CHECK:           aicc_cpu.microkernel %{{.*}}[%[[C0]]], {{.*}} rows %[[C6]] {{.*}}mr = 6 : i64, nr = 16 : i64
+// CHECK:         scf.for
+// CHECK:           aicc_cpu.microkernel %{{.*}}[%[[C48]]], {{.*}} rows %[[C4]] {{.*}} {mr = 4 : i64, nr = 16 : i64
+// CHECK:         scf.for
+// CHECK:           aicc_cpu.microkernel %{{.*}}[%[[C80]]], {{.*}} rows %[[C4]] {{.*}} {mr = 4 : i64, nr = 16 : i64
+// CHECK-NOT:     a_clamp
+func.func @split_tail(%a: memref<14x8xf32>, %b: memref<8x32xf32>, %c: memref<14x32xf32>) {
+  %z = arith.constant 0.0 : f32
+  linalg.fill ins(%z : f32) outs(%c : memref<14x32xf32>)
+  linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 16 : i64, vw = 8 : i64, kc = 8 : i64, mc = 18 : i64, nc = 32 : i64, ku = 4 : i64, pack_a = false, pack_b = false, parallel = "", order = "mn", pf = 0 : i64}} ins(%a, %b : memref<14x8xf32>, memref<8x32xf32>) outs(%c : memref<14x32xf32>)
+  func.return
+}
+
+// -----
+// The same M in blocks of mc = 6 rows over the threads: blocks 0 and 1 are whole slivers,
+// the last block the 2 rows left. A block runs its whole slivers (mcv - mcv % 6 rows: the
+// rows left are 0, or 2 in the last block), then, if rows are left, a kernel of 2 rows.
+// CHECK-LABEL: func.func @dynamic_tail
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[C2:.*]] = arith.constant 2 : index
+// CHECK-DAG:     %[[C6:.*]] = arith.constant 6 : index
+// CHECK:         "scf.parallel"
+// CHECK:           %[[MCV:.*]] = arith.minsi %[[C6]], %{{.*}} : index
+// CHECK:           %[[REM:.*]] = arith.remui %[[MCV]], %[[C6]] : index
+// CHECK:           %[[AT:.*]] = arith.divui %[[REM]], %[[C2]] : index
+// CHECK:           %[[TAIL:.*]] = arith.muli %[[AT]], %[[C2]] : index
+// CHECK:           %[[END:.*]] = arith.subi %[[MCV]], %[[TAIL]] : index
+// CHECK:           scf.for %{{.*}} = %[[C0]] to %[[END]] step %[[C6]] {
+// CHECK:             aicc_cpu.microkernel {{.*}} rows %[[C6]] {{.*}} {mr = 6 : i64,
+// CHECK:           %[[LEFT:.*]] = arith.cmpi ne, %[[REM]], %[[C0]] : index
+// CHECK:           scf.if %[[LEFT]] {
+// CHECK:             aicc_cpu.microkernel {{.*}} rows %[[C2]] {{.*}} {mr = 2 : i64,
+// CHECK-NOT:     a_clamp
+func.func @dynamic_tail(%a: memref<14x8xf32>, %b: memref<8x32xf32>, %c: memref<14x32xf32>) {
+  %z = arith.constant 0.0 : f32
+  linalg.fill ins(%z : f32) outs(%c : memref<14x32xf32>)
+  linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 16 : i64, vw = 8 : i64, kc = 8 : i64, mc = 6 : i64, nc = 32 : i64, ku = 4 : i64, pack_a = false, pack_b = false, parallel = "m", order = "mn", pf = 0 : i64}} ins(%a, %b : memref<14x8xf32>, memref<8x32xf32>) outs(%c : memref<14x32xf32>)
   func.return
 }
