@@ -38,6 +38,7 @@ SHARED_PASSES = {
     "forward-copies": _pass("forward_copies", "ForwardCopies"),
     "plan-memory": _pass("plan_memory", "PlanMemory"),
     "collapse-dims": _pass("collapse_dims", "CollapseDims"),
+    "fill-border": _pass("fill_border", "FillBorder"),
     "linalg-to-loops": _pass("linalg_to_loops", "LinalgToLoops"),
 }
 

@@ -22,6 +22,8 @@ from compiler.targets import Target
 WINDOW_INNER_ENV = "AICC_WINDOW_INNER"
 # "0": no collapse-dims, elementwise loop nests keep their dims (A/B timing)
 COLLAPSE_ENV = "AICC_COLLAPSE"
+# "0": no fill-border, a padding's fill writes the whole padded buffer (A/B timing)
+FILL_BORDER_ENV = "AICC_FILL_BORDER"
 # "0": int8 3x3 convs keep the direct kernel where the integer Winograd one would run (A/B timing)
 INT8_WINOGRAD_ENV = "AICC_INT8_WINOGRAD"
 # "0" / "1": the matmul kernels fetch the next block of a constant operand into L2 or not,
@@ -60,6 +62,7 @@ class CPUTarget(Target):
         from compiler.lowering.fold_conv_input_scale import FoldConvInputScale
         from compiler.lowering.fuse_linear_bias import FuseLinearBias
         from compiler.lowering.collapse_dims import CollapseDims
+        from compiler.lowering.fill_border import FillBorder
         from compiler.targets.cpu.choose_schedule import ChooseSchedule
         from compiler.targets.cpu.fuse_rows import FuseRows
         from compiler.targets.cpu.lower_attention import LowerAttention
@@ -103,7 +106,9 @@ class CPUTarget(Target):
             forward_permuted_min_bytes=machine.l2_bytes,
             # collapse-dims: an elementwise op's loop nest over as few dims as its operands
             # allow, so its innermost loop is long and all vectors
+            # fill-border: a padding's fill stores the border only (its copy writes the rest)
             loops=(LowerAttention(vector_bits=machine.vector_bits),
+                   *([FillBorder()] if os.environ.get(FILL_BORDER_ENV, "1") != "0" else []),
                    *([CollapseDims()] if os.environ.get(COLLAPSE_ENV, "1") != "0" else [])),
             transpose_tile=64,
             # AICC_WINDOW_INNER=0 keeps the default order (for A/B timing)
@@ -152,7 +157,7 @@ class CPUTarget(Target):
                 "tuning": record_digest(machine.key()),
                 "env": {k: os.environ.get(k, "")
                         for k in (CONV_SCHEDULE_ENV, WINDOW_INNER_ENV, COLLAPSE_ENV, INT8_WINOGRAD_ENV,
-                                  L2_PREFETCH_ENV)}}
+                                  L2_PREFETCH_ENV, FILL_BORDER_ENV)}}
 
     @staticmethod
     def _record(machine) -> str:
