@@ -46,25 +46,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from compiler.errors import CompileError
 from compiler.lowering.linalg_to_loops import loop_ranges
 from compiler.lowering.loop_builder import IndexBuilder
-from compiler.lowering.utils import view_root
+from compiler.lowering.utils import aliases, view_root
 
 # ops that may stand between the fill and the copy (they touch no buffer)
 _PURE = (arith.ConstantOp, memref.ViewOp, memref.GetGlobalOp, memref.CollapseShapeOp,
          memref.ExpandShapeOp)
-
-
-def _views(root: SSAValue) -> set[SSAValue]:
-    """`root` and its reshapes, through chains of them."""
-    out, todo = {root}, [root]
-    while todo:
-        for u in todo.pop().uses:
-            o = u.operation
-            if isinstance(o, memref.CollapseShapeOp | memref.ExpandShapeOp | memref.ViewOp):
-                for r in o.results:
-                    if r not in out:
-                        out.add(r)
-                        todo.append(r)
-    return out
 
 
 def _touches(op: Operation, values: set[SSAValue]) -> bool:
@@ -90,14 +76,14 @@ def interior(fill: linalg.FillOp) -> tuple[list[int], list[int]] | None:
     if not (isinstance(t, MemRefType) and isinstance(t.layout, NoneAttr)
             and all(d >= 0 for d in t.get_shape())):
         return None
-    aliases = _views(view_root(p))
+    buffer = aliases(view_root(p))
     copy = fill.next_op
     while copy is not None and isinstance(copy, _PURE):
         copy = copy.next_op
     if not (isinstance(copy, linalg.GenericOp) and len(copy.outputs) == 1
             and copy.outputs[0] is p and copy.parent is fill.parent
             and all(str(it.data) == "parallel" for it in copy.iterator_types)
-            and not any(v in aliases for v in copy.inputs)):
+            and not any(v in buffer for v in copy.inputs)):
         return None
     # the copy's body must not read its output (a pure overwrite)
     out_arg = copy.body.block.args[len(copy.inputs)]
@@ -105,7 +91,7 @@ def interior(fill: linalg.FillOp) -> tuple[list[int], list[int]] | None:
         return None
     op = fill.next_op
     while op is not copy:
-        if _touches(op, aliases):
+        if _touches(op, buffer):
             return None
         op = op.next_op
     out_map = copy.indexing_maps.data[-1].data

@@ -128,6 +128,25 @@ def is_before(a: Operation, b: Operation) -> bool:
     return False
 
 
+# ops whose result is a view of their operand's memory (they read and write nothing)
+VIEW_OPS = (memref.CollapseShapeOp, memref.ExpandShapeOp, memref.ViewOp, memref.SubviewOp,
+            memref.CastOp)
+
+
+def aliases(v: SSAValue) -> set[SSAValue]:
+    """`v` and every view of it, through chains of views."""
+    out, todo = {v}, [v]
+    while todo:
+        for use in todo.pop().uses:
+            o = use.operation
+            if isinstance(o, VIEW_OPS):
+                for r in o.results:
+                    if r not in out:
+                        out.add(r)
+                        todo.append(r)
+    return out
+
+
 def view_root(v: SSAValue) -> SSAValue:
     """The memref that `v` is a view of, through collapse_shape / expand_shape (else `v`)."""
     while isinstance(v.owner, memref.CollapseShapeOp | memref.ExpandShapeOp):

@@ -78,7 +78,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from compiler.dialects.aicc import dense_from_numpy, numpy_from_dense
 from compiler.dialects.aicc_cpu import MicrokernelOp
 from compiler.errors import CompileError
-from compiler.lowering.utils import flat_view, is_before, reshaped_view, view_root
+from compiler.lowering.utils import VIEW_OPS, flat_view, is_before, reshaped_view, view_root
+from compiler.lowering.utils import aliases as _aliases
 from compiler.stats import TILED_ATTR, flops
 from compiler.threads import default_threads
 from compiler.targets.cpu.tile_conv import epilogue_region, scalar_constant
@@ -1337,25 +1338,6 @@ def _base(v: SSAValue) -> SSAValue:
         v = v.op.operands[0]
     return v
 
-
-# ops whose result is a view of their operand's memory (they read and write nothing)
-VIEW_OPS = (memref.CollapseShapeOp, memref.ExpandShapeOp, memref.ViewOp, memref.SubviewOp,
-            memref.CastOp)
-
-
-def _aliases(v: SSAValue) -> set[SSAValue]:
-    """`v` and every view of it, through chains of views."""
-    out, todo = {v}, [v]
-    while todo:
-        x = todo.pop()
-        for use in x.uses:
-            o = use.operation
-            if isinstance(o, VIEW_OPS):
-                for r in o.results:
-                    if r not in out:
-                        out.add(r)
-                        todo.append(r)
-    return out
 
 
 def _erase_unused_globals(module: ModuleOp, names: set[str]) -> None:
