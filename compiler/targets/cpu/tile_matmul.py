@@ -917,6 +917,7 @@ class _Tiler:
         epi_on_c = self._epilogue_on_c(b) if self.epilogue is not None else None
         self.operands = _Operands(a_src, a_packed, b_src, b_packed, c, MP, NP, first_overwrites,
                                   true_, ldb, init_flat, epi_on_c, self.a_cold, self.b_cold)
+        self.tail = self._tail_kernels()
 
         def nest(b: Builder, idx: dict[str, Index], dims: list[str]) -> None:
             if not dims:
@@ -1038,7 +1039,7 @@ class _Tiler:
                 return n, ix.add(b, off, ix.rem(b, j, s.nr)) if lanes else off
             return n, ix.add(b, ix.mul(b, tile.bb, K * o.ldb), ix.add(b, ix.mul(b, pc, o.ldb), j))
 
-        tail = self._tail_kernels()
+        tail = self.tail
 
         def slivers(b: Builder, body) -> None:
             """body(b, ir, mr, slot) for each sliver of the tile's rows, mr the kernel's: s.mr, but
@@ -1110,7 +1111,7 @@ class _Tiler:
         on clamped rows, in a k loop not unrolled. A chain of 4 layers (512x512 x 4,
         512x2048, 2048x512) with AVX2 code on a Sapphire Rapids-class Xeon, one thread:
         M = 126 26.4-26.7 ms, 128 27.9-28.1, 132 27.7-27.9. None: M dynamic (each edge
-        sliver clamps its rows), M a multiple of mr, or mc not one."""
+        sliver clamps its rows), M a multiple of mr, or mc not a multiple of mr."""
         mm, s, o = self.match, self.s, self.operands
         M = self.M
         if mm.m_dynamic or not isinstance(M, int) or s.mc % s.mr:
@@ -1189,8 +1190,7 @@ class _Tiler:
         b.insert(MicrokernelOp(
             o.a_src, ix.v(a_off), o.b_src, ix.v(b_off), o.c, ix.v(c_off), ix.v(kc),
             ix.v(m), ix.v(n), acc,
-            a_clamp=not o.a_packed and (mm.m_dynamic or M % s.mr != 0) and (
-                self._tail_kernels() is None),
+            a_clamp=not o.a_packed and (mm.m_dynamic or M % s.mr != 0) and self.tail is None,
             b_masked=not lanes and not o.b_packed and N % nr != 0, m_lanes=lanes,
             mr=mr, nr=nr, vw=s.vw,
             a_rs=self.a_rs, a_ks=self.a_ks,
@@ -1337,7 +1337,6 @@ def _base(v: SSAValue) -> SSAValue:
             v.op, memref.CollapseShapeOp | memref.ExpandShapeOp | memref.SubviewOp | memref.CastOp):
         v = v.op.operands[0]
     return v
-
 
 
 def _erase_unused_globals(module: ModuleOp, names: set[str]) -> None:
