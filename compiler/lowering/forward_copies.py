@@ -14,7 +14,7 @@ dealloc) are gone. It applies when
   * B is a fresh allocation that nothing but P, C and its dealloc touch, so no one else sees
     it;
   * P is a generic with parallel loops only and no schedule of its own (not a matmul or conv
-    that a later pass tiles), does not read B (its output's block argument is unused) and
+    that a later pass tiles; a vectorize hint is kept), does not read B (its output's block argument is unused) and
     does not read D's buffer;
   * P writes every element of B once: each o_i is a permutation of P's loops plus constants,
     the constants distinct between the o_i and their count times P's iteration space B's
@@ -27,7 +27,10 @@ offset (a concat's part: `d + c`, or `d + 0` where the destination's dim is larg
 loop's range, so that the verifier reads the range elsewhere), is forwarded only where its
 buffer has more than `permuted_min_bytes` (the cpu target: its L2): the producer's writes
 then land out of order or apart, and its loop nest can no longer run over its dims as one
-(collapse-dims), which cost more than the copy of a buffer that stays in L2.
+(collapse-dims), which cost more than the copy of a buffer that stays in L2. A slice is
+forwarded at any size where the producer's dims would not merge anyway (it reads at a stride
+or an offset: Winograd F(4x4)'s input transform writing its 36 tiles into a V whose slices
+have extra rows).
 
 Where it pays: Winograd F(4x4, 3x3)'s output transform yields its 16 planes P[r, s] as 16
 buffers, each copied into its slice of one (4, 4, N, OC, TH, TW) tensor, which one more copy
@@ -57,6 +60,8 @@ from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from compiler.dialects.aicc import VECTORIZE_ATTR
+from compiler.lowering.collapse_dims import operand_dims, collapse_groups
 from compiler.lowering.linalg_to_loops import loop_ranges
 from compiler.lowering.utils import is_before, plus, view_root
 
@@ -139,6 +144,14 @@ def _maps_into(prod: GenericOp, ranges: list[int], outs: list[int], dst: SSAValu
     return [AffineMapAttr(m) for m in maps]
 
 
+def _merges(prod: GenericOp, maps: list[AffineMap], ranges: list[int]) -> bool:
+    """Whether collapse-dims would merge some of the producer's loops."""
+    dims = [operand_dims(m, v.type.get_shape(), ranges) for m, v in zip(maps, prod.operands)]
+    if any(d is None for d in dims):  # a strided or shifted read: nothing merges
+        return False
+    return len(collapse_groups(ranges, dims)) < sum(r != 1 for r in ranges)
+
+
 def _forward(copy: GenericOp, permuted_min_bytes: int) -> bool:
     src, dst = copy.inputs[0], copy.outputs[0]
     read, write = (m.data for m in copy.indexing_maps.data)
@@ -158,7 +171,7 @@ def _forward(copy: GenericOp, permuted_min_bytes: int) -> bool:
     prod = producers[0]
     if (prod.parent is not copy.parent or not is_before(prod, copy) or src in prod.inputs
             or any(it.data != IteratorType.PARALLEL for it in prod.iterator_types)
-            or any(k.startswith("aicc.") for k in prod.attributes)):
+            or any(k.startswith("aicc.") and k != VECTORIZE_ATTR for k in prod.attributes)):
         return False
     root = view_root(dst)
     if any(view_root(x) is root for x in prod.inputs):
@@ -190,9 +203,10 @@ def _forward(copy: GenericOp, permuted_min_bytes: int) -> bool:
     if new_maps is None:
         return False
     # a slice at an offset (d + c, d + 0) keeps the producer's loops apart, as an out-of-order
-    # copy does: forwarded on the same terms
-    if not big and any(not isinstance(e, AffineDimExpr | AffineConstantExpr)
-                       for i in outs for e in new_maps[n_in + i].data.results):
+    # copy does: forwarded on the same terms, unless they would not merge anyway
+    if not big and _merges(prod, maps, ranges) and any(
+            not isinstance(e, AffineDimExpr | AffineConstantExpr)
+            for i in outs for e in new_maps[n_in + i].data.results):
         return False
     for m in moved:
         m.detach()

@@ -18,24 +18,35 @@ points 0, 1, -1, 2, -2 and infinity). Both lowerings emit
 
   * the weight transform at compile time: U[a, b] = (G g Gt)[a, b], (m+2)^2 constant (OC, IC)
     matrices (the weight must be a constant);
-  * the input transform (below), V_ab[n, c, ty, tx] for each (a, b);
-  * (m+2)^2 matmuls M_ab[n] (OC x T) = U_ab (OC x IC) @ V_ab[n] (IC x T), T = the tiles of an
-    image, each a matmul generic that choose-schedule and tile-matmul take like a 1x1 conv's
-    (marked aicc.conv_lowering = "winograd" or "winograd4"; the constant U_ab is packed at
-    compile time);
+  * the input transform (below) into V[ab, n, c, ty, tx], one (m+2)^2 x N x C x TH x TW tensor;
+  * one matmul M[ab, n] (OC x T) = U[ab] (OC x IC) @ V[ab, n] (IC x T), T = the tiles of an
+    image, batched over the (m+2)^2 (a, b) and the images: a matmul generic that
+    choose-schedule and tile-matmul take like a 1x1 conv's (marked aicc.conv_lowering =
+    "winograd" or "winograd4"; the constant U is packed at compile time), whose batch entries
+    the threads share (as 16 or 36 matmuls of their own, each too small to split, they ran
+    on one thread: resnet18 at 2 threads, Sapphire Rapids-class Xeon, 13.7 -> 11.8 ms);
   * the output transform (below) into the planes P[r, s] (one per position of a tile) of one
     (m, m, N, OC, TH, TW) tensor, then one copy generic interleaving the planes into the
     output viewed as (N, OC, TH, m, TW, m).
 
-F(2x2, 3x3) transforms with one generic per matrix element: V_ab = the sum of the 4 input
+The transforms stream all (m+2)^2 slices of V or M at once, one slice N x C x T (or N x OC x T)
+apart; where that is a multiple of 4 KiB (64 channels at 32x32: 64 tiles, 16 KiB) every
+stream falls in the same L1 set and they evict each other (as separate buffers, plan-memory
+staggered them). So each slice gets a few rows more than its channels (`stagger_rows`): M's
+extra rows are products of zero rows of U that nothing reads (`d + 0` in the output
+transform's maps, the range read from the planes), V's (F(4x4) only: F(2x2)'s input
+transform writes each slice with a generic of its own) are zeros written before the
+transform, times zero columns of U.
+
+F(2x2, 3x3) transforms with one generic per matrix element: V[ab] = the sum of the 4 input
 elements x[n, c, 2ty + i, 2tx + j] with Bt[a, i] * Bt[b, j] = +-1 (the maps read the input in
 place, stride 2), and P[r, s] = bias + the sum of +-M_ab over the 9 (a, b) with At[r, a] *
 At[s, b] != 0, written into its slice of the planes (offset output maps, as concat's).
 F(4x4, 3x3)'s products have 16 and 25 terms, so its transforms are factored, each one generic
 with many results: the input transform reads the 36 elements of a tile's window and yields
-the 36 V_ab (Bt d, then (Bt d) B); the output transform reads the 36 M_ab and yields the 16
-P[r, s] (At M, then (At M) A), copied into their slices of the planes (forward-copies, after
-bufferize, has the transform write them there itself). Its input transform
+the 36 V_ab (Bt d, then (Bt d) B), copied into their slices of V; the output transform reads
+the 36 M_ab and yields the 16 P[r, s] (At M, then (At M) A), copied into their slices of the
+planes (forward-copies, after bufferize, has the transforms write there themselves). Its input transform
 reads the input at stride 4, which LLVM's cost model leaves scalar without gathers; where
 that was measured to pay (WINOGRAD4_VECTORIZE_TILES) it is marked `aicc.vectorize` so that
 LLVM vectorizes it 4 lanes wide all the same. An output whose height or width
@@ -103,6 +114,17 @@ WINOGRAD4_VECTORIZE_LANES = 4
 WINOGRAD4_VECTORIZE_TILES = (10, 16)
 # the lowering's name -> its tile m and (Bt, G, At)
 WINOGRAD_TILES = {"winograd": (2, (BT, G, AT)), "winograd4": (4, (BT4, G4, AT4))}
+
+
+def stagger_rows(slices: int, row_bytes: int, rows: int) -> int:
+    """Rows to add to each of `slices` slices of `rows` rows of `row_bytes` bytes laid out
+    one after another, so that the slices start on different L1 sets (a 4 KiB period): the
+    transforms stream all of them at once, and slices a multiple of 4 KiB apart would evict
+    each other's lines (F(4x4, 3x3) of 64 channels at 32x32: 64 tiles, 16 KiB slices)."""
+    def spread(r: int) -> int:
+        return len({(i * r * row_bytes) % 4096 // 64 for i in range(slices)})
+    want = min(slices, 4096 // 64) // 2  # at most 2 slices a set
+    return max(range(16), key=lambda e: (min(spread(rows + e), want), -e))
 
 
 def _d(i: int) -> AffineDimExpr:
@@ -183,33 +205,38 @@ def lower_winograd(op: aicc_nn.Conv2dOp, bias: SSAValue | None, rewriter: Patter
             [x], [filled_tensor(rewriter, op, xp_t, 0.0)], [AffineMap.identity(4), into],
             [PARALLEL] * 4, _identity_copy, [xp_t]))
 
-    v_t = aicc.tensor_type(elem, (n, c, th, tw))
-    if tile == 2:
-        vs = _input_transform_2(rewriter, x, v_t)
-    else:
-        vs = _input_transform_4(rewriter, x, v_t, vector_bits)
-
-    # (m+2)^2 matmuls: M_ab[n] (OC x T) = U_ab (OC x IC) @ V_ab[n] (IC x T)
     al = tile + 2
+    nab = al * al
     t = th * tw
-    m_t = aicc.tensor_type(elem, (n, oc, t))
-    # loops: 0 n, 1 m (oc), 2 p (tile), 3 k (ic)
-    mm_maps = [AffineMap(4, 0, (_d(1), _d(3))), AffineMap(4, 0, (_d(0), _d(3), _d(2))),
-               AffineMap(4, 0, (_d(0), _d(1), _d(2)))]
+    v_t = aicc.tensor_type(elem, (n, c, th, tw))
+    if tile == 2:  # each slice of V is written by a generic of its own: no padding
+        cp = c
+        v = _input_transform_2(rewriter, x, v_t)
+    else:  # the transform writes the 36 slices at once: staggered by zero rows (K)
+        cp = c + stagger_rows(nab, n * t * 4, c)
+        v = _input_transform_4(rewriter, x, v_t, cp, vector_bits)
+
+    # one batched matmul over the (m+2)^2 (a, b) and the images:
+    # M[ab, n] (OC x T) = U[ab] (OC x IC) @ V[ab, n] (IC x T)
+    ocp = oc + stagger_rows(nab, n * t * 4, oc)  # rows past OC: products of zero rows, unread
+    m_t = aicc.tensor_type(elem, (nab, n, ocp, t))
+    # loops: 0 ab, 1 n, 2 m (oc), 3 p (tile), 4 k (ic)
+    mm_maps = [AffineMap(5, 0, (_d(0), _d(2), _d(4))),
+               AffineMap(5, 0, (_d(0), _d(1), _d(4), _d(3))),
+               AffineMap(5, 0, (_d(0), _d(1), _d(2), _d(3)))]
 
     def mac(bld: Builder, args):
         prod = insert_result(bld, arith.MulfOp(args[0], args[1]))
         return [insert_result(bld, arith.AddfOp(args[2], prod))]
 
-    ms = []
-    for ab, v in enumerate(vs):
-        a, b = divmod(ab, al)
-        mm = build_generic([_constant(rewriter, np.ascontiguousarray(u[a, b])),
-                            reshape(rewriter, v, (n, c, t))],
-                           [filled_tensor(rewriter, op, m_t, 0.0)], mm_maps,
-                           [PARALLEL] * 3 + [REDUCTION], mac, [m_t])
-        mm.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)
-        ms.append(reshape(rewriter, insert_result(rewriter, mm), (n, oc, th, tw)))
+    up = np.zeros((nab, ocp, cp), np.float32)
+    up[:, :oc, :c] = u.reshape(nab, oc, c)
+    mm = build_generic([_constant(rewriter, up),
+                        reshape(rewriter, v, (nab, n, cp, t))],
+                       [filled_tensor(rewriter, op, m_t, 0.0)], mm_maps,
+                       [PARALLEL] * 4 + [REDUCTION], mac, [m_t])
+    mm.attributes[CONV_LOWERING_ATTR] = StringAttr(mode)
+    ms = reshape(rewriter, insert_result(rewriter, mm), (nab, n, ocp, th, tw))
 
     if bias is not None:
         one = int(np.prod(aicc.shape_of(bias))) == 1
@@ -237,32 +264,67 @@ def lower_winograd(op: aicc_nn.Conv2dOp, bias: SSAValue | None, rewriter: Patter
     return y
 
 
-def _input_transform_2(rewriter: PatternRewriter, x: SSAValue, v_t) -> list[SSAValue]:
-    """F(2x2, 3x3): for each of the 16 (a, b), a generic V_ab[n, c, ty, tx] = the sum of
-    +-x[n, c, 2ty + i, 2tx + j] over the 4 (i, j) with Bt[a, i] * Bt[b, j] != 0."""
-    vs = []
+def _into_slices(rewriter: PatternRewriter, parts, whole_t, lead: int = 1,
+                 into: SSAValue | None = None) -> SSAValue:
+    """The tensors `parts` (all of one shape) copied in order into the slices of one tensor
+    of type `whole_t` (`into`, or a new one) at its first `lead` indices (forward-copies,
+    after bufferize, has their producer write there itself). A dim of a slice larger than
+    the part's is written from index 0."""
+    shape = whole_t.get_shape()
+    rank = len(shape) - lead
+    whole = empty_tensor(rewriter, whole_t) if into is None else into
+    part_shape = aicc.shape_of(parts[0])
+    for i, p in enumerate(parts):
+        at = np.unravel_index(i, shape[:lead])
+        into_map = AffineMap(rank, 0, (*(AffineConstantExpr(int(j)) for j in at), *(
+            _d(j) if shape[lead + j] == part_shape[j] else plus(_d(j), 0) for j in range(rank))))
+        whole = insert_result(rewriter, build_generic(
+            [p], [whole], [AffineMap.identity(rank), into_map], [PARALLEL] * rank,
+            _identity_copy, [whole_t]))
+    return whole
+
+
+def _input_transform_2(rewriter: PatternRewriter, x: SSAValue, v_t) -> SSAValue:
+    """F(2x2, 3x3): for each of the 16 (a, b), a generic writing V[ab, n, c, ty, tx] = the
+    sum of +-x[n, c, 2ty + i, 2tx + j] over the 4 (i, j) with Bt[a, i] * Bt[b, j] != 0 into
+    its slice of the (16, N, C, TH, TW) V."""
+    all_t = aicc.tensor_type(v_t.element_type, (16, *v_t.get_shape()))
+    v = empty_tensor(rewriter, all_t)
     for a in range(4):
         for b in range(4):
             terms = [(i, j, BT[a, i] * BT[b, j]) for i in range(4) for j in range(4)
                      if BT[a, i] * BT[b, j]]
             maps = [AffineMap(4, 0, (_d(0), _d(1), _d(2) * 2 + i, _d(3) * 2 + j))
-                    for i, j, _ in terms] + [AffineMap.identity(4)]
+                    for i, j, _ in terms]
+            maps.append(AffineMap(4, 0, (AffineConstantExpr(4 * a + b),
+                                         *(_d(i) for i in range(4)))))
 
             def body(bld: Builder, args, terms=terms):
                 return [_combine(bld, [s for _, _, s in terms], args[:len(terms)])]
 
-            vs.append(insert_result(rewriter, build_generic(
-                [x] * len(terms), [empty_tensor(rewriter, v_t)], maps,
-                [PARALLEL] * 4, body, [v_t])))
-    return vs
+            v = insert_result(rewriter, build_generic(
+                [x] * len(terms), [v], maps, [PARALLEL] * 4, body, [all_t]))
+    return v
 
 
-def _input_transform_4(rewriter: PatternRewriter, x: SSAValue, v_t,
-                       vector_bits: int) -> list[SSAValue]:
+def _input_transform_4(rewriter: PatternRewriter, x: SSAValue, v_t, channels: int,
+                       vector_bits: int) -> SSAValue:
     """F(4x4, 3x3): one generic reading the 36 elements x[n, c, 4ty + i, 4tx + j] of a tile's
-    window d and yielding the 36 V_ab[n, c, ty, tx] = (Bt d B)[a, b], as Bt d, then (Bt d) B.
+    window d and yielding the 36 V_ab[n, c, ty, tx] = (Bt d B)[a, b], as Bt d, then (Bt d) B,
+    each copied into its slice of the (36, N, `channels`, TH, TW) V, whose channels past C
+    (stagger_rows) are zeros.
     On a target with vectors (`vector_bits`) and WINOGRAD4_VECTORIZE_TILES tiles a row,
     marked for LLVM to vectorize WINOGRAD4_VECTORIZE_LANES wide (see there)."""
+    # V first, its zero rows written before the transform (which then writes V itself)
+    n, c, th, tw = v_t.get_shape()
+    all_t = aicc.tensor_type(v_t.element_type, (36, n, channels, th, tw))
+    v = empty_tensor(rewriter, all_t)
+    if channels > c:  # zeros in the rows past C (read by the matmul, times zero)
+        pad_t = aicc.tensor_type(v_t.element_type, (36, n, channels - c, th, tw))
+        into = AffineMap(5, 0, (_d(0), _d(1), plus(_d(2), c), _d(3), _d(4)))
+        v = insert_result(rewriter, build_generic(
+            [_constant(rewriter, np.zeros(pad_t.get_shape(), np.float32))], [v],
+            [AffineMap.identity(5), into], [PARALLEL] * 5, _identity_copy, [all_t]))
     maps = [AffineMap(4, 0, (_d(0), _d(1), _d(2) * 4 + i, _d(3) * 4 + j))
             for i in range(6) for j in range(6)] + [AffineMap.identity(4)] * 36
 
@@ -278,17 +340,19 @@ def _input_transform_4(rewriter: PatternRewriter, x: SSAValue, v_t,
     if vector_bits and low <= v_t.get_shape()[3] <= high:
         transform.attributes[VECTORIZE_ATTR] = IntegerAttr(WINOGRAD4_VECTORIZE_LANES, 64)
     rewriter.insert(transform)
-    return list(transform.results)
+    return _into_slices(rewriter, transform.results, all_t, into=v)
 
 
-def _output_transform_2(rewriter: PatternRewriter, ms: list[SSAValue], bias: SSAValue | None,
+def _output_transform_2(rewriter: PatternRewriter, m: SSAValue, bias: SSAValue | None,
                         p_t) -> SSAValue:
     """F(2x2, 3x3): per position (r, s) of a tile, a generic writing plane P[r, s] = bias +
-    the sum of +-M_ab over the 9 (a, b) with At[r, a] * At[s, b] != 0 into its slice of the
-    planes."""
+    the sum of +-M[ab] over the 9 (a, b) with At[r, a] * At[s, b] != 0 into its slice of the
+    planes (M: the (16, N, OC, TH, TW) products)."""
     n, oc, th, tw = p_t.get_shape()[2:]
     planes = empty_tensor(rewriter, p_t)
-    ms = [reshape(rewriter, mv, (1, 1, n, oc, th, tw)) for mv in ms]
+    m = reshape(rewriter, m, (16, 1, 1, *aicc.shape_of(m)[1:]))
+    # M's rows past OC (stagger_rows) are not read: d + 0, the range read from the planes
+    k = _d(3) if aicc.shape_of(m)[4] == oc else plus(_d(3), 0)
     if bias is not None:
         one = aicc.shape_of(bias) == (1,)
         bias_map = AffineMap(6, 0, (AffineConstantExpr(0),) if one else (_d(3),))
@@ -296,8 +360,9 @@ def _output_transform_2(rewriter: PatternRewriter, ms: list[SSAValue], bias: SSA
         for s_ in range(2):
             terms = [(ab, AT[r, ab // 4] * AT[s_, ab % 4]) for ab in range(16)
                      if AT[r, ab // 4] * AT[s_, ab % 4]]
-            inputs = [ms[ab] for ab, _ in terms]
-            maps = [AffineMap.identity(6)] * len(terms)
+            inputs = [m] * len(terms)
+            maps = [AffineMap(6, 0, (AffineConstantExpr(ab), _d(0), _d(1), _d(2), k, _d(4),
+                                     _d(5))) for ab, _ in terms]
             if bias is not None:
                 inputs.append(bias)
                 maps.append(bias_map)
@@ -314,14 +379,18 @@ def _output_transform_2(rewriter: PatternRewriter, ms: list[SSAValue], bias: SSA
     return planes
 
 
-def _output_transform_4(rewriter: PatternRewriter, ms: list[SSAValue], bias: SSAValue | None,
+def _output_transform_4(rewriter: PatternRewriter, m: SSAValue, bias: SSAValue | None,
                         p_t) -> SSAValue:
-    """F(4x4, 3x3): one generic reading the 36 M_ab[n, k, ty, tx] (and the bias) and yielding
-    the 16 planes P[r, s] = bias + (At M A)[r, s], as At M, then (At M) A; each plane then
-    copied into its slice of the planes."""
+    """F(4x4, 3x3): one generic reading the 36 M[ab, n, k, ty, tx] (and the bias) and
+    yielding the 16 planes P[r, s] = bias + (At M A)[r, s], as At M, then (At M) A; each
+    plane then copied into its slice of the planes."""
     elem = p_t.element_type
     plane_t = aicc.tensor_type(elem, p_t.get_shape()[2:])
-    inputs, maps = list(ms), [AffineMap.identity(4)] * 36
+    inputs = [m] * 36
+    # M's rows past OC (stagger_rows) are not read: d + 0, the range read from the planes
+    k = _d(1) if aicc.shape_of(m)[2] == p_t.get_shape()[3] else plus(_d(1), 0)
+    maps = [AffineMap(4, 0, (AffineConstantExpr(ab), _d(0), k, _d(2), _d(3)))
+            for ab in range(36)]
     if bias is not None:
         inputs.append(bias)
         maps.append(AffineMap(4, 0, (AffineConstantExpr(0),) if aicc.shape_of(bias) == (1,)
@@ -338,13 +407,7 @@ def _output_transform_4(rewriter: PatternRewriter, ms: list[SSAValue], bias: SSA
     transform = build_generic(inputs, [empty_tensor(rewriter, plane_t) for _ in range(16)],
                               maps, [PARALLEL] * 4, body, [plane_t] * 16)
     rewriter.insert(transform)
-    planes = empty_tensor(rewriter, p_t)
-    for rs, p in enumerate(transform.results):
-        into = AffineMap(4, 0, (AffineConstantExpr(rs // 4), AffineConstantExpr(rs % 4),
-                                *(_d(i) for i in range(4))))
-        planes = insert_result(rewriter, build_generic(
-            [p], [planes], [AffineMap.identity(4), into], [PARALLEL] * 4, _identity_copy, [p_t]))
-    return planes
+    return _into_slices(rewriter, transform.results, p_t, lead=2)
 
 
 __all__ = ["WINOGRAD_TILES", "constant_weight", "lower_winograd", "winograd_applies"]

@@ -821,6 +821,11 @@ def l2_prefetch_rule(machine) -> bool:
     return machine.vendor == "intel"
 
 
+# A matmul of fewer FLOPs runs on one thread: its tiles are not split for the threads (split
+# anyway, Winograd's 64 x 64 x 196 slices, 1.6 MFLOP each, ran slower at 2 threads).
+PARALLEL_MIN_FLOPS = 1 << 22
+
+
 def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw: int,
                            elem_bytes: int = 4, threads: int | None = None,
                            registers: int | None = None, l1_bytes: int = L1_BYTES,
@@ -864,7 +869,9 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     resnet's 256-channel 3x3 conv at 14x14, 1.3x for 512 channels at 7x7 and for the
     2048-channel 1x1 at 7x7), where B read in place has a masked tail panel (N = 49 or
     196) and rows N floats apart, on many pages and few L1 sets. A batch of images split
-    over the threads (parallel = "b") keeps B in place, its im2col written per image.
+    over the threads (parallel = "b") keeps B in place, its im2col written per image; so
+    does Winograd's matmul, batched over its 16 or 36 transformed slices (256 channels at
+    14x14 with F(2x2): even with the packed B of one slice's own matmul).
     With `l2_prefetch` (the machine's l2_prefetch_rule), `l2pf` where an operand is packed
     at compile time (a constant A or B) and the A sliver is the outer register-tile loop.
     The kernels then fetch each block of a constant B while the one before it runs, all but
@@ -959,7 +966,7 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
         mc = _balanced(max(m, 1), max(mr, (l2_bytes // 8) // (nc * elem_bytes) // mr * mr), mr)
     # Enough tiles for the threads (a few each, for balance), if the work is worth it.
     flops = 2 * nbatch * m * n * k
-    if threads > 1 and flops >= 1 << 22:
+    if threads > 1 and flops >= PARALLEL_MIN_FLOPS:
         want = 4 * threads
         while nbatch * (-(-m // mc)) * (-(-n // nc)) < want:
             if "nc" not in fixed and nc >= 4 * nr and nc >= mc:

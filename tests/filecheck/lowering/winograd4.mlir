@@ -21,15 +21,21 @@
 // CHECK-NEXT:      arith.addf %[[C]], %{{.*}} : f32
 // CHECK:           linalg.yield
 // CHECK-NEXT:    } -> (tensor<1x2x10x10xf32>, tensor<1x2x10x10xf32>,
-// Then 36 matmuls M_ab = U_ab @ V_ab, U = G g Gt of the all-0.5 weight transformed at compile
-// time (0.5 * (1/4)^2 = 0.03125 at (0, 0)), marked winograd4 for choose-schedule.
-// CHECK:         arith.constant dense<3.125000e-02> : tensor<3x2xf32>
-// CHECK-COUNT-36: attrs = {aicc.conv_lowering = "winograd4"}
+// Each V_ab is copied into its slice of one (36, N, C, TH, TW) V (forward-copies, after
+// bufferize, has the transform write there itself).
+// CHECK:         linalg.generic {{.*}}affine_map<(d0, d1, d2, d3) -> (0, d0, d1, d2, d3)>{{.*}} outs(%{{.*}} : tensor<36x1x2x10x10xf32>)
+// CHECK:         linalg.generic {{.*}}affine_map<(d0, d1, d2, d3) -> (35, d0, d1, d2, d3)>{{.*}} outs(%{{.*}} : tensor<36x1x2x10x10xf32>)
+// Then one matmul M[ab, n] = U[ab] @ V[ab, n] over the 36 (a, b) and the images, U = G g Gt
+// of the all-0.5 weight transformed at compile time (0.5 * (1/4)^2 = 0.03125 at (0, 0)),
+// marked winograd4 for choose-schedule (a constant this large prints as hex: 0x3D000000 is
+// 0.03125).
+// CHECK:         arith.constant dense<"0x0000003D0000003D
+// CHECK:         ins(%{{.*}}, %{{.*}} : tensor<36x3x2xf32>, tensor<36x1x2x100xf32>) outs(%{{.*}} : tensor<36x1x3x100xf32>) attrs = {{ *}}{aicc.conv_lowering = "winograd4"}
 // CHECK-NOT:     aicc.conv_lowering
-// Output transform: one generic reading the 36 M_ab and the bias, yielding the 16 planes
+// Output transform: one generic reading the 36 M[ab] and the bias, yielding the 16 planes
 // P[r, s] = bias + (At M A)[r, s]; each copied into its slice of the (4, 4, N, OC, 4, 4)
 // planes, then interleaved into the output viewed as (N, OC, 10, 4, 10, 4).
-// CHECK:         linalg.generic {{.*}}affine_map<(d0, d1, d2, d3) -> (d1)>
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (0, d0, d1, d2, d3)>, {{.*}}affine_map<(d0, d1, d2, d3) -> (35, d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d1)>
 // CHECK-NOT:     aicc.vectorize
 // CHECK:         } -> (tensor<1x3x10x10xf32>, tensor<1x3x10x10xf32>,
 // CHECK:         linalg.generic {{.*}}affine_map<(d0, d1, d2, d3) -> (0, 0, d0, d1, d2, d3)>
@@ -57,4 +63,21 @@ func.func @wg4_pad(%x: tensor<1x2x8x8xf32>) -> tensor<1x3x6x6xf32> {
   %w = aicc.constant dense<0.5> : tensor<3x2x3x3xf32>
   %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, aicc.conv_lowering = "winograd4"} : tensor<1x2x8x8xf32>, tensor<3x2x3x3xf32> -> tensor<1x3x6x6xf32>
   func.return %c : tensor<1x3x6x6xf32>
+}
+
+// 8 -> 8 channels on a 32x64 output: 8 x 16 = 128 tiles, so each (a, b)'s slice of V and of M
+// would be 4 KiB, all 36 in one L1 set while the transforms write or read them at once. Both
+// get a ninth row (stagger_rows): V's is zeros, written before the transform (U's ninth
+// column is zero too), and M's is not read.
+// CHECK-LABEL: func.func @wg4_stagger
+// CHECK:         %[[V:.*]] = tensor.empty() : tensor<36x1x9x8x16xf32>
+// CHECK-NEXT:    %[[Z:.*]] = arith.constant dense<0.000000e+00> : tensor<36x1x1x8x16xf32>
+// CHECK-NEXT:    linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, (d2 + 8), d3, d4)>]{{.*}} ins(%[[Z]] : {{.*}}) outs(%[[V]] : {{.*}})
+// CHECK:         linalg.generic {{.*}}affine_map<(d0, d1, d2, d3) -> (0, d0, (d1 + 0), d2, d3)>{{.*}} ins(%{{.*}} : tensor<1x8x8x16xf32>) outs(%{{.*}} : tensor<36x1x9x8x16xf32>)
+// CHECK:         ins(%{{.*}}, %{{.*}} : tensor<36x9x9xf32>, tensor<36x1x9x128xf32>) outs(%{{.*}} : tensor<36x1x9x128xf32>) attrs = {{ *}}{aicc.conv_lowering = "winograd4"}
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (0, d0, (d1 + 0), d2, d3)>
+func.func @wg4_stagger(%x: tensor<1x8x34x66xf32>) -> tensor<1x8x32x64xf32> {
+  %w = aicc.constant dense<0.5> : tensor<8x8x3x3xf32>
+  %c = aicc.conv2d %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, aicc.conv_lowering = "winograd4"} : tensor<1x8x34x66xf32>, tensor<8x8x3x3xf32> -> tensor<1x8x32x64xf32>
+  func.return %c : tensor<1x8x32x64xf32>
 }
