@@ -126,6 +126,52 @@ def test_parallel_loop_is_outlined_and_threads_agree():
     assert re.search(r"<(16|8) x float>", ex.optimized_ir)
 
 
+def test_parallel_leading_dims_flattened():
+    """A loop of one image (a leading dim of one trip) is shared by the threads all the same:
+    they take chunks of its leading dims flattened (here 1 x 5 x 3, the second at lower bound
+    2 and step 2), the last dim staying the inner loop."""
+    n = 40
+    t = f"memref<1x12x3x{n}xf32>"
+    text = f"""
+func.func @p(%a: {t}, %out: {t}, %scale: memref<f32>) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c12 = arith.constant 12 : index
+  %cn = arith.constant {n} : index
+  %s = memref.load %scale[] : memref<f32>
+  "scf.parallel"(%c0, %c2, %c0, %c0, %c1, %c12, %c3, %cn, %c1, %c2, %c1, %c1) <{{operandSegmentSizes = array<i32: 4, 4, 4, 0>}}> ({{
+  ^bb0(%b: index, %i: index, %j: index, %k: index):
+    %x = memref.load %a[%b, %i, %j, %k] : {t}
+    %y = math.tanh %x : f32
+    %z = arith.mulf %y, %s : f32
+    %i1000 = arith.muli %i, %c12 : index
+    %ij = arith.addi %i1000, %j : index
+    %ii = arith.index_cast %ij : index to i64
+    %fi = arith.sitofp %ii : i64 to f32
+    %w = arith.addf %z, %fi : f32
+    memref.store %w, %out[%b, %i, %j, %k] : {t}
+    scf.reduce
+  }}) : (index, index, index, index, index, index, index, index, index, index, index, index) -> ()
+  func.return
+}}"""
+    ir_text = str(LLVMEmitter(parallel_min_work=1).emit(parse(text)))
+    assert "aicc_parallel_for" in ir_text
+    ex = CPUExecutable(ir_text, threads=1)
+    a = np.random.default_rng(3).uniform(-3, 3, (1, 12, 3, n)).astype(np.float32)
+    scale = np.array(0.5, np.float32)
+    ref = np.zeros_like(a, np.float64)
+    i, j = np.arange(2, 12, 2)[:, None], np.arange(3)[None, :]
+    ref[0, 2:12:2] = np.tanh(a[0, 2:12:2].astype(np.float64)) * 0.5 + (i * 12 + j)[..., None]
+    f = ex.get("p", 3)
+    for threads in (1, 2, 3, 16):
+        ex.threads = threads
+        out = np.zeros_like(a)
+        f(a, out, scale)
+        np.testing.assert_allclose(out, ref, rtol=1e-6, atol=2e-6)
+
+
 def test_parallel_uneven_split_and_more_threads_than_rows():
     m, n = 3, 20000
     ex = CPUExecutable(emit_llvm(parse(parallel_kernel(m, n))), threads=8)

@@ -5,7 +5,7 @@ is one ``getelementptr inbounds`` on the element type at the linearized index. L
 phi-based counted loops in rotated form (guard, body, latch test at the bottom), the shape
 LLVM's loop vectorizer expects. Large top-level ``scf.parallel`` loops are outlined into
 ``@<fn>.par<k>(ptr ctx, i64 lo, i64 hi)`` chunk functions run by the runtime's
-``aicc_parallel_for``.
+``aicc_parallel_for``, over their leading dims flattened (``_parallel_dims``).
 """
 
 from __future__ import annotations
@@ -981,10 +981,11 @@ def _parallel(e: FunctionEmitter, op: Operation) -> None:
             "scf.parallel", "reductions on scf.parallel are not supported; "
             "express them with scf.for iter_args")
     nested = _enclosing_parallel(op) is not None
-    trip0 = _trip(op.lowerBound[0], op.upperBound[0], op.step[0])
+    dims = _parallel_dims(op)
+    trips = prod(_trip(op.lowerBound[d], op.upperBound[d], op.step[d]) for d in range(dims))
     big = (not nested and not getattr(e, "serial_only", False)
            and parallel_work(op) >= e.em.parallel_min_work)
-    if big and trip0 > 1:
+    if big and trips > 1:
         _outline_parallel(e, op)
     elif (big or e.outline_all) and e.em.outline_serial and op.parent_op() is not None \
             and op.parent_op().name == "func.func":
@@ -995,6 +996,28 @@ def _parallel(e: FunctionEmitter, op: Operation) -> None:
         _outline_parallel(e, op, threads=False)
     else:
         _serial_parallel(e, op, 0)
+
+
+# The threads take chunks of a loop's leading dims, flattened until there are this many
+# iterations (a batch of 1 image, a (1, C, H, W) loop: C x H rows, not 1) and never the last
+# dim unless the others are all of one trip (it is the loop LLVM vectorizes).
+PARALLEL_MIN_TRIPS = 16
+
+
+def _parallel_dims(op: Operation) -> int:
+    """How many leading dims of `op` (an scf.parallel) the threads share, flattened: its
+    first dim alone where that is dynamic; else from the first, up to and with the first of
+    more than one trip, then more while fewer than PARALLEL_MIN_TRIPS iterations."""
+    ndim = len(op.lowerBound)
+    total, d = 1, 0
+    while d < ndim:
+        if any(_const_int(v) is None for v in (op.lowerBound[d], op.upperBound[d], op.step[d])):
+            return max(d, 1)  # a dynamic dim: the threads share the ones before it (or it)
+        if total > 1 and (total >= PARALLEL_MIN_TRIPS or d == ndim - 1):
+            break
+        total *= _trip(op.lowerBound[d], op.upperBound[d], op.step[d])
+        d += 1
+    return max(d, 1)
 
 
 def _enclosing_parallel(op: Operation) -> Operation | None:
@@ -1132,20 +1155,28 @@ def _outline_parallel(e: FunctionEmitter, op: Operation, threads: bool = True) -
         sub.emit_op(v.op)
     lo_arg, hi_arg = body_fn.args[-2], body_fn.args[-1]
     block = op.body.block
-    lb0, st0 = sub.get(op.lowerBound[0]), sub.get(op.step[0])
     one = _const(I64, 1)
-    st_const = _const_int(op.step[0])
-    lb_const = _const_int(op.lowerBound[0])
+    dims = _parallel_dims(op)
+    # the flattened dims' trips (all constant where more than one dim is flattened)
+    trips = [_trip(op.lowerBound[d], op.upperBound[d], op.step[d]) for d in range(dims)]
+    first = next((d for d in range(dims) if trips[d] != 1), dims - 1)
 
     def chunk_body(k, _):
-        iv = k
-        if st_const != 1:
-            iv = sub.b.mul(iv, st0, flags=["nsw"])
-        if lb_const != 0:
-            iv = sub.b.add(iv, lb0, flags=["nsw"])
-        sub.set(block.args[0], iv)
-        if len(op.lowerBound) > 1:
-            _serial_parallel(sub, op, 1)
+        for d in range(dims):  # k's digits in the trips, row-major
+            inner = prod(trips[d + 1:])
+            if dims > 1 and trips[d] == 1:
+                idx = _const(I64, 0)
+            else:
+                idx = k if inner == 1 else sub.b.udiv(k, _const(I64, inner))
+                if d != first:
+                    idx = sub.b.urem(idx, _const(I64, trips[d]))
+            if _const_int(op.step[d]) != 1:
+                idx = sub.b.mul(idx, sub.get(op.step[d]), flags=["nsw"])
+            if _const_int(op.lowerBound[d]) != 0:
+                idx = sub.b.add(idx, sub.get(op.lowerBound[d]), flags=["nsw"])
+            sub.set(block.args[d], idx)
+        if len(op.lowerBound) > dims:
+            _serial_parallel(sub, op, dims)
         else:
             sub.emit_block(block)
         return []
@@ -1188,11 +1219,14 @@ def _outline_parallel(e: FunctionEmitter, op: Operation, threads: bool = True) -
             b.store(p, slot, align=8)
     else:
         ctx_mem = ir.Constant(PTR, None)
-    lbv, ubv, stv = e.get(op.lowerBound[0]), e.get(op.upperBound[0]), e.get(op.step[0])
-    span = b.sub(ubv, lbv)
-    if st_const != 1:
-        span = b.sdiv(b.add(span, b.sub(stv, one)), stv)
-    n = e.intr("smax", span, _const(I64, 0))
+    if dims > 1:
+        n = _const(I64, prod(trips))
+    else:
+        lbv, ubv, stv = e.get(op.lowerBound[0]), e.get(op.upperBound[0]), e.get(op.step[0])
+        span = b.sub(ubv, lbv)
+        if _const_int(op.step[0]) != 1:
+            span = b.sdiv(b.add(span, b.sub(stv, one)), stv)
+        n = e.intr("smax", span, _const(I64, 0))
     if threads:
         b.call(em.runtime_fn(PARALLEL_FOR_SYMBOL), [chunk, ctx_mem, n])
     else:
