@@ -128,8 +128,6 @@ def collapse_groups(ranges: list[int], dims_of: list[list[int | None | Fixed | O
                     ) -> list[list[int]]:
     """The loop dims of range > 1 in order, split into runs that merge (see the module's doc)."""
     groups: list[list[int]] = []
-    dims_of = [[d.dim if isinstance(d, Over) else d for d in dims] + [
-        Over(d.dim) for d in dims if isinstance(d, Over)] for dims in dims_of]
     for d, r in enumerate(ranges):
         if r == 1:
             continue
@@ -140,11 +138,17 @@ def collapse_groups(ranges: list[int], dims_of: list[list[int | None | Fixed | O
     return groups
 
 
-def _adjacent(dims: list[int | None | Fixed], a: int, b: int, ranges: list[int]) -> bool:
+def _loop_dim(d: int | None | Fixed | Over) -> int | None | Fixed:
+    """The loop dim an operand position is indexed by (an Over's dim), or its marker."""
+    return d.dim if isinstance(d, Over) else d
+
+
+def _adjacent(dims: list[int | None | Fixed | Over], a: int, b: int, ranges: list[int]) -> bool:
     """Whether an operand indexes neither loop dim a nor b, or b right after a (only unit
     positions between them)."""
     if Over(b) in dims:  # b's position is larger than its range: it starts a merged dim
         return False
+    dims = [_loop_dim(d) for d in dims]
     if a not in dims and b not in dims:
         return True
     if a not in dims or b not in dims:
@@ -200,14 +204,14 @@ class CollapseElementwiseDims(RewritePattern):
         rewriter.replace(op, new, [])
 
 
-def _collapse(dims: list[int | None | Fixed], group_of: dict[int, int]
-              ) -> tuple[list[list[int]], list[int | None | Fixed]]:
+def _collapse(dims: list[int | None | Fixed | Over], group_of: dict[int, int]
+              ) -> tuple[list[list[int]], list[int | None | Fixed | Over]]:
     """An operand's reassociation (its positions, grouped by merged loop dim; unit positions
     join the group before them, or the first; a Fixed position is a group of its own) and
-    its new map's results (a group, a Fixed constant, or None for a constant 0 where it
-    indexes no group at all)."""
+    its new map's results (a group, an Over group where its first position is an Over, a
+    Fixed constant, or None for a constant 0 where it indexes no group at all)."""
     reassociation: list[list[int]] = []
-    results: list[int | None | Fixed] = []
+    results: list[int | None | Fixed | Over] = []
     pending: list[int] = []  # unit positions before the first group
     for pos, d in enumerate(dims):
         if isinstance(d, Fixed):
@@ -215,13 +219,10 @@ def _collapse(dims: list[int | None | Fixed], group_of: dict[int, int]
             results.append(d)
             pending = []
             continue
-        over = isinstance(d, Over)
-        g = group_of.get(d.dim if over else d) if d is not None else None
-        last = results[-1].dim if results and isinstance(results[-1], Over) else \
-            results[-1] if results else None
-        if g is not None and last != g:
+        g = group_of.get(_loop_dim(d)) if d is not None else None
+        if g is not None and (not results or _loop_dim(results[-1]) != g):
             reassociation.append(pending + [pos])
-            results.append(Over(g) if over else g)
+            results.append(Over(g) if isinstance(d, Over) else g)
             pending = []
         elif reassociation:
             reassociation[-1].append(pos)

@@ -14,8 +14,8 @@ dealloc) are gone. It applies when
   * B is a fresh allocation that nothing but P, C and its dealloc touch, so no one else sees
     it;
   * P is a generic with parallel loops only and no schedule of its own (not a matmul or conv
-    that a later pass tiles; a vectorize hint is kept), does not read B (its output's block argument is unused) and
-    does not read D's buffer;
+    that a later pass tiles; a vectorize hint is kept), does not read B (its output's block
+    argument is unused) and does not read D's buffer;
   * P writes every element of B once: each o_i is a permutation of P's loops plus constants,
     the constants distinct between the o_i and their count times P's iteration space B's
     size (so C read nothing P did not write);
@@ -61,7 +61,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from compiler.dialects.aicc import VECTORIZE_ATTR
-from compiler.lowering.collapse_dims import operand_dims, collapse_groups
+from compiler.lowering.collapse_dims import collapse_groups, operand_dims
 from compiler.lowering.linalg_to_loops import loop_ranges
 from compiler.lowering.utils import is_before, plus, view_root
 
@@ -204,9 +204,9 @@ def _forward(copy: GenericOp, permuted_min_bytes: int) -> bool:
         return False
     # a slice at an offset (d + c, d + 0) keeps the producer's loops apart, as an out-of-order
     # copy does: forwarded on the same terms, unless they would not merge anyway
-    if not big and _merges(prod, maps, ranges) and any(
-            not isinstance(e, AffineDimExpr | AffineConstantExpr)
-            for i in outs for e in new_maps[n_in + i].data.results):
+    if not big and any(not isinstance(e, AffineDimExpr | AffineConstantExpr)
+                       for i in outs for e in new_maps[n_in + i].data.results) \
+            and _merges(prod, maps, ranges):
         return False
     for m in moved:
         m.detach()
