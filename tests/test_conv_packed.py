@@ -23,6 +23,7 @@ from compiler.lowering.conv_lowering import choose_conv_lowering
 from compiler.targets.cpu.schedule import choose_conv_schedule
 from compiler.targets.cpu.tile_conv import nhwc_stride
 from test_conv_lowering import conv_module, inputs, want_of
+from test_runtime_cpu import kernel_loop_is_parallel
 from compiler.pipeline import compile_module
 
 
@@ -591,6 +592,21 @@ def test_depthwise_block_folds_bias_and_epilogue(act, fused, threads):
     assert ("aicc_cpu.yield" in loops) == (act in REGION_ACTS)
     want = copy.deepcopy(block).double()(x.double()).detach().numpy()
     np.testing.assert_allclose(m(x.numpy()), want, rtol=1e-4, atol=1e-4)
+
+
+def test_depthwise_kernels_share_the_threads():
+    """The loop of a depthwise conv's kernel calls is worth threads: its work counts each
+    call's vector FMAs (owb x kh x kw), as the conv and matmul kernels count theirs. Counted as
+    one op a call, efficientnet_b0's 672 channels at 14x14 (5x5, one call a channel) came to
+    fewer ops than a parallel loop needs, and its depthwise convs ran on one thread of two."""
+    torch.manual_seed(6)
+    conv = torch.nn.Conv2d(672, 672, 5, padding=2, groups=672).eval()
+    x = torch.randn(1, 672, 14, 14)
+    want = copy.deepcopy(conv).double()(x.double()).detach().numpy()
+    for threads in (1, 2):
+        m = compiler.compile(conv, (x,), threads=threads, target_cpu=AVX2)
+        assert kernel_loop_is_parallel(m, "aicc_cpu.dw_kernel", trips=672)
+        np.testing.assert_allclose(m(x.numpy()), want, rtol=1e-4, atol=1e-4)
 
 
 def test_depthwise_heuristic_and_schedule():

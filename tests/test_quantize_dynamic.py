@@ -26,6 +26,7 @@ import compiler
 from compiler import ops
 from compiler.pipeline import CompileOptions
 from compiler.targets.cpu.machine import cpu_machine
+from test_runtime_cpu import kernel_loop_is_parallel
 
 RNG = np.random.default_rng(0)
 
@@ -106,6 +107,21 @@ def test_batch_dims_transposed_weight_and_threads():
     two = compiler.quantize_dynamic(f, (x,), threads=2)
     ref = _reference(x.reshape(14, 37), w.T, np.float32(0), True).reshape(2, 7, 9)
     np.testing.assert_allclose(one(x), ref, rtol=0, atol=1e-6 * np.abs(ref).max())
+    np.testing.assert_array_equal(two(x), one(x))
+
+
+def test_int8_matmul_shares_the_threads():
+    """The loop of int8 matmul kernels (aicc_cpu.qgemm) is worth threads: its work counts each
+    call's m x n x k products, not one op a call (128 x 768 x 768 ran on one thread of two)."""
+    w = (RNG.standard_normal((768, 768)) / 30).astype(np.float32)
+
+    def f(x):
+        return x @ w
+
+    x = _data("normal", (128, 768))
+    one = compiler.quantize_dynamic(f, (x,), threads=1)
+    two = compiler.quantize_dynamic(f, (x,), threads=2)
+    assert kernel_loop_is_parallel(two, "aicc_cpu.qgemm")
     np.testing.assert_array_equal(two(x), one(x))
 
 

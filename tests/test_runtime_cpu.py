@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import time
 
@@ -12,6 +13,7 @@ from xdsl.dialects import builtin
 from xdsl.parser import Parser
 
 from compiler.codegen.llvm import PARALLEL_MIN_WORK, LLVMEmitter, emit_llvm
+from compiler.codegen.llvm.emitter import parallel_work
 from compiler.targets.cpu import runtime as cpu
 from compiler.pipeline import make_context
 from compiler.targets.cpu.machine import cpu_machine
@@ -247,6 +249,23 @@ def test_concurrent_callers_share_the_pool():
     for t in ts:
         t.join()
     assert not errors
+
+
+def kernel_loop_is_parallel(m, kernel: str, trips: int = 0) -> bool:
+    """Does compiled model `m` run the top-level scf.parallel that calls `kernel` (an aicc_cpu
+    op) on threads: is its estimated work (the emitter's parallel_work) at least
+    PARALLEL_MIN_WORK? With `trips`, the loop also has that many iterations, fewer than
+    PARALLEL_MIN_WORK (so that one op a call would have kept it serial)."""
+    from xdsl.dialects import scf
+
+    module = parse(m.ir("loops"))
+    loops = [op for op in module.walk() if isinstance(op, scf.ParallelOp)
+             and any(o.name == kernel for o in op.walk())]
+    assert len(loops) == 1, f"{len(loops)} scf.parallel loops call {kernel}"
+    n = math.prod((u.op.value.value.data - lo.op.value.value.data) // s.op.value.value.data
+                  for lo, u, s in zip(loops[0].lowerBound, loops[0].upperBound, loops[0].step))
+    assert not trips or (n == trips and trips < PARALLEL_MIN_WORK), n
+    return parallel_work(loops[0]) >= PARALLEL_MIN_WORK
 
 
 def test_small_parallel_loop_stays_serial():

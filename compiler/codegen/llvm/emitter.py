@@ -33,6 +33,9 @@ PARALLEL_MIN_WORK = 1 << 15
 # dominated the compile (DenseNet-121 at 64x64: 844 nests, 113 s of O3 for `forward` alone,
 # 8 s with them outlined). Outlined, identical nests are also compiled once.
 OUTLINE_ALL_MIN_NESTS = 64
+# int8 multiply-adds of an aicc_cpu.qgemm counted as one op of its work (a 256-bit vpdpbusd
+# does 32), as the other kernels count their vector FMAs.
+QGEMM_MACS_PER_OP = 32
 # Trip count assumed for a loop whose bounds are not constants, when estimating work.
 _UNKNOWN_TRIP = 64
 ALLOC_ALIGN = 64
@@ -197,6 +200,12 @@ def _op_cost(op: Operation) -> int:
     if op.name == "aicc_cpu.conv_kernel":  # owb x ocv FMAs per tap and input channel
         return op.int_prop("owb") * op.int_prop("ocv") * op.int_prop("ic") * op.int_prop(
             "kh") * op.int_prop("kw")
+    if op.name == "aicc_cpu.dw_kernel":  # owb vectors of outputs x the window's taps
+        return op.int_prop("owb") * op.int_prop("kh") * op.int_prop("kw")
+    if op.name == "aicc_cpu.qgemm":  # m x n x k int8 products, QGEMM_MACS_PER_OP an op
+        m = _const_int(op.m)
+        return max(1, (_UNKNOWN_TRIP if m is None else m) * op.n.value.data * op.k.value.data
+                   // QGEMM_MACS_PER_OP)
     if op.name == "scf.for":
         return 1 + _trip(op.lb, op.ub, op.step) * _block_cost(op.body.block)
     if op.name == "scf.parallel":
