@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import math
 import re
 import time
 
 import numpy as np
 import pytest
 
-from xdsl.dialects import builtin
+from xdsl.dialects import builtin, scf
 from xdsl.parser import Parser
 
 from compiler.codegen.llvm import PARALLEL_MIN_WORK, LLVMEmitter, emit_llvm
-from compiler.codegen.llvm.emitter import parallel_work
+from compiler.codegen.llvm.emitter import _trip, parallel_work
 from compiler.targets.cpu import runtime as cpu
 from compiler.pipeline import make_context
 from compiler.targets.cpu.machine import cpu_machine
@@ -256,16 +255,15 @@ def kernel_loop_is_parallel(m, kernel: str, trips: int = 0) -> bool:
     op) on threads: is its estimated work (the emitter's parallel_work) at least
     PARALLEL_MIN_WORK? With `trips`, the loop also has that many iterations, fewer than
     PARALLEL_MIN_WORK (so that one op a call would have kept it serial)."""
-    from xdsl.dialects import scf
-
-    module = parse(m.ir("loops"))
-    loops = [op for op in module.walk() if isinstance(op, scf.ParallelOp)
+    loops = [op for op in parse(m.ir("loops")).walk() if isinstance(op, scf.ParallelOp)
              and any(o.name == kernel for o in op.walk())]
     assert len(loops) == 1, f"{len(loops)} scf.parallel loops call {kernel}"
-    n = math.prod((u.op.value.value.data - lo.op.value.value.data) // s.op.value.value.data
-                  for lo, u, s in zip(loops[0].lowerBound, loops[0].upperBound, loops[0].step))
+    loop = loops[0]
+    n = 1
+    for bounds in zip(loop.lowerBound, loop.upperBound, loop.step):
+        n *= _trip(*bounds)
     assert not trips or (n == trips and trips < PARALLEL_MIN_WORK), n
-    return parallel_work(loops[0]) >= PARALLEL_MIN_WORK
+    return parallel_work(loop) >= PARALLEL_MIN_WORK
 
 
 def test_small_parallel_loop_stays_serial():
