@@ -94,6 +94,7 @@ FORCED = [
     {"kc": 5, "ku": 3},
     {"kc": 4096},
     {"ku": 1},
+    {"vw": 8, "ku": 8},  # k_unroll_rule's AVX2 loop: K = 45 leaves a remainder of 5, K = 3 all
     {"mr": 4, "mc": 4, "nr": 16, "nc": 16, "vw": 16},
     {"mc": 8, "mr": 4, "nc": 64},
     {"pack_a": True},
@@ -379,6 +380,7 @@ L2PF_CASES = [  # (side, M x K x N, schedule, threads)
     ("b", (70, 100, 96), {"vw": 8, "mr": 5, "kc": 24}, 1),
     ("b", (70, 100, 96), {"kc": 8, "ku": 2, "nr": 16, "nc": 16}, 2),
     ("b", (33, 1, 49), {"ku": 1}, 1),
+    ("b", (70, 100, 96), {"vw": 8, "ku": 8}, 1),  # 12 unrolled steps of a K block of 100
     ("b", (16, 300, 257), {}, 1),  # few rows: blocks of L2PF_NARROW_COLS, the last one short
     ("b", (13, 70, 200), {"vw": 8}, 2),
     ("a", (7, 33, 129), {"kc": 16, "mc": 12, "nc": 32, "mr": 4}, 1),
@@ -480,6 +482,25 @@ def test_lanes_kernel_for_the_last_columns(mkn, schedule, threads, epi):
                  threads=threads)
     check(out, want, k)
     assert "m_lanes = true" in m.ir("loops")
+
+
+def test_k_unroll_rule_by_vendor_and_width():
+    """AVX2 code for an Intel core unrolls the kernels' k loop 8 times (measured on a Sapphire
+    Rapids-class Xeon); AVX-512 code, AMD cores and generic CPU names keep K_UNROLL."""
+    from compiler.targets.cpu.schedule import K_UNROLL, k_unroll_rule
+
+    def machine(name, bits):
+        return CPUMachine(name, "", bits, 48 * 1024, 2 << 20, False)
+
+    assert k_unroll_rule(machine("haswell", 256)) == 8
+    assert k_unroll_rule(machine("sapphirerapids", 256)) == 8  # its code at 256 bits
+    assert k_unroll_rule(machine("sapphirerapids", 512)) == K_UNROLL
+    assert k_unroll_rule(machine("znver3", 256)) == K_UNROLL
+    assert k_unroll_rule(machine("x86-64-v3", 256)) == K_UNROLL
+    # the heuristic takes it; a user's or tuner's ku wins over it
+    assert choose_matmul_schedule((), 128, 768, 768, vw=8, threads=1, ku=8).ku == 8
+    assert choose_matmul_schedule((), 128, 768, 768, vw=8, threads=1, ku=8,
+                                  fixed={"ku": 2}).ku == 2
 
 
 def test_l2_prefetch_rule_by_vendor():

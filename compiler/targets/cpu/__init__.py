@@ -71,6 +71,7 @@ class CPUTarget(Target):
             aliased_a_rule,
             conv_prefetch_rule,
             format_overrides,
+            k_unroll_rule,
             l2_prefetch_rule,
             nhwc_kxk_rule,
             packed_1x1_rule,
@@ -93,6 +94,7 @@ class CPUTarget(Target):
                                    l2_prefetch={"0": False, "1": True}.get(
                                        os.environ.get(L2_PREFETCH_ENV, ""),
                                        l2_prefetch_rule(machine)),
+                                   k_unroll=k_unroll_rule(machine),
                                    record=self._record(machine)),),
             # tile-conv first: it folds the activation after a conv into the kernels, which
             # fuse-rows would otherwise group with a following reduction (an SE block's pool)

@@ -42,6 +42,7 @@ from compiler.lowering.conv_lowering import (
 )
 from compiler.lowering.utils import PARALLEL, REDUCTION, build_generic
 from compiler.targets.cpu.schedule import (
+    K_UNROLL,
     NHWC_MIN_CHANNELS,
     choose_conv_schedule,
     choose_dw_schedule,
@@ -144,6 +145,8 @@ class ChooseSchedule(ModulePass):
     conv_nhwc_flops: int = 0
     # fetch the next block of a constant operand into L2 (the machine's l2_prefetch_rule)
     l2_prefetch: bool = False
+    # k steps per iteration of the kernels' unrolled loop (the machine's k_unroll_rule)
+    k_unroll: int = K_UNROLL
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from pathlib import Path
@@ -187,7 +190,7 @@ class ChooseSchedule(ModulePass):
                     a_constant=is_constant(match.a),
                     a_trans=match.a_trans, b_trans=match.b_trans,
                     conv=CONV_LOWERING_ATTR in o.attributes, pack_aliased_a=self.pack_aliased_a,
-                    l2_prefetch=self.l2_prefetch, fixed=fixed, **caches)
+                    l2_prefetch=self.l2_prefetch, ku=self.k_unroll, fixed=fixed, **caches)
             o.attributes[SCHEDULE_ATTR] = sched.to_attr()
             index += 1
         for o in op.walk():  # the packed convs' register tiles (see tile_conv.py)

@@ -821,6 +821,27 @@ def l2_prefetch_rule(machine) -> bool:
     return machine.vendor == "intel"
 
 
+# The k loop's unroll (the schedule's `ku`) where k_unroll_rule has nothing to say.
+K_UNROLL = 4
+
+
+def k_unroll_rule(machine) -> int:
+    """How many k steps the matmul kernels' loop unrolls (the schedule's `ku`) on `machine`
+    (a CPUMachine). AVX2 code on an Intel core: 8. Its 6 x 2-vector tile's loop of 4 steps
+    (48 FMAs, 32 loads, a prefetch per step) ran at ~77% of the FMA peak even with every
+    operand in L1; with 8 steps 2-5% faster, and slower again with 16 (the loop outgrows
+    the core's decoded-uop buffers). Measured on a Sapphire Rapids-class Xeon with haswell
+    code at one thread, a chain of 8 distinct constant B alternated in one process
+    (GFLOP/s, ku = 4 / 8 / 16): 240x256x256 100.1 / 101.3 / 97.6, 126x768x768 98.7 / 101.4 /
+    95.9, 128x768x3072 99.0 / 103.7 / 79.5, 197x3072x768 104.1 / 107.3 / 80.4,
+    1500x384x1536 99.9 / 102.5 / 76.4; whole models (ONNX, A/B in one process, ms) bert
+    248.4 -> 242.3, gpt2 247.7 -> 240.7, t5-encoder 56.0 -> 53.9, vit 409.1 -> 390.8,
+    resnet50 82.7 -> 81.4, regnet_y_400mf 11.73 -> 11.65. AVX-512 code (14 x 2 and 9 x 3
+    tiles) is even or slower with 8 (128x768x3072 164.7 / 164.2, 126x768x768 161.1 /
+    158.8), and AMD cores are unmeasured with it: K_UNROLL there."""
+    return 8 if machine.vendor == "intel" and machine.vector_bits == 256 else K_UNROLL
+
+
 # A matmul of fewer FLOPs runs on one thread: its tiles are not split for the threads (split
 # anyway, Winograd's 64 x 64 x 196 slices, 1.6 MFLOP each, ran slower at 2 threads).
 PARALLEL_MIN_FLOPS = 1 << 22
@@ -833,6 +854,7 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
                            a_constant: bool = False, a_trans: bool = False,
                            b_trans: bool = False, conv: bool = False,
                            pack_aliased_a: bool = True, l2_prefetch: bool = False,
+                           ku: int = K_UNROLL,
                            fixed: Mapping[str, object] | None = None) -> MatmulSchedule:
     """The default schedule for a (batch x) m x n x k matmul; fields in `fixed` are kept and
     the others chosen around them.
@@ -856,6 +878,7 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
     kc x nc block of B a quarter of L2 (but at least 4 register panels wide where A is
     packed, so each packed sliver serves 4 tiles), the mc x nc tile of C an eighth; blocks are
     balanced so the last is not a sliver. Then tiles are split until each thread has a few.
+    The kernels' k loop unrolls `ku` steps (the machine's k_unroll_rule).
     A is read in place (its sliver sits in L1) unless transposed or its rows alias in L1
     (`rows_alias_in_l1`: a K that is a multiple of 512 f32; only with `pack_aliased_a`, the
     machine's aliased_a_rule), or constant (a conv's weight:
@@ -978,7 +1001,7 @@ def choose_matmul_schedule(batch: tuple[int, ...], m: int, n: int, k: int, *, vw
             else:
                 break
     s = MatmulSchedule(
-        mr=mr, nr=nr, vw=vw, kc=kc, mc=mc, nc=nc, ku=4,
+        mr=mr, nr=nr, vw=vw, kc=kc, mc=mc, nc=nc, ku=ku,
         pack_a=pack_a,
         pack_b=pack_b,
         parallel="b" if per_image else "bmn", order=order,

@@ -54,6 +54,7 @@ from compiler.targets.cpu.schedule import (
     L2_BYTES,
     aliased_a_rule,
     l2_prefetch_rule,
+    k_unroll_rule,
     choose_matmul_schedule,
     element_bytes,
     is_constant,
@@ -200,6 +201,7 @@ class Space:
         self.l2 = machine.l2_bytes or L2_BYTES
         self.pack_aliased_a = aliased_a_rule(machine)
         self.l2_prefetch = l2_prefetch_rule(machine)
+        self.ku = k_unroll_rule(machine)
         registers = 32 if k.vw * k.elem_bytes >= 64 else 16
         self.acc = registers - 4
 
@@ -245,7 +247,8 @@ class Space:
                 k.batch, k.m, k.n, k.k, vw=k.vw, elem_bytes=k.elem_bytes, threads=self.threads,
                 l1_bytes=self.l1, l2_bytes=self.l2, b_constant=k.b_constant,
                 a_constant=k.a_constant, a_trans=k.a_trans, b_trans=k.b_trans, conv=k.conv,
-                pack_aliased_a=self.pack_aliased_a, l2_prefetch=self.l2_prefetch, fixed=fixed)
+                pack_aliased_a=self.pack_aliased_a, l2_prefetch=self.l2_prefetch, ku=self.ku,
+                fixed=fixed)
         except CompileError:
             return None
         return asdict(s)

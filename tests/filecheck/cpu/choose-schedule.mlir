@@ -3,6 +3,7 @@
 // RUN: aicc-opt %s -p 'choose-schedule{vector-bits=512 threads=1 overrides="mr=6,kc=64,pack_b=false"}' --split-input-file | filecheck %s --check-prefix=OVERRIDE
 // RUN: not aicc-opt %s -p 'choose-schedule{overrides="mr=4,nr=20"}' --split-input-file 2>&1 | filecheck %s --check-prefix=BAD
 // RUN: aicc-opt %s -p 'choose-schedule{vector-bits=512 threads=1 l2-prefetch=true}' --split-input-file | filecheck %s --check-prefix=L2PF
+// RUN: aicc-opt %s -p 'choose-schedule{vector-bits=256 threads=1 l1-bytes=32768 l2-bytes=1048576 k-unroll=8}' --split-input-file | filecheck %s --check-prefix=KU8
 
 // A schedule per matmul, chosen for its shape and the target: AVX-512 holds a 14 x 2-vector
 // register tile of 16 lanes, AVX2 a 6 x 2-vector tile of 8 lanes. K = 1024 puts A's rows
@@ -12,6 +13,10 @@
 // AVX512:         linalg.matmul {aicc.schedule = {mr = 14 : i64, nr = 32 : i64, vw = 16 : i64, kc = 512 : i64, mc = 210 : i64, nc = 256 : i64, ku = 4 : i64, pack_a = true, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
 // AVX2-LABEL:   func.func @matmul
 // AVX2:           linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 16 : i64, vw = 8 : i64, kc = 512 : i64, mc = 210 : i64, nc = 128 : i64, ku = 4 : i64, pack_a = true, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
+// k-unroll (the machine's k_unroll_rule: 8 for AVX2 code on an Intel core) sets the kernels'
+// k-loop unroll, the rest as before.
+// KU8-LABEL:    func.func @matmul
+// KU8:            linalg.matmul {aicc.schedule = {mr = 6 : i64, nr = 16 : i64, vw = 8 : i64, kc = 512 : i64, mc = 210 : i64, nc = 128 : i64, ku = 8 : i64, pack_a = true, pack_b = true, parallel = "bmn", order = "mn", pf = 32 : i64}}
 // With l2-prefetch (an Intel core's l2_prefetch_rule), l2pf only where an operand is a
 // constant, packed at compile time (@weights below); these operands are run-time values.
 // L2PF-LABEL: func.func @matmul
