@@ -39,7 +39,8 @@ Both products are register tiles: the scores of ROW_TILE rows x SCORE_COLS keys 
 carried through the loop over e (one multiply-add of a q element and a row of the k^T tile
 each per e), and the accumulators of ROW_TILE rows x SCORE_COLS columns of v through the loop
 over the block's keys (loaded and rescaled by exp(m_i - ms) before it, stored after it; F's
-tail past a multiple of SCORE_COLS updates memory). LLVM's SLP vectorizer packs the carried
+tail past a multiple of SCORE_COLS updates memory); each loop takes K_UNROLL steps per
+iteration, then the rest one at a time. LLVM's SLP vectorizer packs the carried
 values into vector registers, so neither loop loads or stores its sums (a memory-resident tile
 ran at about half the FMA rate: 6.3 -> 3.0-3.4 ms for 12 heads of 197 x 64 at 1 thread).
 """
@@ -94,6 +95,15 @@ SCORE_COLS = 16  # keys per register tile of the scores: ROW_TILE x 16 sums in r
 # 8 x 1024 x 64 18.3 -> 15.0 ms, 12 x 197 x 64 (vit) 3.01 -> 2.93 ms. AVX2's 16 registers
 # hold 6 x 16 (12 accumulators) and no more.
 SCORE_COLS_WIDE = 32
+# Steps per iteration of the two register-tile loops (over e for the scores, over the block's
+# keys for p @ v; then a loop of the rest): one step's 12 (AVX2) or 16 (AVX-512) FMAs left
+# the loop's own increments and branch in every few cycles. One thread, Sapphire Rapids-class
+# Xeon, alternately in one process, ms with 1 / 2 / 4 steps: haswell code, 6 heads of
+# 1500 x 64 (whisper) 41.4 / 40.9 / 39.1, 12 x 197 x 64 (vit) 1.66 / 1.66 / 1.62, 12 x 128 x
+# 64 0.710 / 0.705 / 0.666, causal 8 x 1024 x 64 14.9 / 14.4 / 13.7 (8 steps: 71.3 and 24.3,
+# slower); AVX-512 code 30.8 / 29.8 / 29.1, 1.28 / 1.27 / 1.27, 0.528 / 0.520 / 0.517,
+# 10.8 / 10.6 / 10.4.
+K_UNROLL = 4
 ACC_BYTES = 64 * 1024
 KT_BYTES = 32 * 1024
 REASSOC = arith.FastMathFlagsAttr([arith.FastMathFlag.REASSOC])
@@ -333,6 +343,28 @@ class _Emitter:
 
         for_loop(b, self.c(0), ub, self.c(1), [], inner)
 
+    def for_unrolled(self, b: Builder, n: int | SSAValue, inits: list[SSAValue],
+                     step) -> list[SSAValue]:
+        """for x in 0..n: carried = step(builder, x, carried), K_UNROLL steps per iteration
+        of a main loop, then a loop of the rest (none where n is a static multiple)."""
+        u = K_UNROLL
+        if u <= 1:
+            return list(for_loop(b, self.c(0), self.v(n), self.c(1), inits, step))
+        if isinstance(n, int):
+            main = self.c(n // u * u)
+        else:
+            main = self.muli(b, b.insert(arith.DivUIOp(n, self.c(u))).result, self.c(u))
+
+        def unrolled(bb: Builder, x: SSAValue, carried):
+            for i in range(u):
+                carried = step(bb, x if i == 0 else self.addi(bb, x, self.c(i)), carried)
+            return carried
+
+        out = list(for_loop(b, self.c(0), main, self.c(u), inits, unrolled))
+        if isinstance(n, int) and n % u == 0:
+            return out
+        return list(for_loop(b, main, self.v(n), self.c(1), out, step))
+
     def key_block(self, b: Builder, j0: SSAValue, kend: SSAValue) -> None:
         """Keys j0 .. j0 + cols against every row tile of the block; their k^T tile lies at
         kt_all[(flat * nkb + j0 / kb) * E * kb ..]."""
@@ -391,7 +423,7 @@ class _Emitter:
                 return [self.fma(b2, acc[t * sc + c], qs[t], ks[c], False)
                         for t in range(self.rt) for c in range(sc)]
 
-            sums = for_loop(bb, self.c(0), self.c(self.E), self.c(1), [zero] * (self.rt * sc), per_e)
+            sums = self.for_unrolled(bb, self.E, [zero] * (self.rt * sc), per_e)
             for t in range(self.rt):
                 for c in range(sc):
                     bb.insert(memref.StoreOp.get(sums[t * sc + c], self.scores,
@@ -507,7 +539,7 @@ class _Emitter:
                     return [self.fma(b2, acc[t * width + f], ps[t], vs[f], False)
                             for t in range(self.rt) for f in range(width)]
 
-                sums = for_loop(bb, self.c(0), cols, self.c(1), start, per_key)
+                sums = self.for_unrolled(bb, cols, start, per_key)
                 for t in range(self.rt):
                     for f in range(width):
                         bb.insert(memref.StoreOp.get(sums[t * width + f], self.acc, [slots[t], fs[f]]))
