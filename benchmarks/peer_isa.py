@@ -9,7 +9,8 @@ quant_bench.py) restricts them to their AVX2 kernels:
 
   * torch: ATEN_CPU_CAPABILITY=avx2 (its own vectorized kernels: softmax, layer norm, SDPA,
     the elementwise ops), ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's convs and matmuls) and
-    MKL_ENABLE_INSTRUCTIONS=AVX2 (MKL's GEMM): the libraries' own settings;
+    MKL_ENABLE_INSTRUCTIONS=AVX2 (MKL's GEMM): the libraries' own settings; torch.compile
+    with a cache directory of its own (TORCHINDUCTOR_CACHE_DIR, see INDUCTOR_CACHE_ENV);
   * ONNX Runtime: MLAS, its kernel library, picks its kernels once, from CPUID and XCR0, and
     has no setting for it. `onnxruntime_avx2` copies the installed onnxruntime package and
     turns one conditional jump in its library into a no-op: the jump into MLAS's AVX-512
@@ -48,6 +49,12 @@ TORCH_AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
                   "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 # set in the process that runs with the peers restricted (and its children)
 APPLIED_ENV = "AICC_BENCH_PEER_ISA"
+# torch.compile's on-disk cache of compiled graphs and kernels: a directory of its own for the
+# restricted peers. Its keys do not include ATEN_CPU_CAPABILITY, so with one directory a run
+# under one setting loaded what a run under the other had compiled: torch.compile's results
+# were off by ~1.0 or NaN on every model under --peer-isa avx2, and a later run without it
+# aborted in an inductor kernel (free(): invalid next size) on the suite's softmax.
+INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 # test $0x10000, %e?? (AVX512F in CPUID 7 EBX); je +14; mov %r??, %rax; not %rax;
 # test $0xe0, %al (XCR0's AVX-512 state bits, inverted); je rel32 <- the jump into MLAS's
 # AVX-512 block
@@ -167,7 +174,7 @@ def peer_env(isa: str) -> dict[str, str]:
     if isa != "avx2":
         raise PeerIsaError(f"unknown peer ISA {isa!r} (known: {', '.join(PEER_ISAS)})")
     return {**TORCH_AVX2_ENV, "PYTHONPATH": site_env(onnxruntime_avx2())["PYTHONPATH"],
-            APPLIED_ENV: isa}
+            INDUCTOR_CACHE_ENV: str(_cache_root() / f"torchinductor-{isa}"), APPLIED_ENV: isa}
 
 
 def restrict_peers(isa: str) -> None:

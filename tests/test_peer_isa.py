@@ -74,6 +74,10 @@ def test_onnxruntime_avx2_runs_the_avx2_int8_kernel(peer_isa, tmp_path, monkeypa
     assert peer_isa.check_onnxruntime(site) == peer_isa.avx2_int8_sum()
     assert peer_isa.check_onnxruntime(None) in (peer_isa.SATURATED, peer_isa.EXACT)
     assert peer_isa.onnxruntime_avx2() == site
+    # torch.compile's cache: a directory of the restricted peers' own (its keys miss the ISA)
+    env = peer_isa.peer_env("avx2")
+    assert env[peer_isa.INDUCTOR_CACHE_ENV] == str(tmp_path / "aicc-bench" / "torchinductor-avx2")
+    assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["PYTHONPATH"].startswith(str(site))
 
 
 def test_run_with_avx2_peers(tmp_path):
