@@ -828,9 +828,10 @@ K_UNROLL = 4
 def k_unroll_rule(machine) -> int:
     """How many k steps the matmul kernels' loop unrolls (the schedule's `ku`) on `machine`
     (a CPUMachine). AVX2 code on an Intel core: 8. Its 6 x 2-vector tile's loop of 4 steps
-    (48 FMAs, 32 loads, a prefetch per step) ran at ~77% of the FMA peak even with every
-    operand in L1; with 8 steps 2-5% faster, and slower again with 16 (the loop outgrows
-    the core's decoded-uop buffers). Measured on a Sapphire Rapids-class Xeon with haswell
+    (48 FMAs, 32 loads, a prefetch per step) ran at 100-105 GFLOP/s even with every operand
+    in L1, where a register-only loop of the same FMAs reached 113-115 that day (~90%);
+    with 8 steps 2-5% faster, and slower again with 16 (a loop of
+    some 350 instructions; why is unmeasured). Measured on a Sapphire Rapids-class Xeon with haswell
     code at one thread, a chain of 8 distinct constant B alternated in one process
     (GFLOP/s, ku = 4 / 8 / 16): 240x256x256 100.1 / 101.3 / 97.6, 126x768x768 98.7 / 101.4 /
     95.9, 128x768x3072 99.0 / 103.7 / 79.5, 197x3072x768 104.1 / 107.3 / 80.4,
