@@ -348,8 +348,6 @@ class _Emitter:
         """for x in 0..n: carried = step(builder, x, carried), K_UNROLL steps per iteration
         of a main loop, then a loop of the rest (none where n is a static multiple)."""
         u = K_UNROLL
-        if u <= 1:
-            return list(for_loop(b, self.c(0), self.v(n), self.c(1), inits, step))
         if isinstance(n, int):
             main = self.c(n // u * u)
         else:

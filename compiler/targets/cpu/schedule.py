@@ -830,12 +830,12 @@ def k_unroll_rule(machine) -> int:
     (a CPUMachine). AVX2 code on an Intel core: 8. Its 6 x 2-vector tile's loop of 4 steps
     (48 FMAs, 32 loads, a prefetch per step) ran at 100-105 GFLOP/s even with every operand
     in L1, where a register-only loop of the same FMAs reached 113-115 that day (~90%);
-    with 8 steps 2-5% faster, and slower again with 16 (a loop of
-    some 350 instructions; why is unmeasured). Measured on a Sapphire Rapids-class Xeon with haswell
-    code at one thread, a chain of 8 distinct constant B alternated in one process
+    with 8 steps 2-5% faster, and slower again with 16 (a loop of some 350 instructions;
+    why is unmeasured). Measured on a Sapphire Rapids-class Xeon with haswell code at one
+    thread, a chain of 8 distinct constant B alternated in one process
     (GFLOP/s, ku = 4 / 8 / 16): 240x256x256 100.1 / 101.3 / 97.6, 126x768x768 98.7 / 101.4 /
     95.9, 128x768x3072 99.0 / 103.7 / 79.5, 197x3072x768 104.1 / 107.3 / 80.4,
-    1500x384x1536 99.9 / 102.5 / 76.4; whole models (ONNX, A/B in one process, ms) bert
+    1500x384x1536 99.9 / 102.5 / 76.4; zoo models (torch frontend, A/B in one process, ms) bert
     248.4 -> 242.3, gpt2 247.7 -> 240.7, t5-encoder 56.0 -> 53.9, vit 409.1 -> 390.8,
     resnet50 82.7 -> 81.4, regnet_y_400mf 11.73 -> 11.65. AVX-512 code (14 x 2 and 9 x 3
     tiles) is even or slower with 8 (128x768x3072 164.7 / 164.2, 126x768x768 161.1 /
