@@ -463,21 +463,28 @@ def test_softmax_entries_far_below_the_row_max(target_cpu):
         assert np.all(np.abs(got[~big] - want[~big]) <= np.finfo(np.float32).tiny)
 
 
-def test_softmax_rows_with_nan_and_minus_inf():
-    """A row holding a NaN is NaN, a row of -inf is NaN (as NumPy's -inf - -inf), and -inf
-    entries of other rows give exact zeros; rows of 1, 7 and 129 entries."""
+@pytest.mark.parametrize("target_cpu", [None, "x86-64-v3"], ids=["host", "avx2"])
+def test_softmax_rows_with_nan_and_minus_inf(target_cpu):
+    """A row holding a NaN is NaN wherever the NaN is (the row's max ignores it, nnan, but the
+    sum carries it to every entry), a row of -inf is NaN (as NumPy's -inf - -inf), a row with
+    +inf is NaN (inf - inf), and -inf entries of other rows give exact zeros; rows of 1, 7,
+    129 and 133 entries (a NaN in the last, partial vector)."""
     def softmax(x):
         e = np.exp(x - x.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
 
-    for n in (1, 7, 129):
-        x = rand(4, n) * 3.0
+    for n in (1, 7, 129, 133):
+        x = rand(7, n) * 3.0
         x[1, n // 2] = np.nan
         x[2, :] = -np.inf
         if n > 1:
             x[3, 0] = -np.inf
+        x[4, 0] = np.nan
+        x[5, n - 1] = np.nan
+        x[6, n // 3] = np.inf
         with np.errstate(invalid="ignore"):
-            got, want = run(softmax, x)
+            got, want = run(softmax, x, target_cpu=target_cpu)
+        assert np.isnan(want[[1, 2, 4, 5, 6]]).all()
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         ok = ~np.isnan(want)
         np.testing.assert_allclose(got[ok], want[ok], **TRANS)

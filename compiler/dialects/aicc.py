@@ -75,6 +75,12 @@ from compiler.dialects.shapes import (  # shape_of & co. are used as aicc.shape_
 # leaves them scalar, where deinterleaving shuffles run them 1.5-2x faster.
 VECTORIZE_ATTR = "aicc.vectorize"
 
+# A unit attribute of aicc.exp and math.exp: the argument is never above 0 (NaN may reach it,
+# +inf not), as x - max(x) in a softmax and s - m in the CPU attention kernel's online
+# softmax; the LLVM backend's exp then leaves out the clamp that keeps larger arguments from
+# overflowing 2^n (mathlib.emit_exp's `nonpositive`).
+NONPOSITIVE_ARG = "aicc.nonpositive_arg"
+
 # ---------------------------------------------------------------------------------------------
 # Ops
 # ---------------------------------------------------------------------------------------------

@@ -70,11 +70,13 @@ def combiner_flags(op: Operation) -> arith.FastMathFlagsAttr:
     """The fast-math flags of a reduction's combiner: reassoc, so that LLVM vectorizes it; and
     for max/min also nsz: which zero a max of -0.0 and +0.0 gives is unspecified (NumPy and
     PyTorch answer differently, by position), and LLVM then lowers llvm.maximum to vmaxps and a
-    NaN check, without the blends that order the zeros. NaN still propagates."""
-    flags = [arith.FastMathFlag.REASSOC]
+    NaN check, without the blends that order the zeros. NaN still propagates, unless the op
+    carries nnan already (a softmax's max: utils.SOFTMAX_MAX): the flags it has are kept."""
+    flags = {arith.FastMathFlag.REASSOC}
     if isinstance(op, (arith.MaximumfOp, arith.MinimumfOp)):
-        flags.append(arith.FastMathFlag.NO_SIGNED_ZEROS)
-    return arith.FastMathFlagsAttr(flags)
+        flags.add(arith.FastMathFlag.NO_SIGNED_ZEROS)
+    own = getattr(op, "fastmath", None)
+    return arith.FastMathFlagsAttr(list(flags | (own.data if own is not None else set())))
 
 
 # What the heuristics (loop order, transpose tiling) assume for a dynamic range: large.

@@ -41,6 +41,12 @@ REDUCTION = attrs.IteratorTypeAttr.reduction()
 # math.exp whose results below 2^-126 may flush to 0 (mathlib.emit_exp's `flush`): the exps
 # of softmax and of the CPU attention kernel's online softmax, whose arguments are never above 0
 AFN = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
+# The fast-math flags of a softmax's row max: nnan, a NaN of the row need not propagate through
+# the max, as it reaches every output of the row anyway (exp(NaN - max) is NaN, so is the row's
+# sum, and every entry is divided by it), and nsz; with them LLVM's max is one vmaxps a vector,
+# not a max, a NaN test and a blend. The CPU attention kernel's max of the scores is so too.
+SOFTMAX_MAX = arith.FastMathFlagsAttr([arith.FastMathFlag.NO_NANS,
+                                       arith.FastMathFlag.NO_SIGNED_ZEROS])
 
 
 def broadcast_map(operand_shape: Sequence[int], result_shape: Sequence[int]) -> AffineMap:

@@ -21,7 +21,7 @@ from xdsl.dialects import builtin
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 
 from compiler.codegen.llvm import mathlib
-from compiler.dialects.aicc import VECTORIZE_ATTR
+from compiler.dialects.aicc import NONPOSITIVE_ARG, VECTORIZE_ATTR
 from compiler.errors import CompileError, UnsupportedOpError
 
 # A top-level scf.parallel is run on threads when trip-count product x body op count
@@ -762,7 +762,8 @@ _MATHLIB = {"math.exp": mathlib.emit_exp, "math.log": mathlib.emit_log,
 
 @handles(*_MATHLIB)
 def _mathlib(e: FunctionEmitter, op: Operation) -> None:
-    kw = {"flush": bool({"afn", "fast"} & set(_fastmath(op)))} if op.name == "math.exp" else {}
+    kw = {"flush": bool({"afn", "fast"} & set(_fastmath(op))),
+          "nonpositive": NONPOSITIVE_ARG in op.attributes} if op.name == "math.exp" else {}
     e.set(op.results[0], _MATHLIB[op.name](e.b, e.get(op.operands[0]),
                                           vector_ldexp=e.em.vector_ldexp, **kw))
 

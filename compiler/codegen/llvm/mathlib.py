@@ -164,7 +164,8 @@ def _ldexp(b: ir.IRBuilder, y, n):
 # ---------------------------------------------------------------------------- functions
 
 
-def emit_exp(b: ir.IRBuilder, x, vector_ldexp: bool = False, flush: bool = False):
+def emit_exp(b: ir.IRBuilder, x, vector_ldexp: bool = False, flush: bool = False,
+             nonpositive: bool = False):
     """exp(x). `vector_ldexp`: the target lowers llvm.ldexp on vectors to one instruction
     (AVX-512 vscalefps); elsewhere it would become a libm call per element.
 
@@ -178,7 +179,10 @@ def emit_exp(b: ir.IRBuilder, x, vector_ldexp: bool = False, flush: bool = False
     vector that makes or reads one, in the exp and again in attention's p @ v. One thread,
     Sapphire Rapids-class Xeon, alternately in one process: attention 12 x 197 x 64 (27 masked
     keys in the last block) 1.64 -> 1.23 ms, causal 8 x 1024 x 64 11.0 -> 9.4 ms, unmasked
-    shapes 2-4% faster (the shift and add cost no more than vscalefps)."""
+    shapes 2-4% faster (the shift and add cost no more than vscalefps).
+
+    `nonpositive` (math.exp marked NONPOSITIVE_ARG): x is never above 0 (or NaN), so the upper
+    clamp, there for arguments whose 2^n would overflow, is left out: one op fewer a vector."""
     ty = x.type
     if not _is_f32(ty):
         return call_intrinsic(b, "exp", x)
@@ -186,7 +190,7 @@ def emit_exp(b: ir.IRBuilder, x, vector_ldexp: bool = False, flush: bool = False
     # Clamp with compare+select written so that a NaN x passes through (one vminps/vmaxps
     # each): it then runs through the arithmetic below and comes out NaN, with no check.
     hi, lo = _const(ty, _EXP_CLAMP_HI), _const(ty, _EXP_FLUSH_LO if flush else _EXP_CLAMP_LO)
-    xc = b.select(b.fcmp_ordered(">", x, hi), hi, x)
+    xc = x if nonpositive else b.select(b.fcmp_ordered(">", x, hi), hi, x)
     xc = b.select(b.fcmp_ordered("<", xc, lo), lo, xc)
     # n = round(x * log2(e)), to nearest even, by adding 1.5 * 2**23: the sum's low mantissa
     # bits are n (|n| <= 151), so n is read from its bits (never fptosi, whose NaN is poison).

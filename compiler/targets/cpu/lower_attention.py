@@ -61,11 +61,13 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     StringAttr,
+    UnitAttr,
 )
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from compiler.dialects.aicc import NONPOSITIVE_ARG
 from compiler.dialects.aicc_fused import AttentionOp
 from compiler.lowering.dims import dim_value
 from compiler.lowering.loop_builder import IndexBuilder, for_loop, index_product
@@ -485,6 +487,14 @@ class _Emitter:
             branches.append(Region(block))
         return list(b.insert(scf.IfOp(partial, [self.ety] * self.rt, *branches)).results)
 
+    @staticmethod
+    def exp_nonpositive(b: Builder, x: SSAValue) -> SSAValue:
+        """exp(x) of an x never above 0 (s - max, old max - new max; -inf and NaN may reach
+        it): `afn` (results below 2^-126 flush to 0) and NONPOSITIVE_ARG (no upper clamp)."""
+        e = xmath.ExpOp(x, AFN)
+        e.attributes[NONPOSITIVE_ARG] = UnitAttr()
+        return b.insert(e).result
+
     def tile_softmax_state(self, b: Builder, slots: list[SSAValue],
                            maxes: list[SSAValue], cend: SSAValue) -> list[SSAValue]:
         """Online softmax: the new running max, p = exp(s - max) in place of the scores, the
@@ -496,7 +506,7 @@ class _Emitter:
             m_new = self.op2(b, arith.MaximumfOp, m_old, maxes[t])
             is_inf = b.insert(arith.CmpfOp(m_new, neg_inf, "oeq")).result
             sf = b.insert(arith.SelectOp(is_inf, zero, m_new)).result  # an all-masked row so far
-            alpha.append(b.insert(xmath.ExpOp(self.op2(b, arith.SubfOp, m_old, sf), AFN)).result)
+            alpha.append(self.exp_nonpositive(b, self.op2(b, arith.SubfOp, m_old, sf)))
             b.insert(memref.StoreOp.get(m_new, self.m, [slots[t]]))
             safe.append(sf)
 
@@ -504,7 +514,7 @@ class _Emitter:
             out = []
             for t in range(self.rt):
                 s = bb.insert(memref.LoadOp.get(self.scores, [self.c(t), c])).res
-                p = bb.insert(xmath.ExpOp(self.op2(bb, arith.SubfOp, s, safe[t]), AFN)).result
+                p = self.exp_nonpositive(bb, self.op2(bb, arith.SubfOp, s, safe[t]))
                 bb.insert(memref.StoreOp.get(p, self.scores, [self.c(t), c]))
                 out.append(self.op2(bb, arith.AddfOp, acc[t], p, True))
             return out

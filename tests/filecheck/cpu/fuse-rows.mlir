@@ -7,7 +7,8 @@
 // with the accumulator in iter_args; the divide is the last pass. Nothing is allocated any more.
 // The row's max and sum are loaded once, before the loops that read them; the divide by the
 // sum is a multiply by its reciprocal, computed once per row. A max takes nsz: which zero a
-// max of -0.0 and +0.0 gives is left open, as by NumPy and PyTorch.
+// max of -0.0 and +0.0 gives is left open, as by NumPy and PyTorch; the flags it has are kept
+// (a softmax's max comes with nnan: a NaN of the row reaches every output through the sum).
 // CHECK-LABEL: func.func @softmax
 // CHECK-SAME:    (%[[X:.*]]: memref<4x8xf32>, %[[OUT:.*]]: memref<4x8xf32>)
 // CHECK-NOT:     memref.alloc()
@@ -21,7 +22,7 @@
 // CHECK-NEXT:      %[[M0:.*]] = memref.load %[[M]]
 // CHECK-NEXT:      %[[MAX:.*]] = scf.for %[[J:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[A:.*]] = %[[M0]]) -> (f32) {
 // CHECK-NEXT:        %[[XV:.*]] = memref.load %[[X]][%[[R]], %[[J]]] : memref<4x8xf32>
-// CHECK-NEXT:        %[[MX:.*]] = arith.maximumf %[[A]], %[[XV]] fastmath<reassoc,nsz> : f32
+// CHECK-NEXT:        %[[MX:.*]] = arith.maximumf %[[A]], %[[XV]] fastmath<reassoc,nnan,nsz> : f32
 // CHECK-NEXT:        scf.yield %[[MX]] : f32
 // CHECK-NEXT:      }
 // CHECK-NEXT:      memref.store %[[MAX]], %[[M]]
@@ -53,7 +54,7 @@ func.func @softmax(%0: memref<4x8xf32>, %1: memref<4x8xf32>) {
   linalg.fill ins(%2 : f32) outs(%3 : memref<4x1xf32>)
   linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, 0)>], iterator_types = ["parallel", "reduction"]} ins(%0 : memref<4x8xf32>) outs(%3 : memref<4x1xf32>) {
   ^bb0(%4: f32, %5: f32):
-    %6 = arith.maximumf %5, %4 : f32
+    %6 = arith.maximumf %5, %4 fastmath<nnan,nsz> : f32
     linalg.yield %6 : f32
   }
   %7 = memref.alloc() {alignment = 64 : i64} : memref<4x8xf32>

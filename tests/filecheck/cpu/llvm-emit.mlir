@@ -38,6 +38,7 @@
 // n >= -127, whose factor is +0.0 (results below 2^-126 are zero): a masked score's exp is
 // never a denormal, which vscalefps would make of the clamp at -104.
 // CHECK-LABEL: define void @"scale_afn"
+// CHECK:         fcmp ogt float %{{.*}}, 0x4056400000000000
 // CHECK:         fcmp olt float %{{.*}}, 0xc056000000000000
 // CHECK:         %[[T:.*]] = call float @"llvm.fmuladd.f32"(float %{{.*}}, float 0x3ff7154760000000, float 0x4168000000000000)
 // CHECK-NOT:     @"llvm.ldexp
@@ -47,6 +48,15 @@
 // CHECK:         %[[F:.*]] = bitcast i32 %[[E]] to float
 // CHECK:         fmul float %{{.*}}, %[[F]]
 // CHECK-NOT:     ashr
+// CHECK:         store float
+
+// An exp marked aicc.nonpositive_arg (softmax's x - max, attention's s - max: never above 0)
+// has no upper clamp (89, against 2^n's overflow): only the lower one, then the same code.
+// CHECK-LABEL: define void @"scale_nonpositive"
+// CHECK-NOT:     0x4056400000000000
+// CHECK:         fcmp olt float %{{.*}}, 0xc056000000000000
+// CHECK:         call float @"llvm.fmuladd.f32"(float %{{.*}}, float 0x3ff7154760000000, float 0x4168000000000000)
+// CHECK-NOT:     0x4056400000000000
 // CHECK:         store float
 
 func.func @scale(%x: memref<4x129xf32>, %o: memref<4x129xf32>) {
@@ -75,6 +85,21 @@ func.func @scale_afn(%x: memref<4x129xf32>, %o: memref<4x129xf32>) {
   ^bb0(%i: index, %j: index):
     %v = memref.load %x[%i, %j] : memref<4x129xf32>
     %e = math.exp %v fastmath<afn> : f32
+    memref.store %e, %o[%i, %j] : memref<4x129xf32>
+    scf.reduce
+  }) : (index, index, index, index, index, index) -> ()
+  func.return
+}
+
+func.func @scale_nonpositive(%x: memref<4x129xf32>, %o: memref<4x129xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c129 = arith.constant 129 : index
+  "scf.parallel"(%c0, %c0, %c4, %c129, %c1, %c1) <{operandSegmentSizes = array<i32: 2, 2, 2, 0>}> ({
+  ^bb0(%i: index, %j: index):
+    %v = memref.load %x[%i, %j] : memref<4x129xf32>
+    %e = math.exp %v fastmath<afn> {aicc.nonpositive_arg} : f32
     memref.store %e, %o[%i, %j] : memref<4x129xf32>
     scf.reduce
   }) : (index, index, index, index, index, index) -> ()

@@ -68,12 +68,13 @@
 // CHECK-NOT:             arith.select
 // CHECK:               }
 // Online softmax: the new max, exp(old - new) rescales the sum and the accumulators. Both
-// exps are marked afn (their arguments are never above 0: results below 2^-126 may be 0).
+// exps are marked afn (their arguments are never above 0: results below 2^-126 may be 0) and
+// aicc.nonpositive_arg (no upper clamp).
 // CHECK:               memref.load %[[M]]
 // CHECK:               arith.maximumf
-// CHECK:               math.exp %{{.*}} fastmath<afn>
+// CHECK:               math.exp %{{.*}} fastmath<afn> {aicc.nonpositive_arg}
 // CHECK:               memref.store %{{.*}}, %[[M]]
-// CHECK:               math.exp %{{.*}} fastmath<afn>
+// CHECK:               math.exp %{{.*}} fastmath<afn> {aicc.nonpositive_arg}
 // CHECK:               memref.store %{{.*}}, %[[L]]
 // p @ v into the accumulators, over the tile's keys.
 // CHECK:               scf.for %{{.*}} = %{{.*}} to %[[TCOLS]] step

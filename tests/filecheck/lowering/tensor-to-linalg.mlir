@@ -100,11 +100,13 @@ func.func @global_mean(%x: tensor<2x3x5x7xf32>) -> tensor<2x3x1x1xf32> {
 
 // -----
 // softmax decomposes into max, sub, exp, sum, div along its axis. Its exp is marked afn: the
-// argument x - max is never above 0, so only results below 2^-126 may change (to 0).
+// argument x - max is never above 0, so only results below 2^-126 may change (to 0); and
+// aicc.nonpositive_arg (no upper clamp). Its max is nnan nsz: a NaN of the row reaches every
+// output through the sum, so the max needn't carry it (one vmaxps a vector).
 // CHECK-LABEL: func.func @softmax
-// CHECK:         arith.maximumf
+// CHECK:         arith.maximumf %{{.*}}, %{{.*}} fastmath<nnan,nsz>
 // CHECK:         arith.subf
-// CHECK:         math.exp %{{.*}} fastmath<afn>
+// CHECK:         math.exp %{{.*}} fastmath<afn> {aicc.nonpositive_arg}
 // CHECK:         arith.addf
 // CHECK:         arith.divf
 // CHECK-NOT:     aicc.
