@@ -839,7 +839,10 @@ def k_unroll_rule(machine) -> int:
     248.4 -> 242.3, gpt2 247.7 -> 240.7, t5-encoder 56.0 -> 53.9, vit 409.1 -> 390.8,
     resnet50 82.7 -> 81.4, regnet_y_400mf 11.73 -> 11.65. AVX-512 code (14 x 2 and 9 x 3
     tiles) is even or slower with 8 (128x768x3072 164.7 / 164.2, 126x768x768 161.1 /
-    158.8), and AMD cores are unmeasured with it: K_UNROLL there."""
+    158.8). On an AMD core, a Zen 5 (one thread, alternated, GFLOP/s, ku = 4 / 8), 8 steps
+    gain nothing: znver3 code 128x768x3072 121.8 / 121.1, 197x3072x768 123.4 / 123.6,
+    1500x384x1536 126.9 / 126.7, 126x768x768 124.7 / 124.3 (haswell code there: 118.6 / 119.1,
+    116.5 / 116.6, 117.0 / 115.7, 117.6 / 119.0): K_UNROLL there."""
     return 8 if machine.vendor == "intel" and machine.vector_bits == 256 else K_UNROLL
 
 
