@@ -165,12 +165,21 @@ def test_heuristic_picks_winograd_where_it_won(monkeypatch, mode):
         assert choose_conv_lowering(1, 64, 64, 1, hw, (3, 3), packed=True,
                                     winograd_bits=256) == want_mode, hw
     assert choose_conv_lowering(1, 64, 64, 1, (56, 56), (3, 3), packed=True) == "packed"
+    # from 16 tiles (the cpu target's winograd4_rule on AMD cores): 14x14 too, not 8x8
+    for hw, want_mode in (((14, 14), "winograd4"), ((16, 12), "winograd"), ((8, 8), "winograd")):
+        assert choose_conv_lowering(1, 64, 64, 1, hw, (3, 3), packed=True, winograd_bits=256,
+                                    winograd4_min_tiles=16) == want_mode, hw
     # the cpu target passes its vector width to tensor-to-linalg; the cuda one none
     for target, cpu, bits in (("cpu", "x86-64-v3", 256), ("cpu", "skylake-avx512", 512),
                               ("cuda", None, 0)):
         stages = get_target(target).pipeline(CompileOptions(target=target, target_cpu=cpu))
         t2l = next(p for _, passes in stages for p in passes if p.name == "tensor-to-linalg")
         assert t2l.conv_vector_bits == bits, (target, cpu)
+    for cpu, tiles in (("x86-64-v3", 32), ("haswell", 32), ("sapphirerapids", 32),
+                       ("znver3", 16), ("znver4", 16)):
+        stages = get_target("cpu").pipeline(CompileOptions(target="cpu", target_cpu=cpu))
+        t2l = next(p for _, passes in stages for p in passes if p.name == "tensor-to-linalg")
+        assert t2l.conv_winograd4_min_tiles == tiles, cpu
     # by default (no lowering asked for) on an AVX2 target: Winograd from 24 channels, and
     # AICC_CONV_WINOGRAD=0 keeps the heuristic off it
     monkeypatch.delenv("AICC_CONV_LOWERING")

@@ -47,7 +47,8 @@ WINOGRAD4_MIN_TILES = 32
 def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups: int,
                          out_hw: tuple[int, int], kernel: tuple[int, int],
                          strides: tuple[int, int] = (1, 1), packed: bool = False,
-                         winograd_bits: int = 0, packed_1x1: str = "all") -> str:
+                         winograd_bits: int = 0, packed_1x1: str = "all",
+                         winograd4_min_tiles: int = WINOGRAD4_MIN_TILES) -> str:
     """How a conv2d is lowered to linalg (compiler/lowering/nn_to_linalg.py):
 
       "matmul"  a 1x1 stride-1 conv: the input viewed as (N, IC, H*W) is the matmul's B
@@ -125,7 +126,7 @@ def choose_conv_lowering(batch: int, in_channels: int, out_channels: int, groups
     icg, ocg = in_channels // groups, out_channels // groups
     pixels = out_hw[0] * out_hw[1]
     if winograd_bits and winograd_wins(winograd_bits, in_channels, out_channels, pixels):
-        return winograd_tile(out_hw)
+        return winograd_tile(out_hw, winograd4_min_tiles)
     rule = packed_1x1 if strides == (1, 1) else "all"
     if (packed and groups == 1 and kernel == (1, 1) and out_channels >= PACKED_MIN_OC
             and rule != "none"
@@ -169,9 +170,9 @@ def winograd_wins(vector_bits: int, in_channels: int, out_channels: int, pixels:
     return channels >= WINOGRAD_MIN_CHANNELS and pixels >= 4
 
 
-def winograd_tile(out_hw: tuple[int, int]) -> str:
+def winograd_tile(out_hw: tuple[int, int], min_tiles: int = WINOGRAD4_MIN_TILES) -> str:
     """Which Winograd lowering the heuristic takes for a conv with this output: "winograd4"
-    (F(4x4, 3x3)) where an image has WINOGRAD4_MIN_TILES tiles of 4x4 or more (an output that
+    (F(4x4, 3x3)) where an image has `min_tiles` tiles of 4x4 or more (an output that
     is not a multiple of 4 padded to whole tiles), else "winograd" (F(2x2, 3x3)). F(4x4, 3x3)
     does 1.8x fewer multiplies, but its weight is 2.25x larger: on small images its 36
     matmuls of few columns stream 36 (OC, IC) matrices for little work each. Measured on a
@@ -186,10 +187,10 @@ def winograd_tile(out_hw: tuple[int, int]) -> str:
     tile). Whole models on a Sapphire Rapids-class Xeon at one thread (ONNX, alternated in
     one process, ms, F(4x4) from 16 tiles / from 17 / from 50): resnet50 54.9 / 52.5 /
     54.9, resnet18 22.7 / 20.9 / 21.9; the 256ch 14x14 convs (16 tiles) went to F(2x2),
-    the 128ch 28x28 ones (49 tiles) lost with it. So WINOGRAD4_MIN_TILES between the two
-    (AMD's cores unmeasured in a model)."""
+    the 128ch 28x28 ones (49 tiles) lost with it. So WINOGRAD4_MIN_TILES between the two, the
+    default; on AMD's cores 16 (schedule.winograd4_rule: measured in a model on a Zen 5)."""
     oh, ow = out_hw
-    return "winograd4" if -(-oh // 4) * -(-ow // 4) >= WINOGRAD4_MIN_TILES else "winograd"
+    return "winograd4" if -(-oh // 4) * -(-ow // 4) >= min_tiles else "winograd"
 
 
 def is_depthwise(in_channels: int, out_channels: int, groups: int) -> bool:

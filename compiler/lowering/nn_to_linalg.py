@@ -86,6 +86,7 @@ from compiler.lowering.conv_lowering import (
     CONV_LOWERINGS,
     CONV_SCHEDULE_ATTR,
     PACKED_1X1_RULES,
+    WINOGRAD4_MIN_TILES,
     choose_conv_lowering,
 )
 from compiler.lowering.winograd import WINOGRAD_TILES, lower_winograd, winograd_applies
@@ -131,13 +132,15 @@ class LowerPad(RewritePattern):
 
 
 def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False,
-                  vector_bits: int = 0, packed_1x1: str = "all") -> str:
+                  vector_bits: int = 0, packed_1x1: str = "all",
+                  winograd4_min_tiles: int = WINOGRAD4_MIN_TILES) -> str:
     """The lowering of `op`: its `aicc.conv_lowering` attribute, else `forced` (the pass
     option), else $AICC_CONV_LOWERING, else `choose_conv_lowering` on its shape (`packed`: the
     target has the packed kernel, which takes f32 convs with a static batch, and packs a
     weight known only at run time before the conv; `vector_bits`: its vector width, for
     where Winograd's F(2x2, 3x3) wins, 0 for never; `packed_1x1`: which of the heuristic's
-    rules the machine keeps for unstrided 1x1 convs, see choose_conv_lowering). "matmul" on
+    rules the machine keeps for unstrided 1x1 convs, see choose_conv_lowering;
+    `winograd4_min_tiles`: from how many 4x4 tiles an image takes F(4x4, 3x3)). "matmul" on
     a conv that needs the im2col copy means "im2col"; "packed" on a dynamic batch means
     "direct"; "winograd" on a conv it does not apply to (winograd.py) means the heuristic's
     choice without it."""
@@ -147,7 +150,7 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False,
     kh, kw = aicc.shape_of(op.weight)[2:]
     strides = tuple(aicc_nn.int_values(op.strides))
     if mode in ("", "auto"):  # a dynamic batch: chosen as for one image
-        mode = _heuristic(op, packed, vector_bits, packed_1x1)
+        mode = _heuristic(op, packed, vector_bits, packed_1x1, winograd4_min_tiles)
     if mode not in CONV_LOWERINGS:
         raise CompileError(f"conv lowering '{mode}': expected one of {', '.join(CONV_LOWERINGS)} (or auto)")
     if mode == "matmul" and ((kh, kw) != (1, 1) or strides != (1, 1)):
@@ -155,11 +158,12 @@ def conv_lowering(op: aicc_nn.Conv2dOp, forced: str = "", packed: bool = False,
     if mode == "packed" and not isinstance(n, int):
         mode = "direct"
     if mode in WINOGRAD_TILES and not winograd_applies(op):
-        mode = _heuristic(op, packed, 0, packed_1x1)
+        mode = _heuristic(op, packed, 0, packed_1x1, winograd4_min_tiles)
     return mode
 
 
-def _heuristic(op: aicc_nn.Conv2dOp, packed: bool, vector_bits: int, packed_1x1: str) -> str:
+def _heuristic(op: aicc_nn.Conv2dOp, packed: bool, vector_bits: int, packed_1x1: str,
+               winograd4_min_tiles: int = WINOGRAD4_MIN_TILES) -> str:
     n, c, _, _ = aicc.shape_of(op.input)
     oc, _, kh, kw = aicc.shape_of(op.weight)
     _, _, oh, ow = aicc.shape_of(op.result)
@@ -173,7 +177,7 @@ def _heuristic(op: aicc_nn.Conv2dOp, packed: bool, vector_bits: int, packed_1x1:
                                 (oh, ow), (kh, kw), strides, packed=kernel,
                                 winograd_bits=vector_bits if kernel and winograd_applies(op)
                                 and os.environ.get(CONV_WINOGRAD_ENV, "") != "0" else 0,
-                                packed_1x1=packed_1x1)
+                                packed_1x1=packed_1x1, winograd4_min_tiles=winograd4_min_tiles)
     if mode == "packed" and (kh, kw) == (1, 1) and os.environ.get(CONV_PACKED_1X1_ENV) == "0":
         mode = "matmul" if strides == (1, 1) else "im2col"
     return mode
@@ -292,12 +296,14 @@ class LowerConv2d(RewritePattern):
     packed: bool = False  # the target has the packed kernel (see choose_conv_lowering)
     vector_bits: int = 0  # its vector width, for Winograd (0: never)
     packed_1x1: str = "all"  # the packed kernel's rules kept for unstrided 1x1 convs
+    winograd4_min_tiles: int = WINOGRAD4_MIN_TILES  # F(4x4, 3x3) from this many 4x4 tiles
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc_nn.Conv2dOp, rewriter: PatternRewriter) -> None:
         if self.with_bias and _channel_bias(op) is not None:
             return  # lowered with its add
-        mode = conv_lowering(op, self.lowering, self.packed, self.vector_bits, self.packed_1x1)
+        mode = conv_lowering(op, self.lowering, self.packed, self.vector_bits, self.packed_1x1,
+                             self.winograd4_min_tiles)
         rewriter.replace(op, [], [lower_conv2d(op, None, mode, rewriter, self.vector_bits)])
 
 
@@ -311,6 +317,7 @@ class LowerConv2dBias(RewritePattern):
     packed: bool = False
     vector_bits: int = 0
     packed_1x1: str = "all"
+    winograd4_min_tiles: int = WINOGRAD4_MIN_TILES
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aicc.AddOp, rewriter: PatternRewriter) -> None:
@@ -318,7 +325,7 @@ class LowerConv2dBias(RewritePattern):
             conv = v.owner
             if isinstance(conv, aicc_nn.Conv2dOp) and (found := _channel_bias(conv)) and found[0] is op:
                 mode = conv_lowering(conv, self.lowering, self.packed, self.vector_bits,
-                                     self.packed_1x1)
+                                     self.packed_1x1, self.winograd4_min_tiles)
                 out = lower_conv2d(conv, found[1], mode, rewriter, self.vector_bits)
                 rewriter.replace(op, [], [out])
                 rewriter.erase(conv)
@@ -750,10 +757,12 @@ class LowerConvTranspose2d(RewritePattern):
 
 def nn_patterns(conv_lowering: str = "", conv_bias: bool = True,
                 conv_packed: bool = False, conv_vector_bits: int = 0,
-                conv_packed_1x1: str = "all") -> list[RewritePattern]:
+                conv_packed_1x1: str = "all",
+                conv_winograd4_min_tiles: int = WINOGRAD4_MIN_TILES) -> list[RewritePattern]:
     """The NN lowerings, but for LowerConv2dBias (used when `conv_bias`), which goes before
     the elementwise ones."""
     return [LowerConvTranspose2d(), LowerResample(), LowerPad(),
-            LowerConv2d(conv_lowering, conv_bias, conv_packed, conv_vector_bits, conv_packed_1x1),
+            LowerConv2d(conv_lowering, conv_bias, conv_packed, conv_vector_bits, conv_packed_1x1,
+                        conv_winograd4_min_tiles),
             LowerPool2d(), LowerConcat(), LowerSlice(), LowerGather(),
             LowerGatherElements(), LowerArgReduce(), LowerCumSum()]

@@ -21,6 +21,7 @@ from compiler.dialects.aicc import AICC
 from compiler.dialects.aicc_cpu import AICCCPU
 from compiler.dialects.aicc_fused import AICC_FUSED
 from compiler.dialects.gpu_map import GPUMap
+from compiler.lowering.conv_lowering import WINOGRAD4_MIN_TILES
 from compiler.lowering.bufferize import Bufferize
 from compiler.lowering.fold_constants import FoldConstants
 from compiler.lowering.fold_conv_bn import FoldConvBatchNorm
@@ -67,6 +68,7 @@ class StageHooks:
     conv_packed: bool = False  # the target lowers "packed" convs with a blocked kernel
     conv_vector_bits: int = 0  # its vector width, for the heuristic's Winograd choice
     conv_packed_1x1: str = "all"  # the packed kernel's rules kept for unstrided 1x1 convs
+    conv_winograd4_min_tiles: int = WINOGRAD4_MIN_TILES  # F(4x4, 3x3) from this many 4x4 tiles
     linalg: tuple[ModulePass, ...] = ()  # after fuse-elementwise and cleanup
     memref: tuple[ModulePass, ...] = ()  # between bufferize and plan-memory
     # forward-copies' permuted_min_bytes: copies in another order forwarded above this size
@@ -82,7 +84,8 @@ def shared_stages(fuse: bool, hooks: StageHooks) -> list[tuple[str, list[ModuleP
         ("tensor", [*graph_passes(), *hooks.graph, *cleanup(), *hooks.tensor]),
         ("linalg", [TensorToLinalg(conv_bias=hooks.conv_bias, conv_packed=hooks.conv_packed,
                                    conv_vector_bits=hooks.conv_vector_bits,
-                                   conv_packed_1x1=hooks.conv_packed_1x1),
+                                   conv_packed_1x1=hooks.conv_packed_1x1,
+                                   conv_winograd4_min_tiles=hooks.conv_winograd4_min_tiles),
                     *([FuseElementwise()] if fuse else []), *cleanup(), *hooks.linalg]),
         ("memref", [Bufferize(), ForwardCopies(permuted_min_bytes=hooks.forward_permuted_min_bytes),
                     *hooks.memref, PlanMemory(workspace_arg=True)]),

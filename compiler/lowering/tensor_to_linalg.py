@@ -48,7 +48,7 @@ from compiler.dialects.aicc_fused import AttentionOp
 from compiler.dialects.shapes import is_dynamic
 from compiler.errors import CompileError, UnsupportedOpError
 from compiler.symbolic import Sym, prod as sym_prod
-from compiler.lowering.conv_lowering import PACKED_1X1_RULES
+from compiler.lowering.conv_lowering import PACKED_1X1_RULES, WINOGRAD4_MIN_TILES
 from compiler.lowering.nn_to_linalg import LowerConv2dBias, nn_patterns
 from compiler.lowering.quant_to_linalg import QUANT_PATTERNS
 from compiler.lowering.tensor_op_to_linalg import LowerTensorOp
@@ -624,6 +624,8 @@ class TensorToLinalg(ModulePass):
     # which of the heuristic's packed-kernel rules the machine keeps for unstrided 1x1 convs:
     # all, small or none (see choose_conv_lowering)
     conv_packed_1x1: str = "all"
+    # from how many 4x4 tiles of its output a Winograd conv takes F(4x4, 3x3) (winograd_tile)
+    conv_winograd4_min_tiles: int = WINOGRAD4_MIN_TILES
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         check_dynamic_support(op)
@@ -634,7 +636,8 @@ class TensorToLinalg(ModulePass):
             GreedyRewritePatternApplier(
                 [
                     *([LowerConv2dBias(self.conv_lowering, self.conv_packed, self.conv_vector_bits,
-                                       self.conv_packed_1x1)] if self.conv_bias else []),  # before LowerBinary
+                                       self.conv_packed_1x1, self.conv_winograd4_min_tiles)]
+                      if self.conv_bias else []),  # before LowerBinary
                     LowerConstant(),
                     LowerUnary(),
                     LowerBinary(),
@@ -651,7 +654,8 @@ class TensorToLinalg(ModulePass):
                     LowerTensorOp(),  # aicc.tensor_op: index notation
                     *QUANT_PATTERNS,  # quantize, dequantize, matmul_integer
                     *nn_patterns(self.conv_lowering, self.conv_bias, self.conv_packed,
-                                 self.conv_vector_bits, self.conv_packed_1x1),
+                                 self.conv_vector_bits, self.conv_packed_1x1,
+                                 self.conv_winograd4_min_tiles),
                 ]
             ),
         ).rewrite_module(op)

@@ -75,6 +75,7 @@ class CPUTarget(Target):
             l2_prefetch_rule,
             nhwc_kxk_rule,
             packed_1x1_rule,
+            winograd4_rule,
         )
         from compiler.targets.cpu.tile_conv import TileConv
         from compiler.targets.cpu.tile_matmul import TileMatmul
@@ -121,6 +122,7 @@ class CPUTarget(Target):
             conv_packed=machine.vector_bits >= 256,
             conv_vector_bits=machine.vector_bits,
             conv_packed_1x1=packed_1x1_rule(machine),
+            conv_winograd4_min_tiles=winograd4_rule(machine),
         )
         return shared.shared_stages(fuse, hooks)
 

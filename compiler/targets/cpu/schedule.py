@@ -71,7 +71,7 @@ from xdsl.ir import Attribute, Operation, OpResult, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
 
 from compiler.errors import CompileError
-from compiler.lowering.conv_lowering import CONV_SCHEDULE_ATTR
+from compiler.lowering.conv_lowering import CONV_SCHEDULE_ATTR, WINOGRAD4_MIN_TILES
 from compiler.threads import default_threads
 
 SCHEDULE_ATTR = "aicc.schedule"
@@ -552,6 +552,20 @@ def conv_prefetch_rule(machine) -> int:
     compete with the broadcasts for the load ports), and on AMD's cores it is unmeasured: so
     CONV_PREFETCH on Intel with 512-bit vectors, else 0."""
     return CONV_PREFETCH if machine.vendor == "intel" and machine.vector_bits >= 512 else 0
+
+
+def winograd4_rule(machine) -> int:
+    """From how many 4x4 tiles of its output a Winograd conv takes F(4x4, 3x3) rather than
+    F(2x2, 3x3) on `machine` (a CPUMachine; conv_lowering.winograd_tile). On an Intel core
+    WINOGRAD4_MIN_TILES (32: measured on a Sapphire Rapids-class Xeon, where resnet50's 256ch
+    14x14 convs, 16 tiles, lost with F(4x4): its weight, 2.25x F(2x2)'s, streams from memory
+    once per run for few FLOPs). On an AMD core 16: those convs win with F(4x4). Whole models
+    on a Zen 5 (torch frontend, one thread, both compiled in one process and timed
+    alternately, ms, 32 / 16): resnet50 35.5 / 34.0 and 34.1 / 32.7, resnet18 13.4 / 12.6
+    (AVX-512 code), resnet50 63.7 / 61.6 (AVX2 code); from 50 (the 128ch 28x28 convs to F(2x2)
+    too) 35.8, F(2x2) everywhere 36.8. On a Zen 4 the 256ch 14x14 conv alone was 1.13x (AVX-512
+    code) and 1.15x (AVX2 code) faster with F(4x4); Zen 1-3 are unmeasured."""
+    return 16 if machine.vendor == "amd" else WINOGRAD4_MIN_TILES
 
 
 def packed_1x1_rule(machine) -> str:
