@@ -246,11 +246,12 @@ class LowerUnary(RewritePattern):
             _elementwise(rewriter, op, [op.input], INT_UNARY[type(op)])
         elif isinstance(op, aicc.ExpOp) and "fastmath" in op.attributes:
             flags = op.attributes["fastmath"]
-            marks = {k: v for k, v in op.attributes.items() if k == NONPOSITIVE_ARG}
+            nonpositive = NONPOSITIVE_ARG in op.attributes
 
             def exp(b, a, t):
                 e = xmath.ExpOp(a[0], fastmath=flags)
-                e.attributes.update(marks)
+                if nonpositive:
+                    e.attributes[NONPOSITIVE_ARG] = UnitAttr()
                 return insert_result(b, e)
 
             _elementwise(rewriter, op, [op.input], exp)
