@@ -327,7 +327,11 @@ def onnx_flops(proto, inputs: tuple) -> int:
 # call (ONNX Runtime's for ~50 ms, torch's and aicc's for less), which fell on the next one's
 # calls. Measured at 2 threads on the 2-core Xeon, resnet18, ms of aicc's 1st, 2nd, 3rd and 4th
 # call after 4 of ORT's: 23.3, 19.9, 15.6, 10.4 (alone 10.0); of ORT's after torch's: 18.5,
-# 12.5, 11.9 (alone 11.8).
+# 12.5, 11.9 (alone 11.8). On a Zen 4 (2 vCPUs), resnet50 at 2 threads, one process, four
+# rounds of 5 ORT calls then 6 of aicc's: ORT's pool spun for ~40 ms of CPU after its last
+# call, and aicc's 1st and 2nd calls took 62-66 and 41-44 ms (then 37-39, as alone); with ORT's
+# spinning off (session option session.intra_op.allow_spinning = 0) 37-40 from the first, and
+# ORT itself 1-3% slower (median 39.5-42.4 against 38.6-41.5 ms), so ORT keeps its default.
 SETTLE_S = 0.1
 BURST = 3
 

@@ -564,7 +564,11 @@ def winograd4_rule(machine) -> int:
     alternately, ms, 32 / 16): resnet50 35.5 / 34.0 and 34.1 / 32.7, resnet18 13.4 / 12.6
     (AVX-512 code), resnet50 63.7 / 61.6 (AVX2 code); from 50 (the 128ch 28x28 convs to F(2x2)
     too) 35.8, F(2x2) everywhere 36.8. On a Zen 4 the 256ch 14x14 conv alone was 1.13x (AVX-512
-    code) and 1.15x (AVX2 code) faster with F(4x4); Zen 1-3 are unmeasured."""
+    code) and 1.15x (AVX2 code) faster with F(4x4); whole models there, the same way, two
+    rounds: AVX-512 code resnet50 68.1 / 67.9 and 65.3 / 65.9, resnet18 24.8 / 24.7 and
+    22.8 / 22.6 (even); AVX2 code (x86-64-v3 with the threshold set) resnet50 73.1 / 71.3 and
+    74.6 / 72.2, resnet18 27.4 / 26.3 and 27.0 / 25.6. Zen 1-3 are unmeasured. A generic name
+    (x86-64-v3) keeps 32: its code may run on an Intel core, where 16 tiles lost."""
     return 16 if machine.vendor == "amd" else WINOGRAD4_MIN_TILES
 
 
@@ -587,8 +591,18 @@ def packed_1x1_rule(machine) -> str:
     matmul wins there too with AVX2 code: whole models A/B in one process, "small" / "none"
     (ms, haswell code): resnet50 74.2 / 69.8, regnet_y_400mf 11.0 / 10.6, efficientnet_b0
     12.9 / 12.6, mobilenet_v3_small 2.1 / 2.0.
-    So "none" on Intel, and "all" elsewhere (AMD, and generic CPU names such as x86-64-v3),
-    where the rules were measured before the m_lanes kernel."""
+    On AMD the m_lanes kernel did not turn the rules around. Re-measured with it on a Zen 4,
+    whole models (torch frontend, one thread) A/B/C in one process, ms "all" / "small" /
+    "none", two rounds: AVX2 code (x86-64-v3) mobilenet_v3_small 1.81 / 1.82 / 1.83 and
+    1.80 / 1.81 / 1.83, efficientnet_b0 12.30 / 12.29 / 12.76 and 12.38 / 12.41 / 12.86,
+    regnet_y_400mf 10.22 / 10.11 / 10.31 and 9.77 / 9.77 / 9.99, resnet50 84.5 / 84.6 / 85.8
+    and 76.3 / 74.6 / 75.4; AVX-512 code mobilenet_v3_small 2.07 / 2.00 / 2.00 and
+    1.97 / 1.92 / 1.89, efficientnet_b0 12.51 / 12.19 / 12.43 and 13.42 / 12.94 / 13.38,
+    regnet_y_400mf 9.09 / 9.12 / 9.22 and 9.27 / 9.31 / 9.40, resnet50 68.4 / 69.6 / 69.8 and
+    66.0 / 67.5 / 67.0: "none" loses 1-4% with AVX2 code, and with AVX-512 code the three
+    lie within 4% with no order that holds across the models (resnet50, the longest, is
+    fastest with "all").
+    So "none" on Intel, and "all" elsewhere (AMD, and generic CPU names such as x86-64-v3)."""
     return "none" if machine.vendor == "intel" else "all"
 
 
