@@ -503,16 +503,17 @@ def test_k_unroll_rule_by_vendor_and_width():
                                   fixed={"ku": 2}).ku == 2
 
 
-def test_l2_prefetch_rule_by_vendor():
-    """Intel cores fetch a constant operand's next block into L2 (measured on a Sapphire
-    Rapids-class Xeon); AMD cores and generic CPU names, unmeasured with it, do not."""
+def test_l2_prefetch_rule_every_core():
+    """Every core fetches a constant operand's next block into L2 (measured on a Sapphire
+    Rapids-class Xeon and on a Zen 5, with AVX2 and AVX-512 code), generic names included;
+    AICC_L2_PREFETCH=0 turns it off."""
     from compiler.targets.cpu.schedule import l2_prefetch_rule
 
     def machine(name):
         return CPUMachine(name, "", 512, 48 * 1024, 2 << 20, False)
 
-    assert l2_prefetch_rule(machine("sapphirerapids")) and l2_prefetch_rule(machine("haswell"))
-    assert not l2_prefetch_rule(machine("znver4")) and not l2_prefetch_rule(machine("x86-64-v3"))
+    for name in ("sapphirerapids", "haswell", "znver3", "znver5", "x86-64-v3"):
+        assert l2_prefetch_rule(machine(name)), name
     # the heuristic asks for it only where an operand is a constant packed at compile time
     on = dict(vw=16, threads=1, l2_prefetch=True)
     assert choose_matmul_schedule((), 128, 3072, 768, b_constant=True, **on).l2pf == 1
