@@ -200,6 +200,23 @@ def test_conv_prefetch_rule_of_named_cpus(cpu, pf):
     assert "pf" not in choose_conv_schedule(512, 28, 8, pf=16)  # vw = 8: a grouped conv's 8
 
 
+@pytest.mark.parametrize("cpu,l2pf", [("sapphirerapids", True), ("x86-64-v4", True),
+                                      ("znver4", True), ("znver3", True), ("haswell", False),
+                                      ("x86-64-v3", False)])
+def test_conv_l2_prefetch_rule_of_named_cpus(cpu, l2pf):
+    """The packed conv kernels fetch the next block of weights into L2 with 512-bit vectors
+    and on AMD's cores; not with AVX2 code for an Intel core or a generic name; the
+    schedule records the rule's answer, and a fixed l2pf wins."""
+    from compiler.targets.cpu.machine import cpu_machine
+    from compiler.targets.cpu.schedule import choose_conv_schedule, conv_l2_prefetch_rule
+
+    m = cpu_machine(cpu)
+    assert conv_l2_prefetch_rule(m) == l2pf
+    s = choose_conv_schedule(m.vector_bits, 28, 64, l2pf=conv_l2_prefetch_rule(m))
+    assert s.get("l2pf", 0) == int(l2pf)
+    assert "l2pf" not in choose_conv_schedule(m.vector_bits, 28, 64, fixed={"l2pf": 0}, l2pf=True)
+
+
 @pytest.mark.parametrize("cpu, flops", [("sapphirerapids", 1000), ("haswell", 1000),
                                         ("znver4", 0), ("x86-64-v3", 0)])
 def test_nhwc_kxk_rule_of_named_cpus(cpu, flops):

@@ -26,8 +26,9 @@ COLLAPSE_ENV = "AICC_COLLAPSE"
 FILL_BORDER_ENV = "AICC_FILL_BORDER"
 # "0": int8 3x3 convs keep the direct kernel where the integer Winograd one would run (A/B timing)
 INT8_WINOGRAD_ENV = "AICC_INT8_WINOGRAD"
-# "0" / "1": the matmul kernels fetch the next block of a constant operand into L2 or not,
-# whatever the machine's l2_prefetch_rule says (A/B timing)
+# "0" / "1": the matmul and packed conv kernels fetch the next block of a constant operand
+# into L2 or not, whatever the machine's l2_prefetch_rule / conv_l2_prefetch_rule say (A/B
+# timing)
 L2_PREFETCH_ENV = "AICC_L2_PREFETCH"
 
 
@@ -69,6 +70,7 @@ class CPUTarget(Target):
         from compiler.targets.cpu.qgemm import LowerQGemm
         from compiler.targets.cpu.schedule import (
             aliased_a_rule,
+            conv_l2_prefetch_rule,
             conv_prefetch_rule,
             format_overrides,
             k_unroll_rule,
@@ -83,6 +85,7 @@ class CPUTarget(Target):
         machine = self.machine(options)
         threads = options.threads or 0
         fuse = options.fuse
+        l2_env = {"0": False, "1": True}  # L2_PREFETCH_ENV over both rules
         hooks = shared.StageHooks(
             graph=(FuseLinearBias(), *([FoldConvInputScale()] if fuse else [])),
             tensor=(FuseAttention(), DeadCodeElimination()) if fuse else (),
@@ -92,9 +95,11 @@ class CPUTarget(Target):
                                    conv_pf=conv_prefetch_rule(machine),
                                    pack_aliased_a=aliased_a_rule(machine),
                                    conv_nhwc_flops=nhwc_kxk_rule(machine),
-                                   l2_prefetch={"0": False, "1": True}.get(
+                                   l2_prefetch=l2_env.get(os.environ.get(L2_PREFETCH_ENV, ""),
+                                                          l2_prefetch_rule(machine)),
+                                   conv_l2_prefetch=l2_env.get(
                                        os.environ.get(L2_PREFETCH_ENV, ""),
-                                       l2_prefetch_rule(machine)),
+                                       conv_l2_prefetch_rule(machine)),
                                    k_unroll=k_unroll_rule(machine),
                                    record=self._record(machine)),),
             # tile-conv first: it folds the activation after a conv into the kernels, which

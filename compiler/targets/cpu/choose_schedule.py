@@ -145,6 +145,8 @@ class ChooseSchedule(ModulePass):
     conv_nhwc_flops: int = 0
     # fetch the next block of a constant operand into L2 (the machine's l2_prefetch_rule)
     l2_prefetch: bool = False
+    # ... and the packed convs the next block of their weights (conv_l2_prefetch_rule)
+    conv_l2_prefetch: bool = False
     # k steps per iteration of the kernels' unrolled loop (the machine's k_unroll_rule)
     k_unroll: int = K_UNROLL
 
@@ -214,7 +216,7 @@ class ChooseSchedule(ModulePass):
                         if wshape[0] == 1 and xshape[-3] >= NHWC_MIN_CHANNELS else 0
                     s = choose_conv_schedule(self.vector_bits, shape[-1], shape[-3], fixed=fixed,
                                              k=math.prod(wshape[2:]), pointwise=pointwise,
-                                             pf=self.conv_pf, l2pf=self.l2_prefetch,
+                                             pf=self.conv_pf, l2pf=self.conv_l2_prefetch,
                                              input_flops=input_flops,
                                              nhwc_min_flops=self.conv_nhwc_flops)
                 o.attributes[CONV_SCHEDULE_ATTR] = DictionaryAttr(

@@ -690,13 +690,9 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
     `conv_prefetch_rule`) where vw is 16 floats; a fixed `pf` wins; recorded only when not
     0. `input_flops`: the conv's FLOPs per element of its padded input (0 for a grouped
     conv); from `nhwc_min_flops` (the machine's nhwc_kxk_rule, 0: never) a conv that is not a
-    pointwise row takes `nhwc` too. `l2pf` (the machine's l2_prefetch_rule): the calls on one
-    block of output channels fetch the next block's weights into L2 (tile_conv.py), recorded
-    as l2pf = 1; with 512-bit vectors only. Measured on a Sapphire Rapids-class Xeon at one thread, whole ONNX
-    models A/B in one process (ms, without / with): AVX-512 code resnet50 53.6 / 52.9,
-    resnet18 21.3 / 20.7, regnet_y_400mf 8.6 / 8.4, efficientnet_b0 10.1 / 9.9; AVX2 code
-    (haswell) resnet50 75.5 / 78.7, resnet18 28.5 / 28.9, where the fetches compete with
-    the broadcasts for the load ports, as `pf` does (conv_prefetch_rule)."""
+    pointwise row takes `nhwc` too. `l2pf` (the machine's conv_l2_prefetch_rule): the calls
+    on one block of output channels fetch the next block's weights into L2 (tile_conv.py),
+    recorded as l2pf = 1."""
     fixed = dict(fixed or {})
     if pointwise and "nhwc" not in fixed and NHWC_MIN_PIXELS < ow <= NHWC_MAX_PIXELS \
             and ow % NHWC_PIXEL_MULTIPLE and (vector_bits < 512 or k * oc >= NHWC_WIDE_MIN_WEIGHTS):
@@ -717,7 +713,7 @@ def choose_conv_schedule(vector_bits: int, ow: int, oc: int,
     pf = fixed["pf"] if "pf" in fixed else pf if vw >= 16 else 0
     if pf:
         flags["pf"] = pf
-    if l2pf and vector_bits >= 512 and "l2pf" not in fixed:
+    if l2pf and "l2pf" not in fixed:
         flags["l2pf"] = 1
     if "owb" in fixed:
         return {"vw": vw, "owb": fixed["owb"], "ocv": ocv, **flags}
@@ -858,6 +854,22 @@ def l2_prefetch_rule(machine) -> bool:
     one hot one (80.1 / 80.5 GFLOP/s: little to gain there; unmeasured with it). So on every
     core, generic CPU names included; AICC_L2_PREFETCH=0 turns it off for A/B timing."""
     return True
+
+
+def conv_l2_prefetch_rule(machine) -> bool:
+    """Do the packed conv kernels fetch the next block of output channels' weights into L2 on
+    `machine` (a CPUMachine; choose_conv_schedule's `l2pf`)? Measured at one thread, whole
+    models A/B in one process (ms, without / with). A Sapphire Rapids-class Xeon, ONNX
+    models: AVX-512 code resnet50 53.6 / 52.9, resnet18 21.3 / 20.7, regnet_y_400mf
+    8.6 / 8.4, efficientnet_b0 10.1 / 9.9; AVX2 code (haswell) resnet50 75.5 / 78.7,
+    resnet18 28.5 / 28.9, where the fetches compete with the broadcasts for the load ports,
+    as `pf` does (conv_prefetch_rule). A Zen 5 with AVX2 code (znver3; torch frontend,
+    medians, the matmuls fetching in both): resnet50 68.1 / 66.9, resnet18 24.7 / 24.5,
+    regnet_y_400mf 9.16 / 8.68, efficientnet_b0 10.85 / 10.49, mobilenet_v3_small 1.77 /
+    1.71; with AVX-512 code it is part of l2_prefetch_rule's figures. So with 512-bit vectors
+    on every core and on AMD's with 256-bit ones; generic CPU names with 256-bit vectors
+    (which may run on an Intel core) keep it off."""
+    return machine.vector_bits >= 512 or machine.vendor == "amd"
 
 
 # The k loop's unroll (the schedule's `ku`) where k_unroll_rule has nothing to say.
@@ -1070,6 +1082,7 @@ __all__ = [
     "MatmulSchedule",
     "SCHEDULE_ATTR",
     "choose_conv_schedule",
+    "conv_l2_prefetch_rule",
     "pointwise_row",
     "choose_dw_schedule",
     "choose_matmul_schedule",

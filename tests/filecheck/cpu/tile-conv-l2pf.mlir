@@ -1,9 +1,12 @@
-// RUN: aicc-opt %s -p 'tensor-to-linalg,choose-schedule{vector-bits=512 threads=1 l2-prefetch=true conv-overrides="vw=8,owb=3"},bufferize,tile-conv,canonicalize,cse' | filecheck %s
-// RUN: aicc-opt %s -p 'tensor-to-linalg,choose-schedule{vector-bits=512 threads=1 l2-prefetch=true conv-overrides="vw=8,owb=3"}' | filecheck %s --check-prefix=SCHED
+// RUN: aicc-opt %s -p 'tensor-to-linalg,choose-schedule{vector-bits=512 threads=1 conv-l2-prefetch=true conv-overrides="vw=8,owb=3"},bufferize,tile-conv,canonicalize,cse' | filecheck %s
+// RUN: aicc-opt %s -p 'tensor-to-linalg,choose-schedule{vector-bits=512 threads=1 conv-l2-prefetch=true conv-overrides="vw=8,owb=3"}' | filecheck %s --check-prefix=SCHED
 // RUN: aicc-opt %s -p 'tensor-to-linalg,choose-schedule{vector-bits=256 threads=1 l2-prefetch=true}' | filecheck %s --check-prefix=AVX2
+// RUN: aicc-opt %s -p 'tensor-to-linalg,choose-schedule{vector-bits=256 threads=1 conv-l2-prefetch=true}' | filecheck %s --check-prefix=AVX2-AMD
 
-// With l2-prefetch (an Intel core's l2_prefetch_rule) and 512-bit vectors, the packed conv's
-// schedule records l2pf = 1 (with AVX2 code it lost: not there), and tile-conv gives each kernel call an l2pf stream into the constant packed
+// With conv-l2-prefetch (the machine's conv_l2_prefetch_rule: 512-bit vectors, or an AMD
+// core), the packed conv's schedule records l2pf = 1 (l2-prefetch, the matmuls' rule, leaves
+// the convs alone: AVX2 code for an Intel core lost with it), and tile-conv gives each kernel
+// call an l2pf stream into the constant packed
 // weight: its share of the next block of channel vectors' weights, fetched into L2 while it
 // computes. 32 output channels in vectors of 8 (vw = 8 fixed): a block of ocv = 3 vectors (w_ocs = 576
 // floats each), then one of the last vector. The next block starts nq * w_ocs on (1728 from
@@ -13,6 +16,7 @@
 // floats, row y's calls at y * 864, the call at column ow0 at ow0 / 3 * 288 past it.
 // SCHED: aicc.conv_schedule = {vw = 8 : i64, owb = 3 : i64, ocv = 3 : i64, l2pf = 1 : i64}
 // AVX2: aicc.conv_schedule = {vw = 8 : i64, owb = 3 : i64, ocv = 3 : i64}}
+// AVX2-AMD: aicc.conv_schedule = {vw = 8 : i64, owb = 3 : i64, ocv = 3 : i64, l2pf = 1 : i64}}
 // CHECK-LABEL: func.func @conv
 // CHECK-DAG:     %[[C3:.*]] = arith.constant 3 : index
 // CHECK-DAG:     %[[C864:.*]] = arith.constant 864 : index
