@@ -202,7 +202,7 @@ POINTWISE = [
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_packed_conv_reading_an_nhwc_copy_matches_torch(monkeypatch, case, vw):
     """`nhwc` on a KxK conv (nhwc_kxk_rule: the strided and small-image convs of a ResNet's
-    late stages on Intel cores): the kernels read the input as [N][Hp][Wp][IC] (the padding's
+    late stages): the kernels read the input as [N][Hp][Wp][IC] (the padding's
     copy writing that layout where there is one), strided, dilated, batched, a 1x1 image;
     the results are unchanged."""
     n, ic, oc, hw, k, s, p, d, bias = case
@@ -285,7 +285,7 @@ def test_packed_conv_with_weight_prefetch_matches_torch(monkeypatch, case, vw, p
 @pytest.mark.parametrize("vw", [8, 16])
 @pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[3], CASES[6]], ids=str)
 def test_packed_conv_with_l2_prefetch_matches_torch(monkeypatch, case, vw):
-    """The schedule's `l2pf` (l2_prefetch_rule: Intel cores): each kernel call fetches its
+    """The schedule's `l2pf` (conv_l2_prefetch_rule): each kernel call fetches its
     share of the next block of output channels' weights into L2, past the weight's end from
     the last block; the kernels of a constant weight with four input channels or more carry
     it, and the results are unchanged."""

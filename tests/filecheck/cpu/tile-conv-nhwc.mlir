@@ -3,7 +3,7 @@
 // RUN: aicc-opt %s -p 'tensor-to-linalg,choose-schedule{vector-bits=512 threads=1 conv-nhwc-flops=50},bufferize,tile-conv,canonicalize,cse' | filecheck %s
 
 // A KxK conv with many FLOPs per element of its input (here 2 * 32 * 9 * 16 / 100 = 92,
-// against conv-nhwc-flops = 50: the cpu target's nhwc_kxk_rule, 1000 on Intel cores) gets
+// against conv-nhwc-flops = 50: the cpu target's nhwc_kxk_rule, 1000 on every core) gets
 // `nhwc = 1`: its kernels read the input as [N][Hp][Wp][IC], a pixel's channels contiguous,
 // instead of one float from each of IC planes. Without the option it keeps NCHW.
 // SCHED: aicc.conv_schedule = {vw = 16 : i64, owb = 4 : i64, ocv = 2 : i64, nhwc = 1 : i64}
