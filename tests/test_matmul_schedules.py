@@ -505,8 +505,7 @@ def test_k_unroll_rule_by_vendor_and_width():
 
 def test_l2_prefetch_rule_every_core():
     """Every core fetches a constant operand's next block into L2 (measured on a Sapphire
-    Rapids-class Xeon and on a Zen 5, with AVX2 and AVX-512 code), generic names included;
-    AICC_L2_PREFETCH=0 turns it off."""
+    Rapids-class Xeon and on a Zen 5, with AVX2 and AVX-512 code), generic names included."""
     from compiler.targets.cpu.schedule import l2_prefetch_rule
 
     def machine(name):

@@ -85,7 +85,8 @@ class CPUTarget(Target):
         machine = self.machine(options)
         threads = options.threads or 0
         fuse = options.fuse
-        l2_env = {"0": False, "1": True}  # L2_PREFETCH_ENV over both rules
+        # L2_PREFETCH_ENV, where set, over both L2 rules
+        l2_forced = {"0": False, "1": True}.get(os.environ.get(L2_PREFETCH_ENV, ""))
         hooks = shared.StageHooks(
             graph=(FuseLinearBias(), *([FoldConvInputScale()] if fuse else [])),
             tensor=(FuseAttention(), DeadCodeElimination()) if fuse else (),
@@ -95,11 +96,10 @@ class CPUTarget(Target):
                                    conv_pf=conv_prefetch_rule(machine),
                                    pack_aliased_a=aliased_a_rule(machine),
                                    conv_nhwc_flops=nhwc_kxk_rule(machine),
-                                   l2_prefetch=l2_env.get(os.environ.get(L2_PREFETCH_ENV, ""),
-                                                          l2_prefetch_rule(machine)),
-                                   conv_l2_prefetch=l2_env.get(
-                                       os.environ.get(L2_PREFETCH_ENV, ""),
-                                       conv_l2_prefetch_rule(machine)),
+                                   l2_prefetch=l2_prefetch_rule(machine)
+                                   if l2_forced is None else l2_forced,
+                                   conv_l2_prefetch=conv_l2_prefetch_rule(machine)
+                                   if l2_forced is None else l2_forced,
                                    k_unroll=k_unroll_rule(machine),
                                    record=self._record(machine)),),
             # tile-conv first: it folds the activation after a conv into the kernels, which
